@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian packages moesim needs to build and test. Idempotent: it asks apt only for what is
+# missing, so a second run takes a fraction of a second. Run as root, or as a user with sudo.
+set -euo pipefail
+
+packages=(
+  cmake ninja-build g++           # the build (C++20)
+  nlohmann-json3-dev              # JSON: profiles, scenarios, config.json, results
+  libboost-program-options-dev    # the command line
+  libgtest-dev                    # tests
+  libbenchmark-dev                # bench/
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then sudo="sudo"; else
+    echo "setup: need root (or sudo) to install: ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+echo "setup: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
