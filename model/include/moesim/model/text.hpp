@@ -1,0 +1,25 @@
+#pragma once
+// Small text helpers shared by error messages and tables.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moesim::text {
+
+/// Levenshtein edit distance.
+std::size_t edit_distance(std::string_view a, std::string_view b);
+
+/// " (did you mean 'x'?)" when a candidate is close to `word`, else "".
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+
+/// "a, b, c"
+std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");
+
+/// Splits "2,3,4" on a separator; empty items are kept (so callers can reject them).
+std::vector<std::string> split(std::string_view s, char separator);
+
+/// printf-style formatting to std::string.
+std::string printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
+
+}  // namespace moesim::text

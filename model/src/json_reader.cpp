@@ -1,0 +1,209 @@
+#include "moesim/model/json_reader.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include "moesim/model/error.hpp"
+#include "moesim/model/text.hpp"
+
+namespace moesim::json {
+namespace {
+
+std::string type_name(const nlohmann::json& j) {
+  switch (j.type()) {
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::object:
+      return "an object";
+    case nlohmann::json::value_t::array:
+      return "an array";
+    case nlohmann::json::value_t::string:
+      return "a string";
+    case nlohmann::json::value_t::boolean:
+      return "a boolean";
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+      return "an integer";
+    case nlohmann::json::value_t::number_float:
+      return "a number";
+    default:
+      return "a value";
+  }
+}
+
+/// "line L, column C" for a byte offset into text (nlohmann reports byte positions).
+std::string line_column(std::string_view text, std::size_t byte) {
+  std::size_t line = 1, col = 1;
+  for (std::size_t i = 0; i < byte && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
+  }
+  return "line " + std::to_string(line) + ", column " + std::to_string(col);
+}
+
+}  // namespace
+
+nlohmann::json parse_text(std::string_view text, std::string_view source_name) {
+  try {
+    return nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error ...";
+    // keep the part after "parse error" that explains, and give the position ourselves.
+    std::string what = e.what();
+    const auto colon = what.find(": ", what.find("parse error"));
+    const std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
+    throw UserError(std::string(source_name) + ": malformed JSON at " + line_column(text, e.byte ? e.byte - 1 : 0) +
+                    ": " + detail + "; fix the JSON syntax (check quotes, commas and brackets)");
+  }
+}
+
+nlohmann::json load_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) {
+    throw UserError(path.string() + ": no such file; check the path (relative paths are from the current directory)");
+  }
+  if (std::filesystem::is_directory(path, ec)) {
+    throw UserError(path.string() + ": is a directory, not a JSON file; give the path of the .json file");
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UserError(path.string() + ": cannot be read; check its permissions");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return parse_text(ss.str(), path.string());
+}
+
+Node::Node(const nlohmann::json& value, std::string source, std::string path)
+    : value_(&value), source_(std::move(source)), path_(std::move(path)) {}
+
+std::string Node::where() const { return source_ + ": " + path_; }
+
+std::string Node::where(std::string_view key) const { return source_ + ": " + path_ + "." + std::string(key); }
+
+UserError Node::error(std::string_view message) const { return UserError(where() + ": " + std::string(message)); }
+
+UserError Node::error(std::string_view key, std::string_view message) const {
+  return UserError(where(key) + ": " + std::string(message));
+}
+
+bool Node::has(std::string_view key) const { return value_->is_object() && value_->contains(key); }
+
+bool Node::is_null(std::string_view key) const { return has(key) && (*value_)[std::string(key)].is_null(); }
+
+const nlohmann::json& Node::at(std::string_view key) const {
+  if (!value_->is_object()) throw error("is " + type_name(*value_) + ", expected an object");
+  auto it = value_->find(key);
+  if (it == value_->end()) throw error(key, "is missing; add it");
+  return *it;
+}
+
+Node Node::child(std::string_view key) const {
+  const auto& v = at(key);
+  if (!v.is_object()) throw error(key, "is " + type_name(v) + ", expected an object { ... }");
+  return Node(v, source_, path_ + "." + std::string(key));
+}
+
+std::optional<Node> Node::optional_child(std::string_view key) const {
+  if (!has(key) || is_null(key)) return std::nullopt;
+  return child(key);
+}
+
+std::vector<Node> Node::elements(std::string_view key) const {
+  const auto& v = at(key);
+  if (!v.is_array()) throw error(key, "is " + type_name(v) + ", expected an array [ ... ]");
+  std::vector<Node> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    out.emplace_back(v[i], source_, path_ + "." + std::string(key) + "[" + std::to_string(i) + "]");
+  }
+  return out;
+}
+
+std::string Node::string(std::string_view key) const {
+  const auto& v = at(key);
+  if (!v.is_string()) throw error(key, "is " + type_name(v) + ", expected a string");
+  return v.get<std::string>();
+}
+
+std::optional<std::string> Node::optional_string(std::string_view key) const {
+  if (!has(key) || is_null(key)) return std::nullopt;
+  return string(key);
+}
+
+std::int64_t Node::integer(std::string_view key, std::int64_t min_value) const {
+  const auto& v = at(key);
+  if (!v.is_number_integer()) {
+    if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>()))) {
+      // 4.0 is an integer written as a float; accept it.
+      const auto n = static_cast<std::int64_t>(v.get<double>());
+      if (n < min_value) throw error(key, "is " + std::to_string(n) + ", must be >= " + std::to_string(min_value));
+      return n;
+    }
+    throw error(key, "is " + type_name(v) + ", expected an integer");
+  }
+  const std::int64_t n = v.get<std::int64_t>();
+  if (n < min_value) throw error(key, "is " + std::to_string(n) + ", must be >= " + std::to_string(min_value));
+  return n;
+}
+
+std::optional<std::int64_t> Node::optional_integer(std::string_view key, std::int64_t min_value) const {
+  if (!has(key) || is_null(key)) return std::nullopt;
+  return integer(key, min_value);
+}
+
+double Node::number(std::string_view key) const {
+  const auto& v = at(key);
+  if (!v.is_number()) throw error(key, "is " + type_name(v) + ", expected a number");
+  return v.get<double>();
+}
+
+std::optional<double> Node::optional_number(std::string_view key) const {
+  if (!has(key) || is_null(key)) return std::nullopt;
+  return number(key);
+}
+
+bool Node::boolean(std::string_view key) const {
+  const auto& v = at(key);
+  if (!v.is_boolean()) throw error(key, "is " + type_name(v) + ", expected true or false");
+  return v.get<bool>();
+}
+
+std::optional<bool> Node::optional_boolean(std::string_view key) const {
+  if (!has(key) || is_null(key)) return std::nullopt;
+  return boolean(key);
+}
+
+double Node::quantity_base(std::string_view key, units::Dimension d, bool allow_zero) const {
+  const auto& v = at(key);
+  if (v.is_number()) {
+    throw error(key, "is the bare number " + v.dump() + "; a physical quantity needs its unit as a string, " +
+                         units::describe(d));
+  }
+  if (!v.is_string()) throw error(key, "is " + type_name(v) + ", expected " + units::describe(d));
+  const double x = units::parse(v.get<std::string>(), d, where(key));
+  if (x < 0 || (x == 0 && !allow_zero)) {
+    throw error(key, "is " + v.dump() + ", must be " + (allow_zero ? "zero or positive" : "positive") +
+                         "; write " + units::describe(d));
+  }
+  return x;
+}
+
+void Node::expect_only(std::initializer_list<std::string_view> allowed) const {
+  expect_only(std::vector<std::string>(allowed.begin(), allowed.end()));
+}
+
+void Node::expect_only(const std::vector<std::string>& allowed) const {
+  if (!value_->is_object()) return;
+  for (const auto& [k, v] : value_->items()) {
+    bool ok = false;
+    for (const auto& a : allowed) ok = ok || a == k;
+    if (!ok) {
+      throw error(k, "is not a known key" + text::did_you_mean(k, allowed) + "; valid keys here: " +
+                         text::join(allowed));
+    }
+  }
+}
+
+}  // namespace moesim::json
