@@ -184,8 +184,8 @@ double Node::quantity_base(std::string_view key, units::Dimension d, bool allow_
   if (!v.is_string()) throw error(key, "is " + type_name(v) + ", expected " + units::describe(d));
   const double x = units::parse(v.get<std::string>(), d, where(key));
   if (x < 0 || (x == 0 && !allow_zero)) {
-    throw error(key, "is " + v.dump() + ", must be " + (allow_zero ? "zero or positive" : "positive") +
-                         "; write " + units::describe(d));
+    throw error(key, "is " + v.dump() + ", must be " + (allow_zero ? "zero or positive" : "positive") + "; write " +
+                         units::describe(d));
   }
   return x;
 }
@@ -200,8 +200,8 @@ void Node::expect_only(const std::vector<std::string>& allowed) const {
     bool ok = false;
     for (const auto& a : allowed) ok = ok || a == k;
     if (!ok) {
-      throw error(k, "is not a known key" + text::did_you_mean(k, allowed) + "; valid keys here: " +
-                         text::join(allowed));
+      throw error(k,
+                  "is not a known key" + text::did_you_mean(k, allowed) + "; valid keys here: " + text::join(allowed));
     }
   }
 }

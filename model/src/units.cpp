@@ -190,7 +190,8 @@ double parse(std::string_view text, Dimension d, std::string_view where) {
     for (Dimension other : {Dimension::Time, Dimension::Bytes, Dimension::Bandwidth, Dimension::FlopRate,
                             Dimension::Flops, Dimension::Money, Dimension::Power}) {
       if (other != d && unit_factor(unit, other)) {
-        throw fail("has unit '" + std::string(unit) + "', which is not " + describe(d).substr(0, describe(d).find(',')));
+        throw fail("has unit '" + std::string(unit) + "', which is not " +
+                   describe(d).substr(0, describe(d).find(',')));
       }
     }
     throw fail("has an unknown unit '" + std::string(unit) + "'");

@@ -27,7 +27,7 @@ class InternalError : public std::logic_error {
 
 }  // namespace moesim
 
-#define MOESIM_CHECK(cond, what)                                     \
-  do {                                                               \
+#define MOESIM_CHECK(cond, what)                                          \
+  do {                                                                    \
     if (!(cond)) ::moesim::fail_check(#cond, __FILE__, __LINE__, (what)); \
   } while (false)

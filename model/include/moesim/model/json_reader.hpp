@@ -51,8 +51,7 @@ class Node {
   [[nodiscard]] std::optional<std::string> optional_string(std::string_view key) const;
   /// An integer >= min_value.
   [[nodiscard]] std::int64_t integer(std::string_view key, std::int64_t min_value = 0) const;
-  [[nodiscard]] std::optional<std::int64_t> optional_integer(std::string_view key,
-                                                             std::int64_t min_value = 0) const;
+  [[nodiscard]] std::optional<std::int64_t> optional_integer(std::string_view key, std::int64_t min_value = 0) const;
   [[nodiscard]] double number(std::string_view key) const;
   [[nodiscard]] std::optional<double> optional_number(std::string_view key) const;
   [[nodiscard]] bool boolean(std::string_view key) const;

@@ -1,0 +1,310 @@
+#include "commands.hpp"
+
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "moesim/model/analytic.hpp"
+#include "moesim/model/architecture.hpp"
+#include "moesim/model/error.hpp"
+#include "moesim/model/hardware.hpp"
+#include "moesim/model/precision.hpp"
+#include "moesim/model/text.hpp"
+#include "moesim/reports/estimate.hpp"
+#include "moesim/reports/study.hpp"
+#include "moesim/reports/table.hpp"
+#include "moesim/sim/placement.hpp"
+
+namespace po = boost::program_options;
+
+namespace moesim::apps {
+namespace {
+
+/// Parses args against `desc`; positional arguments are errors. Returns false (after printing help)
+/// when --help was given.
+bool parse(const Args& args, const po::options_description& desc, po::variables_map& vm, std::ostream& out,
+           const std::string& usage, const std::string& footer = "") {
+  po::store(po::command_line_parser(args).options(desc).run(), vm);
+  if (vm.count("help")) {
+    out << usage << "\n\n" << desc << footer;
+    return false;
+  }
+  po::notify(vm);
+  return true;
+}
+
+std::string billions(double params) { return text::printf("%.2f", params / 1e9); }
+
+std::string registry_help() {
+  std::string s = "\nplacements (--placement):\n";
+  for (const auto& p : sim::placements()) s += "  " + p.name + ": " + p.description + "\n";
+  s += "\nexchanges (--exchange):\n";
+  for (const auto& e : model::exchanges()) s += "  " + e.name + ": " + e.description + "\n";
+  s += "\nprecisions (--precision):\n";
+  for (const auto& p : model::precisions()) s += "  " + p.name + ": " + p.description + "\n";
+  return s;
+}
+
+}  // namespace
+
+int cmd_models(const Args& args, std::ostream& out) {
+  po::options_description desc("options");
+  desc.add_options()("help,h", "show this help")("json", "print the zoo as JSON");
+  po::variables_map vm;
+  if (!parse(args, desc, vm, out,
+             "usage: moesim models [--json]\n\nThe built-in model zoo. Any command that takes "
+             "--model also takes the path of a Hugging Face config.json.")) {
+    return 0;
+  }
+  if (vm.count("json")) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const auto& a : model::zoo()) {
+      const auto p = model::parameter_counts(a);
+      j.push_back({{"id", a.id},
+                   {"name", a.name},
+                   {"family", a.family},
+                   {"hf_repo", a.hf_repo},
+                   {"source", a.source},
+                   {"layers", a.layers},
+                   {"hidden", a.hidden},
+                   {"routed_experts", a.routed_experts},
+                   {"top_k", a.top_k},
+                   {"shared_experts", a.shared_experts},
+                   {"total_params", {{"value", p.total()}, {"unit", "params"}}},
+                   {"active_params", {{"value", model::active_parameters(a)}, {"unit", "params"}}}});
+    }
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  reports::Table t(
+      {"id", "family", "total B params", "active B params", "layers", "experts", "top-k", "shared", "source"});
+  for (const auto& a : model::zoo()) {
+    const auto p = model::parameter_counts(a);
+    t.add_row({a.id, a.family, billions(static_cast<double>(p.total())),
+               billions(static_cast<double>(model::active_parameters(a))), std::to_string(a.layers),
+               a.is_moe() ? std::to_string(a.routed_experts) : "dense", a.is_moe() ? std::to_string(a.top_k) : "-",
+               std::to_string(a.shared_experts), a.hf_repo});
+  }
+  t.print_text(out);
+  out << "\nactive = parameters used per token, embedding and LM head included (model cards differ: see `moesim "
+         "models --json` and model/zoo/*.json for each published figure and its convention).\n";
+  return 0;
+}
+
+int cmd_hw(const Args& args, std::ostream& out) {
+  po::options_description desc("options");
+  desc.add_options()("help,h", "show this help")("json", "print the profiles as JSON, with every source");
+  po::variables_map vm;
+  if (!parse(args, desc, vm, out,
+             "usage: moesim hw [--json]\n\nBuilt-in hardware profiles (hwprofiles/). Any "
+             "command that takes --hw or --nic also takes the path of your own profile JSON.")) {
+    return 0;
+  }
+  const auto nodes = model::builtin_nodes();
+  const auto nics = model::builtin_nics();
+  const auto storage = model::builtin_storage();
+  auto q = [](const auto& opt) { return opt ? units::format(opt->value) : std::string("-"); };
+  if (vm.count("json")) {
+    auto s = [](const auto& opt, std::string_view unit) -> nlohmann::json {
+      if (!opt) return nullptr;
+      return {{"value", opt->value.base()}, {"unit", unit}, {"source", opt->source}};
+    };
+    nlohmann::json j;
+    for (const auto& n : nodes) {
+      nlohmann::json flops;
+      for (const auto& [k, v] : n.devices.peak_flops)
+        flops[k] = {{"value", v.value.base()}, {"unit", "FLOP/s"}, {"source", v.source}};
+      j["nodes"].push_back(
+          {{"id", n.id},
+           {"name", n.name},
+           {"devices", n.devices.count},
+           {"device", n.devices.name},
+           {"memory_per_device", s(n.devices.memory, "B")},
+           {"memory_bandwidth_per_device", s(n.devices.memory_bandwidth, "B/s")},
+           {"peak_flops_per_device", flops},
+           {"intra_node_link", n.intra_node_link ? nlohmann::json(*n.intra_node_link) : nlohmann::json()},
+           {"price", s(n.price, "USD")},
+           {"price_date", n.price_date},
+           {"power", s(n.power, "W")}});
+    }
+    for (const auto& n : nics) {
+      j["nics"].push_back({{"id", n.id},
+                           {"name", n.name},
+                           {"latency", s(std::optional(n.latency), "s")},
+                           {"bandwidth", s(std::optional(n.bandwidth), "B/s")},
+                           {"price", s(n.price, "USD")},
+                           {"price_date", n.price_date}});
+    }
+    for (const auto& n : storage) {
+      j["storage"].push_back({{"id", n.id},
+                              {"name", n.name},
+                              {"read_bandwidth", s(std::optional(n.read_bandwidth), "B/s")},
+                              {"read_latency", s(n.read_latency, "s")},
+                              {"capacity", s(n.capacity, "B")}});
+    }
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  out << "nodes (figures per device; `moesim hw --json` gives every source)\n";
+  reports::Table tn({"id", "devices", "memory", "memory bandwidth", "peak bf16", "price", "name"});
+  for (const auto& n : nodes) {
+    const auto it = n.devices.peak_flops.find("bf16");
+    tn.add_row({n.id, std::to_string(n.devices.count),
+                n.devices.memory ? units::format_binary(n.devices.memory->value) : "-", q(n.devices.memory_bandwidth),
+                it == n.devices.peak_flops.end() ? "-" : units::format(it->second.value), q(n.price), n.name});
+  }
+  tn.print_text(out);
+  out << "\nNICs\n";
+  reports::Table tc({"id", "latency", "bandwidth", "price", "name"});
+  for (const auto& n : nics) {
+    tc.add_row({n.id, units::format(n.latency.value), units::format(n.bandwidth.value), q(n.price), n.name});
+  }
+  tc.print_text(out);
+  out << "\nstorage\n";
+  reports::Table ts({"id", "read bandwidth", "read latency", "name"});
+  for (const auto& n : storage) {
+    ts.add_row({n.id, units::format(n.read_bandwidth.value), q(n.read_latency), n.name});
+  }
+  ts.print_text(out);
+  return 0;
+}
+
+int cmd_estimate(const Args& args, std::ostream& out) {
+  reports::EstimateRequest defaults;
+  po::options_description desc("options");
+  desc.add_options()("help,h", "show this help")(
+      "model", po::value<std::string>(), "model: a zoo id (`moesim models`) or the path of a Hugging Face config.json")(
+      "hw", po::value<std::string>(), "node profile: an id (`moesim hw`) or the path of a profile JSON")(
+      "nic", po::value<std::string>(),
+      "NIC profile(s) between nodes, comma-separated ids or paths; needed when nodes > 1")(
+      "nodes", po::value<std::string>()->default_value("1"), "node counts: 2,3,4 or a range 2-8")(
+      "placement", po::value<std::string>()->default_value(defaults.placement), "expert placement (below)")(
+      "groups", po::value<std::int64_t>()->default_value(defaults.groups),
+      "replicated-groups: number of expert groups")(
+      "placement-file", po::value<std::string>(),
+      "custom placement JSON: {\"groups\": [{\"experts\": [...], \"members\": [...]}]}")(
+      "precision", po::value<std::string>()->default_value(defaults.precision), "weight precision (below)")(
+      "context", po::value<std::int64_t>()->default_value(0),
+      "tokens already in the KV cache; 0 = Equation 1, which omits attention over the context")(
+      "lm-head", "count the LM head's weights (Equation 1 omits them)")(
+      "exchange", po::value<std::string>()->default_value(defaults.exchange),
+      "how nodes combine expert outputs (below)")(
+      "scenario", po::value<std::string>(),
+      "a scenario JSON with the same keys as these flags; flags given override it")(
+      "json", "print the result as JSON: every value with its unit, and the resolved inputs");
+  po::variables_map vm;
+  if (!parse(args, desc, vm, out,
+             "usage: moesim estimate --model ID --hw ID [--nic ID[,ID...]] --nodes N[,N...] [options]\n\n"
+             "Equation 1 of seed 000, generalised: per decode token on the busiest node, max(load, compute) + NIC "
+             "latency x\n"
+             "messages + bytes / NIC bandwidth; E[active experts per node] is computed exactly from the placement.\n"
+             "example: moesim estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192 --nic 10gbe-grpc --nodes "
+             "2,3,4,6,8",
+             registry_help())) {
+    return 0;
+  }
+  reports::EstimateRequest r;
+  if (vm.count("scenario")) r = reports::load_scenario(vm["scenario"].as<std::string>());
+  auto given = [&](const char* k) { return vm.count(k) && !vm[k].defaulted(); };
+  auto use_default = [&](const char* k) { return vm.count(k) && !vm.count("scenario"); };
+  if (vm.count("model")) r.model = vm["model"].as<std::string>();
+  if (vm.count("hw")) r.hw = vm["hw"].as<std::string>();
+  if (vm.count("nic")) r.nics = text::split(vm["nic"].as<std::string>(), ',');
+  if (given("nodes") || (use_default("nodes") && r.nodes.empty()))
+    r.nodes = reports::parse_node_list(vm["nodes"].as<std::string>(), "--nodes");
+  if (given("placement") || use_default("placement")) r.placement = vm["placement"].as<std::string>();
+  if (given("groups") || use_default("groups")) r.groups = vm["groups"].as<std::int64_t>();
+  if (vm.count("placement-file")) r.placement_file = vm["placement-file"].as<std::string>();
+  if (given("precision") || use_default("precision")) r.precision = vm["precision"].as<std::string>();
+  if (given("context") || use_default("context")) r.context = vm["context"].as<std::int64_t>();
+  if (vm.count("lm-head")) r.lm_head = true;
+  if (given("exchange") || use_default("exchange")) r.exchange = vm["exchange"].as<std::string>();
+  if (r.model.empty()) throw UserError("--model is missing; give a zoo id (see `moesim models`) or a config.json path");
+  if (r.hw.empty()) throw UserError("--hw is missing; give a node profile id (see `moesim hw`) or a profile JSON path");
+  if (r.context < 0)
+    throw UserError("--context " + std::to_string(r.context) +
+                    " is negative; give the tokens already in the KV cache (>= 0)");
+  if (r.groups < 1) throw UserError("--groups " + std::to_string(r.groups) + ": need at least one expert group");
+  for (const auto& n : r.nics) {
+    if (n.empty())
+      throw UserError("--nic has an empty entry; give comma-separated NIC ids, e.g. 10gbe-grpc,rocev2-25g");
+  }
+  const auto result = reports::run_estimate(r);
+  if (vm.count("json")) {
+    out << reports::estimate_to_json(result).dump(2) << "\n";
+  } else {
+    reports::print_estimate_text(result, out);
+  }
+  return 0;
+}
+
+int cmd_cost(const Args& args, std::ostream& out) {
+  po::options_description desc("options");
+  desc.add_options()("help,h", "show this help")("hw", po::value<std::string>()->required(), "node profile id or path")(
+      "nic", po::value<std::string>(), "NIC profile id or path (counted when nodes > 1)")(
+      "nodes", po::value<std::int64_t>()->default_value(1), "number of nodes")(
+      "tokens-per-s", po::value<double>(), "a measured throughput in tokens/s, to get tokens/s per USD")(
+      "json", "print the result as JSON");
+  po::variables_map vm;
+  if (!parse(args, desc, vm, out,
+             "usage: moesim cost --hw ID [--nic ID] [--nodes N] [--tokens-per-s X]\n\n"
+             "Capital cost (node price x nodes + NIC price x nodes) and, given a throughput, tokens/s per USD as in\n"
+             "seed 000 Table 5. example: moesim cost --hw dgx-h100 --nodes 1 --tokens-per-s 112.5")) {
+    return 0;
+  }
+  reports::CostPoint p;
+  p.hw = vm["hw"].as<std::string>();
+  p.nic = vm.count("nic") ? vm["nic"].as<std::string>() : "";
+  p.nodes = vm["nodes"].as<std::int64_t>();
+  if (p.nodes < 1) throw UserError("--nodes " + std::to_string(p.nodes) + ": node counts must be at least 1");
+  if (vm.count("tokens-per-s")) {
+    p.tokens_per_second = vm["tokens-per-s"].as<double>();
+    if (!(p.tokens_per_second > 0)) throw UserError("--tokens-per-s must be a positive throughput in tokens/s");
+  }
+  const auto row = reports::price_point(p);
+  if (vm.count("json")) {
+    nlohmann::json j = {{"command", "cost"},
+                        {"inputs", {{"hw", p.hw}, {"nic", p.nic}, {"nodes", p.nodes}}},
+                        {"metrics",
+                         {{{"name", "cost_nodes"}, {"value", row.cost.nodes.base()}, {"unit", "USD"}},
+                          {{"name", "cost_nics"}, {"value", row.cost.nics.base()}, {"unit", "USD"}},
+                          {{"name", "cost"}, {"value", row.cost.total().base()}, {"unit", "USD"}}}}};
+    if (p.tokens_per_second > 0) {
+      j["metrics"].push_back({{"name", "tokens_per_second"}, {"value", p.tokens_per_second}, {"unit", "tokens/s"}});
+      j["metrics"].push_back(
+          {{"name", "tokens_per_second_per_usd"}, {"value", row.tokens_per_second_per_usd}, {"unit", "tokens/s/USD"}});
+    }
+    out << j.dump(2) << "\n";
+    return 0;
+  }
+  out << "nodes " << units::format(row.cost.nodes) << " + NICs " << units::format(row.cost.nics) << " = "
+      << units::format(row.cost.total()) << "\n";
+  if (p.tokens_per_second > 0) {
+    out << text::printf("%.1f tokens/s / %.0f USD = %.6f tokens/s per USD\n", p.tokens_per_second,
+                        row.cost.total().base(), row.tokens_per_second_per_usd);
+  }
+  return 0;
+}
+
+int cmd_study(const Args& args, std::ostream& out) {
+  po::options_description desc("options");
+  desc.add_options()("help,h", "show this help")("scenario", po::value<std::string>(),
+                                                 "a study JSON (default: the built-in examples/dbrx-mac-studio.json)")(
+      "json", "print the result as JSON");
+  po::variables_map vm;
+  if (!parse(
+          args, desc, vm, out,
+          "usage: moesim study [--scenario FILE] [--json]\n\n"
+          "With no arguments: the paper's study (seed 000): DBRX on 2-8 Mac Studio M2 Ultra nodes over 10 GbE (gRPC),\n"
+          "RoCEv2 and InfiniBand (Table 6, Figure 8), and Table 5's tokens/s per USD.")) {
+    return 0;
+  }
+  const auto study = reports::load_study(vm.count("scenario") ? vm["scenario"].as<std::string>() : "");
+  if (vm.count("json")) {
+    out << reports::study_to_json(study).dump(2) << "\n";
+  } else {
+    reports::print_study_text(study, out);
+  }
+  return 0;
+}
+
+}  // namespace moesim::apps

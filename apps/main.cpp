@@ -1,0 +1,81 @@
+// moesim: what throughput, latency and throughput per dollar will a Mixture-of-Experts model get on a
+// given cluster? See README.md and `moesim --help`.
+//
+// Exit codes (DESIGN.md): 0 success, 2 bad input (one line: what, where, how to fix), 1 internal error.
+
+#include <boost/program_options/errors.hpp>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "moesim/model/error.hpp"
+#include "moesim/model/text.hpp"
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(const moesim::apps::Args&, std::ostream&);
+  const char* summary;
+};
+
+const Command kCommands[] = {
+    {"study", moesim::apps::cmd_study,
+     "the paper's Mac Studio study (default: DBRX on 2-8 nodes, 10 GbE / RoCE / InfiniBand, Table 5 costs)"},
+    {"estimate", moesim::apps::cmd_estimate,
+     "analytic per-token estimate: load, compute, latency, transfer, tokens/s, cost, tokens/s per USD"},
+    {"cost", moesim::apps::cmd_cost, "capital cost of a configuration and tokens/s per USD for a measured throughput"},
+    {"models", moesim::apps::cmd_models, "the model zoo: id, family, total / active parameters, experts, source"},
+    {"hw", moesim::apps::cmd_hw, "hardware profiles: nodes, NICs, storage, with units, prices and sources"},
+};
+
+void usage(std::ostream& out) {
+  out << "moesim: performance model and cluster-design simulator for Mixture-of-Experts LLM inference\n\n"
+         "usage: moesim <command> [options]     (moesim <command> --help for its options)\n\ncommands:\n";
+  for (const auto& c : kCommands)
+    out << "  " << c.name << std::string(10 - std::string(c.name).size(), ' ') << c.summary << "\n";
+  out << "\nExit codes: 0 success, 2 bad input (the message says what, where and how to fix it), 1 internal error.\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    usage(std::cout);
+    return 0;
+  }
+  if (args[0] == "--version") {
+    std::cout << "moesim 0.1.0\n";
+    return 0;
+  }
+  const std::string name = args[0];
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  for (const auto& c : kCommands) {
+    if (name != c.name) continue;
+    // Results go to a buffer and reach stdout only when the command succeeds: an error never leaves a
+    // half-printed table behind it.
+    std::ostringstream buffer;
+    try {
+      const int rc = c.run(rest, buffer);
+      std::cout << buffer.str() << std::flush;
+      return rc;
+    } catch (const moesim::UserError& e) {
+      std::cerr << "moesim " << name << ": error: " << e.what() << "\n";
+      return 2;
+    } catch (const boost::program_options::error& e) {
+      std::cerr << "moesim " << name << ": error: " << e.what() << "; see `moesim " << name << " --help`\n";
+      return 2;
+    } catch (const std::exception& e) {
+      std::cerr << "moesim " << name << ": " << e.what() << "\n";
+      return 1;
+    }
+  }
+  std::vector<std::string> names;
+  for (const auto& c : kCommands) names.emplace_back(c.name);
+  std::cerr << "moesim: error: unknown command '" << name << "'" << moesim::text::did_you_mean(name, names)
+            << "; commands: " << moesim::text::join(names) << " (see `moesim --help`)\n";
+  return 2;
+}

@@ -1,0 +1,82 @@
+#pragma once
+// Hardware profiles: nodes (their devices, memory, peak rates, price), NICs (per-message latency,
+// bandwidth, price) and storage. Built-in profiles live in hwprofiles/ as JSON (compiled into the
+// binary); a user's own JSON file works wherever an id does. Every figure is {"value": "<number><unit>",
+// "source": "..."}: the unit is parsed once here into strong types, the source is kept for reports.
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "moesim/model/units.hpp"
+
+namespace moesim::model {
+
+/// A hardware figure with where it comes from (datasheet, seed table, measurement).
+template <class Q>
+struct Sourced {
+  Q value{};
+  std::string source;
+};
+
+struct DeviceSpec {
+  std::int64_t count = 1;  ///< devices (GPUs) per node
+  std::string name;
+  std::optional<Sourced<units::Bytes>> memory;                 ///< per device
+  std::optional<Sourced<units::Bandwidth>> memory_bandwidth;   ///< per device
+  std::map<std::string, Sourced<units::FlopRate>> peak_flops;  ///< per device, dense, by dtype ("bf16", "fp8", ...)
+};
+
+struct NodeProfile {
+  std::string id;
+  std::string name;
+  std::string origin;  ///< "built-in: hwprofiles/nodes/x.json" or the user's file path
+  DeviceSpec devices;
+  std::optional<std::string> intra_node_link;  ///< NIC profile id linking the devices of one node
+  std::optional<Sourced<units::Money>> price;  ///< whole node
+  std::string price_date;
+  std::optional<Sourced<units::Power>> power;
+
+  /// Memory of all devices. UserError naming the missing field if the profile lacks it.
+  [[nodiscard]] units::Bytes memory_total() const;
+  /// Per-device memory bandwidth (UserError if missing).
+  [[nodiscard]] const Sourced<units::Bandwidth>& bandwidth() const;
+  /// Per-device dense peak for a compute dtype (UserError listing what the profile has if missing).
+  [[nodiscard]] const Sourced<units::FlopRate>& peak(std::string_view dtype) const;
+  [[nodiscard]] const Sourced<units::Money>& node_price() const;
+};
+
+struct NicProfile {
+  std::string id;
+  std::string name;
+  std::string origin;
+  Sourced<units::Duration> latency;            ///< per message (software + wire), one way
+  Sourced<units::Bandwidth> bandwidth;         ///< per direction, per port
+  std::optional<Sourced<units::Money>> price;  ///< per NIC
+  std::string price_date;
+
+  [[nodiscard]] const Sourced<units::Money>& nic_price() const;
+};
+
+struct StorageProfile {
+  std::string id;
+  std::string name;
+  std::string origin;
+  Sourced<units::Bandwidth> read_bandwidth;
+  std::optional<Sourced<units::Duration>> read_latency;
+  std::optional<Sourced<units::Bytes>> capacity;
+};
+
+/// An id of a built-in profile, or a path to a JSON file. UserError (listing the ids) if neither.
+NodeProfile load_node(std::string_view id_or_path);
+NicProfile load_nic(std::string_view id_or_path);
+StorageProfile load_storage(std::string_view id_or_path);
+
+std::vector<NodeProfile> builtin_nodes();
+std::vector<NicProfile> builtin_nics();
+std::vector<StorageProfile> builtin_storage();
+
+}  // namespace moesim::model

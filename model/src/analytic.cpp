@@ -1,0 +1,175 @@
+#include "moesim/model/analytic.hpp"
+
+#include <algorithm>
+
+#include "moesim/model/error.hpp"
+#include "moesim/model/text.hpp"
+
+namespace moesim::model {
+
+const std::vector<ExchangeInfo>& exchanges() {
+  static const std::vector<ExchangeInfo> all = {
+      {Exchange::ExpertOutputs, "expert-outputs",
+       "decentralised attention and router on every node (seed 000 §4.3, Fig. 7): one exchange per MoE layer; "
+       "each chosen expert's output (d_model activations) crosses the network once (Table 1 note a)"},
+      {Exchange::Centralised, "centralised",
+       "one driver node runs attention and router (seed 000 §3.2, Fig. 3): two exchanges per MoE layer, "
+       "expert inputs out and outputs back"},
+      {Exchange::RingAllReduce, "ring-allreduce",
+       "ring all-reduce of per-node partial sums: 2(N-1) latency steps and 2(N-1)/N × d_model activations "
+       "per node (Thakur, Rabenseifner & Gropp 2005)"},
+  };
+  return all;
+}
+
+Exchange exchange_by_name(std::string_view name) {
+  std::vector<std::string> names;
+  for (const auto& e : exchanges()) {
+    if (e.name == name) return e.exchange;
+    names.push_back(e.name);
+  }
+  throw UserError("unknown exchange '" + std::string(name) + "'" + text::did_you_mean(name, names) +
+                  "; valid: " + text::join(names));
+}
+
+std::string_view exchange_name(Exchange e) {
+  for (const auto& x : exchanges()) {
+    if (x.exchange == e) return x.name;
+  }
+  return "?";
+}
+
+std::string compute_dtype(const Precision& p) {
+  if (p.name == "fp16" || p.name == "fp32" || p.name == "fp8" || p.name == "int8") return p.name;
+  return "bf16";
+}
+
+ModelCosts model_costs(const Architecture& a, const Precision& weights) {
+  ModelCosts c;
+  c.arch = &a;
+  c.weights = &weights;
+  const ComponentParams params = parameter_counts(a);
+  const std::int64_t non_expert = non_expert_layer_params(a);
+  // The LM head reads its whole matrix each token; tied embeddings read the embedding matrix.
+  const std::int64_t head = params.lm_head > 0 ? params.lm_head : params.embedding;
+  c.moe_layers = moe_layer_count(a);
+  c.non_expert_params = static_cast<double>(non_expert);
+  c.expert_params = a.is_moe() ? static_cast<double>(params_per_routed_expert(a)) : 0.0;
+  c.head_params = static_cast<double>(head);
+  c.non_expert_bytes = param_bytes(non_expert, weights);
+  c.expert_bytes = a.is_moe() ? routed_expert_bytes(a, weights) : units::bytes(0);
+  c.head_bytes = param_bytes(head, weights);
+  c.resident_bytes = param_bytes(non_expert + params.embedding + params.lm_head, weights);
+  c.recurrent_state = recurrent_state_bytes(a);
+  return c;
+}
+
+DecodeEstimate estimate_decode(const DecodeScenario& s) {
+  MOESIM_CHECK(s.arch && s.node && s.weights, "estimate_decode needs an architecture, a node and a precision");
+  MOESIM_CHECK(s.nodes >= 1, "nodes must be >= 1 (the command line checks this)");
+  MOESIM_CHECK(!s.costs || (s.costs->arch == s.arch && s.costs->weights == s.weights),
+               "DecodeScenario::costs were computed for another model or precision");
+  const Architecture& a = *s.arch;
+  const NodeProfile& node = *s.node;
+  const ModelCosts local = s.costs ? ModelCosts{} : model_costs(a, *s.weights);
+  const ModelCosts& c = s.costs ? *s.costs : local;
+  const auto devices = static_cast<double>(node.devices.count);
+  if (s.nodes > 1 && !s.nic) {
+    throw UserError("a cluster of " + std::to_string(s.nodes) +
+                    " nodes needs a NIC profile; give --nic (see `moesim hw`)");
+  }
+  if (node.devices.count > 1 && !s.intra_link) {
+    throw UserError(node.origin + ": $.intra_node_link is missing; a node of " + std::to_string(node.devices.count) +
+                    " devices needs the link between them, e.g. {\"nic\": \"nvlink4\", \"source\": \"...\"}");
+  }
+
+  DecodeEstimate r;
+  const double e_active = a.is_moe() ? s.expected_active_experts : 0.0;
+  const auto moe_layers = static_cast<double>(c.moe_layers);
+
+  // (1a) bytes read per token on the busiest node: every node holds and reads the non-expert layer
+  // weights (attention, router, norms, shared experts, dense FFN layers), plus its share of experts.
+  units::Bytes weight_bytes = c.non_expert_bytes + c.expert_bytes * (e_active * moe_layers);
+  if (s.include_lm_head) weight_bytes += c.head_bytes;
+  const units::Bytes kv = s.context > 0 ? kv_bytes_at_context(a, s.context, s.activation_bytes) : units::bytes(0);
+  // Gated DeltaNet layers read and write their fixed recurrent state every token.
+  r.bytes_per_token = weight_bytes + kv + c.recurrent_state * 2.0;
+
+  // FLOPs: 2 per matmul weight (multiply + add) for the weights read above, plus attention over the
+  // context (models_and_routing.md §A.4).
+  double matmul_params = c.non_expert_params + e_active * moe_layers * c.expert_params;
+  if (s.include_lm_head) matmul_params += c.head_params;
+  r.flops_per_token = units::flops(2.0 * matmul_params);
+  if (s.context > 0) r.flops_per_token += attention_context_flops(a, s.context);
+
+  const units::Bandwidth bw = node.bandwidth().value * devices;
+  r.compute_type = compute_dtype(*s.weights);
+  const units::FlopRate peak = node.peak(r.compute_type).value * devices;
+  r.load = r.bytes_per_token / bw;
+  r.compute = r.flops_per_token / peak;
+  r.gpu = std::max(r.load, r.compute);
+  r.bound = r.load >= r.compute ? "memory" : "compute";
+
+  // (1b) communication between nodes, per MoE layer.
+  const double act = static_cast<double>(a.hidden) * s.activation_bytes;  // one d_model vector, bytes
+  if (s.nodes > 1 && a.is_moe()) {
+    const auto n = static_cast<double>(s.nodes);
+    const auto k = static_cast<double>(a.top_k);
+    std::int64_t steps = 0;
+    double bytes_per_layer = 0;
+    switch (s.exchange) {
+      case Exchange::ExpertOutputs:
+        steps = 1;
+        bytes_per_layer = k * act;  // seed 000 Table 1 note (a): D_embed × 4 (top-k) × precision per layer
+        break;
+      case Exchange::Centralised:
+        steps = 2;
+        bytes_per_layer = 2.0 * k * act;
+        break;
+      case Exchange::RingAllReduce:
+        steps = 2 * (s.nodes - 1);
+        bytes_per_layer = 2.0 * (n - 1.0) / n * act;
+        break;
+    }
+    r.messages = steps * c.moe_layers;
+    r.latency = s.nic->latency.value * static_cast<double>(r.messages);
+    r.wire_bytes = units::bytes(bytes_per_layer * moe_layers);
+    r.transfer = r.wire_bytes / s.nic->bandwidth.value;
+  }
+  // Tensor parallelism inside a multi-device node: two ring all-reduces of one d_model vector per layer.
+  if (node.devices.count > 1) {
+    const double d = devices;
+    const double per_allreduce_steps = 2.0 * (d - 1.0);
+    const double per_allreduce_bytes = 2.0 * (d - 1.0) / d * act;
+    const double allreduces = 2.0 * static_cast<double>(a.layers);
+    r.intra_node = s.intra_link->latency.value * (per_allreduce_steps * allreduces) +
+                   units::bytes(per_allreduce_bytes * allreduces) / s.intra_link->bandwidth.value;
+  }
+
+  r.time = r.gpu + r.latency + r.transfer + r.intra_node;
+  r.tokens_per_second = 1.0 / r.time.base();
+
+  // Memory on the fullest node: non-expert weights, embedding and head, its experts, one sequence's KV.
+  r.memory_needed = c.resident_bytes + c.expert_bytes * static_cast<double>(s.max_experts_per_node * c.moe_layers) +
+                    kv + c.recurrent_state;
+  r.memory_available = node.memory_total();
+  r.fits = r.memory_needed <= r.memory_available;
+  return r;
+}
+
+CapitalCost capital_cost(const NodeProfile& node, const NicProfile* nic, std::int64_t nodes) {
+  CapitalCost c;
+  c.nodes = node.node_price().value * static_cast<double>(nodes);
+  if (nodes > 1) {
+    MOESIM_CHECK(nic != nullptr, "a multi-node cost needs a NIC");
+    c.nics = nic->nic_price().value * static_cast<double>(nodes);
+  }
+  return c;
+}
+
+double tokens_per_second_per_usd(double tokens_per_second, units::Money cost) {
+  if (cost.base() <= 0) return 0;
+  return tokens_per_second / cost.base();
+}
+
+}  // namespace moesim::model

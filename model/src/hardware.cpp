@@ -1,0 +1,206 @@
+#include "moesim/model/hardware.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "moesim/model/embedded.hpp"
+#include "moesim/model/error.hpp"
+#include "moesim/model/json_reader.hpp"
+#include "moesim/model/text.hpp"
+
+namespace moesim::hw_data {
+const std::vector<moesim::EmbeddedFile>& embedded_files();
+}
+
+namespace moesim::model {
+namespace {
+
+using units::Dimension;
+
+/// A {"value": "...", "source": "..."} figure.
+template <Dimension D>
+Sourced<units::Quantity<D>> sourced(const json::Node& parent, std::string_view key, bool allow_zero = false) {
+  const json::Node n = parent.child(key);
+  n.expect_only({"value", "source", "date", "note"});
+  Sourced<units::Quantity<D>> out;
+  out.value = n.quantity<D>("value", allow_zero);
+  out.source = n.string("source");
+  if (out.source.empty())
+    throw n.error("source", "is empty; say where the figure comes from (datasheet, paper, measurement)");
+  return out;
+}
+
+template <Dimension D>
+std::optional<Sourced<units::Quantity<D>>> optional_sourced(const json::Node& parent, std::string_view key,
+                                                            bool allow_zero = false) {
+  if (!parent.has(key) || parent.is_null(key)) return std::nullopt;
+  return sourced<D>(parent, key, allow_zero);
+}
+
+std::string date_of(const json::Node& parent, std::string_view key) {
+  if (!parent.has(key)) return "";
+  return parent.child(key).optional_string("date").value_or("");
+}
+
+void expect_kind(const json::Node& n, std::string_view kind) {
+  const std::string k = n.string("kind");
+  if (k != kind) {
+    throw n.error("kind", "is \"" + k + "\" but this is used as a " + std::string(kind) + " profile; give a " +
+                              std::string(kind) + " profile (\"kind\": \"" + std::string(kind) + "\")");
+  }
+}
+
+NodeProfile parse_node(const json::Node& n, std::string origin) {
+  n.expect_only({"id", "kind", "name", "devices", "intra_node_link", "price", "power", "notes"});
+  expect_kind(n, "node");
+  NodeProfile p;
+  p.id = n.string("id");
+  p.name = n.optional_string("name").value_or(p.id);
+  p.origin = std::move(origin);
+  const json::Node d = n.child("devices");
+  d.expect_only({"count", "name", "memory", "memory_bandwidth", "peak_flops", "notes"});
+  p.devices.count = d.integer("count", 1);
+  p.devices.name = d.optional_string("name").value_or("");
+  p.devices.memory = optional_sourced<Dimension::Bytes>(d, "memory");
+  p.devices.memory_bandwidth = optional_sourced<Dimension::Bandwidth>(d, "memory_bandwidth");
+  if (auto f = d.optional_child("peak_flops")) {
+    for (const auto& [dtype, v] : f->raw().items()) {
+      (void)v;
+      p.devices.peak_flops[dtype] = sourced<Dimension::FlopRate>(*f, dtype);
+    }
+  }
+  if (auto link = n.optional_child("intra_node_link")) {
+    link->expect_only({"nic", "source", "note"});
+    p.intra_node_link = link->string("nic");
+  }
+  p.price = optional_sourced<Dimension::Money>(n, "price", true);
+  p.price_date = date_of(n, "price");
+  p.power = optional_sourced<Dimension::Power>(n, "power");
+  return p;
+}
+
+NicProfile parse_nic(const json::Node& n, std::string origin) {
+  n.expect_only({"id", "kind", "name", "latency", "bandwidth", "price", "notes"});
+  expect_kind(n, "nic");
+  NicProfile p;
+  p.id = n.string("id");
+  p.name = n.optional_string("name").value_or(p.id);
+  p.origin = std::move(origin);
+  p.latency = sourced<Dimension::Time>(n, "latency");
+  p.bandwidth = sourced<Dimension::Bandwidth>(n, "bandwidth");
+  p.price = optional_sourced<Dimension::Money>(n, "price", true);
+  p.price_date = date_of(n, "price");
+  return p;
+}
+
+StorageProfile parse_storage(const json::Node& n, std::string origin) {
+  n.expect_only({"id", "kind", "name", "read_bandwidth", "read_latency", "capacity", "price", "notes"});
+  expect_kind(n, "storage");
+  StorageProfile p;
+  p.id = n.string("id");
+  p.name = n.optional_string("name").value_or(p.id);
+  p.origin = std::move(origin);
+  p.read_bandwidth = sourced<Dimension::Bandwidth>(n, "read_bandwidth");
+  p.read_latency = optional_sourced<Dimension::Time>(n, "read_latency");
+  p.capacity = optional_sourced<Dimension::Bytes>(n, "capacity");
+  return p;
+}
+
+/// Built-in profiles of one folder ("nodes", "nics", "storage"), parsed once.
+template <class P, class Parse>
+const std::vector<P>& builtins(std::string_view folder, Parse parse) {
+  // Function-local statics are initialised once, thread-safely; the data never changes after that.
+  static const std::vector<P> all = [&] {
+    std::vector<P> out;
+    for (const auto& f : hw_data::embedded_files()) {
+      if (f.path.substr(0, folder.size() + 1) != std::string(folder) + "/") continue;
+      const std::string origin = "built-in hwprofiles/" + std::string(f.path);
+      const nlohmann::json doc = json::parse_text(f.contents, origin);
+      out.push_back(parse(json::Node(doc, origin), origin));
+    }
+    std::sort(out.begin(), out.end(), [](const P& a, const P& b) { return a.id < b.id; });
+    return out;
+  }();
+  return all;
+}
+
+template <class P, class Parse>
+P load(std::string_view id_or_path, std::string_view folder, std::string_view what, std::string_view list_cmd,
+       Parse parse) {
+  const auto& all = builtins<P>(folder, parse);
+  for (const auto& p : all) {
+    if (p.id == id_or_path) return p;
+  }
+  const std::filesystem::path path{std::string(id_or_path)};
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) || path.extension() == ".json") {
+    const nlohmann::json doc = json::load_file(path);
+    return parse(json::Node(doc, path.string()), path.string());
+  }
+  std::vector<std::string> ids;
+  for (const auto& p : all) ids.push_back(p.id);
+  throw UserError("unknown " + std::string(what) + " '" + std::string(id_or_path) + "'" +
+                  text::did_you_mean(id_or_path, ids) + "; valid ids: " + text::join(ids) + " (see `" +
+                  std::string(list_cmd) + "`), or give the path of a profile JSON file");
+}
+
+}  // namespace
+
+units::Bytes NodeProfile::memory_total() const {
+  if (!devices.memory) {
+    throw UserError(
+        origin +
+        ": $.devices.memory is missing and this command needs it; add {\"value\": \"192GB\", \"source\": \"...\"}");
+  }
+  return devices.memory->value * static_cast<double>(devices.count);
+}
+
+const Sourced<units::Bandwidth>& NodeProfile::bandwidth() const {
+  if (!devices.memory_bandwidth) {
+    throw UserError(origin +
+                    ": $.devices.memory_bandwidth is missing and this command needs it; add {\"value\": \"800GB/s\", "
+                    "\"source\": \"...\"}");
+  }
+  return *devices.memory_bandwidth;
+}
+
+const Sourced<units::FlopRate>& NodeProfile::peak(std::string_view dtype) const {
+  const auto it = devices.peak_flops.find(std::string(dtype));
+  if (it == devices.peak_flops.end()) {
+    std::vector<std::string> have;
+    for (const auto& [k, v] : devices.peak_flops) have.push_back(k);
+    throw UserError(origin + ": $.devices.peak_flops." + std::string(dtype) +
+                    " is missing and this estimate computes in " + std::string(dtype) + "; add it (the profile has: " +
+                    (have.empty() ? "none" : text::join(have)) + ") or choose a --precision whose compute type it has");
+  }
+  return it->second;
+}
+
+const Sourced<units::Money>& NodeProfile::node_price() const {
+  if (!price)
+    throw UserError(origin +
+                    ": $.price is missing and cost needs it; add {\"value\": \"6599USD\", \"source\": \"...\"}");
+  return *price;
+}
+
+const Sourced<units::Money>& NicProfile::nic_price() const {
+  if (!price)
+    throw UserError(origin +
+                    ": $.price is missing and cost needs it; add {\"value\": \"339USD\", \"source\": \"...\"}");
+  return *price;
+}
+
+NodeProfile load_node(std::string_view id_or_path) {
+  return load<NodeProfile>(id_or_path, "nodes", "hardware (node) profile", "moesim hw", parse_node);
+}
+NicProfile load_nic(std::string_view id_or_path) {
+  return load<NicProfile>(id_or_path, "nics", "NIC profile", "moesim hw", parse_nic);
+}
+StorageProfile load_storage(std::string_view id_or_path) {
+  return load<StorageProfile>(id_or_path, "storage", "storage profile", "moesim hw", parse_storage);
+}
+std::vector<NodeProfile> builtin_nodes() { return builtins<NodeProfile>("nodes", parse_node); }
+std::vector<NicProfile> builtin_nics() { return builtins<NicProfile>("nics", parse_nic); }
+std::vector<StorageProfile> builtin_storage() { return builtins<StorageProfile>("storage", parse_storage); }
+
+}  // namespace moesim::model

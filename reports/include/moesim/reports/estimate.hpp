@@ -1,0 +1,74 @@
+#pragma once
+// `moesim estimate` as a library: a request (model, hardware, NICs, node counts, placement, precision,
+// ...) is resolved into profiles, each (NIC, node count) point gets its E[active experts] from the
+// placement and its per-token time from the analytic model, and the result renders as a table or as
+// JSON ({name, value, unit} per metric plus the resolved inputs, STYLE.md practice 8).
+//
+// A scenario file holds the same keys as the flags (every flag has a scenario key and the other way
+// round): {"model", "hw", "nic": [..], "nodes": [..], "placement", "groups", "placement_file",
+// "precision", "context", "lm_head", "exchange"}.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "moesim/model/analytic.hpp"
+#include "moesim/model/architecture.hpp"
+#include "moesim/model/hardware.hpp"
+#include "moesim/model/precision.hpp"
+#include "moesim/sim/placement.hpp"
+
+namespace moesim::reports {
+
+struct EstimateRequest {
+  std::string model;                ///< zoo id or config.json path
+  std::string hw;                   ///< node profile id or path
+  std::vector<std::string> nics;    ///< NIC profile ids or paths (may be empty for one node)
+  std::vector<std::int64_t> nodes;  ///< node counts, each >= 1
+  std::string placement = "replicated-groups";
+  std::int64_t groups = 2;     ///< replicated-groups: number of groups
+  std::string placement_file;  ///< custom placement
+  std::string precision = "bf16";
+  std::int64_t context = 0;
+  bool lm_head = false;
+  std::string exchange = "expert-outputs";
+};
+
+/// Reads a scenario file into a request (unknown keys and bare numbers are errors with their path).
+EstimateRequest load_scenario(const std::string& path);
+/// The same from parsed JSON whose origin is `source`.
+EstimateRequest scenario_from_json(const nlohmann::json& doc, const std::string& source);
+
+struct EstimateRow {
+  std::string nic;  ///< NIC id, "-" for one node
+  std::int64_t nodes = 0;
+  std::string placement;  ///< the placement, described
+  double expected_active = 0;
+  model::DecodeEstimate estimate;
+  model::CapitalCost cost;
+  double tokens_per_second_per_usd = 0;
+};
+
+struct EstimateResult {
+  EstimateRequest request;
+  model::Architecture arch;
+  model::NodeProfile node;
+  std::vector<model::NicProfile> nics;
+  std::optional<model::NicProfile> intra_link;
+  const model::Precision* precision = nullptr;
+  std::vector<EstimateRow> rows;
+};
+
+/// Validates the request (UserError for node counts < 1, unknown names, missing figures) and runs it.
+EstimateResult run_estimate(const EstimateRequest& request);
+
+void print_estimate_text(const EstimateResult& r, std::ostream& out);
+nlohmann::json estimate_to_json(const EstimateResult& r);
+
+/// "2,3,4" -> {2,3,4}; "2-8" -> {2,...,8}. UserError naming `flag` for anything else or a count < 1.
+std::vector<std::int64_t> parse_node_list(const std::string& text, const std::string& flag);
+
+}  // namespace moesim::reports

@@ -1,0 +1,296 @@
+#include "moesim/reports/estimate.hpp"
+
+#include <charconv>
+#include <cmath>
+
+#include "moesim/model/error.hpp"
+#include "moesim/model/json_reader.hpp"
+#include "moesim/model/text.hpp"
+#include "moesim/reports/table.hpp"
+
+namespace moesim::reports {
+namespace {
+
+using units::Dimension;
+
+std::int64_t parse_count(std::string_view s, const std::string& flag, const std::string& whole) {
+  std::int64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || ptr != s.data() + s.size()) {
+    throw UserError(flag + " " + whole + ": '" + std::string(s) +
+                    "' is not a whole number; write node counts like 2,3,4 or 2-8");
+  }
+  if (v < 1) {
+    throw UserError(flag + " " + whole + ": " + std::to_string(v) +
+                    " nodes is not a cluster; node counts must be at least 1");
+  }
+  if (v > 65536)
+    throw UserError(flag + " " + whole + ": " + std::to_string(v) + " nodes is more than moesim models (65536)");
+  return v;
+}
+
+nlohmann::json metric(const std::string& name, double value, const std::string& unit) {
+  return {{"name", name}, {"value", value}, {"unit", unit}};
+}
+
+nlohmann::json sourced_json(double value, std::string_view unit, const std::string& source) {
+  return {{"value", value}, {"unit", unit}, {"source", source}};
+}
+
+}  // namespace
+
+std::vector<std::int64_t> parse_node_list(const std::string& text, const std::string& flag) {
+  std::vector<std::int64_t> out;
+  for (const auto& item : text::split(text, ',')) {
+    const auto dash = item.find('-');
+    if (dash != std::string::npos && dash > 0) {
+      const auto lo = parse_count(std::string_view(item).substr(0, dash), flag, text);
+      const auto hi = parse_count(std::string_view(item).substr(dash + 1), flag, text);
+      if (hi < lo)
+        throw UserError(flag + " " + text + ": range " + item + " runs backwards; write it low-high, e.g. 2-8");
+      for (auto n = lo; n <= hi; ++n) out.push_back(n);
+    } else {
+      out.push_back(parse_count(item, flag, text));
+    }
+  }
+  return out;
+}
+
+EstimateRequest scenario_from_json(const nlohmann::json& doc, const std::string& source) {
+  const json::Node root(doc, source);
+  root.expect_only({"model", "hw", "nic", "nodes", "placement", "groups", "placement_file", "precision", "context",
+                    "lm_head", "exchange", "description"});
+  EstimateRequest r;
+  r.model = root.string("model");
+  r.hw = root.string("hw");
+  if (root.has("nic")) {
+    if (root.raw()["nic"].is_string()) {
+      r.nics.push_back(root.string("nic"));
+    } else {
+      for (const auto& n : root.elements("nic")) {
+        if (!n.raw().is_string()) throw n.error("is not a NIC id string");
+        r.nics.push_back(n.raw().get<std::string>());
+      }
+    }
+  }
+  for (const auto& n : root.elements("nodes")) {
+    if (!n.raw().is_number_integer() || n.raw().get<std::int64_t>() < 1) {
+      throw n.error("must be a whole number of nodes >= 1, e.g. [2, 3, 4]");
+    }
+    r.nodes.push_back(n.raw().get<std::int64_t>());
+  }
+  if (auto v = root.optional_string("placement")) r.placement = *v;
+  if (auto v = root.optional_integer("groups", 1)) r.groups = *v;
+  if (auto v = root.optional_string("placement_file")) r.placement_file = *v;
+  if (auto v = root.optional_string("precision")) r.precision = *v;
+  if (auto v = root.optional_integer("context", 0)) r.context = *v;
+  if (auto v = root.optional_boolean("lm_head")) r.lm_head = *v;
+  if (auto v = root.optional_string("exchange")) r.exchange = *v;
+  return r;
+}
+
+EstimateRequest load_scenario(const std::string& path) { return scenario_from_json(json::load_file(path), path); }
+
+EstimateResult run_estimate(const EstimateRequest& request) {
+  if (request.nodes.empty()) throw UserError("--nodes is empty; give node counts like 2,3,4");
+  for (auto n : request.nodes) {
+    if (n < 1) throw UserError("--nodes " + std::to_string(n) + ": node counts must be at least 1");
+  }
+  EstimateResult r;
+  r.request = request;
+  r.arch = model::load_model(request.model);
+  r.node = model::load_node(request.hw);
+  r.precision = &model::precision(request.precision);
+  const model::Exchange exchange = model::exchange_by_name(request.exchange);
+  for (const auto& n : request.nics) r.nics.push_back(model::load_nic(n));
+  if (r.node.intra_node_link) r.intra_link = model::load_nic(*r.node.intra_node_link);
+
+  bool multi = false;
+  for (auto n : request.nodes) multi = multi || n > 1;
+  if (multi && r.nics.empty()) {
+    throw UserError(
+        "--nic is missing: a cluster of several nodes needs a NIC profile, e.g. --nic 10gbe-grpc (see `moesim hw`)");
+  }
+  if (multi && !r.arch.is_moe()) {
+    throw UserError(r.arch.id +
+                    " is a dense model: expert parallelism across nodes needs routed experts; use --nodes 1 "
+                    "(tensor and pipeline parallel plans come with the serving model)");
+  }
+  std::vector<const model::NicProfile*> nic_list;
+  for (const auto& n : r.nics) nic_list.push_back(&n);
+  if (nic_list.empty()) nic_list.push_back(nullptr);
+
+  const model::ModelCosts costs = model::model_costs(r.arch, *r.precision);
+  for (const auto* nic : nic_list) {
+    for (const auto nodes : request.nodes) {
+      EstimateRow row;
+      row.nic = (nic && nodes > 1) ? nic->id : "-";
+      row.nodes = nodes;
+      model::DecodeScenario s;
+      s.arch = &r.arch;
+      s.costs = &costs;
+      s.node = &r.node;
+      s.nic = nodes > 1 ? nic : nullptr;
+      s.intra_link = r.intra_link ? &*r.intra_link : nullptr;
+      s.nodes = nodes;
+      s.weights = r.precision;
+      s.context = request.context;
+      s.include_lm_head = request.lm_head;
+      s.exchange = exchange;
+      if (r.arch.is_moe()) {
+        const sim::Placement p =
+            request.placement == "custom" || !request.placement_file.empty()
+                ? sim::load_placement(
+                      request.placement_file.empty() ? std::string("(no --placement-file)") : request.placement_file,
+                      r.arch.routed_experts, nodes)
+                : sim::make_placement(request.placement, r.arch.routed_experts, nodes, {request.groups});
+        row.placement = p.describe();
+        row.expected_active = sim::expected_max_active_experts(p, r.arch.top_k);
+        s.expected_active_experts = row.expected_active;
+        s.max_experts_per_node = p.max_experts_per_node();
+      } else {
+        row.placement = "dense (no experts)";
+      }
+      row.estimate = model::estimate_decode(s);
+      row.cost = model::capital_cost(r.node, s.nic, nodes);
+      row.tokens_per_second_per_usd =
+          model::tokens_per_second_per_usd(row.estimate.tokens_per_second, row.cost.total());
+      r.rows.push_back(std::move(row));
+    }
+  }
+  return r;
+}
+
+void print_estimate_text(const EstimateResult& r, std::ostream& out) {
+  const auto& a = r.arch;
+  const auto p = model::parameter_counts(a);
+  out << "moesim estimate: Equation 1 of seed 000 (Chen et al., RACS '24), generalised; decode, one user, per token\n";
+  out << "model      " << a.id << " (" << a.name << "): "
+      << text::printf("%.1f B params, %.1f B active", static_cast<double>(p.total()) / 1e9,
+                      static_cast<double>(model::active_parameters(a)) / 1e9);
+  if (a.is_moe()) {
+    out << ", " << a.routed_experts << " experts top-" << a.top_k << ", "
+        << units::format(model::routed_expert_bytes(a, *r.precision)) << " per expert per layer";
+  }
+  out << " at " << r.precision->name << "\n";
+  out << "node       " << r.node.id << ": " << r.node.devices.count << " x " << units::format(r.node.bandwidth().value)
+      << ", " << units::format(r.node.peak(model::compute_dtype(*r.precision)).value) << " "
+      << model::compute_dtype(*r.precision) << ", " << units::format_binary(r.node.memory_total()) << " memory, "
+      << units::format(r.node.node_price().value) << "\n";
+  for (const auto& n : r.nics) {
+    out << "nic        " << n.id << ": " << units::format(n.latency.value) << " per message, "
+        << units::format(n.bandwidth.value) << ", " << units::format(n.nic_price().value) << " per NIC\n";
+  }
+  out << "assumes    placement " << r.request.placement << ", exchange " << r.request.exchange << ", context "
+      << r.request.context << " tokens, LM head " << (r.request.lm_head ? "included" : "excluded (as in Equation 1)")
+      << "\n\n";
+  Table t({"nodes", "nic", "E[active]", "load s", "comp s", "lat s", "trans s", "time s", "tokens/s", "cost USD",
+           "tok/s/USD", "mem/node GiB", "fits"});
+  for (const auto& row : r.rows) {
+    const auto& e = row.estimate;
+    t.add_row({std::to_string(row.nodes), row.nic, a.is_moe() ? text::printf("%.3f", row.expected_active) : "-",
+               fixed(e.load.base(), 3), fixed(e.compute.base(), 3), fixed(e.latency.base() + e.intra_node.base(), 3),
+               fixed(e.transfer.base(), 3), fixed(e.time.base(), 3), fixed(e.tokens_per_second, 1),
+               text::printf("%.0f", row.cost.total().base()), text::printf("%.6f", row.tokens_per_second_per_usd),
+               text::printf("%.1f", e.memory_needed.base() / 1073741824.0), e.fits ? "yes" : "NO"});
+  }
+  t.print_text(out);
+  bool any_unfit = false;
+  for (const auto& row : r.rows) any_unfit = any_unfit || !row.estimate.fits;
+  if (any_unfit) {
+    out << "\nfits = NO: the model's weights on the fullest node exceed its "
+        << units::format_binary(r.node.memory_total())
+        << "; those rows are bounds for hardware that cannot hold the model.\n";
+  }
+  if (r.node.devices.count > 1) {
+    out << "\nlat s includes tensor-parallel all-reduces over " << (r.intra_link ? r.intra_link->id : "?")
+        << " between the node's " << r.node.devices.count << " devices.\n";
+  }
+}
+
+nlohmann::json estimate_to_json(const EstimateResult& r) {
+  const auto& a = r.arch;
+  const auto p = model::parameter_counts(a);
+  nlohmann::json inputs;
+  inputs["model"] = {
+      {"id", a.id},
+      {"name", a.name},
+      {"family", a.family},
+      {"source", a.source},
+      {"layers", a.layers},
+      {"moe_layers", model::moe_layer_count(a)},
+      {"hidden", a.hidden},
+      {"routed_experts", a.routed_experts},
+      {"top_k", a.top_k},
+      {"total_params", metric("total_params", static_cast<double>(p.total()), "params")},
+      {"active_params", metric("active_params", static_cast<double>(model::active_parameters(a)), "params")},
+      {"non_expert_layer_params",
+       metric("non_expert_layer_params", static_cast<double>(model::non_expert_layer_params(a)), "params")}};
+  if (a.is_moe()) {
+    inputs["model"]["bytes_per_routed_expert"] =
+        metric("bytes_per_routed_expert", model::routed_expert_bytes(a, *r.precision).base(), "B");
+  }
+  const auto& n = r.node;
+  inputs["hw"] = {
+      {"id", n.id},
+      {"origin", n.origin},
+      {"devices", n.devices.count},
+      {"memory_per_device", sourced_json(n.devices.memory ? n.devices.memory->value.base() : 0, "B",
+                                         n.devices.memory ? n.devices.memory->source : "")},
+      {"memory_bandwidth_per_device", sourced_json(n.bandwidth().value.base(), "B/s", n.bandwidth().source)},
+      {"peak_per_device", sourced_json(n.peak(model::compute_dtype(*r.precision)).value.base(), "FLOP/s",
+                                       n.peak(model::compute_dtype(*r.precision)).source)},
+      {"compute_dtype", model::compute_dtype(*r.precision)},
+      {"price", sourced_json(n.node_price().value.base(), "USD", n.node_price().source)}};
+  inputs["nics"] = nlohmann::json::array();
+  for (const auto& nic : r.nics) {
+    inputs["nics"].push_back({{"id", nic.id},
+                              {"origin", nic.origin},
+                              {"latency", sourced_json(nic.latency.value.base(), "s", nic.latency.source)},
+                              {"bandwidth", sourced_json(nic.bandwidth.value.base(), "B/s", nic.bandwidth.source)},
+                              {"price", sourced_json(nic.nic_price().value.base(), "USD", nic.nic_price().source)}});
+  }
+  inputs["precision"] = {{"name", r.precision->name}, {"source", r.precision->source}};
+  inputs["placement"] = r.request.placement;
+  inputs["groups"] = r.request.groups;
+  if (!r.request.placement_file.empty()) inputs["placement_file"] = r.request.placement_file;
+  inputs["exchange"] = r.request.exchange;
+  inputs["context"] = metric("context", static_cast<double>(r.request.context), "tokens");
+  inputs["lm_head"] = r.request.lm_head;
+  inputs["phase"] = "decode";
+  inputs["users"] = 1;
+
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : r.rows) {
+    const auto& e = row.estimate;
+    nlohmann::json m = nlohmann::json::array();
+    if (a.is_moe())
+      m.push_back(metric("expected_active_experts_per_node", row.expected_active, "experts per MoE layer"));
+    m.push_back(metric("bytes_per_token", e.bytes_per_token.base(), "B"));
+    m.push_back(metric("flops_per_token", e.flops_per_token.base(), "FLOP"));
+    m.push_back(metric("load", e.load.base(), "s"));
+    m.push_back(metric("compute", e.compute.base(), "s"));
+    m.push_back(metric("latency", e.latency.base(), "s"));
+    m.push_back(metric("messages", static_cast<double>(e.messages), "messages per token"));
+    m.push_back(metric("wire_bytes", e.wire_bytes.base(), "B"));
+    m.push_back(metric("transfer", e.transfer.base(), "s"));
+    m.push_back(metric("intra_node", e.intra_node.base(), "s"));
+    m.push_back(metric("time_per_token", e.time.base(), "s"));
+    m.push_back(metric("tokens_per_second", e.tokens_per_second, "tokens/s"));
+    m.push_back(metric("memory_needed_per_node", e.memory_needed.base(), "B"));
+    m.push_back(metric("memory_per_node", e.memory_available.base(), "B"));
+    m.push_back(metric("cost_nodes", row.cost.nodes.base(), "USD"));
+    m.push_back(metric("cost_nics", row.cost.nics.base(), "USD"));
+    m.push_back(metric("cost", row.cost.total().base(), "USD"));
+    m.push_back(metric("tokens_per_second_per_usd", row.tokens_per_second_per_usd, "tokens/s/USD"));
+    rows.push_back({{"nodes", row.nodes},
+                    {"nic", row.nic},
+                    {"placement", row.placement},
+                    {"bound", e.bound},
+                    {"fits", e.fits},
+                    {"metrics", m}});
+  }
+  return {{"command", "estimate"}, {"inputs", inputs}, {"rows", rows}};
+}
+
+}  // namespace moesim::reports

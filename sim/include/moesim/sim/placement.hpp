@@ -1,0 +1,77 @@
+#pragma once
+// Expert placement: which node holds which experts, and which replica serves a chosen expert.
+//
+// A placement is a set of disjoint expert groups that together cover all experts. Each group is held by
+// one or more member nodes (replicas), and every node belongs to exactly one group. Dispatch follows the
+// authors' code (seed 000; github.com/MBZUAI-Research-Office/research_muchi, dbrx/configs "dlb_groups"):
+// the i-th chosen expert of a group (i = 0, 1, ... in the order the router lists them) goes to member
+// i mod r, so a group's load is spread evenly over its r replicas.
+//
+// Placements are named and registered (STYLE.md practice 2): `placements()` lists them for --help.
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace moesim::sim {
+
+struct ExpertGroup {
+  std::vector<std::int64_t> experts;  ///< expert ids held by every member
+  std::vector<std::int64_t> members;  ///< node ids holding a replica
+};
+
+struct Placement {
+  std::string name;          ///< registry name it was made by, or "custom"
+  std::int64_t experts = 0;  ///< routed experts per layer
+  std::int64_t nodes = 0;
+  std::vector<ExpertGroup> groups;
+
+  /// The group a node belongs to.
+  [[nodiscard]] const ExpertGroup& group_of_node(std::int64_t node) const;
+  /// Experts held by the node with the most experts (what its memory must hold per MoE layer).
+  [[nodiscard]] std::int64_t max_experts_per_node() const;
+  /// One line, e.g. "2 groups: experts 0-7 on node 0; experts 8-15 on nodes 1,2".
+  [[nodiscard]] std::string describe() const;
+};
+
+struct PlacementInfo {
+  std::string name;
+  std::string description;
+};
+
+/// The registered placements, for --help and error messages.
+const std::vector<PlacementInfo>& placements();
+
+/// Options of the named placements.
+struct PlacementOptions {
+  std::int64_t groups = 2;  ///< replicated-groups: number of expert groups
+};
+
+/// Makes a named placement for `experts` experts on `nodes` nodes. UserError for an unknown name
+/// (listing the valid ones) or a combination it cannot serve (e.g. more nodes than experts for
+/// contiguous), saying which placement would.
+Placement make_placement(std::string_view name, std::int64_t experts, std::int64_t nodes,
+                         const PlacementOptions& options = {});
+
+/// Reads a custom placement: {"groups": [{"experts": [0,1,...], "members": [0, 2]}, ...]}; checks that
+/// the groups are disjoint, cover every expert, and that every node is a member of exactly one group.
+Placement load_placement(const std::string& path, std::int64_t experts, std::int64_t nodes);
+
+/// Experts each node executes for one token whose router chose `chosen` (expert ids, router order),
+/// under the i-mod-r dispatch rule. Result has one entry per node.
+std::vector<std::int64_t> dispatch(const Placement& p, const std::vector<std::int64_t>& chosen);
+
+/// Exact E[max over nodes of experts executed per MoE layer] for one token whose router picks top_k
+/// distinct experts uniformly at random. This is Equation 1's E[#exec. experts node/layer] (seed 000):
+/// the slowest node sets the layer's time. Computed as sum_{t>=0} P(max > t), where P(max <= t) counts
+/// the ways to pick m_g experts from each group g with m_g <= t * r_g (a group's load per replica is
+/// ceil(m_g / r_g)), sum m_g = top_k: a product of truncated binomial series, O(groups * top_k^2).
+double expected_max_active_experts(const Placement& p, std::int64_t top_k);
+
+/// The same expectation estimated by routing `tokens` random tokens through dispatch(): a check on the
+/// closed form, and what the simulator does with a trace.
+double sampled_max_active_experts(const Placement& p, std::int64_t top_k, std::int64_t tokens, std::uint64_t seed);
+
+}  // namespace moesim::sim
