@@ -1,0 +1,163 @@
+#pragma once
+// Model architectures: parsed from Hugging Face config.json files, or taken from the built-in zoo
+// (model/zoo/*.json, compiled into the binary). Everything moesim computes about a model (parameters per
+// component, bytes at a precision, FLOPs, KV-cache bytes) is derived here from the architecture's
+// dimensions, never typed in. Formulas: ../shared/data/models_and_routing.md §A.3–A.5.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "moesim/model/units.hpp"
+
+namespace moesim::model {
+
+enum class AttentionType {
+  Gqa,            ///< grouped-query (or multi-head) attention with a KV cache
+  Mla,            ///< DeepSeek multi-head latent attention (compressed KV cache)
+  GatedDeltaNet,  ///< Qwen3-Next/3.5 linear attention: a fixed recurrent state, no KV cache
+};
+
+/// One decoder layer.
+struct LayerSpec {
+  AttentionType attention = AttentionType::Gqa;
+  std::int64_t sliding_window = 0;  ///< tokens of context this layer attends to; 0 = all (full attention)
+  bool moe = true;                  ///< routed experts (else a dense FFN of dense_ffn)
+};
+
+/// Multi-head latent attention dimensions (DeepSeek-V3, Kimi-K2).
+struct MlaDims {
+  std::int64_t q_lora_rank = 0;  ///< 0 = no low-rank q projection
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_nope_head_dim = 0;
+  std::int64_t qk_rope_head_dim = 0;
+  std::int64_t v_head_dim = 0;
+};
+
+/// Gated DeltaNet (linear attention) dimensions (Qwen3-Next, Qwen3.5).
+struct DeltaNetDims {
+  std::int64_t key_heads = 0;
+  std::int64_t value_heads = 0;
+  std::int64_t key_head_dim = 0;
+  std::int64_t value_head_dim = 0;
+  std::int64_t conv_kernel = 0;
+};
+
+/// Published parameter counts, as the model's authors state them, with the convention they count by.
+struct PublishedParams {
+  double total = 0;   ///< parameters
+  double active = 0;  ///< parameters per token
+  /// Significant digits the figures were printed with (e.g. "3.3B" -> 2), for tolerance checks.
+  int total_digits = 0;
+  int active_digits = 0;
+  /// What "active" counts: "incl_embedding_and_head" (DeepSeek, Qwen, Mixtral), "excl_embedding"
+  /// (gpt-oss), "excl_embedding_and_head" (GLM). See models_and_routing.md §A.3.
+  std::string active_convention = "incl_embedding_and_head";
+  std::string source;  ///< where the published figures come from
+};
+
+struct Architecture {
+  std::string id;       ///< zoo id ("dbrx-instruct") or the config file's path
+  std::string name;     ///< human name ("DBRX Instruct")
+  std::string family;   ///< HF model_type ("dbrx", "mixtral", "qwen3_moe", "deepseek_v3", ...)
+  std::string hf_repo;  ///< "databricks/dbrx-instruct", or "" for a user's file
+  std::string source;   ///< where these dimensions come from (URL, file path)
+
+  std::int64_t hidden = 0;  ///< d_model
+  std::int64_t layers = 0;  ///< decoder layers (MTP layers excluded)
+  std::int64_t vocab = 0;
+  std::int64_t max_context = 0;  ///< max_position_embeddings (0 = not stated in the config)
+  std::int64_t heads = 0;        ///< query heads
+  std::int64_t kv_heads = 0;     ///< key/value heads (MLA: equals heads)
+  std::int64_t head_dim = 0;     ///< per-head q/k/v width for GQA layers
+  bool attention_bias = false;   ///< q/k/v biases (GLM-4.5, gpt-oss also has o bias)
+  bool attention_out_bias = false;
+  bool qk_norm = false;  ///< per-head RMSNorm on q and k
+  /// OLMoE: the q/k norms span all heads (nq·hd and nkv·hd weights) instead of one head_dim each.
+  bool qk_norm_full_width = false;
+  bool attention_output_gate = false;  ///< Qwen3-Next/3.5 gated attention: q_proj is 2x wide
+  bool attention_sinks = false;        ///< gpt-oss: one learned sink per head
+  MlaDims mla;
+  DeltaNetDims delta;
+
+  std::int64_t routed_experts = 0;  ///< 0 for a dense model
+  std::int64_t top_k = 0;
+  std::int64_t expert_ffn = 0;  ///< routed expert intermediate size
+  std::int64_t shared_experts = 0;
+  std::int64_t shared_ffn = 0;      ///< intermediate size of ONE shared expert
+  bool shared_expert_gate = false;  ///< Qwen: sigmoid gate (h params) on the shared expert
+  std::int64_t dense_ffn = 0;       ///< intermediate size of dense FFN layers
+  bool router_bias = false;         ///< gpt-oss router bias; DeepSeek e_score_correction_bias
+  bool expert_bias = false;         ///< gpt-oss expert biases (2I + h per expert)
+  bool tie_embeddings = false;
+
+  std::vector<LayerSpec> layer_specs;  ///< one per decoder layer
+  std::optional<PublishedParams> published;
+  /// Facts about this model that were not read from its official config (zoo entries only).
+  std::vector<std::string> uncertain;
+
+  [[nodiscard]] bool is_moe() const { return routed_experts > 0; }
+};
+
+/// Parameters per component, summed over the whole model.
+struct ComponentParams {
+  std::int64_t attention = 0;       ///< attention / linear-attention projections, their biases, q/k norms, sinks
+  std::int64_t router = 0;          ///< router weights (+ bias)
+  std::int64_t routed_experts = 0;  ///< all routed experts of all layers
+  std::int64_t shared_experts = 0;  ///< shared experts (+ their gates)
+  std::int64_t dense_ffn = 0;       ///< dense FFN layers
+  std::int64_t norms = 0;           ///< per-layer norms and the final norm
+  std::int64_t embedding = 0;
+  std::int64_t lm_head = 0;  ///< 0 when tied to the embedding
+  [[nodiscard]] std::int64_t total() const {
+    return attention + router + routed_experts + shared_experts + dense_ffn + norms + embedding + lm_head;
+  }
+};
+
+/// Parameters per component (models_and_routing.md §A.3).
+ComponentParams parameter_counts(const Architecture& a);
+/// Parameters used per token: top_k routed experts per MoE layer, everything else, embedding and LM
+/// head included (the "incl_embedding_and_head" convention).
+std::int64_t active_parameters(const Architecture& a);
+/// Active parameters under a named convention (see PublishedParams::active_convention).
+std::int64_t active_parameters(const Architecture& a, std::string_view convention);
+/// Parameters of ONE routed expert in ONE layer: 3·h·I (+ 2I + h biases for gpt-oss).
+std::int64_t params_per_routed_expert(const Architecture& a);
+/// Number of MoE layers.
+std::int64_t moe_layer_count(const Architecture& a);
+/// Per-layer weights other than routed experts (attention, router, norms, shared experts, dense FFN),
+/// summed over all layers. The embedding, final norm and LM head are not included.
+std::int64_t non_expert_layer_params(const Architecture& a);
+
+/// FLOPs of the attention score and value products for one new token attending to `context` tokens,
+/// summed over layers: 4·nq·hd·min(ctx, window) per GQA layer, the absorbed-MLA form for MLA, 0 for
+/// Gated DeltaNet (its per-token cost is O(1) and counted in its projections).
+units::Flops attention_context_flops(const Architecture& a, std::int64_t context);
+
+/// KV-cache bytes one token of context adds over all layers, at `bytes_per_element` (2 for bf16).
+/// GQA: 2·nkv·hd per layer (sliding-window layers included; they stop growing at the window);
+/// MLA: kv_lora_rank + qk_rope_head_dim per layer; Gated DeltaNet: none.
+units::Bytes kv_bytes_per_token(const Architecture& a, double bytes_per_element = 2.0);
+/// KV-cache bytes for a sequence of `context` tokens (sliding-window layers capped at their window).
+units::Bytes kv_bytes_at_context(const Architecture& a, std::int64_t context, double bytes_per_element = 2.0);
+/// Fixed recurrent state per sequence of the Gated DeltaNet layers, fp32 (delta state + conv state).
+units::Bytes recurrent_state_bytes(const Architecture& a);
+
+/// Parses a Hugging Face config.json (any supported family, see supported_families()). `source` names
+/// the file for error messages. UserError on an unsupported family or a missing/invalid field.
+Architecture parse_hf_config(const nlohmann::json& config, const std::string& source);
+
+/// Families parse_hf_config understands: model_type values with their architectures.
+std::vector<std::string> supported_families();
+
+/// The built-in zoo, in a stable order.
+const std::vector<Architecture>& zoo();
+std::vector<std::string> zoo_ids();
+
+/// A zoo id ("dbrx-instruct") or a path to a config.json. Unknown id -> UserError listing the ids.
+Architecture load_model(std::string_view id_or_path);
+
+}  // namespace moesim::model

@@ -1,0 +1,41 @@
+#pragma once
+// Numeric formats of weights, and the bytes a matrix takes in each (group-quantised formats include
+// their per-group scales and biases). Registry of named precisions; each cites its source.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "moesim/model/units.hpp"
+
+namespace moesim::model {
+
+struct Architecture;
+
+struct Precision {
+  std::string name;                ///< "bf16", "fp8", "q4", ...
+  std::string description;         ///< one line for --help
+  double bits_per_weight = 16;     ///< bits of each stored weight
+  std::int64_t group_size = 0;     ///< weights per quantisation group along the input dimension; 0 = none
+  double group_overhead_bits = 0;  ///< bits of scale (+ bias) stored per group
+  /// One group per output row (group size = the matrix's cols), e.g. int8 with a per-row scale.
+  /// When set, group_size is ignored by matrix_bytes.
+  bool group_per_row = false;
+  std::string source;  ///< where the format is defined
+};
+
+/// The named precisions: bf16, fp16, fp32, fp8, int8, q4, q2, mxfp4.
+const std::vector<Precision>& precisions();
+/// UserError listing the valid names if unknown.
+const Precision& precision(std::string_view name);
+
+/// Bytes of a rows x cols weight matrix (groups run along cols, the input dimension).
+units::Bytes matrix_bytes(std::int64_t rows, std::int64_t cols, const Precision& p);
+/// Bytes of ONE routed expert in ONE layer (its three SwiGLU matrices, biases at bf16 where present).
+/// Qwen3.5-397B at q4 must give 7,077,888 B and at q2 3,932,160 B (flash-moe, seed 004).
+units::Bytes routed_expert_bytes(const Architecture& a, const Precision& p);
+/// Bytes of `params` weights stored at precision p, ignoring matrix shapes (groups assumed full).
+units::Bytes param_bytes(std::int64_t params, const Precision& p);
+
+}  // namespace moesim::model

@@ -1,0 +1,231 @@
+// Parameter counts, KV-cache bytes and attention FLOPs derived from an Architecture's dimensions.
+// Every formula follows ../shared/data/models_and_routing.md §A.3 (parameters) and §A.4 (KV cache,
+// recurrent state, FLOPs); the section is cited at each formula. Nothing here is a typed-in figure.
+
+#include "moesim/model/architecture.hpp"
+
+#include <algorithm>
+#include <string>
+
+#include "moesim/model/error.hpp"
+
+namespace moesim::model {
+namespace {
+
+/// Projections, biases, q/k norms and sinks of one GQA (or MHA) attention block (§A.3 "Attention, GQA"):
+/// q h·nq·hd (×2 with the Qwen3-Next/3.5 output gate), k and v h·nkv·hd each, o nq·hd·h.
+std::int64_t gqa_attention_params(const Architecture& a) {
+  const std::int64_t h = a.hidden;
+  const std::int64_t q_width = a.heads * a.head_dim;
+  const std::int64_t kv_width = a.kv_heads * a.head_dim;
+  // The gated q_proj emits the query and its sigmoid gate side by side (§A.2 Qwen3-Next), so it is 2x wide.
+  const std::int64_t q_out = a.attention_output_gate ? 2 * q_width : q_width;
+  std::int64_t p = h * q_out + 2 * h * kv_width + q_width * h;
+  if (a.attention_bias) p += q_out + 2 * kv_width;  // q, k, v biases (GLM-4.5, gpt-oss)
+  if (a.attention_out_bias) p += h;                 // o bias (gpt-oss)
+  if (a.qk_norm) {
+    // Qwen3/GLM normalise each head separately (one head_dim vector each for q and k); OLMoE normalises
+    // the whole q and k rows (§A.2 OLMoE "QK-norm over the full q/k width").
+    p += a.qk_norm_full_width ? q_width + kv_width : 2 * a.head_dim;
+  }
+  if (a.attention_sinks) p += a.heads;  // gpt-oss: one learned sink per head (§A.2)
+  return p;
+}
+
+/// One MLA block (§A.3 "Attention, MLA"):
+/// h·q_lora + q_lora + q_lora·nh·(nope+rope) + h·(kv_lora+rope) + kv_lora + kv_lora·nh·(nope+v) + nh·v·h.
+/// The lone "+ q_lora" and "+ kv_lora" are the RMSNorms on the compressed q and kv latents.
+std::int64_t mla_attention_params(const Architecture& a) {
+  const std::int64_t h = a.hidden;
+  const std::int64_t nh = a.heads;
+  const MlaDims& m = a.mla;
+  const std::int64_t qk_head = m.qk_nope_head_dim + m.qk_rope_head_dim;
+  // q_lora_rank 0 (null in the config, as in DeepSeek-V2-Lite) means q is projected directly from h.
+  const std::int64_t q =
+      m.q_lora_rank > 0 ? h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * nh * qk_head : h * nh * qk_head;
+  const std::int64_t kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank +
+                          m.kv_lora_rank * nh * (m.qk_nope_head_dim + m.v_head_dim);
+  const std::int64_t o = nh * m.v_head_dim * h;
+  return q + kv + o;
+}
+
+/// One Gated DeltaNet block (§A.3 "Gated DeltaNet"): in_proj_qkvz h·(2·Kh·dk + 2·Vh·dv), in_proj_ba h·2Vh,
+/// conv (2·Kh·dk + Vh·dv)·kernel, A_log + dt_bias 2·Vh, norm dv, out_proj Vh·dv·h.
+std::int64_t delta_net_params(const Architecture& a) {
+  const std::int64_t h = a.hidden;
+  const DeltaNetDims& d = a.delta;
+  const std::int64_t key_width = d.key_heads * d.key_head_dim;
+  const std::int64_t value_width = d.value_heads * d.value_head_dim;
+  const std::int64_t in_proj_qkvz = h * (2 * key_width + 2 * value_width);
+  const std::int64_t in_proj_ba = h * 2 * d.value_heads;
+  const std::int64_t conv = (2 * key_width + value_width) * d.conv_kernel;
+  const std::int64_t a_log_dt_bias = 2 * d.value_heads;
+  const std::int64_t norm = d.value_head_dim;
+  const std::int64_t out_proj = value_width * h;
+  return in_proj_qkvz + in_proj_ba + conv + a_log_dt_bias + norm + out_proj;
+}
+
+std::int64_t attention_params(const Architecture& a, const LayerSpec& layer) {
+  switch (layer.attention) {
+    case AttentionType::Gqa:
+      return gqa_attention_params(a);
+    case AttentionType::Mla:
+      return mla_attention_params(a);
+    case AttentionType::GatedDeltaNet:
+      return delta_net_params(a);
+  }
+  MOESIM_CHECK(false, "unknown attention type");
+  return 0;
+}
+
+/// Router of one MoE layer (§A.3 "Router: h·E, plus E for a bias"). The bias is gpt-oss's router bias or
+/// DeepSeek/GLM's e_score_correction_bias.
+std::int64_t router_params(const Architecture& a) {
+  return a.hidden * a.routed_experts + (a.router_bias ? a.routed_experts : 0);
+}
+
+/// Shared experts of one MoE layer (§A.3 "Shared expert: 3·h·I_s, plus h for a sigmoid gate (Qwen)").
+std::int64_t shared_expert_params(const Architecture& a) {
+  if (a.shared_experts == 0) return 0;
+  return a.shared_experts * 3 * a.hidden * a.shared_ffn + (a.shared_expert_gate ? a.hidden : 0);
+}
+
+/// Bytes or elements per token of the KV cache of one layer (§A.4 "KV cache per token"):
+/// GQA 2·nkv·hd (k and v), MLA kv_lora_rank + qk_rope_head_dim (the compressed latent plus the shared
+/// rotary key), Gated DeltaNet none (its state does not grow with context).
+std::int64_t kv_elements_per_token(const Architecture& a, const LayerSpec& layer) {
+  switch (layer.attention) {
+    case AttentionType::Gqa:
+      return 2 * a.kv_heads * a.head_dim;
+    case AttentionType::Mla:
+      return a.mla.kv_lora_rank + a.mla.qk_rope_head_dim;
+    case AttentionType::GatedDeltaNet:
+      return 0;
+  }
+  MOESIM_CHECK(false, "unknown attention type");
+  return 0;
+}
+
+/// Tokens of context a layer holds at sequence length `context`: sliding-window layers stop at the window.
+std::int64_t attended_tokens(const LayerSpec& layer, std::int64_t context) {
+  return layer.sliding_window > 0 ? std::min(context, layer.sliding_window) : context;
+}
+
+}  // namespace
+
+std::int64_t params_per_routed_expert(const Architecture& a) {
+  if (!a.is_moe()) return 0;
+  // §A.3 "Expert: 3·h·I (gpt-oss adds 2I + h of biases)": gate_up bias 2I, down bias h.
+  return 3 * a.hidden * a.expert_ffn + (a.expert_bias ? 2 * a.expert_ffn + a.hidden : 0);
+}
+
+std::int64_t moe_layer_count(const Architecture& a) {
+  if (!a.is_moe()) return 0;
+  return static_cast<std::int64_t>(
+      std::count_if(a.layer_specs.begin(), a.layer_specs.end(), [](const LayerSpec& l) { return l.moe; }));
+}
+
+ComponentParams parameter_counts(const Architecture& a) {
+  MOESIM_CHECK(static_cast<std::int64_t>(a.layer_specs.size()) == a.layers,
+               "architecture '" + a.id + "' has " + std::to_string(a.layer_specs.size()) + " layer specs for " +
+                   std::to_string(a.layers) + " layers");
+  ComponentParams c;
+  const std::int64_t h = a.hidden;
+  for (const LayerSpec& layer : a.layer_specs) {
+    c.attention += attention_params(a, layer);
+    c.norms += 2 * h;  // §A.3 "Norms: 2h" (input and post-attention norm of every layer)
+    if (layer.moe && a.is_moe()) {
+      c.router += router_params(a);
+      c.routed_experts += a.routed_experts * params_per_routed_expert(a);
+      c.shared_experts += shared_expert_params(a);
+    } else {
+      c.dense_ffn += 3 * h * a.dense_ffn;  // SwiGLU gate, up, down (§A.1 "3 matrices")
+    }
+  }
+  // §A.3 "Whole model: L·layer + 2·V·h (embedding + untied LM head) + h (final norm)".
+  c.norms += h;
+  c.embedding = a.vocab * h;
+  c.lm_head = a.tie_embeddings ? 0 : a.vocab * h;
+  return c;
+}
+
+std::int64_t active_parameters(const Architecture& a) {
+  // §A.3: "Active" counts the same terms with k routed experts instead of E in every MoE layer.
+  const ComponentParams c = parameter_counts(a);
+  return c.total() - c.routed_experts + moe_layer_count(a) * a.top_k * params_per_routed_expert(a);
+}
+
+std::int64_t active_parameters(const Architecture& a, std::string_view convention) {
+  // §A.3 "Convention warning": the published figure of each family leaves out different parts.
+  const ComponentParams c = parameter_counts(a);
+  const std::int64_t all = active_parameters(a);
+  if (convention == "incl_embedding_and_head") return all;
+  if (convention == "excl_embedding") return all - c.embedding;
+  if (convention == "excl_embedding_and_head") return all - c.embedding - c.lm_head;
+  throw UserError("unknown active-parameter convention '" + std::string(convention) +
+                  "'; use one of incl_embedding_and_head, excl_embedding, excl_embedding_and_head");
+}
+
+std::int64_t non_expert_layer_params(const Architecture& a) {
+  const ComponentParams c = parameter_counts(a);
+  // The final norm (h) belongs to the model, not to a layer (header contract).
+  return c.attention + c.router + c.shared_experts + c.dense_ffn + (c.norms - a.hidden);
+}
+
+units::Flops attention_context_flops(const Architecture& a, std::int64_t context) {
+  MOESIM_CHECK(context >= 0, "negative context length");
+  double total = 0;
+  for (const LayerSpec& layer : a.layer_specs) {
+    const auto tokens = static_cast<double>(attended_tokens(layer, context));
+    switch (layer.attention) {
+      case AttentionType::Gqa:
+        // §A.4 "FLOPs per decode token": 4·nq·hd·ctx (q·k scores and the weighted sum of v, 2 FLOP per
+        // multiply-add), ctx capped at the window on sliding layers.
+        total += 4.0 * static_cast<double>(a.heads * a.head_dim) * tokens;
+        break;
+      case AttentionType::Mla:
+        // §A.4, absorbed MLA: scores against the latent and the rotary key, 2·nh·(kv_lora + rope)·ctx,
+        // plus the weighted sum of latents, 2·nh·kv_lora·ctx.
+        total += 2.0 * static_cast<double>(a.heads * (a.mla.kv_lora_rank + a.mla.qk_rope_head_dim)) * tokens +
+                 2.0 * static_cast<double>(a.heads * a.mla.kv_lora_rank) * tokens;
+        break;
+      case AttentionType::GatedDeltaNet:
+        // §A.4: O(1) in ctx; the per-token state update is in the projections' FLOPs.
+        break;
+    }
+  }
+  return units::flops(total);
+}
+
+units::Bytes kv_bytes_per_token(const Architecture& a, double bytes_per_element) {
+  std::int64_t elements = 0;
+  for (const LayerSpec& layer : a.layer_specs) elements += kv_elements_per_token(a, layer);
+  return units::bytes(static_cast<double>(elements) * bytes_per_element);
+}
+
+units::Bytes kv_bytes_at_context(const Architecture& a, std::int64_t context, double bytes_per_element) {
+  MOESIM_CHECK(context >= 0, "negative context length");
+  double elements = 0;
+  for (const LayerSpec& layer : a.layer_specs) {
+    // §A.4 gpt-oss: "only half the layers grow with context; the other half cap at 128 tokens".
+    elements +=
+        static_cast<double>(kv_elements_per_token(a, layer)) * static_cast<double>(attended_tokens(layer, context));
+  }
+  return units::bytes(elements * bytes_per_element);
+}
+
+units::Bytes recurrent_state_bytes(const Architecture& a) {
+  // §A.4 hybrid models: per linear layer, a Vh·dk·dv delta-rule state plus a causal-conv state holding the
+  // last (kernel − 1) inputs of the (2·Kh·dk + Vh·dv) conv channels, all fp32 (flash-moe allocates exactly
+  // [64*128*128] and [3*12288] for Qwen3.5).
+  const DeltaNetDims& d = a.delta;
+  const std::int64_t delta_state = d.value_heads * d.key_head_dim * d.value_head_dim;
+  const std::int64_t conv_channels = 2 * d.key_heads * d.key_head_dim + d.value_heads * d.value_head_dim;
+  const std::int64_t conv_state = conv_channels * std::max<std::int64_t>(d.conv_kernel - 1, 0);
+  std::int64_t layers = 0;
+  for (const LayerSpec& layer : a.layer_specs) layers += layer.attention == AttentionType::GatedDeltaNet ? 1 : 0;
+  constexpr double kFp32Bytes = 4.0;
+  return units::bytes(static_cast<double>(layers * (delta_state + conv_state)) * kFp32Bytes);
+}
+
+}  // namespace moesim::model

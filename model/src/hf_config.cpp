@@ -1,0 +1,617 @@
+// Hugging Face config.json -> Architecture, for the families of models_and_routing.md §A.5.
+//
+// Each family spells the same concepts with its own keys (§A.5 table): Mixtral's `intermediate_size` is
+// the per-expert size, DBRX nests its fields under attn_config/ffn_config, Qwen3.5 nests all text fields
+// under text_config, DeepSeek describes MLA instead of head_dim. One reader per family maps its keys onto
+// the common Architecture; every error names the file, the JSON path of the field and the fix.
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "moesim/model/architecture.hpp"
+#include "moesim/model/error.hpp"
+#include "moesim/model/json_reader.hpp"
+#include "moesim/model/text.hpp"
+
+namespace moesim::model {
+namespace {
+
+enum class Family { Mixtral, Dbrx, Qwen3Moe, Qwen3Next, Qwen35Moe, DeepseekV3, Glm4Moe, GptOss, Olmoe, Llama };
+
+struct FamilyInfo {
+  const char* model_type;
+  const char* architecture;  ///< architectures[0] of the official checkpoints
+  Family family;
+};
+
+// kimi_k2 checkpoints declare DeepseekV3ForCausalLM (§A.1), so that architecture maps to deepseek_v3 first.
+constexpr FamilyInfo kFamilies[] = {
+    {"mixtral", "MixtralForCausalLM", Family::Mixtral},
+    {"dbrx", "DbrxForCausalLM", Family::Dbrx},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", Family::Qwen3Moe},
+    {"qwen3_next", "Qwen3NextForCausalLM", Family::Qwen3Next},
+    {"qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration", Family::Qwen35Moe},
+    {"deepseek_v3", "DeepseekV3ForCausalLM", Family::DeepseekV3},
+    {"kimi_k2", "DeepseekV3ForCausalLM", Family::DeepseekV3},
+    {"glm4_moe", "Glm4MoeForCausalLM", Family::Glm4Moe},
+    {"gpt_oss", "GptOssForCausalLM", Family::GptOss},
+    {"olmoe", "OlmoeForCausalLM", Family::Olmoe},
+    {"llama", "LlamaForCausalLM", Family::Llama},
+};
+
+/// A dimension above this is a typo (it would also overflow the int64 parameter products).
+constexpr std::int64_t kMaxDimension = std::int64_t{1} << 24;
+
+std::vector<std::string> model_types() {
+  std::vector<std::string> out;
+  for (const auto& f : kFamilies) out.emplace_back(f.model_type);
+  return out;
+}
+
+std::string json_type(const nlohmann::json& v) {
+  if (v.is_string()) return "the string " + v.dump();
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_array()) return "an array";
+  if (v.is_object()) return "an object";
+  if (v.is_null()) return "null";
+  return v.dump();
+}
+
+/// Reads the fields of one JSON object of a config. Errors are one line:
+///   "<file>: $.text_config.hidden_size: is missing; add the hidden size (d_model) as a positive integer"
+class Fields {
+ public:
+  explicit Fields(json::Node node) : node_(std::move(node)) {}
+
+  [[nodiscard]] const json::Node& node() const { return node_; }
+  /// Present and not null.
+  [[nodiscard]] bool present(std::string_view key) const { return node_.has(key) && !node_.is_null(key); }
+
+  /// A required integer >= min_value; `meaning` says what the field is, for the message.
+  [[nodiscard]] std::int64_t integer(std::string_view key, std::string_view meaning, std::int64_t min_value) const {
+    if (!node_.has(key)) {
+      throw node_.error(key, "is missing; add the " + std::string(meaning) + " as " + expectation(min_value) +
+                                 ", as in the model's official config.json");
+    }
+    if (node_.is_null(key)) {
+      throw node_.error(key, "is null; set the " + std::string(meaning) + " to " + expectation(min_value));
+    }
+    const nlohmann::json& v = node_.raw()[std::string(key)];
+    std::int64_t n = 0;
+    if (v.is_number_integer()) {
+      n = v.get<std::int64_t>();
+    } else if (v.is_number_float() && std::isfinite(v.get<double>()) &&
+               std::floor(v.get<double>()) == v.get<double>() &&
+               std::abs(v.get<double>()) < static_cast<double>(kMaxDimension)) {
+      n = static_cast<std::int64_t>(v.get<double>());  // 4096.0 is an integer written as a float
+    } else {
+      std::string fix = "write " + expectation(min_value) + " (the " + std::string(meaning) + ")";
+      if (v.is_string()) fix += " without quotes";
+      throw node_.error(key, "is " + json_type(v) + ", expected an integer; " + fix);
+    }
+    if (n < min_value) {
+      throw node_.error(key, "is " + std::to_string(n) + ", but the " + std::string(meaning) + " must be " +
+                                 expectation(min_value) + "; fix the value");
+    }
+    if (n > kMaxDimension) {
+      throw node_.error(key, "is " + std::to_string(n) + ", implausibly large for the " + std::string(meaning) +
+                                 " (limit " + std::to_string(kMaxDimension) + "); fix the value");
+    }
+    return n;
+  }
+  /// A required dimension (>= 1).
+  [[nodiscard]] std::int64_t dim(std::string_view key, std::string_view meaning) const {
+    return integer(key, meaning, 1);
+  }
+  /// An optional integer >= min_value: absent or null gives nullopt.
+  [[nodiscard]] std::optional<std::int64_t> optional_integer(std::string_view key, std::string_view meaning,
+                                                             std::int64_t min_value) const {
+    if (!present(key)) return std::nullopt;
+    return integer(key, meaning, min_value);
+  }
+  [[nodiscard]] std::optional<std::int64_t> optional_dim(std::string_view key, std::string_view meaning) const {
+    return optional_integer(key, meaning, 1);
+  }
+
+  /// An optional boolean (absent or null gives `fallback`).
+  [[nodiscard]] bool flag(std::string_view key, bool fallback) const {
+    if (!present(key)) return fallback;
+    const nlohmann::json& v = node_.raw()[std::string(key)];
+    if (!v.is_boolean())
+      throw node_.error(key, "is " + json_type(v) + ", expected true or false; write it without quotes");
+    return v.get<bool>();
+  }
+
+  /// An optional string (absent or null gives nullopt).
+  [[nodiscard]] std::optional<std::string> optional_string(std::string_view key) const {
+    if (!present(key)) return std::nullopt;
+    const nlohmann::json& v = node_.raw()[std::string(key)];
+    if (!v.is_string()) throw node_.error(key, "is " + json_type(v) + ", expected a string in quotes");
+    return v.get<std::string>();
+  }
+
+  /// An optional array of integers in [0, limit) (absent or null gives an empty list).
+  [[nodiscard]] std::vector<std::int64_t> index_list(std::string_view key, std::int64_t limit,
+                                                     std::string_view meaning) const {
+    std::vector<std::int64_t> out;
+    if (!present(key)) return out;
+    const nlohmann::json& v = node_.raw()[std::string(key)];
+    if (!v.is_array()) throw node_.error(key, "is " + json_type(v) + ", expected an array of " + std::string(meaning));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const std::string item = std::string(key) + "[" + std::to_string(i) + "]";
+      if (!v[i].is_number_integer() || v[i].get<std::int64_t>() < 0 || v[i].get<std::int64_t>() >= limit) {
+        throw node_.error(item, "is " + json_type(v[i]) + ", expected a layer index from 0 to " +
+                                    std::to_string(limit - 1) + "; fix the list of " + std::string(meaning));
+      }
+      out.push_back(v[i].get<std::int64_t>());
+    }
+    return out;
+  }
+
+  /// An optional array of strings of length `size` (absent or null gives nullopt).
+  [[nodiscard]] std::optional<std::vector<std::string>> string_list(std::string_view key, std::int64_t size,
+                                                                    std::string_view size_key) const {
+    if (!present(key)) return std::nullopt;
+    const nlohmann::json& v = node_.raw()[std::string(key)];
+    if (!v.is_array()) throw node_.error(key, "is " + json_type(v) + ", expected an array with one string per layer");
+    if (static_cast<std::int64_t>(v.size()) != size) {
+      throw node_.error(key, "has " + std::to_string(v.size()) + " entries but " + std::string(size_key) + " is " +
+                                 std::to_string(size) + "; give one entry per layer");
+    }
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].is_string()) {
+        throw node_.error(std::string(key) + "[" + std::to_string(i) + "]",
+                          "is " + json_type(v[i]) + ", expected a layer type string such as \"full_attention\"");
+      }
+      out.push_back(v[i].get<std::string>());
+    }
+    return out;
+  }
+
+  [[nodiscard]] UserError error(std::string_view key, const std::string& message) const {
+    return node_.error(key, message);
+  }
+
+ private:
+  static std::string expectation(std::int64_t min_value) {
+    if (min_value == 1) return "a positive integer";
+    if (min_value == 0) return "an integer >= 0";
+    return "an integer >= " + std::to_string(min_value);
+  }
+
+  json::Node node_;
+};
+
+/// Attention of one layer as the config names it.
+enum class LayerKind { Full, Sliding, Linear };
+
+/// The fields nearly every family spells the HF way (§A.5): hidden_size, num_hidden_layers,
+/// num_attention_heads, num_key_value_heads (absent: MHA, the HF default), head_dim (absent: h/nq, §A.5),
+/// vocab_size, tie_word_embeddings (absent: false, the default of every supported family's config class),
+/// max_position_embeddings.
+/// MLA families pass derive_head_dim = false: their head widths come from the MLA fields.
+void read_standard(const Fields& f, Architecture& a, bool derive_head_dim = true) {
+  a.hidden = f.dim("hidden_size", "hidden size");
+  a.layers = f.dim("num_hidden_layers", "number of decoder layers");
+  a.heads = f.dim("num_attention_heads", "number of query heads");
+  a.kv_heads = f.optional_dim("num_key_value_heads", "number of key/value heads").value_or(a.heads);
+  if (a.heads % a.kv_heads != 0) {
+    throw f.error("num_key_value_heads", "is " + std::to_string(a.kv_heads) +
+                                             ", which does not divide num_attention_heads " + std::to_string(a.heads) +
+                                             "; grouped-query attention needs a divisor");
+  }
+  if (auto hd = f.optional_dim("head_dim", "per-head width")) {
+    a.head_dim = *hd;
+  } else if (derive_head_dim) {
+    if (a.hidden % a.heads != 0) {
+      throw f.error("head_dim", "is absent and hidden_size " + std::to_string(a.hidden) +
+                                    " is not a multiple of num_attention_heads " + std::to_string(a.heads) +
+                                    "; add head_dim");
+    }
+    a.head_dim = a.hidden / a.heads;
+  }
+  a.vocab = f.dim("vocab_size", "vocabulary size");
+  a.tie_embeddings = f.flag("tie_word_embeddings", false);
+  a.max_context = f.optional_dim("max_position_embeddings", "maximum context length").value_or(0);
+}
+
+/// Routed-expert fields under the family's own keys (§A.5 rows "experts", "top-k", "expert FFN").
+/// All three are required: a family reader calls this only for MoE families.
+void read_experts(const Fields& f, Architecture& a, std::string_view experts_key, std::string_view top_k_key,
+                  std::string_view ffn_key) {
+  a.routed_experts = f.integer(experts_key, "number of routed experts", 1);
+  a.top_k = f.dim(top_k_key, "number of experts per token (top-k)");
+  if (a.top_k > a.routed_experts) {
+    throw f.error(top_k_key, "is " + std::to_string(a.top_k) + ", more than the " + std::to_string(a.routed_experts) +
+                                 " routed experts (" + std::string(experts_key) + "); fix one of them");
+  }
+  a.expert_ffn = f.dim(ffn_key, "routed expert FFN (intermediate) size");
+}
+
+/// Per-layer attention kinds: from `layer_types` when the config lists them, else from `fallback(i)`.
+template <typename Fallback>
+std::vector<LayerKind> layer_kinds(const Fields& f, std::int64_t layers, Fallback fallback) {
+  std::vector<LayerKind> kinds;
+  const auto names = f.string_list("layer_types", layers, "num_hidden_layers");
+  for (std::int64_t i = 0; i < layers; ++i) {
+    if (!names) {
+      kinds.push_back(fallback(i));
+      continue;
+    }
+    const std::string& n = (*names)[static_cast<std::size_t>(i)];
+    if (n == "full_attention") {
+      kinds.push_back(LayerKind::Full);
+    } else if (n == "sliding_attention") {
+      kinds.push_back(LayerKind::Sliding);
+    } else if (n == "linear_attention") {
+      kinds.push_back(LayerKind::Linear);
+    } else {
+      throw f.error("layer_types[" + std::to_string(i) + "]",
+                    "is \"" + n + "\"; use \"full_attention\", \"sliding_attention\" or \"linear_attention\"");
+    }
+  }
+  return kinds;
+}
+
+/// Turns layer kinds into LayerSpecs; sliding layers need `sliding_window`, linear layers need the family
+/// to model Gated DeltaNet.
+std::vector<LayerSpec> make_layers(const Fields& f, const std::vector<LayerKind>& kinds, bool linear_allowed,
+                                   const std::vector<bool>& moe) {
+  std::vector<LayerSpec> specs;
+  std::optional<std::int64_t> window;
+  for (std::size_t i = 0; i < kinds.size(); ++i) {
+    LayerSpec s;
+    s.moe = moe[i];
+    if (kinds[i] == LayerKind::Sliding) {
+      if (!window) {
+        window = f.optional_dim("sliding_window", "sliding-window length in tokens");
+        if (!window) {
+          throw f.error("sliding_window", "is absent or null but layer " + std::to_string(i) +
+                                              " uses sliding_attention; set the window length in tokens");
+        }
+      }
+      s.sliding_window = *window;
+    } else if (kinds[i] == LayerKind::Linear) {
+      if (!linear_allowed) {
+        throw f.error("layer_types[" + std::to_string(i) + "]",
+                      "is \"linear_attention\", which moesim models only for qwen3_next and qwen3_5_moe; "
+                      "use \"full_attention\" or \"sliding_attention\"");
+      }
+      s.attention = AttentionType::GatedDeltaNet;
+    }
+    specs.push_back(s);
+  }
+  return specs;
+}
+
+std::vector<bool> all_layers(std::int64_t layers, bool value) {
+  return std::vector<bool>(static_cast<std::size_t>(layers), value);
+}
+
+/// Reads the dense FFN size when some layer is dense (and the config's value if given anyway).
+void read_dense_ffn(const Fields& f, Architecture& a, const std::vector<bool>& moe) {
+  const bool any_dense = std::find(moe.begin(), moe.end(), false) != moe.end();
+  if (any_dense) {
+    a.dense_ffn = f.dim("intermediate_size", "dense FFN (intermediate) size");
+  } else {
+    a.dense_ffn = f.optional_dim("intermediate_size", "dense FFN (intermediate) size").value_or(0);
+  }
+}
+
+/// Qwen's MoE layer rule (transformers Qwen3MoeDecoderLayer): layer i is sparse unless it is in
+/// mlp_only_layers, and only every decoder_sparse_step-th layer ((i + 1) % step == 0) is sparse.
+std::vector<bool> qwen_moe_layers(const Fields& f, std::int64_t layers) {
+  const auto mlp_only = f.index_list("mlp_only_layers", layers, "dense layer indices");
+  const std::int64_t step = f.optional_dim("decoder_sparse_step", "MoE layer step").value_or(1);
+  std::vector<bool> moe;
+  for (std::int64_t i = 0; i < layers; ++i) {
+    const bool dense = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
+    moe.push_back(!dense && (i + 1) % step == 0);
+  }
+  return moe;
+}
+
+// --- one reader per family (§A.5 table columns) ---------------------------------------------------------
+
+void parse_mixtral(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  // §A.2: Mixtral's intermediate_size is the per-expert size; experts are num_local_experts.
+  read_experts(f, a, "num_local_experts", "num_experts_per_tok", "intermediate_size");
+  // Mistral semantics: a non-null sliding_window applies to every layer (TinyMistral's base uses 32).
+  const bool sliding = f.present("sliding_window");
+  const auto kinds =
+      layer_kinds(f, a.layers, [&](std::int64_t) { return sliding ? LayerKind::Sliding : LayerKind::Full; });
+  a.layer_specs = make_layers(f, kinds, false, all_layers(a.layers, true));
+}
+
+void parse_dbrx(const Fields& f, Architecture& a) {
+  // §A.2 DBRX: d_model/n_heads/n_layers/max_seq_len at the top, attention and FFN fields nested.
+  a.hidden = f.dim("d_model", "hidden size");
+  a.layers = f.dim("n_layers", "number of decoder layers");
+  a.heads = f.dim("n_heads", "number of query heads");
+  a.vocab = f.dim("vocab_size", "vocabulary size");
+  a.tie_embeddings = f.flag("tie_word_embeddings", false);
+  a.max_context = f.optional_dim("max_seq_len", "maximum context length").value_or(0);
+  if (a.hidden % a.heads != 0) {
+    throw f.error("n_heads", "is " + std::to_string(a.heads) + ", which does not divide d_model " +
+                                 std::to_string(a.hidden) + "; fix one of them");
+  }
+  a.head_dim = a.hidden / a.heads;  // §A.5: DBRX has no head_dim field
+  const Fields attn(f.node().child("attn_config"));
+  a.kv_heads = attn.dim("kv_n_heads", "number of key/value heads");
+  if (a.heads % a.kv_heads != 0) {
+    throw attn.error("kv_n_heads", "is " + std::to_string(a.kv_heads) + ", which does not divide n_heads " +
+                                       std::to_string(a.heads) + "; grouped-query attention needs a divisor");
+  }
+  const Fields ffn(f.node().child("ffn_config"));
+  read_experts(ffn, a, "moe_num_experts", "moe_top_k", "ffn_hidden_size");
+  a.layer_specs = make_layers(f, std::vector<LayerKind>(static_cast<std::size_t>(a.layers), LayerKind::Full), false,
+                              all_layers(a.layers, true));
+}
+
+void parse_qwen3_moe(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  a.qk_norm = true;  // §A.2: per-head QK RMSNorm
+  a.attention_bias = f.flag("attention_bias", false);
+  a.attention_out_bias = false;  // Qwen3 o_proj never has a bias
+  read_experts(f, a, "num_experts", "num_experts_per_tok", "moe_intermediate_size");
+  const auto moe = qwen_moe_layers(f, a.layers);
+  read_dense_ffn(f, a, moe);
+  // Qwen2/3 sliding window (off in every released Qwen3 MoE): layers from max_window_layers on use it.
+  const bool sliding = f.flag("use_sliding_window", false) && f.present("sliding_window");
+  const std::int64_t first_sliding =
+      f.optional_integer("max_window_layers", "first sliding-window layer", 0).value_or(0);
+  const auto kinds = layer_kinds(f, a.layers, [&](std::int64_t i) {
+    return sliding && i >= first_sliding ? LayerKind::Sliding : LayerKind::Full;
+  });
+  a.layer_specs = make_layers(f, kinds, false, moe);
+}
+
+/// Qwen3-Next (flat) and the text_config of Qwen3.5 (§A.2): hybrid Gated DeltaNet / gated attention.
+void parse_qwen3_next(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  a.qk_norm = true;
+  a.attention_output_gate = true;  // sigmoid output gate: q_proj is 2x wide
+  a.attention_bias = f.flag("attention_bias", false);
+  a.delta.key_heads = f.dim("linear_num_key_heads", "Gated DeltaNet key heads");
+  a.delta.value_heads = f.dim("linear_num_value_heads", "Gated DeltaNet value heads");
+  a.delta.key_head_dim = f.dim("linear_key_head_dim", "Gated DeltaNet key head width");
+  a.delta.value_head_dim = f.dim("linear_value_head_dim", "Gated DeltaNet value head width");
+  a.delta.conv_kernel = f.dim("linear_conv_kernel_dim", "Gated DeltaNet causal conv kernel size");
+  read_experts(f, a, "num_experts", "num_experts_per_tok", "moe_intermediate_size");
+  // §A.5 "shared": one shared expert of shared_expert_intermediate_size behind a sigmoid gate (h params).
+  const std::int64_t shared =
+      f.optional_integer("shared_expert_intermediate_size", "shared expert FFN size", 0).value_or(0);
+  if (shared > 0) {
+    a.shared_experts = 1;
+    a.shared_ffn = shared;
+    a.shared_expert_gate = true;
+  }
+  const auto moe = qwen_moe_layers(f, a.layers);
+  read_dense_ffn(f, a, moe);
+  // §A.2: full_attention_interval = 4 -> every 4th layer ((i + 1) % 4 == 0) is full attention, the rest
+  // Gated DeltaNet (transformers Qwen3NextConfig builds layer_types the same way).
+  const std::int64_t interval = f.optional_dim("full_attention_interval", "full-attention interval").value_or(4);
+  const auto kinds = layer_kinds(
+      f, a.layers, [&](std::int64_t i) { return (i + 1) % interval == 0 ? LayerKind::Full : LayerKind::Linear; });
+  a.layer_specs = make_layers(f, kinds, true, moe);
+}
+
+void parse_deepseek_v3(const Fields& f, Architecture& a) {
+  read_standard(f, a, false);
+  // §A.2 DeepSeek-V3 MLA. q_lora_rank may be null (no low-rank q), but must be written.
+  if (!f.node().has("q_lora_rank")) {
+    throw f.error("q_lora_rank", "is missing; add the q low-rank dimension (1536 for DeepSeek-V3), or null for none");
+  }
+  a.mla.q_lora_rank = f.optional_dim("q_lora_rank", "q low-rank dimension").value_or(0);
+  a.mla.kv_lora_rank = f.dim("kv_lora_rank", "compressed KV latent width");
+  a.mla.qk_nope_head_dim = f.dim("qk_nope_head_dim", "non-rotary q/k head width");
+  a.mla.qk_rope_head_dim = f.dim("qk_rope_head_dim", "rotary q/k head width");
+  a.mla.v_head_dim = f.dim("v_head_dim", "value head width");
+  // MLA has no GQA grouping (§A.5 "MLA: equals heads"); head_dim records the q/k head width.
+  a.kv_heads = a.heads;
+  a.head_dim = a.mla.qk_nope_head_dim + a.mla.qk_rope_head_dim;
+  read_experts(f, a, "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size");
+  a.shared_experts = f.optional_integer("n_shared_experts", "number of shared experts", 0).value_or(0);
+  a.shared_ffn = a.shared_experts > 0 ? a.expert_ffn : 0;  // §A.5: n_shared_experts × moe_intermediate_size
+  // noaux_tc (the DeepSeek-V3 default) adds e_score_correction_bias (E params) to the router.
+  a.router_bias = f.optional_string("topk_method").value_or("noaux_tc") == "noaux_tc";
+  // transformers DeepseekV3: layer i is MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0.
+  const std::int64_t first_dense =
+      f.optional_integer("first_k_dense_replace", "number of leading dense layers", 0).value_or(0);
+  const std::int64_t freq = f.optional_dim("moe_layer_freq", "MoE layer frequency").value_or(1);
+  std::vector<bool> moe;
+  for (std::int64_t i = 0; i < a.layers; ++i) moe.push_back(i >= first_dense && i % freq == 0);
+  read_dense_ffn(f, a, moe);
+  for (std::int64_t i = 0; i < a.layers; ++i) {
+    LayerSpec s;
+    s.attention = AttentionType::Mla;
+    s.moe = moe[static_cast<std::size_t>(i)];
+    a.layer_specs.push_back(s);
+  }
+}
+
+void parse_glm4_moe(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  // §A.2 GLM-4.5: q/k/v biases (o has none), per-head QK norm when use_qk_norm.
+  a.attention_bias = f.flag("attention_bias", false);
+  a.qk_norm = f.flag("use_qk_norm", false);
+  read_experts(f, a, "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size");
+  a.shared_experts = f.optional_integer("n_shared_experts", "number of shared experts", 0).value_or(0);
+  a.shared_ffn = a.shared_experts > 0 ? a.expert_ffn : 0;
+  a.router_bias = true;  // sigmoid router with e_score_correction_bias (§A.2 "sigmoid + bias")
+  const std::int64_t first_dense =
+      f.optional_integer("first_k_dense_replace", "number of leading dense layers", 0).value_or(0);
+  std::vector<bool> moe;
+  for (std::int64_t i = 0; i < a.layers; ++i) moe.push_back(i >= first_dense);
+  read_dense_ffn(f, a, moe);
+  const auto kinds = layer_kinds(f, a.layers, [](std::int64_t) { return LayerKind::Full; });
+  a.layer_specs = make_layers(f, kinds, false, moe);
+}
+
+void parse_gpt_oss(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  // §A.2 gpt-oss: biases on q/k/v/o, one sink per head, router bias, expert biases.
+  a.attention_bias = f.flag("attention_bias", true);
+  a.attention_out_bias = a.attention_bias;
+  a.attention_sinks = true;
+  a.router_bias = true;
+  a.expert_bias = true;
+  // The HF config writes both num_experts_per_tok and the original experts_per_token (§A.5).
+  const char* top_k_key = f.present("num_experts_per_tok") ? "num_experts_per_tok" : "experts_per_token";
+  read_experts(f, a, "num_local_experts", top_k_key, "intermediate_size");
+  if (f.present("num_experts_per_tok") && f.present("experts_per_token") &&
+      f.dim("experts_per_token", "number of experts per token") != a.top_k) {
+    throw f.error("experts_per_token",
+                  "disagrees with num_experts_per_tok " + std::to_string(a.top_k) + "; make the two equal");
+  }
+  // gpt_oss/torch/model.py: even layers use the sliding window (layer_idx % 2 == 0), odd layers are full.
+  const auto kinds =
+      layer_kinds(f, a.layers, [](std::int64_t i) { return i % 2 == 0 ? LayerKind::Sliding : LayerKind::Full; });
+  a.layer_specs = make_layers(f, kinds, false, all_layers(a.layers, true));
+}
+
+void parse_olmoe(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  // §A.2 OLMoE: QK-norm over the full q/k width; attention_bias (off in the release) covers q/k/v/o.
+  a.qk_norm = true;
+  a.qk_norm_full_width = true;
+  a.attention_bias = f.flag("attention_bias", false);
+  a.attention_out_bias = a.attention_bias;
+  read_experts(f, a, "num_experts", "num_experts_per_tok", "intermediate_size");
+  const auto kinds = layer_kinds(f, a.layers, [](std::int64_t) { return LayerKind::Full; });
+  a.layer_specs = make_layers(f, kinds, false, all_layers(a.layers, true));
+}
+
+void parse_llama(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  // Llama's attention_bias adds biases to q/k/v and o. mlp_bias (false in Llama 3.1) is not modelled:
+  // 2I + h per layer would be < 0.01% of the parameters.
+  a.attention_bias = f.flag("attention_bias", false);
+  a.attention_out_bias = a.attention_bias;
+  const auto moe = all_layers(a.layers, false);
+  read_dense_ffn(f, a, moe);
+  const auto kinds = layer_kinds(f, a.layers, [](std::int64_t) { return LayerKind::Full; });
+  a.layer_specs = make_layers(f, kinds, false, moe);
+}
+
+/// Rough size check in double precision, so that absurd dimensions give an error and not an int64
+/// overflow in parameter_counts.
+void check_size(const Architecture& a, const std::string& source) {
+  const auto d = [](std::int64_t v) { return static_cast<double>(v); };
+  const double per_layer = d(a.hidden) * (4.0 * d(std::max(a.heads, a.delta.value_heads)) *
+                                              d(std::max({a.head_dim, a.delta.value_head_dim, a.mla.kv_lora_rank})) +
+                                          3.0 * d(a.routed_experts + a.shared_experts + 1) *
+                                              d(std::max({a.expert_ffn, a.dense_ffn, a.shared_ffn})));
+  const double estimate = d(a.layers) * per_layer + 2.0 * d(a.vocab) * d(a.hidden);
+  if (estimate > 1e17) {
+    throw UserError(source + ": the dimensions imply about " + text::printf("%.3g", estimate) +
+                    " parameters, far beyond any model; check hidden_size, the layer count and the expert sizes");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> supported_families() {
+  std::vector<std::string> out;
+  for (const auto& f : kFamilies) out.push_back(std::string(f.model_type) + " (" + f.architecture + ")");
+  return out;
+}
+
+Architecture parse_hf_config(const nlohmann::json& config, const std::string& source) {
+  if (!config.is_object()) {
+    throw UserError(source + ": $: is " + json_type(config) +
+                    ", expected a JSON object; give the model's Hugging Face config.json");
+  }
+  const json::Node root(config, source);
+  const Fields top(root);
+
+  // The family comes from model_type; a config without one falls back to architectures[0] (§A.5).
+  std::optional<FamilyInfo> info;
+  std::string family_name;
+  if (const auto model_type = top.optional_string("model_type")) {
+    for (const auto& f : kFamilies) {
+      if (*model_type == f.model_type) info = f;
+    }
+    if (!info) {
+      throw root.error("model_type", "is \"" + *model_type + "\", an unsupported model family" +
+                                         text::did_you_mean(*model_type, model_types()) +
+                                         "; supported model_type values: " + text::join(model_types()));
+    }
+    family_name = *model_type;
+  } else {
+    if (!config.contains("architectures") || !config["architectures"].is_array() || config["architectures"].empty() ||
+        !config["architectures"][0].is_string()) {
+      throw root.error("model_type",
+                       "is missing (and there is no architectures list to fall back on); add "
+                       "\"model_type\", one of: " +
+                           text::join(model_types()));
+    }
+    const std::string arch = config["architectures"][0].get<std::string>();
+    for (const auto& f : kFamilies) {
+      if (!info && arch == f.architecture) info = f;
+    }
+    if (!info) {
+      std::vector<std::string> archs;
+      for (const auto& f : kFamilies) archs.emplace_back(f.architecture);
+      throw root.error("architectures[0]", "is \"" + arch +
+                                               "\", an unsupported architecture, and model_type is "
+                                               "missing; add \"model_type\", one of: " +
+                                               text::join(model_types()));
+    }
+    family_name = info->model_type;
+  }
+
+  Architecture a;
+  a.id = source;
+  a.source = source;
+  a.family = family_name;
+  a.name = top.optional_string("_name_or_path").value_or(source);
+
+  switch (info->family) {
+    case Family::Mixtral:
+      parse_mixtral(top, a);
+      break;
+    case Family::Dbrx:
+      parse_dbrx(top, a);
+      break;
+    case Family::Qwen3Moe:
+      parse_qwen3_moe(top, a);
+      break;
+    case Family::Qwen3Next:
+      parse_qwen3_next(top, a);
+      break;
+    case Family::Qwen35Moe: {
+      // §A.2: the multimodal Qwen3.5 checkpoint nests every text field under text_config; the vision
+      // tower is not modelled. tie_word_embeddings may sit at either level.
+      const Fields text_fields(root.child("text_config"));
+      parse_qwen3_next(text_fields, a);
+      if (!text_fields.present("tie_word_embeddings")) a.tie_embeddings = top.flag("tie_word_embeddings", false);
+      break;
+    }
+    case Family::DeepseekV3:
+      parse_deepseek_v3(top, a);
+      break;
+    case Family::Glm4Moe:
+      parse_glm4_moe(top, a);
+      break;
+    case Family::GptOss:
+      parse_gpt_oss(top, a);
+      break;
+    case Family::Olmoe:
+      parse_olmoe(top, a);
+      break;
+    case Family::Llama:
+      parse_llama(top, a);
+      break;
+  }
+  MOESIM_CHECK(static_cast<std::int64_t>(a.layer_specs.size()) == a.layers, "layer specs do not cover the layers");
+  check_size(a, source);
+  return a;
+}
+
+}  // namespace moesim::model
