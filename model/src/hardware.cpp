@@ -50,13 +50,22 @@ void expect_kind(const json::Node& n, std::string_view kind) {
   }
 }
 
-NodeProfile parse_node(const json::Node& n, std::string origin) {
-  n.expect_only({"id", "kind", "name", "devices", "intra_node_link", "price", "power", "notes"});
-  expect_kind(n, "node");
-  NodeProfile p;
+/// The fields every profile kind shares: only `keys` allowed, the right "kind", id, name, origin.
+template <class P>
+P profile_header(const json::Node& n, std::string_view kind, std::initializer_list<std::string_view> keys,
+                 std::string origin) {
+  n.expect_only(keys);
+  expect_kind(n, kind);
+  P p;
   p.id = n.string("id");
   p.name = n.optional_string("name").value_or(p.id);
   p.origin = std::move(origin);
+  return p;
+}
+
+NodeProfile parse_node(const json::Node& n, std::string origin) {
+  auto p = profile_header<NodeProfile>(
+      n, "node", {"id", "kind", "name", "devices", "intra_node_link", "price", "power", "notes"}, std::move(origin));
   const json::Node d = n.child("devices");
   d.expect_only({"count", "name", "memory", "memory_bandwidth", "peak_flops", "notes"});
   p.devices.count = d.integer("count", 1);
@@ -80,12 +89,8 @@ NodeProfile parse_node(const json::Node& n, std::string origin) {
 }
 
 NicProfile parse_nic(const json::Node& n, std::string origin) {
-  n.expect_only({"id", "kind", "name", "latency", "bandwidth", "price", "notes"});
-  expect_kind(n, "nic");
-  NicProfile p;
-  p.id = n.string("id");
-  p.name = n.optional_string("name").value_or(p.id);
-  p.origin = std::move(origin);
+  auto p = profile_header<NicProfile>(n, "nic", {"id", "kind", "name", "latency", "bandwidth", "price", "notes"},
+                                      std::move(origin));
   p.latency = sourced<Dimension::Time>(n, "latency");
   p.bandwidth = sourced<Dimension::Bandwidth>(n, "bandwidth");
   p.price = optional_sourced<Dimension::Money>(n, "price", true);
@@ -94,12 +99,9 @@ NicProfile parse_nic(const json::Node& n, std::string origin) {
 }
 
 StorageProfile parse_storage(const json::Node& n, std::string origin) {
-  n.expect_only({"id", "kind", "name", "read_bandwidth", "read_latency", "capacity", "price", "notes"});
-  expect_kind(n, "storage");
-  StorageProfile p;
-  p.id = n.string("id");
-  p.name = n.optional_string("name").value_or(p.id);
-  p.origin = std::move(origin);
+  // No "price" key: storage is part of a node and is priced with it.
+  auto p = profile_header<StorageProfile>(
+      n, "storage", {"id", "kind", "name", "read_bandwidth", "read_latency", "capacity", "notes"}, std::move(origin));
   p.read_bandwidth = sourced<Dimension::Bandwidth>(n, "read_bandwidth");
   p.read_latency = optional_sourced<Dimension::Time>(n, "read_latency");
   p.capacity = optional_sourced<Dimension::Bytes>(n, "capacity");
