@@ -138,11 +138,10 @@ EstimateResult run_estimate(const EstimateRequest& request) {
       s.include_lm_head = request.lm_head;
       s.exchange = exchange;
       if (r.arch.is_moe()) {
+        // A placement file means a custom placement; make_placement("custom") without one says to give it.
         const sim::Placement p =
-            request.placement == "custom" || !request.placement_file.empty()
-                ? sim::load_placement(
-                      request.placement_file.empty() ? std::string("(no --placement-file)") : request.placement_file,
-                      r.arch.routed_experts, nodes)
+            !request.placement_file.empty()
+                ? sim::load_placement(request.placement_file, r.arch.routed_experts, nodes)
                 : sim::make_placement(request.placement, r.arch.routed_experts, nodes, {request.groups});
         row.placement = p.describe();
         row.expected_active = sim::expected_max_active_experts(p, r.arch.top_k);
@@ -235,8 +234,9 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
       {"id", n.id},
       {"origin", n.origin},
       {"devices", n.devices.count},
-      {"memory_per_device", sourced_json(n.devices.memory ? n.devices.memory->value.base() : 0, "B",
-                                         n.devices.memory ? n.devices.memory->source : "")},
+      // memory_total() throws the "add it" error if the profile lacks memory; the estimate needed it already.
+      {"memory_per_device",
+       sourced_json(n.memory_total().base() / static_cast<double>(n.devices.count), "B", n.devices.memory->source)},
       {"memory_bandwidth_per_device", sourced_json(n.bandwidth().value.base(), "B/s", n.bandwidth().source)},
       {"peak_per_device", sourced_json(n.peak(model::compute_dtype(*r.precision)).value.base(), "FLOP/s",
                                        n.peak(model::compute_dtype(*r.precision)).source)},
