@@ -17,12 +17,9 @@
 namespace po = boost::program_options;
 
 namespace moesim::apps {
-namespace {
 
-/// Parses args against `desc`; positional arguments are errors. Returns false (after printing help)
-/// when --help was given.
-bool parse(const Args& args, const po::options_description& desc, po::variables_map& vm, std::ostream& out,
-           const std::string& usage, const std::string& footer = "") {
+bool parse_options(const Args& args, const po::options_description& desc, po::variables_map& vm, std::ostream& out,
+                   const std::string& usage, const std::string& footer) {
   po::store(po::command_line_parser(args).options(desc).run(), vm);
   if (vm.count("help")) {
     out << usage << "\n\n" << desc << footer;
@@ -31,6 +28,8 @@ bool parse(const Args& args, const po::options_description& desc, po::variables_
   po::notify(vm);
   return true;
 }
+
+namespace {
 
 std::string billions(double params) { return text::printf("%.2f", params / 1e9); }
 
@@ -50,7 +49,7 @@ int cmd_models(const Args& args, std::ostream& out) {
   po::options_description desc("options");
   desc.add_options()("help,h", "show this help")("json", "print the zoo as JSON");
   po::variables_map vm;
-  if (!parse(args, desc, vm, out,
+  if (!parse_options(args, desc, vm, out,
              "usage: moesim models [--json]\n\nThe built-in model zoo. Any command that takes "
              "--model also takes the path of a Hugging Face config.json.")) {
     return 0;
@@ -94,7 +93,7 @@ int cmd_hw(const Args& args, std::ostream& out) {
   po::options_description desc("options");
   desc.add_options()("help,h", "show this help")("json", "print the profiles as JSON, with every source");
   po::variables_map vm;
-  if (!parse(args, desc, vm, out,
+  if (!parse_options(args, desc, vm, out,
              "usage: moesim hw [--json]\n\nBuilt-in hardware profiles (hwprofiles/). Any "
              "command that takes --hw or --nic also takes the path of your own profile JSON.")) {
     return 0;
@@ -192,7 +191,7 @@ int cmd_estimate(const Args& args, std::ostream& out) {
       "a scenario JSON with the same keys as these flags; flags given override it")(
       "json", "print the result as JSON: every value with its unit, and the resolved inputs");
   po::variables_map vm;
-  if (!parse(args, desc, vm, out,
+  if (!parse_options(args, desc, vm, out,
              "usage: moesim estimate --model ID --hw ID [--nic ID[,ID...]] --nodes N[,N...] [options]\n\n"
              "Equation 1 of seed 000, generalised: per decode token on the busiest node, max(load, compute) + NIC "
              "latency x\n"
@@ -245,7 +244,7 @@ int cmd_cost(const Args& args, std::ostream& out) {
       "tokens-per-s", po::value<double>(), "a measured throughput in tokens/s, to get tokens/s per USD")(
       "json", "print the result as JSON");
   po::variables_map vm;
-  if (!parse(args, desc, vm, out,
+  if (!parse_options(args, desc, vm, out,
              "usage: moesim cost --hw ID [--nic ID] [--nodes N] [--tokens-per-s X]\n\n"
              "Capital cost (node price x nodes + NIC price x nodes) and, given a throughput, tokens/s per USD as in\n"
              "seed 000 Table 5. example: moesim cost --hw dgx-h100 --nodes 1 --tokens-per-s 112.5")) {
@@ -291,7 +290,7 @@ int cmd_study(const Args& args, std::ostream& out) {
                                                  "a study JSON (default: the built-in examples/dbrx-mac-studio.json)")(
       "json", "print the result as JSON");
   po::variables_map vm;
-  if (!parse(
+  if (!parse_options(
           args, desc, vm, out,
           "usage: moesim study [--scenario FILE] [--json]\n\n"
           "With no arguments: the paper's study (seed 000): DBRX on 2-8 Mac Studio M2 Ultra nodes over 10 GbE (gRPC),\n"

@@ -2,6 +2,7 @@
 // One function per subcommand of `moesim`. Each takes the arguments after the subcommand's name,
 // writes to `out`, and returns the exit code; user errors are thrown as moesim::UserError.
 
+#include <boost/program_options.hpp>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -10,10 +11,19 @@ namespace moesim::apps {
 
 using Args = std::vector<std::string>;
 
+/// Parses `args` against `desc`; positional arguments are errors. Returns false (after printing
+/// `usage`, the options and `footer`) when --help was given; the caller then returns 0.
+bool parse_options(const Args& args, const boost::program_options::options_description& desc,
+                   boost::program_options::variables_map& vm, std::ostream& out, const std::string& usage,
+                   const std::string& footer = "");
+
 int cmd_models(const Args& args, std::ostream& out);
 int cmd_hw(const Args& args, std::ostream& out);
 int cmd_estimate(const Args& args, std::ostream& out);
 int cmd_cost(const Args& args, std::ostream& out);
 int cmd_study(const Args& args, std::ostream& out);
+int cmd_simulate(const Args& args, std::ostream& out);  // apps/simulate_cmd.cpp
+/// `moesim trace gen|stats|convert` (apps/trace_cmd.cpp).
+int cmd_trace(const Args& args, std::ostream& out);
 
 }  // namespace moesim::apps

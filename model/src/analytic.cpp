@@ -18,6 +18,10 @@ const std::vector<ExchangeInfo>& exchanges() {
       {Exchange::RingAllReduce, "ring-allreduce",
        "ring all-reduce of per-node partial sums: 2(N-1) latency steps and 2(N-1)/N × d_model activations "
        "per node (Thakur, Rabenseifner & Gropp 2005)"},
+      {Exchange::RecursiveDoubling, "recursive-doubling",
+       "recursive-doubling all-reduce of per-node partial sums: log2 N steps of d_model activations, +2 when N is "
+       "not a power of two (Thakur, Rabenseifner & Gropp 2005; the simulator overlaps that extra step and can be a step "
+       "faster)"},
   };
   return all;
 }
@@ -130,21 +134,17 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
         steps = 2 * (s.nodes - 1);
         bytes_per_layer = 2.0 * (n - 1.0) / n * act;
         break;
+      case Exchange::RecursiveDoubling:
+        steps = recursive_doubling_steps(s.nodes);
+        bytes_per_layer = static_cast<double>(steps) * act;
+        break;
     }
     r.messages = steps * c.moe_layers;
     r.latency = s.nic->latency.value * static_cast<double>(r.messages);
     r.wire_bytes = units::bytes(bytes_per_layer * moe_layers);
     r.transfer = r.wire_bytes / s.nic->bandwidth.value;
   }
-  // Tensor parallelism inside a multi-device node: two ring all-reduces of one d_model vector per layer.
-  if (node.devices.count > 1) {
-    const double d = devices;
-    const double per_allreduce_steps = 2.0 * (d - 1.0);
-    const double per_allreduce_bytes = 2.0 * (d - 1.0) / d * act;
-    const double allreduces = 2.0 * static_cast<double>(a.layers);
-    r.intra_node = s.intra_link->latency.value * (per_allreduce_steps * allreduces) +
-                   units::bytes(per_allreduce_bytes * allreduces) / s.intra_link->bandwidth.value;
-  }
+  if (node.devices.count > 1) r.intra_node = tensor_parallel_allreduce_time(a, node, *s.intra_link, s.activation_bytes);
 
   r.time = r.gpu + r.latency + r.transfer + r.intra_node;
   r.tokens_per_second = 1.0 / r.time.base();
@@ -155,6 +155,29 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
   r.memory_available = node.memory_total();
   r.fits = r.memory_needed <= r.memory_available;
   return r;
+}
+
+std::int64_t recursive_doubling_steps(std::int64_t n) {
+  MOESIM_CHECK(n >= 1, "recursive doubling over no nodes");
+  std::int64_t p = 1;
+  std::int64_t rounds = 0;
+  while (p * 2 <= n) {
+    p *= 2;
+    ++rounds;
+  }
+  return rounds + (n > p ? 2 : 0);
+}
+
+units::Duration tensor_parallel_allreduce_time(const Architecture& a, const NodeProfile& node, const NicProfile& link,
+                                               double activation_bytes) {
+  const auto d = static_cast<double>(node.devices.count);
+  if (node.devices.count <= 1) return units::seconds(0);
+  const double act = static_cast<double>(a.hidden) * activation_bytes;
+  const double per_allreduce_steps = 2.0 * (d - 1.0);
+  const double per_allreduce_bytes = 2.0 * (d - 1.0) / d * act;
+  const double allreduces = 2.0 * static_cast<double>(a.layers);
+  return link.latency.value * (per_allreduce_steps * allreduces) +
+         units::bytes(per_allreduce_bytes * allreduces) / link.bandwidth.value;
 }
 
 CapitalCost capital_cost(const NodeProfile& node, const NicProfile* nic, std::int64_t nodes) {

@@ -65,9 +65,10 @@ P profile_header(const json::Node& n, std::string_view kind, std::initializer_li
 
 NodeProfile parse_node(const json::Node& n, std::string origin) {
   auto p = profile_header<NodeProfile>(
-      n, "node", {"id", "kind", "name", "devices", "intra_node_link", "price", "power", "notes"}, std::move(origin));
+      n, "node", {"id", "kind", "name", "devices", "intra_node_link", "price", "power", "residency", "notes"},
+      std::move(origin));
   const json::Node d = n.child("devices");
-  d.expect_only({"count", "name", "memory", "memory_bandwidth", "peak_flops", "notes"});
+  d.expect_only({"count", "name", "memory", "memory_bandwidth", "peak_flops", "kernel_overhead", "notes"});
   p.devices.count = d.integer("count", 1);
   p.devices.name = d.optional_string("name").value_or("");
   p.devices.memory = optional_sourced<Dimension::Bytes>(d, "memory");
@@ -85,13 +86,26 @@ NodeProfile parse_node(const json::Node& n, std::string origin) {
   p.price = optional_sourced<Dimension::Money>(n, "price", true);
   p.price_date = date_of(n, "price");
   p.power = optional_sourced<Dimension::Power>(n, "power");
+  p.devices.kernel_overhead = optional_sourced<Dimension::Time>(d, "kernel_overhead", true);
+  if (auto r = n.optional_child("residency")) {
+    r->expect_only({"unwire_after", "rewire_per_buffer", "rewire_bandwidth", "note"});
+    p.residency = ResidencyProfile{sourced<Dimension::Time>(*r, "unwire_after"),
+                                   sourced<Dimension::Time>(*r, "rewire_per_buffer", true),
+                                   sourced<Dimension::Bandwidth>(*r, "rewire_bandwidth")};
+  }
   return p;
 }
 
 NicProfile parse_nic(const json::Node& n, std::string origin) {
-  auto p = profile_header<NicProfile>(n, "nic", {"id", "kind", "name", "latency", "bandwidth", "price", "notes"},
-                                      std::move(origin));
+  auto p = profile_header<NicProfile>(
+      n, "nic", {"id", "kind", "name", "latency", "overhead", "bandwidth", "price", "notes"}, std::move(origin));
   p.latency = sourced<Dimension::Time>(n, "latency");
+  p.overhead = optional_sourced<Dimension::Time>(n, "overhead", true);
+  if (p.overhead && p.overhead->value > p.latency.value) {
+    throw n.error("overhead", "(" + units::format(p.overhead->value) + ") is larger than latency (" +
+                                  units::format(p.latency.value) +
+                                  "); overhead is the sender's share of the one-way latency, so it must not exceed it");
+  }
   p.bandwidth = sourced<Dimension::Bandwidth>(n, "bandwidth");
   p.price = optional_sourced<Dimension::Money>(n, "price", true);
   p.price_date = date_of(n, "price");

@@ -6,6 +6,7 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/text.hpp"
+#include "moesim/reports/json_out.hpp"
 #include "moesim/reports/table.hpp"
 
 namespace moesim::reports {
@@ -27,14 +28,6 @@ std::int64_t parse_count(std::string_view s, const std::string& flag, const std:
   if (v > 65536)
     throw UserError(flag + " " + whole + ": " + std::to_string(v) + " nodes is more than moesim models (65536)");
   return v;
-}
-
-nlohmann::json metric(const std::string& name, double value, const std::string& unit) {
-  return {{"name", name}, {"value", value}, {"unit", unit}};
-}
-
-nlohmann::json sourced_json(double value, std::string_view unit, const std::string& source) {
-  return {{"value", value}, {"unit", unit}, {"source", source}};
 }
 
 }  // namespace
@@ -138,11 +131,8 @@ EstimateResult run_estimate(const EstimateRequest& request) {
       s.include_lm_head = request.lm_head;
       s.exchange = exchange;
       if (r.arch.is_moe()) {
-        // A placement file means a custom placement; make_placement("custom") without one says to give it.
-        const sim::Placement p =
-            !request.placement_file.empty()
-                ? sim::load_placement(request.placement_file, r.arch.routed_experts, nodes)
-                : sim::make_placement(request.placement, r.arch.routed_experts, nodes, {request.groups});
+        const sim::Placement p = sim::resolve_placement(request.placement, r.arch.routed_experts, nodes,
+                                                        {request.groups}, request.placement_file);
         row.placement = p.describe();
         row.expected_active = sim::expected_max_active_experts(p, r.arch.top_k);
         s.expected_active_experts = row.expected_active;

@@ -183,18 +183,26 @@ Placement load_placement(const std::string& path, std::int64_t experts, std::int
   return p;
 }
 
-std::vector<std::int64_t> dispatch(const Placement& p, const std::vector<std::int64_t>& chosen) {
-  std::vector<std::int64_t> load(static_cast<std::size_t>(p.nodes), 0);
-  std::vector<std::int64_t> dealt(p.groups.size(), 0);
-  for (const auto e : chosen) {
-    for (std::size_t gi = 0; gi < p.groups.size(); ++gi) {
-      const auto& g = p.groups[gi];
-      if (std::find(g.experts.begin(), g.experts.end(), e) == g.experts.end()) continue;
-      const auto member = g.members[static_cast<std::size_t>(dealt[gi]++) % g.members.size()];
-      ++load[static_cast<std::size_t>(member)];
-      break;
-    }
+Placement resolve_placement(std::string_view name, std::int64_t experts, std::int64_t nodes,
+                            const PlacementOptions& options, const std::string& placement_file) {
+  return placement_file.empty() ? make_placement(name, experts, nodes, options)
+                                : load_placement(placement_file, experts, nodes);
+}
+
+Dispatcher::Dispatcher(const Placement& p) : placement_(&p), group_of_expert_(static_cast<std::size_t>(p.experts), -1),
+                                              dealt_(p.groups.size(), 0) {
+  for (std::size_t gi = 0; gi < p.groups.size(); ++gi) {
+    for (const auto e : p.groups[gi].experts) group_of_expert_[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(gi);
   }
+  for (const auto g : group_of_expert_) MOESIM_CHECK(g >= 0, "placement leaves an expert without a group");
+}
+
+std::vector<std::int64_t> dispatch(const Placement& p, const std::vector<std::int64_t>& chosen) {
+  Dispatcher d(p);
+  std::vector<std::vector<std::int32_t>> lists(static_cast<std::size_t>(p.nodes));
+  d.assign(std::span<const std::int64_t>(chosen), lists);
+  std::vector<std::int64_t> load;
+  for (const auto& l : lists) load.push_back(static_cast<std::int64_t>(l.size()));
   return load;
 }
 

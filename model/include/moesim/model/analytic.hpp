@@ -33,6 +33,7 @@ enum class Exchange {
   ExpertOutputs,  ///< decentralised (seed 000 §4.3): one exchange per layer; each chosen expert's output crosses once
   Centralised,    ///< seed 000 §3.2 / Figure 3: a driver sends inputs and gathers outputs, two exchanges per layer
   RingAllReduce,  ///< a ring all-reduce of the per-node partial sums: 2(N-1) steps
+  RecursiveDoubling,  ///< recursive-doubling all-reduce of the partial sums: log2 N steps (+2 if N is no power of 2)
 };
 
 struct ExchangeInfo {
@@ -104,6 +105,16 @@ struct DecodeEstimate {
 
 /// Equation 1, generalised (see the file comment). UserError when the profiles lack a needed figure.
 DecodeEstimate estimate_decode(const DecodeScenario& s);
+
+/// Steps of a recursive-doubling all-reduce over n nodes: log2(p) exchanges of the whole vector among
+/// the largest power of two p <= n, plus one step before and one after when n > p (the extra nodes fold
+/// their vectors into partners first and get the result back last; Thakur, Rabenseifner & Gropp 2005, §4).
+std::int64_t recursive_doubling_steps(std::int64_t n);
+
+/// Per-token time of tensor parallelism inside one node of several devices: two ring all-reduces of one
+/// d_model activation vector per decoder layer (Megatron-LM, Shoeybi et al. 2019, §3) over `link`.
+units::Duration tensor_parallel_allreduce_time(const Architecture& a, const NodeProfile& node, const NicProfile& link,
+                                               double activation_bytes);
 
 /// Capital cost: node price × nodes + NIC price × nodes (NICs only when nodes > 1).
 struct CapitalCost {

@@ -28,6 +28,18 @@ struct DeviceSpec {
   std::optional<Sourced<units::Bytes>> memory;                 ///< per device
   std::optional<Sourced<units::Bandwidth>> memory_bandwidth;   ///< per device
   std::map<std::string, Sourced<units::FlopRate>> peak_flops;  ///< per device, dense, by dtype ("bf16", "fp8", ...)
+  /// Fixed time per kernel launch (framework dispatch + launch), added to every kernel's roofline time
+  /// by the simulator. Absent: 0, and the simulator says so in its assumptions.
+  std::optional<Sourced<units::Duration>> kernel_overhead;
+};
+
+/// How the device driver keeps weight buffers resident (Apple's Metal "wiring", seed 000 §3.2): a buffer
+/// idle for longer than `unwire_after` is unwired, and touching it again costs `rewire_per_buffer` plus
+/// its bytes / `rewire_bandwidth`. Absent for devices that keep weights resident (discrete GPUs).
+struct ResidencyProfile {
+  Sourced<units::Duration> unwire_after;
+  Sourced<units::Duration> rewire_per_buffer;
+  Sourced<units::Bandwidth> rewire_bandwidth;
 };
 
 struct NodeProfile {
@@ -39,6 +51,7 @@ struct NodeProfile {
   std::optional<Sourced<units::Money>> price;  ///< whole node
   std::string price_date;
   std::optional<Sourced<units::Power>> power;
+  std::optional<ResidencyProfile> residency;
 
   /// Memory of all devices. UserError naming the missing field if the profile lacks it.
   [[nodiscard]] units::Bytes memory_total() const;
@@ -54,6 +67,9 @@ struct NicProfile {
   std::string name;
   std::string origin;
   Sourced<units::Duration> latency;            ///< per message (software + wire), one way
+  /// The part of `latency` the sender's CPU spends per message (LogP's o, Culler et al. 1993): messages
+  /// from one node pay it one after another, the rest of `latency` is in flight and overlaps. Absent: 0.
+  std::optional<Sourced<units::Duration>> overhead;
   Sourced<units::Bandwidth> bandwidth;         ///< per direction, per port
   std::optional<Sourced<units::Money>> price;  ///< per NIC
   std::string price_date;

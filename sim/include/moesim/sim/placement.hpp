@@ -10,7 +10,9 @@
 // Placements are named and registered (STYLE.md practice 2): `placements()` lists them for --help.
 
 #include <cstdint>
+#include <algorithm>
 #include <random>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,9 +57,38 @@ struct PlacementOptions {
 Placement make_placement(std::string_view name, std::int64_t experts, std::int64_t nodes,
                          const PlacementOptions& options = {});
 
+/// The placement a command asked for: a placement file means a custom placement (whatever `name` says);
+/// otherwise the named one. make_placement("custom") without a file says to give one.
+Placement resolve_placement(std::string_view name, std::int64_t experts, std::int64_t nodes,
+                            const PlacementOptions& options, const std::string& placement_file);
+
 /// Reads a custom placement: {"groups": [{"experts": [0,1,...], "members": [0, 2]}, ...]}; checks that
 /// the groups are disjoint, cover every expert, and that every node is a member of exactly one group.
 Placement load_placement(const std::string& path, std::int64_t experts, std::int64_t nodes);
+
+/// The i-mod-r dispatch rule with the expert -> group lookup precomputed, for replaying millions of
+/// token-layers: assign() is O(top_k) with no allocation.
+class Dispatcher {
+ public:
+  explicit Dispatcher(const Placement& p);
+  /// Appends to out[node] the experts that node computes for one token-layer whose router chose
+  /// `chosen` (router order). `out` must have one (cleared) vector per node.
+  template <class Id>
+  void assign(std::span<const Id> chosen, std::vector<std::vector<std::int32_t>>& out) {
+    std::fill(dealt_.begin(), dealt_.end(), 0);
+    for (const auto e : chosen) {
+      const auto g = static_cast<std::size_t>(group_of_expert_[static_cast<std::size_t>(e)]);
+      const auto& members = placement_->groups[g].members;
+      const auto member = members[static_cast<std::size_t>(dealt_[g]++) % members.size()];
+      out[static_cast<std::size_t>(member)].push_back(static_cast<std::int32_t>(e));
+    }
+  }
+
+ private:
+  const Placement* placement_;
+  std::vector<std::int32_t> group_of_expert_;
+  std::vector<std::int64_t> dealt_;
+};
 
 /// Experts each node executes for one token whose router chose `chosen` (expert ids, router order),
 /// under the i-mod-r dispatch rule. Result has one entry per node.

@@ -1,0 +1,104 @@
+#pragma once
+// `moesim simulate` as a library: a scenario (JSON file or flags: every flag has a key and the other way
+// round) is resolved into profiles, a placement, a routing trace (a file, or the generator) and the
+// decode engine's settings; the run's result renders as text, as JSON ({name, value, unit} per metric plus
+// the resolved scenario), as a per-token CSV and as a Chrome/Perfetto trace.
+//
+// Scenario keys: model, hw, nic, nodes, placement, groups, placement_file, precision, strategy, packing,
+// balancing, attention, collective, contention, residency, start_wired, context, lm_head, trace (a path),
+// generate ({tokens, seed, requests, popularity, zipf_s, dirichlet_alpha, reuse, max_mean_load, window}),
+// tokens (replay at most this many), description.
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "moesim/model/analytic.hpp"
+#include "moesim/model/architecture.hpp"
+#include "moesim/model/hardware.hpp"
+#include "moesim/sim/decode.hpp"
+#include "moesim/sim/placement.hpp"
+#include "moesim/sim/trace.hpp"
+
+namespace moesim::reports {
+
+/// How to make a trace when the scenario names no file (sim/trace_gen.hpp).
+struct GenerateRequest {
+  std::int64_t tokens = 1000;
+  std::uint64_t seed = 1;
+  std::int64_t requests = 1;
+  std::string popularity = "uniform";
+  std::optional<double> zipf_s;
+  std::optional<double> dirichlet_alpha;
+  std::optional<double> reuse;          ///< target fraction of experts reused from the previous token
+  std::optional<double> max_mean_load;  ///< target per-layer max/mean load over `window` tokens
+  std::int64_t window = 1024;
+};
+
+struct SimulateRequest {
+  std::string model = "dbrx-instruct";
+  std::string hw = "mac-studio-m2-ultra-192";
+  std::string nic = "10gbe-grpc";
+  std::int64_t nodes = 2;
+  std::string placement = "replicated-groups";
+  std::int64_t groups = 2;
+  std::string placement_file;
+  std::string precision = "bf16";
+  std::string strategy = "P-LR-D";
+  std::optional<std::string> packing;    ///< overrides the strategy's
+  std::optional<std::string> balancing;  ///< overrides the strategy's
+  std::optional<std::string> attention;  ///< overrides the strategy's
+  std::string collective = "expert-outputs";
+  bool contention = true;
+  bool residency = true;
+  bool start_wired = true;
+  std::int64_t context = 0;
+  bool lm_head = false;
+  std::string trace;  ///< a trace file; empty: generate
+  GenerateRequest generate;
+  std::int64_t max_tokens = 0;  ///< replay at most this many tokens (0: all)
+};
+
+/// Reads a scenario file (unknown keys, wrong types and bare numbers are errors with their JSON path).
+/// Keys absent from the file keep the values already in `base` (the defaults, or earlier flags).
+SimulateRequest load_simulate_scenario(const std::string& path, SimulateRequest base = {});
+
+struct SimulateResult {
+  SimulateRequest request;
+  model::Architecture arch;
+  model::NodeProfile node;
+  std::optional<model::NicProfile> nic;
+  std::optional<model::NicProfile> intra_link;
+  const model::Precision* precision = nullptr;
+  sim::Placement placement;
+  sim::TraceHeader trace;
+  std::int64_t trace_tokens = 0;
+  sim::AttentionMode attention{};
+  sim::Balancing balancing{};
+  sim::Packing packing{};
+  sim::Collective collective{};
+  double exact_expected_active = 0;  ///< the placement's E[max routed] for uniform routing (for comparison)
+  model::DecodeEstimate estimate;    ///< the analytic model on the same configuration
+  sim::DecodeResult run;
+  double wall_seconds = 0;  ///< wall-clock time of the replay itself
+};
+
+/// Optional outputs written (atomically) alongside the run.
+struct SimulateOutputs {
+  std::string per_token_csv;        ///< --per-token
+  std::string chrome_trace;         ///< --chrome-trace
+  std::int64_t chrome_tokens = 20;  ///< tokens the Chrome trace covers
+};
+
+/// Resolves the request (UserError for unknown names, a trace that does not fit the model, ...) and runs.
+SimulateResult run_simulate(const SimulateRequest& request, const SimulateOutputs& outputs = {});
+
+void print_simulate_text(const SimulateResult& r, std::ostream& out);
+nlohmann::json simulate_to_json(const SimulateResult& r);
+/// The resolved scenario as a scenario file would write it.
+nlohmann::json simulate_request_to_json(const SimulateRequest& r);
+
+}  // namespace moesim::reports

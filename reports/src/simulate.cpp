@@ -1,0 +1,424 @@
+#include "moesim/reports/simulate.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <iostream>
+
+#include "moesim/model/error.hpp"
+#include "moesim/model/json_reader.hpp"
+#include "moesim/model/output_file.hpp"
+#include "moesim/model/precision.hpp"
+#include "moesim/model/text.hpp"
+#include "moesim/reports/json_out.hpp"
+#include "moesim/reports/table.hpp"
+#include "moesim/sim/network.hpp"
+#include "moesim/sim/trace_gen.hpp"
+#include "moesim/sim/trace_io.hpp"
+
+namespace moesim::reports {
+namespace {
+
+/// Collects compute spans and NIC transfers of the first tokens and writes them as a Chrome trace
+/// (the JSON "Trace Event Format": complete events, ph "X", times in microseconds). One process per
+/// node, with a "compute" thread and a "NIC send" thread; Perfetto and chrome://tracing open it.
+class ChromeTrace final : public sim::TimelineObserver, public sim::TransferObserver {
+ public:
+  explicit ChromeTrace(std::int64_t tokens) : tokens_(tokens) {}
+
+  void on_compute(std::int32_t node, std::string_view what, std::int64_t token, std::int64_t layer,
+                  sim::SimTime start, sim::SimTime end) override {
+    const std::string category = what.starts_with("expert")   ? "expert"
+                                 : what.starts_with("filler") ? "filler"
+                                 : what == "rewire"           ? "rewire"
+                                                              : "misc";
+    events_.push_back({{"name", std::string(what)},
+                       {"cat", category},
+                       {"ph", "X"},
+                       {"ts", us(start)},
+                       {"dur", us(end - start)},
+                       {"pid", node},
+                       {"tid", 0},
+                       {"args", {{"token", token}, {"layer", layer}}}});
+    nodes_ = std::max(nodes_, node + 1);
+  }
+  void on_token(std::int64_t token, sim::SimTime /*start*/, sim::SimTime end) override {
+    if (token + 1 == tokens_) cutoff_ = end;
+  }
+  void on_transfer(std::int32_t from, std::int32_t to, double bytes, sim::SimTime start, sim::SimTime end) override {
+    if (cutoff_ >= 0 && start > cutoff_) return;
+    events_.push_back({{"name", "to node " + std::to_string(to)},
+                       {"cat", "nic"},
+                       {"ph", "X"},
+                       {"ts", us(start)},
+                       {"dur", us(end - start)},
+                       {"pid", from},
+                       {"tid", 1},
+                       {"args", {{"bytes", bytes}}}});
+    nodes_ = std::max(nodes_, std::max(from, to) + 1);
+  }
+
+  void write(const std::string& path) const {
+    nlohmann::json all = nlohmann::json::array();
+    for (std::int32_t n = 0; n < nodes_; ++n) {
+      all.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", n}, {"args", {{"name", "node " + std::to_string(n)}}}});
+      all.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", n}, {"tid", 0}, {"args", {{"name", "compute"}}}});
+      all.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", n}, {"tid", 1}, {"args", {{"name", "NIC send"}}}});
+    }
+    for (const auto& e : events_) all.push_back(e);
+    write_file_atomically(path, nlohmann::json{{"traceEvents", all}, {"displayTimeUnit", "ms"}}.dump() + "\n",
+                          "--chrome-trace");
+  }
+
+ private:
+  static double us(sim::SimTime t) { return static_cast<double>(t) / 1e6; }
+  std::int64_t tokens_;
+  sim::SimTime cutoff_ = -1;
+  std::int32_t nodes_ = 0;
+  std::vector<nlohmann::json> events_;
+};
+
+void write_per_token_csv(const sim::DecodeResult& r, const std::string& path) {
+  OutputFile f(path, "--per-token");
+  auto& o = f.stream();
+  o << "token,start_s,end_s,time_s,misc_s,moe_s,comm_s,rewire_s,max_routed_experts\n";
+  for (std::size_t i = 0; i < r.per_token.size(); ++i) {
+    const auto& t = r.per_token[i];
+    o << i << ',' << text::printf("%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f", sim::to_seconds(t.start),
+                                  sim::to_seconds(t.end), sim::to_seconds(t.end - t.start), sim::to_seconds(t.misc),
+                                  sim::to_seconds(t.moe), sim::to_seconds(t.comm()), sim::to_seconds(t.rewire))
+      << ',' << t.max_routed << '\n';
+  }
+  f.commit();
+}
+
+double optional_positive(const json::Node& n, std::string_view key) {
+  const double v = n.number(key);
+  if (!(v > 0)) throw n.error(key, "must be a positive number");
+  return v;
+}
+
+}  // namespace
+
+SimulateRequest load_simulate_scenario(const std::string& path, SimulateRequest r) {
+  const nlohmann::json doc = json::load_file(path);
+  const json::Node root(doc, path);
+  root.expect_only({"model", "hw", "nic", "nodes", "placement", "groups", "placement_file", "precision", "strategy",
+                    "packing", "balancing", "attention", "collective", "contention", "residency", "start_wired",
+                    "context", "lm_head", "trace", "generate", "tokens", "description"});
+  if (auto v = root.optional_string("model")) r.model = *v;
+  if (auto v = root.optional_string("hw")) r.hw = *v;
+  if (auto v = root.optional_string("nic")) r.nic = *v;
+  if (auto v = root.optional_integer("nodes", 1)) r.nodes = *v;
+  if (auto v = root.optional_string("placement")) r.placement = *v;
+  if (auto v = root.optional_integer("groups", 1)) r.groups = *v;
+  if (auto v = root.optional_string("placement_file")) r.placement_file = *v;
+  if (auto v = root.optional_string("precision")) r.precision = *v;
+  if (auto v = root.optional_string("strategy")) r.strategy = *v;
+  if (auto v = root.optional_string("packing")) r.packing = *v;
+  if (auto v = root.optional_string("balancing")) r.balancing = *v;
+  if (auto v = root.optional_string("attention")) r.attention = *v;
+  if (auto v = root.optional_string("collective")) r.collective = *v;
+  if (auto v = root.optional_boolean("contention")) r.contention = *v;
+  if (auto v = root.optional_boolean("residency")) r.residency = *v;
+  if (auto v = root.optional_boolean("start_wired")) r.start_wired = *v;
+  if (auto v = root.optional_integer("context", 0)) r.context = *v;
+  if (auto v = root.optional_boolean("lm_head")) r.lm_head = *v;
+  if (auto v = root.optional_string("trace")) r.trace = *v;
+  if (auto v = root.optional_integer("tokens", 1)) r.max_tokens = *v;
+  if (auto g = root.optional_child("generate")) {
+    if (root.has("trace")) throw root.error("generate", "and \"trace\" are both given; keep one (a file or a generator)");
+    g->expect_only({"tokens", "seed", "requests", "popularity", "zipf_s", "dirichlet_alpha", "reuse", "max_mean_load",
+                    "window"});
+    auto& q = r.generate;
+    if (auto v = g->optional_integer("tokens", 1)) q.tokens = *v;
+    if (auto v = g->optional_integer("seed", 0)) q.seed = static_cast<std::uint64_t>(*v);
+    if (auto v = g->optional_integer("requests", 1)) q.requests = *v;
+    if (auto v = g->optional_string("popularity")) q.popularity = *v;
+    if (g->has("zipf_s")) q.zipf_s = g->number("zipf_s");
+    if (g->has("dirichlet_alpha")) q.dirichlet_alpha = optional_positive(*g, "dirichlet_alpha");
+    if (g->has("reuse")) q.reuse = g->number("reuse");
+    if (g->has("max_mean_load")) q.max_mean_load = optional_positive(*g, "max_mean_load");
+    if (auto v = g->optional_integer("window", 1)) q.window = *v;
+  }
+  return r;
+}
+
+nlohmann::json simulate_request_to_json(const SimulateRequest& r) {
+  nlohmann::json j = {{"model", r.model},
+                      {"hw", r.hw},
+                      {"nic", r.nic},
+                      {"nodes", r.nodes},
+                      {"placement", r.placement},
+                      {"groups", r.groups},
+                      {"precision", r.precision},
+                      {"strategy", r.strategy},
+                      {"collective", r.collective},
+                      {"contention", r.contention},
+                      {"residency", r.residency},
+                      {"start_wired", r.start_wired},
+                      {"context", r.context},
+                      {"lm_head", r.lm_head}};
+  if (!r.placement_file.empty()) j["placement_file"] = r.placement_file;
+  if (r.packing) j["packing"] = *r.packing;
+  if (r.balancing) j["balancing"] = *r.balancing;
+  if (r.attention) j["attention"] = *r.attention;
+  if (r.max_tokens > 0) j["tokens"] = r.max_tokens;
+  if (!r.trace.empty()) {
+    j["trace"] = r.trace;
+  } else {
+    const auto& g = r.generate;
+    nlohmann::json gj = {
+        {"tokens", g.tokens}, {"seed", g.seed}, {"requests", g.requests}, {"popularity", g.popularity}, {"window", g.window}};
+    if (g.zipf_s) gj["zipf_s"] = *g.zipf_s;
+    if (g.dirichlet_alpha) gj["dirichlet_alpha"] = *g.dirichlet_alpha;
+    if (g.reuse) gj["reuse"] = *g.reuse;
+    if (g.max_mean_load) gj["max_mean_load"] = *g.max_mean_load;
+    j["generate"] = gj;
+  }
+  return j;
+}
+
+namespace {
+
+sim::RoutingTrace make_trace(const SimulateRequest& req, const model::Architecture& a) {
+  if (!req.trace.empty()) {
+    sim::RoutingTrace t = sim::read_trace(req.trace);
+    sim::check_trace_matches(t, a, req.trace);
+    return t;
+  }
+  const auto& g = req.generate;
+  sim::TraceGenOptions o;
+  o.model = a.id;
+  o.layers = model::moe_layer_count(a);
+  o.experts = a.routed_experts;
+  o.top_k = a.top_k;
+  o.tokens = g.tokens;
+  o.requests = g.requests;
+  o.seed = g.seed;
+  o.popularity = sim::parse_popularity(g.popularity, "generate.popularity");
+  if (g.zipf_s) o.zipf_s = *g.zipf_s;
+  if (g.dirichlet_alpha) o.dirichlet_alpha = *g.dirichlet_alpha;
+  sim::TraceGenTargets targets;
+  if (g.reuse) targets.reuse = {*g.reuse};
+  if (g.max_mean_load) {
+    targets.max_mean_load = *g.max_mean_load;
+    targets.window = g.window;
+  }
+  if (g.reuse || g.max_mean_load) o = sim::solve_targets(o, targets);
+  sim::validate_gen_options(o);
+  return sim::generate_trace(o);
+}
+
+}  // namespace
+
+SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& outputs) {
+  SimulateResult r;
+  r.request = req;
+  if (req.nodes < 1) throw UserError("--nodes " + std::to_string(req.nodes) + ": a cluster needs at least 1 node");
+  r.arch = model::load_model(req.model);
+  if (!r.arch.is_moe()) {
+    throw UserError(r.arch.id + " is a dense model; `moesim simulate` replays expert routing and needs an MoE model "
+                                "(see `moesim models`)");
+  }
+  r.node = model::load_node(req.hw);
+  if (req.nodes > 1) r.nic = model::load_nic(req.nic);
+  if (r.node.intra_node_link) r.intra_link = model::load_nic(*r.node.intra_node_link);
+  r.precision = &model::precision(req.precision);
+  const auto& preset = sim::strategy_by_name(req.strategy);
+  r.packing = req.packing ? sim::packing_by_name(*req.packing) : preset.packing;
+  r.balancing = req.balancing ? sim::balancing_by_name(*req.balancing) : preset.balancing;
+  r.attention = req.attention ? sim::attention_mode_by_name(*req.attention) : preset.attention;
+  r.collective = sim::collective_by_name(req.collective);
+  r.placement =
+      sim::resolve_placement(req.placement, r.arch.routed_experts, req.nodes, {req.groups}, req.placement_file);
+  r.exact_expected_active = sim::expected_max_active_experts(r.placement, r.arch.top_k);
+
+  const sim::RoutingTrace trace = make_trace(req, r.arch);
+  r.trace = trace.header;
+  r.trace_tokens = trace.tokens();
+
+  // The analytic model on the same configuration, for the comparison line.
+  model::DecodeScenario s;
+  s.arch = &r.arch;
+  s.node = &r.node;
+  s.nic = r.nic ? &*r.nic : nullptr;
+  s.intra_link = r.intra_link ? &*r.intra_link : nullptr;
+  s.nodes = req.nodes;
+  s.weights = r.precision;
+  s.context = req.context;
+  s.include_lm_head = req.lm_head;
+  s.expected_active_experts = r.exact_expected_active;
+  s.max_experts_per_node = r.placement.max_experts_per_node();
+  s.exchange = sim::analytic_exchange(r.attention, r.collective);
+  r.estimate = model::estimate_decode(s);
+
+  sim::DecodeConfig c;
+  c.arch = &r.arch;
+  c.weights = r.precision;
+  c.node = &r.node;
+  c.nic = s.nic;
+  c.intra_link = s.intra_link;
+  c.placement = &r.placement;
+  c.nodes = static_cast<std::int32_t>(req.nodes);
+  c.attention = r.attention;
+  c.balancing = r.balancing;
+  c.packing = r.packing;
+  c.collective = r.collective;
+  c.contention = req.contention;
+  c.residency = req.residency;
+  c.start_wired = req.start_wired;
+  c.context = req.context;
+  c.lm_head = req.lm_head;
+  c.max_tokens = req.max_tokens;
+  std::optional<ChromeTrace> chrome;
+  if (!outputs.chrome_trace.empty()) {
+    chrome.emplace(outputs.chrome_tokens);
+    c.timeline = &*chrome;
+    c.transfers = &*chrome;
+    c.timeline_tokens = outputs.chrome_tokens;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  r.run = sim::run_decode(c, trace);
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!outputs.per_token_csv.empty()) write_per_token_csv(r.run, outputs.per_token_csv);
+  if (chrome) chrome->write(outputs.chrome_trace);
+  return r;
+}
+
+namespace {
+
+struct Split {
+  double time = 0, misc = 0, moe = 0, comm = 0, rewire = 0;
+};
+Split mean_split(const sim::DecodeResult& r) {
+  Split s;
+  for (const auto& t : r.per_token) {
+    s.time += sim::to_seconds(t.end - t.start);
+    s.misc += sim::to_seconds(t.misc);
+    s.moe += sim::to_seconds(t.moe);
+    s.comm += sim::to_seconds(t.comm());
+    s.rewire += sim::to_seconds(t.rewire);
+  }
+  const auto n = static_cast<double>(std::max<std::size_t>(1, r.per_token.size()));
+  return {s.time / n, s.misc / n, s.moe / n, s.comm / n, s.rewire / n};
+}
+
+}  // namespace
+
+void print_simulate_text(const SimulateResult& r, std::ostream& out) {
+  const auto& q = r.request;
+  const auto& run = r.run;
+  out << "moesim simulate: expert-parallel decode replayed token by token (discrete-event), one user\n";
+  out << "model      " << r.arch.id << " at " << r.precision->name << ": " << model::moe_layer_count(r.arch)
+      << " MoE layers, " << r.arch.routed_experts << " experts top-" << r.arch.top_k << ", "
+      << units::format(model::routed_expert_bytes(r.arch, *r.precision)) << " per expert per layer\n";
+  out << "cluster    " << q.nodes << " x " << r.node.id;
+  if (r.nic) out << " over " << r.nic->id;
+  out << "; placement " << r.placement.describe() << "\n";
+  out << "strategy   " << q.strategy << ": packing " << sim::name_of(r.packing) << ", balancing "
+      << sim::name_of(r.balancing) << ", attention " << sim::name_of(r.attention);
+  if (r.attention == sim::AttentionMode::Decentralised) out << ", collective " << sim::name_of(r.collective);
+  out << "; contention " << (q.contention ? "on" : "off") << ", residency " << (q.residency ? "on" : "off") << "\n";
+  out << "trace      " << (q.trace.empty() ? "generated: " : q.trace + ": ") << r.trace.source << "\n";
+  out << "replayed   " << run.tokens << " tokens\n\n";
+
+  const Split s = mean_split(run);
+  Table t({"", "per token s", "share %"});
+  auto share = [&](double v) { return s.time > 0 ? text::printf("%.1f", 100.0 * v / s.time) : std::string("-"); };
+  t.add_row({"time", fixed(s.time, 4), "100.0"});
+  t.add_row({"  MoE (experts)", fixed(s.moe, 4), share(s.moe)});
+  t.add_row({"    of which re-wiring", fixed(s.rewire, 4), share(s.rewire)});
+  t.add_row({"  comm (waiting)", fixed(s.comm, 4), share(s.comm)});
+  t.add_row({"  misc (attention, router, combine)", fixed(s.misc, 4), share(s.misc)});
+  t.print_text(out);
+  out << "\ntokens/s   " << text::printf("%.2f", run.tokens_per_second) << "   (analytic estimate "
+      << text::printf("%.2f", r.estimate.tokens_per_second) << " tokens/s, " << fixed(r.estimate.time.base(), 4)
+      << " s per token; simulated/estimated time " << text::printf("%.3f", s.time / r.estimate.time.base()) << ")\n";
+  out << "E[active]  " << text::printf("%.3f", run.mean_max_routed)
+      << " experts on the busiest node per MoE layer, measured on the trace (uniform-routing expectation for this "
+         "placement: "
+      << text::printf("%.3f", r.exact_expected_active) << "); computed per node incl. fillers "
+      << text::printf("%.2f", run.mean_executed_per_node) << "\n";
+  out << "time split is node 0's timeline (the driver when centralised): busy on experts, busy on other work, "
+         "and the rest waiting on the network and slower nodes\n\n";
+
+  Table nodes({"node", "misc busy %", "MoE busy %", "idle %", "rewire s/token", "routed/layer", "fillers/layer",
+               "rewires", "sent MB/token", "uplink busy %"});
+  const double span = sim::to_seconds(run.makespan);
+  const double tokens = static_cast<double>(std::max<std::int64_t>(1, run.tokens));
+  const double steps = tokens * static_cast<double>(model::moe_layer_count(r.arch));
+  for (std::size_t i = 0; i < run.nodes.size(); ++i) {
+    const auto& n = run.nodes[i];
+    const double misc = sim::to_seconds(n.misc), moe = sim::to_seconds(n.moe);
+    nodes.add_row({std::to_string(i), text::printf("%.1f", 100 * misc / span), text::printf("%.1f", 100 * moe / span),
+                   text::printf("%.1f", 100 * std::max(0.0, span - misc - moe) / span),
+                   fixed(sim::to_seconds(n.rewire) / tokens, 4),
+                   text::printf("%.2f", static_cast<double>(n.routed) / steps),
+                   text::printf("%.2f", static_cast<double>(n.fillers) / steps), std::to_string(n.rewires),
+                   text::printf("%.3f", n.bytes_sent / tokens / 1e6),
+                   text::printf("%.1f", 100 * sim::to_seconds(n.uplink_busy) / span)});
+  }
+  nodes.print_text(out);
+  for (const auto& a : run.assumptions) out << "\nassumes    " << a;
+  if (!run.assumptions.empty()) out << "\n";
+  out << "\nsimulator  " << run.events << " events, " << run.messages << " messages, "
+      << text::printf("%.3f s wall, %.2f M events/s", r.wall_seconds,
+                      r.wall_seconds > 0 ? static_cast<double>(run.events) / r.wall_seconds / 1e6 : 0.0)
+      << "\n";
+}
+
+nlohmann::json simulate_to_json(const SimulateResult& r) {
+  const auto& run = r.run;
+  const Split s = mean_split(run);
+  nlohmann::json m = nlohmann::json::array();
+  m.push_back(metric("tokens", static_cast<double>(run.tokens), "tokens"));
+  m.push_back(metric("tokens_per_second", run.tokens_per_second, "tokens/s"));
+  m.push_back(metric("time_per_token", s.time, "s"));
+  m.push_back(metric("moe_per_token", s.moe, "s"));
+  m.push_back(metric("rewire_per_token", s.rewire, "s"));
+  m.push_back(metric("comm_per_token", s.comm, "s"));
+  m.push_back(metric("misc_per_token", s.misc, "s"));
+  m.push_back(metric("mean_max_routed_experts", run.mean_max_routed, "experts per MoE layer"));
+  m.push_back(metric("expected_max_routed_experts_uniform", r.exact_expected_active, "experts per MoE layer"));
+  m.push_back(metric("mean_executed_experts_per_node", run.mean_executed_per_node, "experts per MoE layer"));
+  m.push_back(metric("estimate_time_per_token", r.estimate.time.base(), "s"));
+  m.push_back(metric("estimate_tokens_per_second", r.estimate.tokens_per_second, "tokens/s"));
+  m.push_back(metric("makespan", sim::to_seconds(run.makespan), "s"));
+  m.push_back(metric("events", static_cast<double>(run.events), "events"));
+  m.push_back(metric("messages", static_cast<double>(run.messages), "messages"));
+  nlohmann::json nodes = nlohmann::json::array();
+  for (std::size_t i = 0; i < run.nodes.size(); ++i) {
+    const auto& n = run.nodes[i];
+    nodes.push_back({{"node", i},
+                     {"metrics",
+                      {metric("misc_busy", sim::to_seconds(n.misc), "s"), metric("moe_busy", sim::to_seconds(n.moe), "s"),
+                       metric("rewire", sim::to_seconds(n.rewire), "s"),
+                       metric("routed_experts", static_cast<double>(n.routed), "expert computations"),
+                       metric("filler_experts", static_cast<double>(n.fillers), "expert computations"),
+                       metric("rewires", static_cast<double>(n.rewires), "buffers"),
+                       metric("bytes_sent", n.bytes_sent, "B"),
+                       metric("uplink_busy", sim::to_seconds(n.uplink_busy), "s")}}});
+  }
+  nlohmann::json trace = {{"model", r.trace.model},
+                          {"layers", r.trace.layers},
+                          {"experts", r.trace.experts},
+                          {"top_k", r.trace.top_k},
+                          {"source", r.trace.source},
+                          {"tokens", r.trace_tokens}};
+  return {{"command", "simulate"},
+          {"scenario", simulate_request_to_json(r.request)},
+          {"resolved",
+           {{"placement", r.placement.describe()},
+            {"packing", sim::name_of(r.packing)},
+            {"balancing", sim::name_of(r.balancing)},
+            {"attention", sim::name_of(r.attention)},
+            {"collective", sim::name_of(r.collective)},
+            {"node_origin", r.node.origin},
+            {"nic_origin", r.nic ? r.nic->origin : ""},
+            {"trace", trace},
+            {"assumptions", run.assumptions}}},
+          {"metrics", m},
+          {"nodes", nodes}};
+}
+
+}  // namespace moesim::reports

@@ -1,0 +1,168 @@
+#pragma once
+// Expert-parallel decode, replayed token by token and layer by layer through a cluster (issue 3).
+//
+// Per token and decoder layer, on each node (seed 000 §3–4):
+//   attention + router  on every node (decentralised, Fig. 7) or on the driver, node 0 (centralised, Fig. 3);
+//   dispatch            the router's chosen experts go to the nodes holding them (the placement and its
+//                       dispatch rule, sim/placement.hpp); centralised: the driver sends each node the input;
+//   experts             each node computes its experts one after another (MLX and Metal run them as
+//                       separate kernels), each a roofline: max(bytes / bandwidth, FLOPs / peak) plus a
+//                       per-kernel overhead, plus the re-wire time of any weight buffer that went cold;
+//   exchange            decentralised: every node sends its expert outputs to every other (or an
+//                       all-reduce of partial sums: ring or recursive doubling); centralised: every node
+//                       returns its outputs to the driver;
+//   combine             the weighted sum, then the next layer.
+// The layer ends on a node when it has every output it needs: the slowest node sets the pace (the
+// fork-join of Fig. 2), messages queue on NICs (sim/network.hpp), and cold weights cost re-wiring
+// (sim/residency.hpp). Balancing decides what else a node computes: nothing (naive), every local expert
+// (P-L_B, busy full loading, §4.2), or up to the layer's maximum count with its least-recently-used
+// experts (P-L_R-D, router-aided dynamic loading, §4.2).
+//
+// Everything physical comes from the model architecture and the hardware profiles; the simulator adds
+// no constants of its own except the kernel counts below, which only matter when a profile gives a
+// per-kernel overhead.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "moesim/model/analytic.hpp"
+#include "moesim/model/architecture.hpp"
+#include "moesim/model/hardware.hpp"
+#include "moesim/sim/event_core.hpp"
+#include "moesim/sim/placement.hpp"
+#include "moesim/sim/trace.hpp"
+
+namespace moesim::sim {
+
+enum class AttentionMode { Centralised, Decentralised };
+enum class Balancing { None, BusyAll, LruFill };
+enum class Packing { Unstacked, Prestacked };
+/// How decentralised nodes combine expert outputs each MoE layer.
+enum class Collective { ExpertOutputs, RingAllReduce, RecursiveDoubling };
+
+template <class E>
+struct NamedOption {
+  E value;
+  std::string name;
+  std::string description;
+};
+const std::vector<NamedOption<AttentionMode>>& attention_modes();
+const std::vector<NamedOption<Balancing>>& balancings();
+const std::vector<NamedOption<Packing>>& packings();
+const std::vector<NamedOption<Collective>>& collectives();
+
+/// The paper's named methods (seed 000 Table 3): their packing, balancing and attention placement.
+struct StrategyPreset {
+  std::string name;
+  std::string description;
+  Packing packing;
+  Balancing balancing;
+  AttentionMode attention;
+};
+const std::vector<StrategyPreset>& strategies();
+
+/// Look-ups by name; UserError listing the valid names (and the nearest) when unknown.
+AttentionMode attention_mode_by_name(std::string_view name);
+Balancing balancing_by_name(std::string_view name);
+Packing packing_by_name(std::string_view name);
+Collective collective_by_name(std::string_view name);
+const StrategyPreset& strategy_by_name(std::string_view name);
+std::string_view name_of(AttentionMode v);
+std::string_view name_of(Balancing v);
+std::string_view name_of(Packing v);
+std::string_view name_of(Collective v);
+
+/// The analytic model's exchange that charges the same messages as this decode setting with
+/// contention off: the oracle test's pairing.
+model::Exchange analytic_exchange(AttentionMode a, Collective c);
+
+/// Kernels per operation, counted after the Mixtral MoE block's operators in seed 001 (Linear, SiLU,
+/// Softmax, TopK, GroupBy, Aggregate) and a GQA attention block; they multiply the profile's per-kernel
+/// overhead.
+inline constexpr int kAttentionKernels = 8;  ///< RMSNorm, QKV, RoPE, attention, O, residual, RMSNorm, residual
+inline constexpr int kRouterKernels = 3;     ///< Linear, Softmax, TopK
+inline constexpr int kExpertKernels = 4;     ///< w1 and w3 Linear, SiLU·mul, w2 Linear
+inline constexpr int kCombineKernels = 1;    ///< Aggregate (weighted sum)
+
+/// Spans of the timeline (Chrome trace): one track per node compute device and per NIC.
+class TimelineObserver {
+ public:
+  virtual ~TimelineObserver() = default;
+  /// `what`: "attention", "expert 5", "filler 3", "rewire", "combine", "lm head"; `token` and
+  /// `layer` locate it.
+  virtual void on_compute(std::int32_t node, std::string_view what, std::int64_t token, std::int64_t layer,
+                          SimTime start, SimTime end) = 0;
+  /// Node 0 finished `token` (called for every token, traced or not).
+  virtual void on_token(std::int64_t token, SimTime start, SimTime end) = 0;
+};
+
+struct DecodeConfig {
+  const model::Architecture* arch = nullptr;
+  const model::Precision* weights = nullptr;
+  const model::NodeProfile* node = nullptr;
+  const model::NicProfile* nic = nullptr;         ///< required for more than one node
+  const model::NicProfile* intra_link = nullptr;  ///< required for a node of several devices
+  const Placement* placement = nullptr;
+  std::int32_t nodes = 1;
+  AttentionMode attention = AttentionMode::Decentralised;
+  Balancing balancing = Balancing::LruFill;
+  Packing packing = Packing::Prestacked;
+  Collective collective = Collective::ExpertOutputs;
+  bool contention = true;      ///< flows share bandwidth and sender overheads queue (sim/network.hpp)
+  bool residency = true;       ///< model weight wiring when the node profile describes it
+  bool start_wired = true;     ///< weights wired at t = 0 (after a warm-up), else every buffer starts cold
+  double activation_bytes = 2.0;  ///< bytes per activation on the wire (bf16)
+  std::int64_t context = 0;       ///< tokens in the KV cache (as `moesim estimate --context`)
+  bool lm_head = false;           ///< count the LM head (Equation 1 omits it)
+  std::int64_t max_tokens = 0;    ///< replay at most this many tokens of the trace; 0 = all
+  TimelineObserver* timeline = nullptr;
+  class TransferObserver* transfers = nullptr;
+  std::int64_t timeline_tokens = 0;  ///< report spans for the first tokens only (0: none)
+};
+
+/// One decode token as node 0 saw it (node 0 is the driver in centralised mode).
+struct TokenRecord {
+  SimTime start = 0;
+  SimTime end = 0;
+  SimTime misc = 0;    ///< attention, router, combine, LM head, intra-node all-reduces: busy on non-expert work
+  SimTime moe = 0;     ///< computing experts, re-wiring included
+  SimTime rewire = 0;  ///< of moe: re-wiring cold weight buffers
+  std::int32_t max_routed = 0;  ///< largest routed-expert count over nodes and MoE layers of this token
+  [[nodiscard]] SimTime comm() const { return end - start - misc - moe; }  ///< waiting on the network and peers
+};
+
+struct NodeStats {
+  SimTime misc = 0;
+  SimTime moe = 0;
+  SimTime rewire = 0;
+  std::int64_t routed = 0;   ///< expert computations the router asked of this node
+  std::int64_t fillers = 0;  ///< extra computations the balancing added
+  std::int64_t rewires = 0;  ///< cold buffers re-wired
+  double bytes_sent = 0;
+  SimTime uplink_busy = 0;
+};
+
+struct DecodeResult {
+  std::int64_t tokens = 0;
+  SimTime makespan = 0;  ///< end of the last token on node 0
+  double tokens_per_second = 0;
+  /// Mean over (token, MoE layer) of the largest number of routed experts any node computes: the
+  /// measured counterpart of Equation 1's E[#exec. experts node/layer].
+  double mean_max_routed = 0;
+  /// Mean over (token, MoE layer, node) of experts computed, fillers included.
+  double mean_executed_per_node = 0;
+  std::vector<TokenRecord> per_token;
+  std::vector<NodeStats> nodes;
+  std::uint64_t events = 0;
+  std::uint64_t messages = 0;
+  std::vector<std::string> assumptions;  ///< defaults the run relied on (absent profile figures, ...)
+};
+
+/// Replays `trace` (which must match the architecture: check_trace_matches) through the configured
+/// cluster. UserError for a configuration it cannot run (missing profile figures, a placement for another
+/// node count); MOESIM_CHECK for internal invariants.
+DecodeResult run_decode(const DecodeConfig& config, const RoutingTrace& trace);
+
+}  // namespace moesim::sim

@@ -1,0 +1,140 @@
+#pragma once
+// The network between nodes: one NIC per node (full duplex: an uplink and a downlink of the NIC's
+// bandwidth each) on a switch, optionally with a backplane limit.
+//
+// A message from `from` to `to` of B bytes that is ready at time r:
+//   1. the sender's CPU spends `overhead` on it (LogP's o; Culler et al., "LogP", PPoPP 1993). Messages of
+//      one sender pay it one after another: the k-th of a burst starts on the wire at r + k·o;
+//   2. it is serialised onto the wire as a flow sharing bandwidth with the other flows in progress,
+//      max-min fairly over the links it crosses (the sender's uplink, the receiver's downlink, the
+//      backplane): progressive filling (Bertsekas & Gallager, "Data Networks", 2nd ed., §6.5.2), the
+//      flow-level model SimGrid validates for TCP (Velho et al., ACM TOMACS 23(4), 2013);
+//   3. it arrives `latency − overhead` after its last byte left (propagation, switching, receive stack).
+// With one message alone on an idle network this is latency + B / bandwidth: the analytic model's
+// per-message cost (model/analytic.hpp), so the two agree when nothing is shared.
+//
+// `contention = false` switches the sharing off: every flow gets the whole bandwidth and sender
+// overheads overlap. That is the analytic model's assumption, used by the oracle tests.
+//
+// The network is passive between events: it keeps one wake-up event in the simulation for the earliest
+// of (next flow start, next flow completion, next delivery), and handles everything due at that time in
+// one go, so a burst of equal messages costs a few events rather than one per message.
+
+#include <array>
+#include <cstdint>
+#include <queue>
+#include <vector>
+
+#include "moesim/sim/event_core.hpp"
+
+namespace moesim::sim {
+
+struct NetworkConfig {
+  std::int32_t nodes = 0;
+  double bandwidth = 0;          ///< bytes per second, per NIC port and direction
+  SimTime latency = 0;           ///< one-way per-message latency, overhead included
+  SimTime overhead = 0;          ///< sender CPU time per message (part of latency)
+  double switch_bandwidth = 0;   ///< bytes per second through the switch backplane; 0: non-blocking
+  bool contention = true;        ///< false: flows never share bandwidth and overheads overlap
+};
+
+/// Receives delivered messages (called at the delivery time, from inside the network's event).
+class MessageSink {
+ public:
+  virtual ~MessageSink() = default;
+  virtual void on_delivered(std::uint64_t tag, std::int32_t from, std::int32_t to) = 0;
+};
+
+/// Sees every transfer when it completes (for Chrome traces and NIC statistics).
+class TransferObserver {
+ public:
+  virtual ~TransferObserver() = default;
+  /// The flow of `bytes` from `from` to `to` occupied the wire from `start` to `end`.
+  virtual void on_transfer(std::int32_t from, std::int32_t to, double bytes, SimTime start, SimTime end) = 0;
+};
+
+class Network final : public EventHandler {
+ public:
+  Network(Simulation& sim, NetworkConfig config, MessageSink* sink);
+
+  /// Queues a message ready to leave `from` at `ready` (>= now). `tag` comes back in on_delivered.
+  void send(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag);
+
+  void set_observer(TransferObserver* o) { observer_ = o; }
+
+  [[nodiscard]] const NetworkConfig& config() const { return config_; }
+  [[nodiscard]] std::uint64_t messages() const { return messages_; }
+  [[nodiscard]] double bytes_sent(std::int32_t node) const { return bytes_sent_[static_cast<std::size_t>(node)]; }
+  /// Time each node's uplink carried at least one flow.
+  [[nodiscard]] SimTime uplink_busy(std::int32_t node) const { return up_busy_[static_cast<std::size_t>(node)]; }
+
+  void handle_event(std::uint32_t kind, std::uint64_t arg) override;
+
+  /// The links one flow crosses (indices into a capacity vector), at most three.
+  struct FlowLinks {
+    std::array<std::int32_t, 3> link;
+    std::int32_t count;
+  };
+  /// Max-min fair rates for flows over links of the given capacities (any unit; rates come out in the
+  /// same unit). Exposed for unit tests; the network uses the same routine.
+  static std::vector<double> max_min_rates(std::vector<double> capacity, const std::vector<FlowLinks>& flows);
+
+ private:
+  struct Message {
+    std::int32_t from = 0;
+    std::int32_t to = 0;
+    double remaining = 0;  ///< bytes not yet on the wire
+    double bytes = 0;
+    double rate = 0;  ///< bytes per picosecond while active
+    SimTime start = 0;
+    std::uint64_t tag = 0;
+  };
+  struct Timed {
+    SimTime time;
+    std::uint64_t seq;
+    std::uint32_t message;
+  };
+  struct Later {
+    bool operator()(const Timed& a, const Timed& b) const {
+      return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+    }
+  };
+  using Heap = std::priority_queue<Timed, std::vector<Timed>, Later>;
+
+  std::uint32_t allocate(Message m);
+  void process();
+  void advance_flows(SimTime now);
+  void recompute_rates();
+  void wake_at(SimTime t);
+
+  Simulation& sim_;
+  NetworkConfig config_;
+  MessageSink* sink_;
+  TransferObserver* observer_ = nullptr;
+  std::uint32_t handler_ = 0;
+  double rate_per_ps_ = 0;  ///< full link rate, bytes per picosecond
+
+  std::vector<Message> messages_store_;
+  std::vector<std::uint32_t> free_;
+  Heap starts_;
+  Heap deliveries_;
+  std::vector<std::uint32_t> active_;  ///< messages whose flow is on the wire
+  bool rates_dirty_ = false;
+  SimTime last_advance_ = 0;
+  SimTime wake_ = -1;  ///< time of the pending wake-up event, -1: none
+  std::uint64_t seq_ = 0;
+  std::vector<SimTime> cpu_free_;  ///< per node: when its CPU is free to send the next message
+  std::vector<double> bytes_sent_;
+  std::vector<SimTime> up_busy_;
+  std::vector<std::int32_t> up_flows_;  ///< per node: flows on its uplink now
+  std::uint64_t messages_ = 0;
+
+  // Scratch space for recompute_rates(), kept to avoid allocation per event.
+  std::vector<double> cap_;
+  std::vector<FlowLinks> flows_;
+  std::vector<double> rates_;
+  std::vector<std::int32_t> count_;
+  std::vector<char> frozen_;
+};
+
+}  // namespace moesim::sim

@@ -1,0 +1,54 @@
+#pragma once
+// Importers for the public routing-trace formats of models_and_routing.md §B.1 (`moesim trace convert`).
+// None of these files states the number of routed experts, so the caller gives it (from --model or
+// --experts); the number of MoE layers and the top-k are read from the data and checked against the model
+// when one is given. sim/TRACES.md describes each source format and where its description comes from.
+//
+//  - moe-selection: the per-query JSON of the Hugging Face dataset core12345/MoE_expert_selection_trace
+//    ("Orders in Chaos", arXiv 2510.05497): a JSON array of forward steps; step 0 is the prefill, each later
+//    step one decode step. A step is an object keyed by decoder-layer index ("0", "1", ...): null for a
+//    dense layer, else one list of top-k expert ids per token of the step.
+//  - speculative-moe: the JSON lines of github.com/Mario928/speculative-moe, one record per token and
+//    layer: {"problem_id", "layer", "experts", "gating_probs", "token_idx"} (+ "dataset"). Records may
+//    repeat; identical repeats are dropped, conflicting ones refused with both line numbers.
+//  - vllm: the arrays vLLM returns with --enable-return-routed-experts, saved as JSON:
+//    routed_experts [gen_len][num_moe_layers][top_k] and optionally prompt_routed_experts
+//    [prompt_len][num_moe_layers][top_k]; a bare array, an object with those keys, or an array of such
+//    objects (one per request).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "moesim/sim/trace.hpp"
+
+namespace moesim::sim {
+
+enum class ImportFormat { MoeSelection, SpeculativeMoe, Vllm };
+
+/// "moe-selection", "speculative-moe", "vllm".
+std::string import_format_name(ImportFormat f);
+/// The importer for a --from name, or nullopt for moesim's own formats ("jsonl", "binary"); UserError
+/// listing the valid names otherwise.
+std::optional<ImportFormat> parse_import_format(std::string_view name, const std::string& flag);
+
+struct ImportOptions {
+  std::int64_t experts = 0;            ///< routed experts per layer (required: the files do not say)
+  std::optional<std::int64_t> layers;  ///< MoE layers the model has (checked against the data when set)
+  std::optional<std::int64_t> top_k;   ///< the model's top-k (checked when set)
+  std::string model;                   ///< recorded in the header ("" = "unknown")
+  bool include_prefill = true;         ///< moe-selection, vllm: keep the prompt's tokens (before the decode)
+};
+
+/// Imports one or more files (moe-selection and vllm: each file is one request, in the order given;
+/// speculative-moe: one file, requests are its problem ids). UserError naming the file, the JSON path or
+/// line, and the fix, for anything malformed or inconsistent.
+RoutingTrace import_trace(ImportFormat format, const std::vector<std::string>& paths, const ImportOptions& options);
+
+RoutingTrace import_moe_selection(const std::vector<std::string>& paths, const ImportOptions& options);
+RoutingTrace import_speculative_moe(const std::string& path, const ImportOptions& options);
+RoutingTrace import_vllm(const std::vector<std::string>& paths, const ImportOptions& options);
+
+}  // namespace moesim::sim

@@ -1,0 +1,681 @@
+#include "moesim/sim/decode.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "moesim/model/error.hpp"
+#include "moesim/model/precision.hpp"
+#include "moesim/model/text.hpp"
+#include "moesim/sim/network.hpp"
+#include "moesim/sim/residency.hpp"
+
+namespace moesim::sim {
+
+// ---------------------------------------------------------------------------------------------------
+// Registries (STYLE.md practice 2): every policy by name, with the line --help prints.
+
+const std::vector<NamedOption<AttentionMode>>& attention_modes() {
+  static const std::vector<NamedOption<AttentionMode>> all = {
+      {AttentionMode::Decentralised, "decentralised",
+       "attention, router and weighted sum replicated on every node; one exchange of expert outputs per MoE "
+       "layer (seed 000 §4.3, Fig. 7)"},
+      {AttentionMode::Centralised, "centralised",
+       "node 0 runs attention and router, sends each node the layer input and gathers the expert outputs: two "
+       "exchanges per MoE layer (seed 000 §3, Figs. 2-3)"},
+  };
+  return all;
+}
+
+const std::vector<NamedOption<Balancing>>& balancings() {
+  static const std::vector<NamedOption<Balancing>> all = {
+      {Balancing::None, "none", "a node computes only the experts the router sent it (the paper's naive method)"},
+      {Balancing::BusyAll, "busy",
+       "busy full loading: every node computes every local expert every layer, unused outputs zeroed "
+       "(seed 000 §4.2, L_B)"},
+      {Balancing::LruFill, "lru-fill",
+       "router-aided dynamic loading: every node computes the layer's maximum routed count, filling with its "
+       "least-recently-used local experts (seed 000 §4.2, L_R)"},
+  };
+  return all;
+}
+
+const std::vector<NamedOption<Packing>>& packings() {
+  static const std::vector<NamedOption<Packing>> all = {
+      {Packing::Unstacked, "unstacked", "one weight buffer per matrix: 3 per expert and layer (seed 000 §3.2)"},
+      {Packing::Prestacked, "prestacked",
+       "one buffer per expert holding all its layers, so using it in any layer keeps it wired (seed 000 §4.1, P)"},
+  };
+  return all;
+}
+
+const std::vector<NamedOption<Collective>>& collectives() {
+  static const std::vector<NamedOption<Collective>> all = {
+      {Collective::ExpertOutputs, "expert-outputs",
+       "every node sends every other node the layer's top-k output buffer (k x d_model activations; seed 000 "
+       "Table 1 note a counts D_embed x 4 per layer)"},
+      {Collective::RingAllReduce, "ring-allreduce",
+       "ring all-reduce of per-node partial sums: 2(N-1) steps of d_model/N activations (Thakur et al. 2005)"},
+      {Collective::RecursiveDoubling, "recursive-doubling",
+       "recursive-doubling all-reduce of partial sums: log2 N steps of d_model activations, +2 when N is not a "
+       "power of two (Thakur et al. 2005)"},
+  };
+  return all;
+}
+
+const std::vector<StrategyPreset>& strategies() {
+  static const std::vector<StrategyPreset> all = {
+      {"naive", "seed 000 Table 3 'Naive': unstacked weights, no balancing, centralised attention", Packing::Unstacked,
+       Balancing::None, AttentionMode::Centralised},
+      {"P-LB", "seed 000 Table 3 'P-L_B': prestacked weights, busy full loading, centralised attention",
+       Packing::Prestacked, Balancing::BusyAll, AttentionMode::Centralised},
+      {"P-LR-D",
+       "seed 000 Table 3 'P-L_R-D': prestacked weights, router-aided LRU fillers, decentralised attention and "
+       "router",
+       Packing::Prestacked, Balancing::LruFill, AttentionMode::Decentralised},
+  };
+  return all;
+}
+
+namespace {
+
+template <class E>
+E by_name(const std::vector<NamedOption<E>>& all, std::string_view name, std::string_view what) {
+  std::vector<std::string> names;
+  for (const auto& o : all) {
+    if (o.name == name) return o.value;
+    names.push_back(o.name);
+  }
+  throw UserError("unknown " + std::string(what) + " '" + std::string(name) + "'" + text::did_you_mean(name, names) +
+                  "; valid: " + text::join(names));
+}
+
+template <class E>
+std::string_view name_in(const std::vector<NamedOption<E>>& all, E v) {
+  for (const auto& o : all)
+    if (o.value == v) return o.name;
+  return "?";
+}
+
+}  // namespace
+
+AttentionMode attention_mode_by_name(std::string_view n) { return by_name(attention_modes(), n, "attention mode"); }
+Balancing balancing_by_name(std::string_view n) { return by_name(balancings(), n, "balancing"); }
+Packing packing_by_name(std::string_view n) { return by_name(packings(), n, "packing"); }
+Collective collective_by_name(std::string_view n) { return by_name(collectives(), n, "collective"); }
+std::string_view name_of(AttentionMode v) { return name_in(attention_modes(), v); }
+std::string_view name_of(Balancing v) { return name_in(balancings(), v); }
+std::string_view name_of(Packing v) { return name_in(packings(), v); }
+std::string_view name_of(Collective v) { return name_in(collectives(), v); }
+
+const StrategyPreset& strategy_by_name(std::string_view name) {
+  std::vector<std::string> names;
+  for (const auto& s : strategies()) {
+    if (s.name == name) return s;
+    names.push_back(s.name);
+  }
+  throw UserError("unknown strategy '" + std::string(name) + "'" + text::did_you_mean(name, names) +
+                  "; valid: " + text::join(names));
+}
+
+model::Exchange analytic_exchange(AttentionMode a, Collective c) {
+  if (a == AttentionMode::Centralised) return model::Exchange::Centralised;
+  switch (c) {
+    case Collective::ExpertOutputs:
+      return model::Exchange::ExpertOutputs;
+    case Collective::RingAllReduce:
+      return model::Exchange::RingAllReduce;
+    case Collective::RecursiveDoubling:
+      return model::Exchange::RecursiveDoubling;
+  }
+  return model::Exchange::ExpertOutputs;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The engine.
+
+namespace {
+
+constexpr std::uint32_t kResume = 1;  ///< event: node `arg` finishes its current layer now
+/// A node is never more than one MoE layer ahead of another (it needs everyone's outputs), so per-layer
+/// communication state lives in a ring of a few slots indexed by the global MoE-layer step.
+constexpr std::size_t kSlots = 4;
+
+enum class Msg : std::uint64_t { Output = 0, Scatter = 1, Gather = 2, Ring = 3, RdRound = 4, RdPre = 5, RdPost = 6 };
+
+std::uint64_t make_tag(Msg kind, std::uint64_t step, std::uint64_t g) {
+  return (g << 16) | (step << 4) | static_cast<std::uint64_t>(kind);
+}
+Msg tag_kind(std::uint64_t tag) { return static_cast<Msg>(tag & 0xF); }
+std::uint64_t tag_step(std::uint64_t tag) { return (tag >> 4) & 0xFFF; }
+std::uint64_t tag_g(std::uint64_t tag) { return tag >> 16; }
+
+SimTime roofline(double bytes, double flops, double bandwidth, double peak, SimTime overhead, int kernels) {
+  const double seconds = std::max(bytes / bandwidth, flops / peak);
+  return to_sim_time(units::seconds(seconds)) + overhead * kernels;
+}
+
+class Engine final : public EventHandler, public MessageSink {
+ public:
+  Engine(const DecodeConfig& c, const RoutingTrace& t) : cfg_(c), trace_(t), dispatcher_(*c.placement) { setup(); }
+
+  DecodeResult run() {
+    for (std::int32_t n = 0; n < n_; ++n) run_node(n, 0);
+    sim_.run();
+    for (std::int32_t n = 0; n < (centralised_ ? 1 : n_); ++n) {
+      MOESIM_CHECK(nodes_[static_cast<std::size_t>(n)].token == tokens_,
+                   "node " + std::to_string(n) + " stopped before the last token: a deadlock in the decode engine");
+    }
+    DecodeResult r;
+    r.tokens = tokens_;
+    r.makespan = makespan_;
+    r.tokens_per_second = makespan_ > 0 ? static_cast<double>(tokens_) / to_seconds(makespan_) : 0;
+    const double steps = static_cast<double>(tokens_) * static_cast<double>(moe_layers_);
+    r.mean_max_routed = steps > 0 ? static_cast<double>(sum_max_routed_) / steps : 0;
+    std::int64_t executed = 0;
+    for (std::size_t n = 0; n < nodes_.size(); ++n) {
+      auto& s = nodes_[n].stats;
+      executed += s.routed + s.fillers;
+      if (network_) {
+        s.bytes_sent = network_->bytes_sent(static_cast<std::int32_t>(n));
+        s.uplink_busy = network_->uplink_busy(static_cast<std::int32_t>(n));
+      }
+      r.nodes.push_back(s);
+    }
+    r.mean_executed_per_node = steps > 0 ? static_cast<double>(executed) / (steps * n_) : 0;
+    r.per_token = std::move(per_token_);
+    r.events = sim_.events_run();
+    r.messages = network_ ? network_->messages() : 0;
+    r.assumptions = assumptions_;
+    return r;
+  }
+
+  void handle_event(std::uint32_t kind, std::uint64_t arg) override {
+    MOESIM_CHECK(kind == kResume, "unknown decode event");
+    const auto n = static_cast<std::int32_t>(arg);
+    run_node(n, finish_layer(n, sim_.now()));
+  }
+
+  void on_delivered(std::uint64_t tag, std::int32_t from, std::int32_t to) override {
+    const std::uint64_t g = tag_g(tag);
+    Slot& slot = slot_of(to, g);
+    switch (tag_kind(tag)) {
+      case Msg::Output:
+      case Msg::Gather:
+        ++slot.arrivals;
+        break;
+      case Msg::Scatter: {
+        // Centralised: a node other than the driver computes its experts as soon as the input arrives.
+        const SimTime done = compute_experts(to, g, sim_.now());
+        network_->send(done, to, 0, out_bytes_, make_tag(Msg::Gather, 0, g));
+        return;
+      }
+      case Msg::Ring:
+        ++slot.arrivals;
+        ring_advance(to, g);
+        break;
+      case Msg::RdRound:
+        slot.rounds_received |= 1U << tag_step(tag);
+        rd_advance(to, g);
+        break;
+      case Msg::RdPre:
+        slot.pre_received = true;
+        rd_advance(to, g);
+        break;
+      case Msg::RdPost:
+        slot.post_received = true;
+        break;
+    }
+    (void)from;
+    maybe_complete(to, g);
+  }
+
+ private:
+  struct Slot {
+    std::uint64_t g = std::numeric_limits<std::uint64_t>::max();
+    SimTime done = 0;      ///< this node's own expert computation ends
+    std::int32_t arrivals = 0;
+    std::int32_t sent = 0;  ///< collective steps sent
+    std::uint32_t rounds_received = 0;
+    bool pre_received = false;
+    bool post_received = false;
+    bool started = false;  ///< this node has reached the layer (its `done` is known)
+  };
+  struct Node {
+    std::int64_t token = 0;
+    std::int32_t layer = 0;
+    std::array<Slot, kSlots> slots;
+    NodeStats stats;
+  };
+  struct Assignment {
+    std::uint64_t g = std::numeric_limits<std::uint64_t>::max();
+    std::vector<std::vector<std::int32_t>> routed;  ///< per node
+    std::int32_t max_routed = 0;
+  };
+
+  void setup();
+  void run_node(std::int32_t n, SimTime t);
+  SimTime finish_layer(std::int32_t n, SimTime t);
+  SimTime compute_experts(std::int32_t n, std::uint64_t g, SimTime t);
+  const Assignment& assignment(std::uint64_t g);
+  void start_exchange(std::int32_t n, std::uint64_t g);
+  void ring_advance(std::int32_t n, std::uint64_t g);
+  void rd_advance(std::int32_t n, std::uint64_t g);
+  void maybe_complete(std::int32_t n, std::uint64_t g);
+  bool exchange_complete(std::int32_t n, const Slot& s) const;
+  Slot& slot_of(std::int32_t n, std::uint64_t g) {
+    Slot& s = nodes_[static_cast<std::size_t>(n)].slots[g % kSlots];
+    if (s.g != g) {
+      MOESIM_CHECK(s.g == std::numeric_limits<std::uint64_t>::max() || s.g + kSlots <= g,
+                   "decode slot reused while a layer was in flight");
+      s = Slot{};
+      s.g = g;
+    }
+    return s;
+  }
+  bool tracing(std::int64_t token) const { return cfg_.timeline && token < cfg_.timeline_tokens; }
+  void span(std::int32_t n, std::string_view what, std::int64_t token, std::int64_t layer, SimTime a, SimTime b) {
+    if (tracing(token) && b > a) cfg_.timeline->on_compute(n, what, token, layer, a, b);
+  }
+  SimTime touch(std::int32_t n, std::size_t buffer, SimTime at, std::int32_t count, double bytes) {
+    return residency_ ? residency_->acquire(n, buffer, at, count, bytes) : 0;
+  }
+
+  const DecodeConfig& cfg_;
+  const RoutingTrace& trace_;
+  Dispatcher dispatcher_;
+  Simulation sim_;
+  std::uint32_t handler_ = 0;
+  std::unique_ptr<Network> network_;
+  std::unique_ptr<WeightResidency> residency_;
+  std::vector<std::string> assumptions_;
+
+  std::int32_t n_ = 1;
+  std::int64_t tokens_ = 0;
+  std::int32_t layers_ = 0;
+  std::int64_t moe_layers_ = 0;
+  std::int64_t experts_ = 0;
+  std::vector<std::int32_t> moe_index_;  ///< per decoder layer: its MoE layer index, or -1
+  bool centralised_ = false;
+
+  // Per-operation times, computed once (the model is the same for every token).
+  SimTime attention_ = 0;  ///< one decoder layer's non-expert work, router and intra-node all-reduces included
+  SimTime expert_ = 0;     ///< one routed expert, one layer
+  SimTime combine_ = 0;
+  SimTime head_ = 0;
+  double expert_bytes_ = 0;
+  double layer_bytes_ = 0;  ///< non-expert weights of one layer (for residency)
+  double out_bytes_ = 0;    ///< expert-outputs / scatter / gather message
+  double ring_bytes_ = 0;
+  double vector_bytes_ = 0;
+  std::size_t expert_buffer_base_ = 0;  ///< residency records: layers first, then experts
+  std::int32_t rd_pow2_ = 1;            ///< largest power of two <= nodes
+  std::int32_t rd_rounds_ = 0;
+
+  std::vector<Node> nodes_;
+  std::array<Assignment, kSlots> assignments_;
+  std::vector<std::vector<std::int32_t>> local_experts_;  ///< per node: experts it holds
+  std::vector<std::int64_t> lru_;  ///< per node × MoE layer × expert: last global step it was computed (-1 never)
+  std::vector<std::int32_t> scratch_;
+  std::vector<TokenRecord> per_token_;
+  TokenRecord current_;  ///< node 0's token in progress
+  std::int64_t sum_max_routed_ = 0;
+  SimTime makespan_ = 0;
+};
+
+void Engine::setup() {
+  const auto& a = *cfg_.arch;
+  const auto& node = *cfg_.node;
+  n_ = cfg_.nodes;
+  MOESIM_CHECK(cfg_.placement->nodes == n_, "placement made for another node count");
+  MOESIM_CHECK(trace_.header.layers == model::moe_layer_count(a) && trace_.header.experts == a.routed_experts &&
+                   trace_.header.top_k == a.top_k,
+               "trace does not match the model (check_trace_matches must run first)");
+  tokens_ = cfg_.max_tokens > 0 ? std::min(cfg_.max_tokens, trace_.tokens()) : trace_.tokens();
+  layers_ = static_cast<std::int32_t>(a.layers);
+  experts_ = a.routed_experts;
+  centralised_ = cfg_.attention == AttentionMode::Centralised && n_ > 1;
+  std::int32_t j = 0;
+  for (const auto& spec : a.layer_specs) moe_index_.push_back(spec.moe && a.is_moe() ? j++ : -1);
+  moe_layers_ = j;
+
+  // Rooflines (seed 000 Eq. 1a per kernel): the node's devices together, as the analytic model counts them.
+  const model::ModelCosts costs = model::model_costs(a, *cfg_.weights);
+  const auto devices = static_cast<double>(node.devices.count);
+  const double bw = node.bandwidth().value.base() * devices;
+  const double peak = node.peak(model::compute_dtype(*cfg_.weights)).value.base() * devices;
+  SimTime overhead = 0;
+  if (node.devices.kernel_overhead) {
+    overhead = to_sim_time(node.devices.kernel_overhead->value);
+  } else {
+    assumptions_.push_back(node.origin + " gives no devices.kernel_overhead: kernels cost their roofline time only");
+  }
+  // Non-expert weights, KV-cache reads and attention FLOPs are spread evenly over the decoder layers:
+  // the per-token total is exact (the analytic model's), the split between layers approximate.
+  const double kv =
+      cfg_.context > 0 ? model::kv_bytes_at_context(a, cfg_.context, cfg_.activation_bytes).base() : 0.0;
+  const double ctx_flops = cfg_.context > 0 ? model::attention_context_flops(a, cfg_.context).base() : 0.0;
+  const double L = static_cast<double>(layers_);
+  layer_bytes_ = costs.non_expert_bytes.base() / L;
+  const double layer_read = layer_bytes_ + (kv + 2.0 * costs.recurrent_state.base()) / L;
+  const double layer_flops = (2.0 * costs.non_expert_params + ctx_flops) / L;
+  attention_ = roofline(layer_read, layer_flops, bw, peak, overhead, kAttentionKernels + kRouterKernels);
+  if (node.devices.count > 1) {
+    MOESIM_CHECK(cfg_.intra_link != nullptr, "a multi-device node needs its intra-node link");
+    attention_ += to_sim_time(
+        model::tensor_parallel_allreduce_time(a, node, *cfg_.intra_link, cfg_.activation_bytes) / L);
+  }
+  expert_bytes_ = costs.expert_bytes.base();
+  expert_ = roofline(expert_bytes_, 2.0 * costs.expert_params, bw, peak, overhead, kExpertKernels);
+  combine_ = overhead * kCombineKernels;
+  head_ = cfg_.lm_head ? roofline(costs.head_bytes.base(), 2.0 * costs.head_params, bw, peak, overhead, 1) : 0;
+
+  // Messages.
+  const double act = static_cast<double>(a.hidden) * cfg_.activation_bytes;
+  out_bytes_ = static_cast<double>(a.top_k) * act;
+  vector_bytes_ = act;
+  ring_bytes_ = act / n_;
+  while (rd_pow2_ * 2 <= n_) {
+    rd_pow2_ *= 2;
+    ++rd_rounds_;
+  }
+  if (n_ > 1) {
+    if (!cfg_.nic) throw UserError("a cluster of " + std::to_string(n_) + " nodes needs a NIC profile; give --nic");
+    NetworkConfig nc;
+    nc.nodes = n_;
+    nc.bandwidth = cfg_.nic->bandwidth.value.base();
+    nc.latency = to_sim_time(cfg_.nic->latency.value);
+    nc.overhead = cfg_.nic->overhead ? to_sim_time(cfg_.nic->overhead->value) : 0;
+    nc.contention = cfg_.contention;
+    network_ = std::make_unique<Network>(sim_, nc, this);
+    if (cfg_.transfers) network_->set_observer(cfg_.transfers);
+  }
+
+  // Residency records: one per decoder layer's non-expert weights, then the experts (per layer and
+  // expert when unstacked, per expert when prestacked).
+  if (cfg_.residency && node.residency) {
+    const auto& r = *node.residency;
+    ResidencyParams p{to_sim_time(r.unwire_after.value), to_sim_time(r.rewire_per_buffer.value),
+                      r.rewire_bandwidth.value.base() / static_cast<double>(kPicosecondsPerSecond)};
+    expert_buffer_base_ = static_cast<std::size_t>(layers_);
+    const std::size_t expert_records = cfg_.packing == Packing::Prestacked
+                                           ? static_cast<std::size_t>(experts_)
+                                           : static_cast<std::size_t>(experts_ * moe_layers_);
+    residency_ = std::make_unique<WeightResidency>(p, n_, expert_buffer_base_ + expert_records, cfg_.start_wired);
+  } else if (cfg_.residency) {
+    assumptions_.push_back(node.origin + " has no residency figures: weights stay wired (no re-wire cost)");
+  }
+
+  handler_ = sim_.add_handler(this);
+  nodes_.resize(static_cast<std::size_t>(n_));
+  for (auto& as : assignments_) as.routed.resize(static_cast<std::size_t>(n_));
+  local_experts_.resize(static_cast<std::size_t>(n_));
+  for (const auto& grp : cfg_.placement->groups) {
+    for (const auto m : grp.members) {
+      for (const auto e : grp.experts) local_experts_[static_cast<std::size_t>(m)].push_back(static_cast<std::int32_t>(e));
+    }
+  }
+  for (auto& l : local_experts_) std::sort(l.begin(), l.end());
+  lru_.assign(static_cast<std::size_t>(n_ * moe_layers_ * experts_), -1);
+  per_token_.reserve(static_cast<std::size_t>(tokens_));
+}
+
+const Engine::Assignment& Engine::assignment(std::uint64_t g) {
+  Assignment& as = assignments_[g % kSlots];
+  if (as.g == g) return as;
+  as.g = g;
+  for (auto& r : as.routed) r.clear();
+  const auto token = static_cast<std::int64_t>(g / static_cast<std::uint64_t>(moe_layers_));
+  const auto layer = static_cast<std::int64_t>(g % static_cast<std::uint64_t>(moe_layers_));
+  dispatcher_.assign(trace_.chosen(token, layer), as.routed);
+  as.max_routed = 0;
+  for (const auto& r : as.routed) as.max_routed = std::max(as.max_routed, static_cast<std::int32_t>(r.size()));
+  sum_max_routed_ += as.max_routed;
+  return as;
+}
+
+SimTime Engine::compute_experts(std::int32_t n, std::uint64_t g, SimTime t) {
+  const Assignment& as = assignment(g);
+  const auto ni = static_cast<std::size_t>(n);
+  Node& node = nodes_[ni];
+  const auto token = static_cast<std::int64_t>(g / static_cast<std::uint64_t>(moe_layers_));
+  const auto j = static_cast<std::int64_t>(g % static_cast<std::uint64_t>(moe_layers_));
+  // What this node computes: its routed experts, then what the balancing adds.
+  scratch_.assign(as.routed[ni].begin(), as.routed[ni].end());
+  const auto routed = scratch_.size();
+  const auto& local = local_experts_[ni];
+  std::int64_t* lru = &lru_[(ni * static_cast<std::size_t>(moe_layers_) + static_cast<std::size_t>(j)) *
+                            static_cast<std::size_t>(experts_)];
+  auto is_routed = [&](std::int32_t e) { return std::find(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(routed), e) != scratch_.begin() + static_cast<std::ptrdiff_t>(routed); };
+  if (cfg_.balancing == Balancing::BusyAll) {
+    for (const auto e : local)
+      if (!is_routed(e)) scratch_.push_back(e);
+  } else if (cfg_.balancing == Balancing::LruFill && static_cast<std::int32_t>(routed) < as.max_routed) {
+    // The spare quota goes to the least recently used local experts of this layer (ties: lowest id).
+    const auto want = static_cast<std::size_t>(as.max_routed) - routed;
+    for (std::size_t f = 0; f < want; ++f) {
+      std::int32_t best = -1;
+      for (const auto e : local) {
+        if (std::find(scratch_.begin(), scratch_.end(), e) != scratch_.end()) continue;
+        if (best < 0 || lru[e] < lru[best]) best = e;
+      }
+      if (best < 0) break;  // every local expert is already busy
+      scratch_.push_back(best);
+    }
+  }
+  node.stats.routed += static_cast<std::int64_t>(routed);
+  node.stats.fillers += static_cast<std::int64_t>(scratch_.size() - routed);
+  SimTime moe = 0;
+  SimTime rewire_total = 0;
+  for (std::size_t i = 0; i < scratch_.size(); ++i) {
+    const std::int32_t e = scratch_[i];
+    SimTime rewire = 0;
+    std::size_t buffer = 0;
+    if (residency_) {
+      const bool stacked = cfg_.packing == Packing::Prestacked;
+      buffer = expert_buffer_base_ + (stacked ? static_cast<std::size_t>(e)
+                                              : static_cast<std::size_t>(j * experts_ + e));
+      rewire = touch(n, buffer, t, stacked ? 1 : 3,
+                     stacked ? expert_bytes_ * static_cast<double>(moe_layers_) : expert_bytes_);
+      if (rewire > 0) {
+        span(n, "rewire", token, j, t, t + rewire);
+        ++node.stats.rewires;
+      }
+    }
+    const SimTime start = t + rewire;
+    t = start + expert_;
+    if (residency_) residency_->release(n, buffer, t);
+    if (tracing(token)) span(n, (i < routed ? "expert " : "filler ") + std::to_string(e), token, j, start, t);
+    lru[e] = static_cast<std::int64_t>(g);
+    moe += rewire + expert_;
+    rewire_total += rewire;
+  }
+  node.stats.moe += moe;
+  node.stats.rewire += rewire_total;
+  if (n == 0) {
+    current_.moe += moe;
+    current_.rewire += rewire_total;
+    current_.max_routed = std::max(current_.max_routed, as.max_routed);
+  }
+  return t;
+}
+
+void Engine::run_node(std::int32_t n, SimTime t) {
+  Node& node = nodes_[static_cast<std::size_t>(n)];
+  for (;;) {
+    if (node.token >= tokens_) return;
+    const bool driver = n == 0;
+    if (centralised_ && !driver) return;  // other nodes work only when the driver's inputs arrive
+    if (driver && node.layer == 0) current_ = TokenRecord{t, 0, 0, 0, 0, 0};
+    const std::int32_t l = node.layer;
+    // Attention, router (and intra-node all-reduces) for this layer.
+    SimTime a = attention_;
+    if (residency_) {
+      const SimTime rewire = touch(n, static_cast<std::size_t>(l), t, 1, layer_bytes_);
+      if (rewire > 0) {
+        span(n, "rewire", node.token, l, t, t + rewire);
+        ++node.stats.rewires;
+        node.stats.rewire += rewire;
+      }
+      a += rewire;
+      residency_->release(n, static_cast<std::size_t>(l), t + a);
+    }
+    span(n, "attention", node.token, l, t, t + a);
+    node.stats.misc += a;
+    if (driver) current_.misc += a;
+    t += a;
+    const std::int32_t j = moe_index_[static_cast<std::size_t>(l)];
+    if (j < 0) {  // a dense layer: nothing to exchange
+      t = finish_layer(n, t);
+      continue;
+    }
+    const auto g = static_cast<std::uint64_t>(node.token) * static_cast<std::uint64_t>(moe_layers_) +
+                   static_cast<std::uint64_t>(j);
+    if (n_ == 1) {
+      t = compute_experts(n, g, t);
+      t = finish_layer(n, t);
+      continue;
+    }
+    if (centralised_) {
+      for (std::int32_t m = 1; m < n_; ++m) network_->send(t, 0, m, out_bytes_, make_tag(Msg::Scatter, 0, g));
+    }
+    Slot& slot = slot_of(n, g);
+    slot.done = compute_experts(n, g, t);
+    slot.started = true;
+    if (!centralised_) start_exchange(n, g);
+    maybe_complete(n, g);
+    return;
+  }
+}
+
+SimTime Engine::finish_layer(std::int32_t n, SimTime t) {
+  Node& node = nodes_[static_cast<std::size_t>(n)];
+  const std::int32_t l = node.layer;
+  const bool works = !centralised_ || n == 0;
+  if (works && moe_index_[static_cast<std::size_t>(l)] >= 0) {
+    span(n, "combine", node.token, l, t, t + combine_);
+    t += combine_;
+    node.stats.misc += combine_;
+    if (n == 0) current_.misc += combine_;
+  }
+  if (++node.layer == layers_) {
+    if (works && head_ > 0) {
+      span(n, "lm head", node.token, l, t, t + head_);
+      t += head_;
+      node.stats.misc += head_;
+      if (n == 0) current_.misc += head_;
+    }
+    node.layer = 0;
+    ++node.token;
+    if (n == 0) {
+      current_.end = t;
+      per_token_.push_back(current_);
+      if (cfg_.timeline) cfg_.timeline->on_token(node.token - 1, current_.start, t);
+      makespan_ = t;
+    }
+  }
+  return t;
+}
+
+void Engine::start_exchange(std::int32_t n, std::uint64_t g) {
+  Slot& slot = slot_of(n, g);
+  switch (cfg_.collective) {
+    case Collective::ExpertOutputs:
+      // Shift order (node n sends to n+1, n+2, ... mod N), as pairwise all-to-all implementations do:
+      // the i-th messages of all senders go to distinct receivers, so no downlink gets a burst.
+      for (std::int32_t i = 1; i < n_; ++i) {
+        network_->send(slot.done, n, (n + i) % n_, out_bytes_, make_tag(Msg::Output, 0, g));
+      }
+      break;
+    case Collective::RingAllReduce:
+      ring_advance(n, g);
+      break;
+    case Collective::RecursiveDoubling:
+      rd_advance(n, g);
+      break;
+  }
+}
+
+void Engine::ring_advance(std::int32_t n, std::uint64_t g) {
+  // Step s (0 .. 2(N-1)-1): every node sends one chunk to its right neighbour; it may send step s once
+  // its own partial sum exists and it has received step s-1 from its left neighbour.
+  Slot& slot = slot_of(n, g);
+  if (!slot.started) return;
+  const std::int32_t steps = 2 * (n_ - 1);
+  const SimTime at = std::max(sim_.now(), slot.done);
+  while (slot.sent < steps && slot.arrivals >= slot.sent) {
+    network_->send(at, n, (n + 1) % n_, ring_bytes_, make_tag(Msg::Ring, static_cast<std::uint64_t>(slot.sent), g));
+    ++slot.sent;
+  }
+}
+
+void Engine::rd_advance(std::int32_t n, std::uint64_t g) {
+  Slot& slot = slot_of(n, g);
+  if (!slot.started) return;
+  const SimTime at = std::max(sim_.now(), slot.done);
+  const std::int32_t extra = n_ - rd_pow2_;
+  if (n >= rd_pow2_) {  // an extra node: fold into its partner, then wait for the result
+    if (slot.sent == 0) {
+      network_->send(at, n, n - rd_pow2_, vector_bytes_, make_tag(Msg::RdPre, 0, g));
+      slot.sent = 1;
+    }
+    return;
+  }
+  if (n < extra && !slot.pre_received) return;
+  while (slot.sent < rd_rounds_ && (slot.sent == 0 || (slot.rounds_received >> (slot.sent - 1)) & 1U)) {
+    const std::int32_t partner = n ^ (1 << slot.sent);
+    network_->send(at, n, partner, vector_bytes_,
+                   make_tag(Msg::RdRound, static_cast<std::uint64_t>(slot.sent), g));
+    ++slot.sent;
+  }
+  const bool rounds_done = rd_rounds_ == 0 || ((slot.rounds_received >> (rd_rounds_ - 1)) & 1U);
+  if (n < extra && slot.sent == rd_rounds_ && rounds_done) {
+    network_->send(at, n, n + rd_pow2_, vector_bytes_, make_tag(Msg::RdPost, 0, g));
+    ++slot.sent;
+  }
+}
+
+bool Engine::exchange_complete(std::int32_t n, const Slot& s) const {
+  if (centralised_) return n != 0 || s.arrivals == n_ - 1;
+  switch (cfg_.collective) {
+    case Collective::ExpertOutputs:
+      return s.arrivals == n_ - 1;
+    case Collective::RingAllReduce:
+      return s.arrivals == 2 * (n_ - 1);
+    case Collective::RecursiveDoubling: {
+      if (n >= rd_pow2_) return s.post_received;
+      const std::uint32_t all = rd_rounds_ == 0 ? 0U : (1U << rd_rounds_) - 1U;
+      return (s.rounds_received & all) == all && (n >= n_ - rd_pow2_ || s.sent > rd_rounds_);
+    }
+  }
+  return false;
+}
+
+void Engine::maybe_complete(std::int32_t n, std::uint64_t g) {
+  Slot& slot = slot_of(n, g);
+  if (!slot.started || !exchange_complete(n, slot)) return;
+  const SimTime ready = std::max(sim_.now(), slot.done);
+  slot.started = false;  // complete once
+  slot.g = std::numeric_limits<std::uint64_t>::max();
+  if (ready == sim_.now()) {
+    run_node(n, finish_layer(n, ready));
+  } else {
+    sim_.schedule(ready, handler_, kResume, static_cast<std::uint64_t>(n));
+  }
+}
+
+}  // namespace
+
+DecodeResult run_decode(const DecodeConfig& config, const RoutingTrace& trace) {
+  MOESIM_CHECK(config.arch && config.weights && config.node && config.placement, "decode config incomplete");
+  if (config.nodes < 1) throw UserError("nodes must be at least 1");
+  if (!config.arch->is_moe()) {
+    throw UserError(config.arch->id + " is a dense model; the expert-parallel simulator needs an MoE model");
+  }
+  Engine engine(config, trace);
+  return engine.run();
+}
+
+}  // namespace moesim::sim

@@ -1,0 +1,239 @@
+#include "moesim/sim/network.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "moesim/model/error.hpp"
+
+namespace moesim::sim {
+namespace {
+// A flow is done when less than this many bytes remain: rounding completion times up to whole
+// picoseconds leaves at most rate × 1 ps too much, and floating-point error far less than a byte.
+constexpr double kDoneBytes = 1e-3;
+constexpr std::uint32_t kWake = 0;
+}  // namespace
+
+Network::Network(Simulation& sim, NetworkConfig config, MessageSink* sink)
+    : sim_(sim), config_(config), sink_(sink) {
+  MOESIM_CHECK(config_.nodes >= 1, "a network needs at least one node");
+  MOESIM_CHECK(config_.bandwidth > 0, "network bandwidth must be positive (profiles check this)");
+  MOESIM_CHECK(config_.overhead <= config_.latency, "overhead is part of latency");
+  MOESIM_CHECK(sink_ != nullptr, "a network needs a message sink");
+  handler_ = sim_.add_handler(this);
+  rate_per_ps_ = config_.bandwidth / static_cast<double>(kPicosecondsPerSecond);
+  const auto n = static_cast<std::size_t>(config_.nodes);
+  cpu_free_.assign(n, 0);
+  bytes_sent_.assign(n, 0);
+  up_busy_.assign(n, 0);
+  up_flows_.assign(n, 0);
+}
+
+std::uint32_t Network::allocate(Message m) {
+  if (!free_.empty()) {
+    const std::uint32_t id = free_.back();
+    free_.pop_back();
+    messages_store_[id] = m;
+    return id;
+  }
+  messages_store_.push_back(m);
+  return static_cast<std::uint32_t>(messages_store_.size() - 1);
+}
+
+void Network::send(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag) {
+  MOESIM_CHECK(ready >= sim_.now(), "a message cannot be ready in the past");
+  MOESIM_CHECK(from >= 0 && from < config_.nodes && to >= 0 && to < config_.nodes && from != to,
+               "message between invalid nodes");
+  MOESIM_CHECK(bytes >= 0, "negative message size");
+  ++messages_;
+  bytes_sent_[static_cast<std::size_t>(from)] += bytes;
+  SimTime start = 0;
+  if (config_.contention) {
+    // The sender's CPU handles its messages one at a time (LogP o).
+    auto& cpu = cpu_free_[static_cast<std::size_t>(from)];
+    start = std::max(ready, cpu) + config_.overhead;
+    cpu = start;
+  } else {
+    start = ready + config_.overhead;
+  }
+  const std::uint32_t id = allocate(Message{from, to, bytes, bytes, 0, start, tag});
+  if (!config_.contention) {
+    // Alone on the wire: serialisation at the full rate, then the rest of the latency.
+    const auto wire = static_cast<SimTime>(std::ceil(bytes / rate_per_ps_));
+    const SimTime end = start + wire;
+    if (observer_) observer_->on_transfer(from, to, bytes, start, end);
+    deliveries_.push(Timed{end + config_.latency - config_.overhead, seq_++, id});
+    wake_at(deliveries_.top().time);
+    return;
+  }
+  starts_.push(Timed{start, seq_++, id});
+  wake_at(starts_.top().time);
+}
+
+void Network::wake_at(SimTime t) {
+  // One pending wake-up is enough if it is not later than t. An earlier one supersedes it; the old
+  // event still fires and finds nothing due (it is cheap and keeps the queue free of deletions).
+  if (wake_ >= sim_.now() && wake_ <= t) return;
+  wake_ = t;
+  sim_.schedule(t, handler_, kWake, 0);
+}
+
+void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
+  MOESIM_CHECK(kind == kWake, "unknown network event");
+  if (sim_.now() != wake_) return;  // superseded by an earlier wake-up that already ran
+  wake_ = -1;
+  process();
+}
+
+void Network::advance_flows(SimTime now) {
+  const SimTime dt = now - last_advance_;
+  last_advance_ = now;
+  if (dt <= 0 || active_.empty()) return;
+  for (std::size_t n = 0; n < up_flows_.size(); ++n) {
+    if (up_flows_[n] > 0) up_busy_[n] += dt;
+  }
+  for (const std::uint32_t id : active_) {
+    Message& m = messages_store_[id];
+    m.remaining -= m.rate * static_cast<double>(dt);
+  }
+}
+
+void Network::process() {
+  const SimTime now = sim_.now();
+  // Deliveries can trigger new sends at `now` (with zero overhead their flows start now), so repeat
+  // until nothing more is due at this instant.
+  for (;;) {
+    advance_flows(now);
+    bool changed = false;
+    // Flows that finished leave the wire; their last byte arrives after the in-flight latency.
+    for (std::size_t i = 0; i < active_.size();) {
+      Message& m = messages_store_[active_[i]];
+      if (m.remaining <= kDoneBytes) {
+        if (observer_) observer_->on_transfer(m.from, m.to, m.bytes, m.start, now);
+        --up_flows_[static_cast<std::size_t>(m.from)];
+        deliveries_.push(Timed{now + config_.latency - config_.overhead, seq_++, active_[i]});
+        active_[i] = active_.back();
+        active_.pop_back();
+        changed = true;
+      } else {
+        ++i;
+      }
+    }
+    while (!starts_.empty() && starts_.top().time <= now) {
+      const std::uint32_t id = starts_.top().message;
+      starts_.pop();
+      Message& m = messages_store_[id];
+      m.start = now;
+      if (m.remaining <= kDoneBytes) {  // an empty message still pays the latency
+        deliveries_.push(Timed{now + config_.latency - config_.overhead, seq_++, id});
+        continue;
+      }
+      active_.push_back(id);
+      ++up_flows_[static_cast<std::size_t>(m.from)];
+      changed = true;
+    }
+    if (changed) recompute_rates();
+    bool delivered = false;
+    while (!deliveries_.empty() && deliveries_.top().time <= now) {
+      const std::uint32_t id = deliveries_.top().message;
+      deliveries_.pop();
+      const Message m = messages_store_[id];
+      free_.push_back(id);
+      sink_->on_delivered(m.tag, m.from, m.to);
+      delivered = true;
+    }
+    const bool more_now = (!starts_.empty() && starts_.top().time <= now) ||
+                          (!deliveries_.empty() && deliveries_.top().time <= now);
+    if (!delivered || !more_now) break;
+  }
+  // Next thing that will happen.
+  SimTime next = std::numeric_limits<SimTime>::max();
+  if (!starts_.empty()) next = std::min(next, starts_.top().time);
+  if (!deliveries_.empty()) next = std::min(next, deliveries_.top().time);
+  for (const std::uint32_t id : active_) {
+    const Message& m = messages_store_[id];
+    const double ps = std::ceil(std::max(0.0, m.remaining) / m.rate);
+    next = std::min(next, now + std::max<SimTime>(1, static_cast<SimTime>(ps)));
+  }
+  if (next != std::numeric_limits<SimTime>::max()) wake_at(next);
+}
+
+namespace {
+
+/// Progressive filling (see the header): rate[i] for flow i over links flows[i], capacities `cap` (used
+/// as scratch). Repeatedly find the link whose remaining capacity divided by its unfrozen flows is
+/// smallest, give its flows that share, freeze them and take their rate off the other links they cross.
+void progressive_fill(std::vector<double>& cap, const std::vector<Network::FlowLinks>& flows,
+                      std::vector<double>& rate, std::vector<std::int32_t>& count, std::vector<char>& frozen) {
+  count.assign(cap.size(), 0);
+  frozen.assign(flows.size(), 0);
+  rate.assign(flows.size(), 0.0);
+  bool shared = false;
+  for (const auto& f : flows) {
+    for (std::int32_t w = 0; w < f.count; ++w) {
+      shared = ++count[static_cast<std::size_t>(f.link[static_cast<std::size_t>(w)])] > 1 || shared;
+    }
+  }
+  if (!shared) {  // no link carries two flows (a permutation, the usual case): each gets its narrowest link
+    for (std::size_t i = 0; i < flows.size(); ++i) {
+      double r = std::numeric_limits<double>::infinity();
+      for (std::int32_t w = 0; w < flows[i].count; ++w)
+        r = std::min(r, cap[static_cast<std::size_t>(flows[i].link[static_cast<std::size_t>(w)])]);
+      rate[i] = r;
+    }
+    return;
+  }
+  std::size_t left = flows.size();
+  while (left > 0) {
+    std::size_t best = cap.size();
+    double share = std::numeric_limits<double>::infinity();
+    for (std::size_t l = 0; l < cap.size(); ++l) {
+      if (count[l] > 0 && cap[l] / count[l] < share) {
+        share = cap[l] / count[l];
+        best = l;
+      }
+    }
+    MOESIM_CHECK(best < cap.size(), "progressive filling found no bottleneck: a flow crosses no link");
+    for (std::size_t i = 0; i < flows.size(); ++i) {
+      if (frozen[i]) continue;
+      const auto& f = flows[i];
+      const auto* end = f.link.data() + f.count;
+      if (std::find(f.link.data(), end, static_cast<std::int32_t>(best)) == end) continue;
+      rate[i] = share;
+      frozen[i] = 1;
+      --left;
+      for (const auto* l = f.link.data(); l != end; ++l) {
+        auto& c = cap[static_cast<std::size_t>(*l)];
+        c = std::max(0.0, c - share);
+        --count[static_cast<std::size_t>(*l)];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void Network::recompute_rates() {
+  // Links: uplinks 0..N-1, downlinks N..2N-1, the backplane 2N when it is limited.
+  const auto n = static_cast<std::int32_t>(config_.nodes);
+  const bool backplane = config_.switch_bandwidth > 0;
+  cap_.assign(static_cast<std::size_t>(2 * n + (backplane ? 1 : 0)), rate_per_ps_);
+  if (backplane) cap_.back() = config_.switch_bandwidth / static_cast<double>(kPicosecondsPerSecond);
+  flows_.clear();
+  for (const std::uint32_t id : active_) {
+    const Message& m = messages_store_[id];
+    flows_.push_back(FlowLinks{{m.from, n + m.to, 2 * n}, backplane ? 3 : 2});
+  }
+  progressive_fill(cap_, flows_, rates_, count_, frozen_);
+  for (std::size_t i = 0; i < active_.size(); ++i) messages_store_[active_[i]].rate = rates_[i];
+}
+
+std::vector<double> Network::max_min_rates(std::vector<double> capacity, const std::vector<FlowLinks>& flows) {
+  std::vector<double> rate;
+  std::vector<std::int32_t> count;
+  std::vector<char> frozen;
+  progressive_fill(capacity, flows, rate, count, frozen);
+  return rate;
+}
+
+}  // namespace moesim::sim

@@ -1,0 +1,21 @@
+#include "moesim/sim/residency.hpp"
+
+#include <cmath>
+
+#include "moesim/model/error.hpp"
+
+namespace moesim::sim {
+
+WeightResidency::WeightResidency(ResidencyParams params, std::int32_t nodes, std::size_t buffers, bool start_wired)
+    : params_(params), buffers_(buffers), last_use_(static_cast<std::size_t>(nodes) * buffers, start_wired ? 0 : -1) {
+  MOESIM_CHECK(params_.bytes_per_ps > 0, "re-wire bandwidth must be positive (profiles check this)");
+}
+
+SimTime WeightResidency::acquire(std::int32_t node, std::size_t buffer, SimTime at, std::int32_t count, double bytes) {
+  const SimTime last = last_use_[index(node, buffer)];
+  if (last >= 0 && at - last <= params_.unwire_after) return 0;
+  ++rewires_;
+  return params_.per_buffer * count + static_cast<SimTime>(std::ceil(bytes / params_.bytes_per_ps));
+}
+
+}  // namespace moesim::sim

@@ -1,0 +1,107 @@
+#pragma once
+// Running the built `moesim` binary from tests: capture its exit code, stdout and stderr; temporary input
+// files; field-by-field JSON comparison with tolerances; the bad-input check every catalogue uses.
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace moesim::test {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Runs `moesim <args>` (args are shell words) with stdout and stderr captured.
+inline Run run_cli(const std::string& args) {
+  const fs::path dir = fs::temp_directory_path() / ("moesim_cli_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string cmd =
+      std::string(MOESIM_BINARY) + " " + args + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
+  const int status = std::system(cmd.c_str());
+  Run r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(dir / "out");
+  r.err = slurp(dir / "err");
+  return r;
+}
+
+/// A temporary file with the given contents; removed at the end of the test.
+class TempFile {
+ public:
+  TempFile(const std::string& name, const std::string& contents)
+      : path_(fs::temp_directory_path() / ("moesim_test_" + std::to_string(::getpid()) + "_" + name)) {
+    std::ofstream(path_) << contents;
+  }
+  ~TempFile() { fs::remove(path_); }
+  [[nodiscard]] std::string path() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+/// Compares two JSON documents field by field; numbers within a relative tolerance.
+inline void expect_json_near(const nlohmann::json& got, const nlohmann::json& want, const std::string& path) {
+  if (want.is_number() && got.is_number()) {
+    const double a = got.get<double>(), b = want.get<double>();
+    EXPECT_LE(std::fabs(a - b), 1e-9 * std::max(1.0, std::fabs(b))) << path << ": got " << a << ", want " << b;
+    return;
+  }
+  ASSERT_EQ(got.type(), want.type()) << path;
+  if (want.is_object()) {
+    for (const auto& [k, v] : want.items()) {
+      ASSERT_TRUE(got.contains(k)) << path << "." << k << " missing";
+      expect_json_near(got[k], v, path + "." + k);
+    }
+    for (const auto& [k, v] : got.items()) EXPECT_TRUE(want.contains(k)) << path << "." << k << " unexpected";
+  } else if (want.is_array()) {
+    ASSERT_EQ(got.size(), want.size()) << path;
+    for (std::size_t i = 0; i < want.size(); ++i)
+      expect_json_near(got[i], want[i], path + "[" + std::to_string(i) + "]");
+  } else {
+    EXPECT_EQ(got, want) << path;
+  }
+}
+
+struct BadInput {
+  const char* name;
+  std::string args;
+  std::vector<std::string> must_mention;  ///< substrings of the one-line message
+};
+
+/// The catalogue: every case exits 2 with one line on stderr and nothing on stdout.
+inline void expect_bad_input(const BadInput& c) {
+  SCOPED_TRACE(c.name);
+  const auto r = run_cli(c.args);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  for (const auto& s : c.must_mention)
+    EXPECT_NE(r.err.find(s), std::string::npos) << "missing '" << s << "' in: " << r.err;
+}
+
+
+}  // namespace moesim::test

@@ -1,0 +1,102 @@
+// Golden runs of every simulate scenario in examples/ (compared field by field with tolerances against
+// tests/golden/simulate/<name>.json), the simulator's outputs (per-token CSV, Chrome trace), and its
+// bad inputs. Regenerate a golden file deliberately with
+//   build/moesim simulate --scenario examples/<name>.json --json > tests/golden/simulate/<name>.json
+// and review the diff: every changed number is a changed prediction.
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_support.hpp"
+
+namespace {
+
+using namespace moesim::test;
+namespace fs = std::filesystem;
+
+TEST(GoldenSimulate, EveryExampleScenario) {
+  int seen = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(MOESIM_SOURCE_DIR) / "examples")) {
+    const std::string name = e.path().stem().string();
+    if (!name.starts_with("simulate-")) continue;
+    SCOPED_TRACE(name);
+    ++seen;
+    const auto r = run_cli("simulate --scenario " + e.path().string() + " --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const fs::path golden = fs::path(MOESIM_SOURCE_DIR) / "tests/golden/simulate" / (name + ".json");
+    ASSERT_TRUE(fs::exists(golden)) << "no golden file; create it with the command at the top of this file";
+    auto got = nlohmann::json::parse(r.out);
+    auto want = nlohmann::json::parse(slurp(golden));
+    // The scenario path differs between checkouts; everything else must match.
+    expect_json_near(got["metrics"], want["metrics"], "$.metrics");
+    expect_json_near(got["nodes"], want["nodes"], "$.nodes");
+    expect_json_near(got["resolved"], want["resolved"], "$.resolved");
+    for (const auto& m : got["metrics"]) EXPECT_FALSE(m["unit"].get<std::string>().empty()) << m.dump();
+  }
+  EXPECT_GE(seen, 5);
+}
+
+// The per-token CSV has one row per token plus a header, and its time column adds up; the Chrome trace
+// is valid JSON with compute and NIC spans.
+TEST(GoldenSimulate, PerTokenCsvAndChromeTrace) {
+  const fs::path dir = fs::temp_directory_path() / ("moesim_sim_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto csv = (dir / "tokens.csv").string();
+  const auto chrome = (dir / "trace.json").string();
+  const auto r = run_cli("simulate --nodes 3 --tokens 50 --per-token " + csv + " --chrome-trace " + chrome +
+                        " --chrome-tokens 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string text = slurp(csv);
+  EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 51);
+  EXPECT_TRUE(text.starts_with("token,start_s,end_s,time_s,misc_s,moe_s,comm_s,rewire_s,max_routed_experts\n"));
+  const auto trace = nlohmann::json::parse(slurp(chrome));
+  int compute = 0, nic = 0;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    (e["tid"] == 0 ? compute : nic) += 1;
+    EXPECT_GE(e["dur"].get<double>(), 0.0);
+  }
+  // 2 tokens x 40 layers x 3 nodes: an attention span and at least one expert span per node and layer.
+  EXPECT_GE(compute, 2 * 40 * 3 * 2);
+  EXPECT_GE(nic, 2 * 40 * 3 * 2);  // each node sends to 2 peers per layer
+  fs::remove_all(dir);
+}
+
+TEST(BadInputs, Simulate) {
+  TempFile typo("scenario.json", R"({"model": "dbrx-instruct", "strateg": "naive"})");
+  TempFile wrong_type("scenario2.json", R"({"nodes": "two"})");
+  const std::vector<BadInput> cases = {
+      {"unknown strategy", "simulate --strategy P-LR", {"unknown strategy", "P-LR-D"}},
+      {"unknown balancing", "simulate --balancing lru", {"unknown balancing", "lru-fill"}},
+      {"unknown collective", "simulate --collective ring", {"unknown collective", "ring-allreduce"}},
+      {"dense model", "simulate --model llama-3.1-8b", {"dense model", "moesim models"}},
+      {"nodes 0", "simulate --nodes 0", {"--nodes", "at least 1"}},
+      {"typo in scenario", "simulate --scenario " + typo.path(), {typo.path(), "strateg", "did you mean 'strategy'"}},
+      {"wrong type in scenario", "simulate --scenario " + wrong_type.path(), {wrong_type.path(), "$.nodes"}},
+      {"contention neither on nor off", "simulate --contention maybe", {"--contention", "on or off"}},
+      {"missing trace", "simulate --trace /nonexistent/t.jsonl", {"/nonexistent/t.jsonl"}},
+      {"per-token into a missing directory",
+       "simulate --tokens 5 --per-token /nonexistent/dir/t.csv",
+       {"/nonexistent/dir/t.csv", "--per-token"}},
+  };
+  for (const auto& c : cases) expect_bad_input(c);
+}
+
+// A trace recorded for another model is refused before anything runs, naming both shapes.
+TEST(BadInputs, SimulateTraceForAnotherModel) {
+  const fs::path dir = fs::temp_directory_path() / ("moesim_sim_bad_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto trace = (dir / "mixtral.jsonl").string();
+  ASSERT_EQ(run_cli("trace gen --model mixtral-8x7b --tokens 10 --out " + trace).code, 0);
+  expect_bad_input({"trace of another model", "simulate --model dbrx-instruct --trace " + trace, {trace}});
+  const auto csv = (dir / "t.csv").string();
+  const auto r = run_cli("simulate --model dbrx-instruct --trace " + trace + " --per-token " + csv);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_FALSE(fs::exists(csv)) << "a refused run must not leave an output file";
+  fs::remove_all(dir);
+}
+
+}  // namespace
