@@ -132,7 +132,7 @@ EstimateResult run_estimate(const EstimateRequest& request) {
       s.exchange = exchange;
       if (r.arch.is_moe()) {
         const sim::Placement p = sim::resolve_placement(request.placement, r.arch.routed_experts, nodes,
-                                                        {request.groups}, request.placement_file);
+                                                        {request.groups, {}}, request.placement_file);
         row.placement = p.describe();
         row.expected_active = sim::expected_max_active_experts(p, r.arch.top_k);
         s.expected_active_experts = row.expected_active;

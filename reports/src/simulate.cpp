@@ -229,13 +229,20 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   r.balancing = req.balancing ? sim::balancing_by_name(*req.balancing) : preset.balancing;
   r.attention = req.attention ? sim::attention_mode_by_name(*req.attention) : preset.attention;
   r.collective = sim::collective_by_name(req.collective);
-  r.placement =
-      sim::resolve_placement(req.placement, r.arch.routed_experts, req.nodes, {req.groups}, req.placement_file);
-  r.exact_expected_active = sim::expected_max_active_experts(r.placement, r.arch.top_k);
-
   const sim::RoutingTrace trace = make_trace(req, r.arch);
   r.trace = trace.header;
   r.trace_tokens = trace.tokens();
+  sim::PlacementOptions placement_options{req.groups, {}};
+  if (req.placement == "load-aware") {
+    // The load a load-aware placement balances: how often the replayed tokens chose each expert.
+    placement_options.expert_load.assign(static_cast<std::size_t>(r.arch.routed_experts), 0.0);
+    const std::int64_t replayed = req.max_tokens > 0 ? std::min(req.max_tokens, trace.tokens()) : trace.tokens();
+    const auto ids = static_cast<std::size_t>(replayed * trace.header.layers * trace.header.top_k);
+    for (std::size_t i = 0; i < ids; ++i) placement_options.expert_load[trace.experts[i]] += 1.0;
+  }
+  r.placement = sim::resolve_placement(req.placement, r.arch.routed_experts, req.nodes, placement_options,
+                                       req.placement_file);
+  r.exact_expected_active = sim::expected_max_active_experts(r.placement, r.arch.top_k);
 
   // The analytic model on the same configuration, for the comparison line.
   model::DecodeScenario s;

@@ -62,8 +62,10 @@ void Network::send(SimTime ready, std::int32_t from, std::int32_t to, double byt
     const auto wire = static_cast<SimTime>(std::ceil(bytes / rate_per_ps_));
     const SimTime end = start + wire;
     if (observer_) observer_->on_transfer(from, to, bytes, start, end);
-    deliveries_.push(Timed{end + config_.latency - config_.overhead, seq_++, id});
-    wake_at(deliveries_.top().time);
+    // Without contention a flow's end is fixed when it is sent, and sends are not in time order: this
+    // path keeps its own ordered queue (the starts heap, reused for deliveries).
+    starts_.push(Timed{end + config_.latency - config_.overhead, seq_++, id});
+    wake_at(starts_.top().time);
     return;
   }
   starts_.push(Timed{start, seq_++, id});
@@ -83,6 +85,18 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
   if (sim_.now() != wake_) return;  // superseded by an earlier wake-up that already ran
   wake_ = -1;
   process();
+}
+
+void Network::deliver_later(SimTime now, std::uint32_t id) {
+  const SimTime at = now + config_.latency - config_.overhead;
+  MOESIM_CHECK(deliveries_.empty() || deliveries_.back().time <= at, "deliveries out of time order");
+  deliveries_.push_back(Timed{at, seq_++, id});
+}
+
+void Network::deliver(std::uint32_t id) {
+  const Message m = messages_store_[id];
+  free_.push_back(id);
+  sink_->on_delivered(m.tag, m.from, m.to);
 }
 
 void Network::advance_flows(SimTime now) {
@@ -105,13 +119,14 @@ void Network::process() {
   for (;;) {
     advance_flows(now);
     bool changed = false;
+    bool delivered_now = false;
     // Flows that finished leave the wire; their last byte arrives after the in-flight latency.
     for (std::size_t i = 0; i < active_.size();) {
       Message& m = messages_store_[active_[i]];
       if (m.remaining <= kDoneBytes) {
         if (observer_) observer_->on_transfer(m.from, m.to, m.bytes, m.start, now);
         --up_flows_[static_cast<std::size_t>(m.from)];
-        deliveries_.push(Timed{now + config_.latency - config_.overhead, seq_++, active_[i]});
+        deliver_later(now, active_[i]);
         active_[i] = active_.back();
         active_.pop_back();
         changed = true;
@@ -122,10 +137,15 @@ void Network::process() {
     while (!starts_.empty() && starts_.top().time <= now) {
       const std::uint32_t id = starts_.top().message;
       starts_.pop();
+      if (!config_.contention) {  // already through the wire: this is its delivery
+        deliver(id);
+        delivered_now = true;
+        continue;
+      }
       Message& m = messages_store_[id];
       m.start = now;
       if (m.remaining <= kDoneBytes) {  // an empty message still pays the latency
-        deliveries_.push(Timed{now + config_.latency - config_.overhead, seq_++, id});
+        deliver_later(now, id);
         continue;
       }
       active_.push_back(id);
@@ -133,23 +153,21 @@ void Network::process() {
       changed = true;
     }
     if (changed) recompute_rates();
-    bool delivered = false;
-    while (!deliveries_.empty() && deliveries_.top().time <= now) {
-      const std::uint32_t id = deliveries_.top().message;
-      deliveries_.pop();
-      const Message m = messages_store_[id];
-      free_.push_back(id);
-      sink_->on_delivered(m.tag, m.from, m.to);
+    bool delivered = delivered_now;
+    while (!deliveries_.empty() && deliveries_.front().time <= now) {
+      const std::uint32_t id = deliveries_.front().message;
+      deliveries_.pop_front();
+      deliver(id);
       delivered = true;
     }
     const bool more_now = (!starts_.empty() && starts_.top().time <= now) ||
-                          (!deliveries_.empty() && deliveries_.top().time <= now);
+                          (!deliveries_.empty() && deliveries_.front().time <= now);
     if (!delivered || !more_now) break;
   }
   // Next thing that will happen.
   SimTime next = std::numeric_limits<SimTime>::max();
   if (!starts_.empty()) next = std::min(next, starts_.top().time);
-  if (!deliveries_.empty()) next = std::min(next, deliveries_.top().time);
+  if (!deliveries_.empty()) next = std::min(next, deliveries_.front().time);
   for (const std::uint32_t id : active_) {
     const Message& m = messages_store_[id];
     const double ps = std::ceil(std::max(0.0, m.remaining) / m.rate);

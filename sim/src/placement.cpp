@@ -114,6 +114,54 @@ std::string Placement::describe() const {
   return name + ": " + text::join(parts, "; ");
 }
 
+namespace {
+
+/// See placements(): LPT grouping by load, then replicas to the group with the most load per replica.
+Placement load_aware(std::int64_t experts, std::int64_t nodes, const PlacementOptions& options) {
+  const std::int64_t groups = std::min(options.groups, nodes);
+  if (groups < 1) throw UserError("placement load-aware: --groups must be at least 1");
+  std::vector<double> load = options.expert_load;
+  if (load.empty()) load.assign(static_cast<std::size_t>(experts), 1.0);
+  MOESIM_CHECK(static_cast<std::int64_t>(load.size()) == experts, "one load per expert");
+  const std::int64_t room = (experts + groups - 1) / groups;  // experts per group: what one node must hold
+  std::vector<std::int64_t> order(static_cast<std::size_t>(experts));
+  for (std::int64_t e = 0; e < experts; ++e) order[static_cast<std::size_t>(e)] = e;
+  // Heaviest first; equal loads keep id order, so uniform loads give contiguous-looking groups.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::int64_t a, std::int64_t b) { return load[static_cast<std::size_t>(a)] > load[static_cast<std::size_t>(b)]; });
+  Placement p{"load-aware", experts, nodes, std::vector<ExpertGroup>(static_cast<std::size_t>(groups))};
+  std::vector<double> group_load(static_cast<std::size_t>(groups), 0.0);
+  for (const auto e : order) {
+    std::size_t best = 0;
+    for (std::size_t g = 1; g < group_load.size(); ++g) {
+      const bool room_g = static_cast<std::int64_t>(p.groups[g].experts.size()) < room;
+      const bool room_best = static_cast<std::int64_t>(p.groups[best].experts.size()) < room;
+      if (room_g && (!room_best || group_load[g] < group_load[best])) best = g;
+    }
+    p.groups[best].experts.push_back(e);
+    group_load[best] += load[static_cast<std::size_t>(e)];
+  }
+  for (auto& g : p.groups) std::sort(g.experts.begin(), g.experts.end());
+  std::vector<std::int64_t> replicas(static_cast<std::size_t>(groups), 1);
+  for (std::int64_t extra = nodes - groups; extra > 0; --extra) {
+    std::size_t best = 0;
+    for (std::size_t g = 1; g < replicas.size(); ++g) {
+      if (group_load[g] / static_cast<double>(replicas[g]) >
+          group_load[best] / static_cast<double>(replicas[best]))
+        best = g;
+    }
+    ++replicas[best];
+  }
+  std::int64_t node = 0;
+  for (std::size_t g = 0; g < p.groups.size(); ++g) {
+    for (std::int64_t r = 0; r < replicas[g]; ++r) p.groups[g].members.push_back(node++);
+  }
+  validate(p, "load-aware placement");
+  return p;
+}
+
+}  // namespace
+
 const std::vector<PlacementInfo>& placements() {
   static const std::vector<PlacementInfo> all = {
       {"replicated-groups",
@@ -122,6 +170,10 @@ const std::vector<PlacementInfo>& placements() {
        "replicas in turn. 2 nodes: two halves; 3 nodes: 0-7 on one node, 8-15 on two; 4 nodes: 2 + 2"},
       {"contiguous", "each node holds a consecutive block of experts, no replication (needs nodes <= experts)"},
       {"round-robin", "expert e on node e mod N, no replication (needs nodes <= experts)"},
+      {"load-aware",
+       "experts split into --groups groups whose measured loads are balanced (largest load first into the lightest "
+       "group with room, LPT), and every node beyond one per group replicates the group with the most load per "
+       "replica (after DeepSeek's EPLB). The load is measured on the trace being replayed; without one it is uniform"},
       {"custom", "groups and their member nodes from a JSON file (--placement-file)"},
   };
   return all;
@@ -153,6 +205,7 @@ Placement make_placement(std::string_view name, std::int64_t experts, std::int64
     }
     return p;
   }
+  if (name == "load-aware") return load_aware(experts, nodes, options);
   std::vector<std::string> names;
   for (const auto& i : placements()) names.push_back(i.name);
   if (name == "custom") throw UserError("placement custom: give the groups with --placement-file FILE.json");

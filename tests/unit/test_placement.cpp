@@ -86,3 +86,23 @@ TEST(Placement, Errors) {
 }
 
 }  // namespace
+
+namespace {
+
+// Load-aware: loads {10, 9, 1, 1}, 2 groups of room 2, 3 nodes. Heaviest first into the lightest group
+// with room: e0 -> g0 (10), e1 -> g1 (9), e2 -> g1 (10), e3 -> g0 (tie, lowest index: 11). The one extra
+// node replicates the group with the most load per replica: g0 (11 > 10). So g0 = {0, 3} on nodes 0, 1 and
+// g1 = {1, 2} on node 2.
+TEST(Placement, LoadAwareBalancesGroupsAndReplicatesTheHeaviest) {
+  moesim::sim::PlacementOptions o;
+  o.groups = 2;
+  o.expert_load = {10, 9, 1, 1};
+  const auto p = moesim::sim::make_placement("load-aware", 4, 3, o);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].experts, (std::vector<std::int64_t>{0, 3}));
+  EXPECT_EQ(p.groups[0].members, (std::vector<std::int64_t>{0, 1}));
+  EXPECT_EQ(p.groups[1].experts, (std::vector<std::int64_t>{1, 2}));
+  EXPECT_EQ(p.groups[1].members, (std::vector<std::int64_t>{2}));
+}
+
+}  // namespace

@@ -22,6 +22,7 @@
 
 #include <array>
 #include <cstdint>
+#include <deque>
 #include <queue>
 #include <vector>
 
@@ -104,6 +105,8 @@ class Network final : public EventHandler {
   std::uint32_t allocate(Message m);
   void process();
   void advance_flows(SimTime now);
+  void deliver_later(SimTime now, std::uint32_t id);
+  void deliver(std::uint32_t id);
   void recompute_rates();
   void wake_at(SimTime t);
 
@@ -117,7 +120,9 @@ class Network final : public EventHandler {
   std::vector<Message> messages_store_;
   std::vector<std::uint32_t> free_;
   Heap starts_;
-  Heap deliveries_;
+  /// Deliveries are due `latency - overhead` after a flow leaves the wire, and flows leave in time order,
+  /// so they queue in time order: a FIFO, no heap.
+  std::deque<Timed> deliveries_;
   std::vector<std::uint32_t> active_;  ///< messages whose flow is on the wire
   bool rates_dirty_ = false;
   SimTime last_advance_ = 0;

@@ -48,7 +48,9 @@ const std::vector<PlacementInfo>& placements();
 
 /// Options of the named placements.
 struct PlacementOptions {
-  std::int64_t groups = 2;  ///< replicated-groups: number of expert groups
+  std::int64_t groups = 2;  ///< replicated-groups, load-aware: number of expert groups
+  /// load-aware: measured load of each expert (any unit, e.g. times chosen); empty = uniform.
+  std::vector<double> expert_load;
 };
 
 /// Makes a named placement for `experts` experts on `nodes` nodes. UserError for an unknown name
