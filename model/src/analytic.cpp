@@ -26,22 +26,9 @@ const std::vector<ExchangeInfo>& exchanges() {
   return all;
 }
 
-Exchange exchange_by_name(std::string_view name) {
-  std::vector<std::string> names;
-  for (const auto& e : exchanges()) {
-    if (e.name == name) return e.exchange;
-    names.push_back(e.name);
-  }
-  throw UserError("unknown exchange '" + std::string(name) + "'" + text::did_you_mean(name, names) +
-                  "; valid: " + text::join(names));
-}
+Exchange exchange_by_name(std::string_view name) { return by_name(exchanges(), name, "exchange"); }
 
-std::string_view exchange_name(Exchange e) {
-  for (const auto& x : exchanges()) {
-    if (x.exchange == e) return x.name;
-  }
-  return "?";
-}
+std::string_view exchange_name(Exchange e) { return name_in(exchanges(), e); }
 
 std::string compute_dtype(const Precision& p) {
   if (p.name == "fp16" || p.name == "fp32" || p.name == "fp8" || p.name == "int8") return p.name;

@@ -79,28 +79,6 @@ const std::vector<StrategyPreset>& strategies() {
   return all;
 }
 
-namespace {
-
-template <class E>
-E by_name(const std::vector<NamedOption<E>>& all, std::string_view name, std::string_view what) {
-  std::vector<std::string> names;
-  for (const auto& o : all) {
-    if (o.name == name) return o.value;
-    names.push_back(o.name);
-  }
-  throw UserError("unknown " + std::string(what) + " '" + std::string(name) + "'" + text::did_you_mean(name, names) +
-                  "; valid: " + text::join(names));
-}
-
-template <class E>
-std::string_view name_in(const std::vector<NamedOption<E>>& all, E v) {
-  for (const auto& o : all)
-    if (o.value == v) return o.name;
-  return "?";
-}
-
-}  // namespace
-
 AttentionMode attention_mode_by_name(std::string_view n) { return by_name(attention_modes(), n, "attention mode"); }
 Balancing balancing_by_name(std::string_view n) { return by_name(balancings(), n, "balancing"); }
 Packing packing_by_name(std::string_view n) { return by_name(packings(), n, "packing"); }
@@ -111,13 +89,9 @@ std::string_view name_of(Packing v) { return name_in(packings(), v); }
 std::string_view name_of(Collective v) { return name_in(collectives(), v); }
 
 const StrategyPreset& strategy_by_name(std::string_view name) {
-  std::vector<std::string> names;
-  for (const auto& s : strategies()) {
-    if (s.name == name) return s;
-    names.push_back(s.name);
-  }
-  throw UserError("unknown strategy '" + std::string(name) + "'" + text::did_you_mean(name, names) +
-                  "; valid: " + text::join(names));
+  std::vector<NamedOption<const StrategyPreset*>> all;
+  for (const auto& s : strategies()) all.push_back({&s, s.name, s.description});
+  return *by_name(all, name, "strategy");
 }
 
 model::Exchange analytic_exchange(AttentionMode a, Collective c) {

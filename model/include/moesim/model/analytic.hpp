@@ -24,6 +24,7 @@
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
+#include "moesim/model/registry.hpp"
 #include "moesim/model/units.hpp"
 
 namespace moesim::model {
@@ -36,11 +37,7 @@ enum class Exchange {
   RecursiveDoubling,  ///< recursive-doubling all-reduce of the partial sums: log2 N steps (+2 if N is no power of 2)
 };
 
-struct ExchangeInfo {
-  Exchange exchange;
-  std::string name;
-  std::string description;
-};
+using ExchangeInfo = NamedOption<Exchange>;
 const std::vector<ExchangeInfo>& exchanges();
 /// UserError listing the valid names if unknown.
 Exchange exchange_by_name(std::string_view name);

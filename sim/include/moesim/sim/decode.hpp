@@ -30,6 +30,7 @@
 #include "moesim/model/analytic.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/hardware.hpp"
+#include "moesim/model/registry.hpp"
 #include "moesim/sim/event_core.hpp"
 #include "moesim/sim/placement.hpp"
 #include "moesim/sim/trace.hpp"
@@ -42,12 +43,7 @@ enum class Packing { Unstacked, Prestacked };
 /// How decentralised nodes combine expert outputs each MoE layer.
 enum class Collective { ExpertOutputs, RingAllReduce, RecursiveDoubling };
 
-template <class E>
-struct NamedOption {
-  E value;
-  std::string name;
-  std::string description;
-};
+using moesim::NamedOption;
 const std::vector<NamedOption<AttentionMode>>& attention_modes();
 const std::vector<NamedOption<Balancing>>& balancings();
 const std::vector<NamedOption<Packing>>& packings();
