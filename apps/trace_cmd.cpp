@@ -5,6 +5,7 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -95,8 +96,8 @@ std::string presets_help() {
 
 int trace_gen(const Args& args, std::ostream& out) {
   po::options_description desc("options");
-  desc.add_options()("help,h", "show this help")(
-      "preset", po::value<std::string>(), "start from a named configuration (below)")(
+  desc.add_options()("help,h", "show this help")("preset", po::value<std::string>(),
+                                                 "start from a named configuration (below)")(
       "model", po::value<std::string>(),
       "model: a zoo id (`moesim models`) or a config.json; gives MoE layers, experts and top-k")(
       "layers", po::value<std::int64_t>(), "MoE layers (overrides the model's)")(
@@ -124,8 +125,8 @@ int trace_gen(const Args& args, std::ostream& out) {
       "raw knob: probability of keeping each previous expert, in its slot; one value, a profile, or one per layer")(
       "max-mean-load", po::value<double>(),
       "TARGET: per-layer max/mean expert load over windows of --window tokens (solves --zipf-s, or "
-      "--dirichlet-alpha with --popularity dirichlet)")(
-      "window", po::value<std::int64_t>(), "tokens per window for --max-mean-load (default 1024)")(
+      "--dirichlet-alpha with --popularity dirichlet)")("window", po::value<std::int64_t>(),
+                                                        "tokens per window for --max-mean-load (default 1024)")(
       "lru-hit", po::value<double>(),
       "TARGET: per-layer LRU hit rate with a cache of --lru-cache experts (solves the skew like --max-mean-load)")(
       "lru-cache", po::value<std::int64_t>(), "experts per layer in the --lru-hit cache (default 16)")(
@@ -155,9 +156,9 @@ int trace_gen(const Args& args, std::ostream& out) {
   const auto given = [&](const char* k) { return vm.count(k) && !vm[k].defaulted(); };
   if (!vm.count("out")) throw UserError("--out is missing; give the file to write (.jsonl or .mtrace)");
   const std::string out_path = vm["out"].as<std::string>();
-  const auto format = vm.count("format") ? std::optional(sim::parse_trace_format(vm["format"].as<std::string>(),
-                                                                                  "--format"))
-                                         : std::optional(sim::trace_format_for_path(out_path, "--out"));
+  const auto format = vm.count("format")
+                          ? std::optional(sim::parse_trace_format(vm["format"].as<std::string>(), "--format"))
+                          : std::optional(sim::trace_format_for_path(out_path, "--out"));
 
   sim::TraceGenOptions o;
   sim::TraceGenTargets tg;
@@ -178,7 +179,8 @@ int trace_gen(const Args& args, std::ostream& out) {
   if (!model.empty()) {
     const auto arch = model::load_model(model);
     if (!arch.is_moe()) {
-      throw UserError("--model " + model + " is a dense model; a routing trace needs routed experts (see `moesim "
+      throw UserError("--model " + model +
+                      " is a dense model; a routing trace needs routed experts (see `moesim "
                       "models` for the MoE ones)");
     }
     o.model = arch.id;
@@ -192,8 +194,9 @@ int trace_gen(const Args& args, std::ostream& out) {
   if (vm.count("experts")) o.experts = vm["experts"].as<std::int64_t>();
   if (vm.count("top-k")) o.top_k = vm["top-k"].as<std::int64_t>();
   if (o.layers == 0 || o.experts == 0 || o.top_k == 0) {
-    throw UserError("--model is missing; give a zoo id (see `moesim models`), a config.json, or all of --layers, "
-                    "--experts and --top-k");
+    throw UserError(
+        "--model is missing; give a zoo id (see `moesim models`), a config.json, or all of --layers, "
+        "--experts and --top-k");
   }
   o.tokens = vm["tokens"].as<std::int64_t>();
   if (o.tokens < 1) throw UserError("--tokens must be at least 1");
@@ -275,7 +278,7 @@ int trace_gen(const Args& args, std::ostream& out) {
 
 nlohmann::json metric(double value, const char* unit) { return {{"value", value}, {"unit", unit}}; }
 
-nlohmann::json layer_json(const sim::LayerStats& s, const sim::TraceStats& st, bool placement) {
+nlohmann::json layer_json(const sim::TraceLayerStats& s, const sim::TraceStats& st, bool placement) {
   nlohmann::json j = {{"load_max_mean", metric(s.load_max_mean, "ratio")},
                       {"load_max_mean_worst_window", metric(s.load_max_mean_worst, "ratio")},
                       {"load_max_mean_whole_trace", metric(s.load_max_mean_all, "ratio")},
@@ -300,15 +303,15 @@ int trace_stats(Args args, std::ostream& out) {
   const auto inputs = take_inputs(args);
   po::options_description desc("options");
   const sim::TraceStatsOptions defaults;
-  desc.add_options()("help,h", "show this help")(
-      "window", po::value<std::int64_t>()->default_value(defaults.window),
-      "tokens per load window for max/mean expert load")(
+  desc.add_options()("help,h", "show this help")("window", po::value<std::int64_t>()->default_value(defaults.window),
+                                                 "tokens per load window for max/mean expert load")(
       "batch", po::value<std::int64_t>()->default_value(defaults.batch),
       "tokens per batch for distinct experts touched (and per-node distinct experts)")(
       "cache-sizes", po::value<std::string>()->default_value("16,32,64,128"),
       "LRU cache capacities, experts per layer (defaults outside [top-k, experts] are skipped)")(
-      "placement", po::value<std::string>(), "expert placement for per-node load (`moesim estimate --help` lists them)")(
-      "nodes", po::value<std::int64_t>(), "nodes of the placement")(
+      "placement", po::value<std::string>(),
+      "expert placement for per-node load (`moesim estimate --help` lists them)")("nodes", po::value<std::int64_t>(),
+                                                                                  "nodes of the placement")(
       "groups", po::value<std::int64_t>()->default_value(2), "replicated-groups: number of expert groups")(
       "placement-file", po::value<std::string>(), "custom placement JSON (with --placement custom)")(
       "json", "print the statistics as JSON (every value with its unit)");
@@ -342,7 +345,7 @@ int trace_stats(Args args, std::ostream& out) {
     if (!vm.count("nodes")) throw UserError("--placement needs --nodes N");
     const auto nodes = vm["nodes"].as<std::int64_t>();
     if (nodes < 1) throw UserError("--nodes " + std::to_string(nodes) + ": need at least 1 node");
-    const std::string name = vm.count("placement") ? vm["placement"].as<std::string>()
+    const std::string name = vm.count("placement")        ? vm["placement"].as<std::string>()
                              : vm.count("placement-file") ? "custom"
                                                           : "replicated-groups";
     if (name == "custom") {
@@ -361,9 +364,10 @@ int trace_stats(Args args, std::ostream& out) {
   if (vm.count("json")) {
     nlohmann::json j;
     j["command"] = "trace stats";
-    j["trace"] = {{"path", path},           {"model", h.model},       {"layers", h.layers},
-                  {"experts", h.experts},   {"top_k", h.top_k},       {"tokens", st.tokens},
-                  {"requests", st.requests}, {"weights", trace.has_weights()}, {"source", h.source}};
+    j["trace"] = {
+        {"path", path},      {"model", h.model},    {"layers", h.layers},      {"experts", h.experts},
+        {"top_k", h.top_k},  {"tokens", st.tokens}, {"requests", st.requests}, {"weights", trace.has_weights()},
+        {"source", h.source}};
     j["options"] = {{"window", metric(static_cast<double>(st.window), "tokens")},
                     {"batch", metric(static_cast<double>(st.batch), "tokens")},
                     {"windows", st.windows},
@@ -399,18 +403,17 @@ int trace_stats(Args args, std::ostream& out) {
       << " experts, top-" << h.top_k << ", " << st.tokens << " tokens in " << st.requests << " request"
       << (st.requests == 1 ? "" : "s") << ", gate weights " << (trace.has_weights() ? "yes" : "no") << "\n";
   out << "source: " << h.source << "\n\n";
-  out << "load: " << st.windows << " window" << (st.windows == 1 ? "" : "s") << " of " << st.window
-      << " tokens (mean " << reports::fixed(st.window_mean_load, 1)
-      << " assignments per expert); reuse and repeats: " << st.pairs
+  out << "load: " << st.windows << " window" << (st.windows == 1 ? "" : "s") << " of " << st.window << " tokens (mean "
+      << reports::fixed(st.window_mean_load, 1) << " assignments per expert); reuse and repeats: " << st.pairs
       << " consecutive token pairs within requests; distinct: " << st.batches << " batches of " << st.batch
       << " tokens\n";
-  std::vector<std::string> headers = {"layer", "load max/mean", "worst window", "whole trace", "reuse %",
-                                      "1st repeat %", "any overlap %"};
+  std::vector<std::string> headers = {"layer",   "load max/mean", "worst window", "whole trace",
+                                      "reuse %", "1st repeat %",  "any overlap %"};
   for (const auto c : st.cache_sizes) headers.push_back("LRU" + std::to_string(c) + " hit %");
   headers.push_back("distinct/batch experts");
   if (st.placement) headers.push_back("max/node experts");
   reports::Table t(headers);
-  const auto row = [&](const std::string& name, const sim::LayerStats& s) {
+  const auto row = [&](const std::string& name, const sim::TraceLayerStats& s) {
     std::vector<std::string> r = {name,
                                   reports::fixed(s.load_max_mean, 3),
                                   reports::fixed(s.load_max_mean_worst, 3),
@@ -427,8 +430,8 @@ int trace_stats(Args args, std::ostream& out) {
   row("all", st.overall);
   t.print_text(out);
   out << "independent uniform routing: reuse " << pct(st.uniform_reuse) << "%, first-choice repeat "
-      << pct(st.uniform_first_choice) << "%, distinct experts per batch E(1-(1-k/E)^B) = "
-      << reports::fixed(st.independent_distinct, 2) << "\n";
+      << pct(st.uniform_first_choice)
+      << "%, distinct experts per batch E(1-(1-k/E)^B) = " << reports::fixed(st.independent_distinct, 2) << "\n";
   if (st.placement) {
     const auto& p = *st.placement;
     out << "\nplacement " << p.description << "\n";
@@ -453,8 +456,8 @@ int trace_stats(Args args, std::ostream& out) {
 int trace_convert(Args args, std::ostream& out) {
   const auto inputs = take_inputs(args);
   po::options_description desc("options");
-  desc.add_options()("help,h", "show this help")(
-      "out", po::value<std::string>(), "output file: .jsonl or .mtrace; written atomically")(
+  desc.add_options()("help,h", "show this help")("out", po::value<std::string>(),
+                                                 "output file: .jsonl or .mtrace; written atomically")(
       "format", po::value<std::string>(), "output format jsonl or binary, when --out's extension does not say")(
       "from", po::value<std::string>(),
       "input format: jsonl or binary (moesim's own, detected by default), moe-selection, speculative-moe, vllm")(
@@ -520,8 +523,9 @@ int trace_convert(Args args, std::ostream& out) {
     }
     io.include_prefill = !vm.count("decode-only");
     if (vm.count("decode-only") && from == sim::ImportFormat::SpeculativeMoe) {
-      throw UserError("--decode-only applies to --from moe-selection and vllm (speculative-moe records are decode "
-                      "tokens already)");
+      throw UserError(
+          "--decode-only applies to --from moe-selection and vllm (speculative-moe records are decode "
+          "tokens already)");
     }
     trace = sim::import_trace(from, inputs, io);
   }
@@ -534,8 +538,7 @@ int trace_convert(Args args, std::ostream& out) {
   sim::write_trace(trace, out_path, format, "--out");
   out << "wrote " << out_path << " (" << sim::trace_format_name(format) << "): " << trace.tokens() << " tokens, "
       << sim::count_requests(trace) << (sim::count_requests(trace) == 1 ? " request, " : " requests, ")
-      << trace.header.layers << " MoE layers, "
-      << trace.header.experts << " experts, top-" << trace.header.top_k
+      << trace.header.layers << " MoE layers, " << trace.header.experts << " experts, top-" << trace.header.top_k
       << (trace.has_weights() ? ", gate weights" : ", no gate weights") << "\n";
   return 0;
 }
@@ -555,7 +558,11 @@ int cmd_trace(const Args& args, std::ostream& out) {
   if (sub == "gen") return trace_gen(rest, out);
   if (sub == "stats") return trace_stats(rest, out);
   if (sub == "convert") return trace_convert(rest, out);
-  throw UserError("unknown trace subcommand '" + sub + "'" + text::did_you_mean(sub, {"gen", "stats", "convert"}) +
+  std::string hint = text::did_you_mean(sub, {"gen", "stats", "convert"});
+  for (const char* c : {"gen", "stats", "convert"}) {
+    if (hint.empty() && sub.rfind(c, 0) == 0) hint = std::string(" (did you mean '") + c + "'?)";  // "generate"
+  }
+  throw UserError("unknown trace subcommand '" + sub + "'" + hint +
                   "; valid: gen, stats, convert (see `moesim trace --help`)");
 }
 

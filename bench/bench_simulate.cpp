@@ -27,12 +27,7 @@ struct Cluster {
   model::NicProfile nic = model::load_nic("10gbe-grpc");
   sim::RoutingTrace trace;
   explicit Cluster(std::int64_t tokens) {
-    sim::TraceGenOptions o;
-    o.model = arch.id;
-    o.layers = model::moe_layer_count(arch);
-    o.experts = arch.routed_experts;
-    o.top_k = arch.top_k;
-    o.tokens = tokens;
+    sim::TraceGenOptions o = sim::gen_options_for(arch, tokens);
     o.weights = false;
     trace = sim::generate_trace(o);
   }

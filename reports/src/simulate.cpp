@@ -187,14 +187,8 @@ sim::RoutingTrace make_trace(const SimulateRequest& req, const model::Architectu
     return t;
   }
   const auto& g = req.generate;
-  sim::TraceGenOptions o;
-  o.model = a.id;
-  o.layers = model::moe_layer_count(a);
-  o.experts = a.routed_experts;
-  o.top_k = a.top_k;
-  o.tokens = g.tokens;
+  sim::TraceGenOptions o = sim::gen_options_for(a, g.tokens, g.seed);
   o.requests = g.requests;
-  o.seed = g.seed;
   o.popularity = sim::parse_popularity(g.popularity, "generate.popularity");
   if (g.zipf_s) o.zipf_s = *g.zipf_s;
   if (g.dirichlet_alpha) o.dirichlet_alpha = *g.dirichlet_alpha;

@@ -367,8 +367,7 @@ std::vector<double> solve_rho(const TraceGenOptions& o, LocalityStat stat, const
       return grid_y[i] + f * (grid_y[i + 1] - grid_y[i]);
     };
     note += std::string(note.empty() ? "" : "; ") + "rho calibrated for " + flag + " on " +
-            std::to_string(grid_x.size() - 1) + " pilot traces of 8,000 tokens (rho=0 gives " + fmt(grid_y[0]) +
-            ")";
+            std::to_string(grid_x.size() - 1) + " pilot traces of 8,000 tokens (rho=0 gives " + fmt(grid_y[0]) + ")";
   }
   const double lo = curve(0.0);
   // A pilot-measured chance level carries sampling noise (about 0.002): targets that close below it mean rho 0.
@@ -420,8 +419,8 @@ void solve_skew(TraceGenOptions& o, const std::function<double(const TraceGenOpt
   if (target < f_lo || target > f_hi) {
     throw UserError(flag + ": " + fmt(target) + " is out of reach for " + what + " with " +
                     popularity_name(o.popularity) + " popularity: it ranges from " + fmt(f_lo) +
-                    (zipf ? " (uniform) to " : " (alpha 1000) to ") + fmt(f_hi) + (zipf ? " (s = 6)" : " (alpha 0.001)") +
-                    "; give a value in that range" +
+                    (zipf ? " (uniform) to " : " (alpha 1000) to ") + fmt(f_hi) +
+                    (zipf ? " (s = 6)" : " (alpha 0.001)") + "; give a value in that range" +
                     (flag == "--max-mean-load" ? ", or change --window (small windows fluctuate more)" : ""));
   }
   const double x = bisect(at, lo, hi, target, steps);
@@ -430,9 +429,9 @@ void solve_skew(TraceGenOptions& o, const std::function<double(const TraceGenOpt
   } else {
     o.dirichlet_alpha = det_exp(-x);
   }
-  note += std::string(note.empty() ? "" : "; ") + (zipf ? "zipf_s=" + fmt(o.zipf_s) : "dirichlet_alpha=" +
-                                                                                       fmt(o.dirichlet_alpha)) +
-          " calibrated for " + flag + " " + fmt(target) + " on pilot traces";
+  note += std::string(note.empty() ? "" : "; ") +
+          (zipf ? "zipf_s=" + fmt(o.zipf_s) : "dirichlet_alpha=" + fmt(o.dirichlet_alpha)) + " calibrated for " + flag +
+          " " + fmt(target) + " on pilot traces";
 }
 
 }  // namespace
@@ -680,8 +679,9 @@ TraceGenOptions solve_targets(TraceGenOptions o, const TraceGenTargets& tg) {
   validate_gen_options(o);
   if (tg.window < 1) throw UserError("--window must be at least 1 token");
   if (tg.lru_hit && (tg.lru_cache < o.top_k || tg.lru_cache > o.experts)) {
-    throw UserError("--lru-hit: the cache of " + std::to_string(tg.lru_cache) + " experts is outside [top_k, experts] = [" +
-                    std::to_string(o.top_k) + ", " + std::to_string(o.experts) + "]");
+    throw UserError("--lru-hit: the cache of " + std::to_string(tg.lru_cache) +
+                    " experts is outside [top_k, experts] = [" + std::to_string(o.top_k) + ", " +
+                    std::to_string(o.experts) + "]");
   }
   const std::string loc_flag = reuse ? "--reuse" : "--first-choice-repeat";
   const LocalityStat stat = reuse ? LocalityStat::Reuse : LocalityStat::FirstChoice;
@@ -703,9 +703,8 @@ TraceGenOptions solve_targets(TraceGenOptions o, const TraceGenTargets& tg) {
     return pilot_stats(p, 8000, {tg.lru_cache}).overall.lru_hit[0];
   };
   const std::string skew_flag = tg.max_mean_load ? "--max-mean-load" : "--lru-hit";
-  const std::string skew_what =
-      tg.max_mean_load ? "windows of " + std::to_string(tg.window) + " tokens"
-                       : "a " + std::to_string(tg.lru_cache) + "-expert LRU cache";
+  const std::string skew_what = tg.max_mean_load ? "windows of " + std::to_string(tg.window) + " tokens"
+                                                 : "a " + std::to_string(tg.lru_cache) + "-expert LRU cache";
   const double skew_target = tg.max_mean_load ? *tg.max_mean_load : tg.lru_hit.value_or(0.0);
 
   if (!skew) {
@@ -747,9 +746,9 @@ const std::vector<TracePreset>& trace_presets() {
       p.name = "mixtral-reuse";
       p.model = "mixtral-8x7b";
       p.description =
-          "Mixtral-8x7B consecutive-token repeats (arXiv 2401.04088 Table 5, models_and_routing.md §B.2): first-choice "
-          "repeat 14% at layer 0, 27% mid-depth, 22% at layer 31; uniform popularity (the paper finds no marked "
-          "expert specialisation)";
+          "Mixtral-8x7B consecutive-token repeats (arXiv 2401.04088 Table 5): first-choice repeat 14% at layer 0, "
+          "27% mid-depth, 22% at layer 31, solved exactly on uniform popularity. Measured on 100,000 tokens: 13.8%, "
+          "26.8%, 22.2%; first-or-second overlap (not a target) 48/62/57% vs the paper's 45-50/62-67/45-54%";
       p.targets.first_choice_repeat = {0.14, 0.27, 0.22};
       v.push_back(p);
     }
@@ -759,8 +758,10 @@ const std::vector<TracePreset>& trace_presets() {
       p.model = "qwen3.5-397b-a17b";
       p.top_k = 4;
       p.description =
-          "flash-moe's Qwen3.5-397B at K=4 (models_and_routing.md §B.2): per-layer reuse 8% to 34% over depth, "
-          "Zipf popularity solved for its 49% LRU hit rate with 16 experts per layer";
+          "flash-moe's Qwen3.5-397B at K=4: Zipf popularity redrawn every 100-token request, calibrated for its 49% "
+          "LRU hit rate at 16 experts per layer, reuse 22% to 34% over depth. Measured on 20,000 tokens: LRU hit "
+          "49.0/59.6/68.4/74.9% at 16/32/64/128 vs 49/59/68/71%; reuse 22-34% per layer vs 8-34% (below 19% is "
+          "chance at this skew)";
       p.popularity = PopularityKind::Zipf;
       p.drift = DriftKind::Redraw;
       p.tokens_per_request = 100;
@@ -774,8 +775,9 @@ const std::vector<TracePreset>& trace_presets() {
       p.name = "deepseek-eplb";
       p.model = "deepseek-v3";
       p.description =
-          "DeepSeek-V3 expert load max/mean = 2.0 per layer (the EPLB README example, models_and_routing.md §B.3), "
-          "over windows of 2752 tokens (= the example's mean load of 86 per expert with 256 experts, top-8)";
+          "DeepSeek-V3 expert load max/mean 2.0 per layer (the EPLB README example) over windows of 2752 tokens "
+          "(its mean load of 86 per expert), Zipf calibrated. Measured on 100,000 tokens: 2.007 (layers "
+          "1.95-2.04)";
       p.popularity = PopularityKind::Zipf;
       p.targets.max_mean_load = 2.0;
       p.targets.window = 2752;
@@ -794,6 +796,17 @@ const TracePreset& find_trace_preset(std::string_view name) {
   }
   throw UserError("unknown preset '" + std::string(name) + "'" + text::did_you_mean(name, names) +
                   "; valid presets: " + text::join(names) + " (see `moesim trace gen --help`)");
+}
+
+TraceGenOptions gen_options_for(const model::Architecture& arch, std::int64_t tokens, std::uint64_t seed) {
+  TraceGenOptions o;
+  o.model = arch.id;
+  o.layers = model::moe_layer_count(arch);
+  o.experts = arch.routed_experts;
+  o.top_k = arch.top_k;
+  o.tokens = tokens;
+  o.seed = seed;
+  return o;
 }
 
 }  // namespace moesim::sim

@@ -6,8 +6,8 @@
 #include <fstream>
 #include <limits>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <tuple>
 
 #include "moesim/model/error.hpp"
@@ -29,7 +29,8 @@ std::string type_of(const nlohmann::json& j) {
 }
 
 std::string files_text(const std::vector<std::string>& paths) {
-  std::vector<std::string> shown(paths.begin(), paths.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(paths.size(), 3)));
+  std::vector<std::string> shown(paths.begin(),
+                                 paths.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(paths.size(), 3)));
   std::string s = text::join(shown);
   if (paths.size() > 3) s += " and " + std::to_string(paths.size() - 3) + " more";
   return s;
@@ -37,8 +38,9 @@ std::string files_text(const std::vector<std::string>& paths) {
 
 void require_experts(const ImportOptions& o) {
   if (o.experts < 1 || o.experts > kMaxTraceExperts) {
-    throw UserError("the routed-expert count is needed to import this format (its files do not state it): give "
-                    "--model ID or --experts N (1 to 65,535)");
+    throw UserError(
+        "the routed-expert count is needed to import this format (its files do not state it): give "
+        "--model ID or --experts N (1 to 65,535)");
   }
 }
 
@@ -147,12 +149,14 @@ std::uint32_t to_u32(std::int64_t v, const std::string& where, const char* what)
 void read_vllm_tokens(const nlohmann::json& arr, const std::string& path, const std::string& where,
                       std::uint32_t request, std::uint32_t first_position, bool keep, TraceBuilder& b) {
   if (!arr.is_array()) {
-    throw UserError(path + ": " + where + ": is " + type_of(arr) + ", expected [tokens][num_moe_layers][top_k] expert ids");
+    throw UserError(path + ": " + where + ": is " + type_of(arr) +
+                    ", expected [tokens][num_moe_layers][top_k] expert ids");
   }
   for (std::size_t i = 0; i < arr.size(); ++i) {
     const auto& tok = arr[i];
     const std::string w = path + ": " + where + "[" + std::to_string(i) + "]";
-    if (!tok.is_array()) throw UserError(w + ": is " + type_of(tok) + ", expected one list of expert ids per MoE layer");
+    if (!tok.is_array())
+      throw UserError(w + ": is " + type_of(tok) + ", expected one list of expert ids per MoE layer");
     b.set_layers(static_cast<std::int64_t>(tok.size()), w, "the first token");
     if (!keep) continue;
     if (static_cast<std::int64_t>(tok.size()) != b.layers()) {
@@ -210,8 +214,9 @@ RoutingTrace import_vllm(const std::vector<std::string>& paths, const ImportOpti
       } else if (r.is_object()) {
         json::Node(r, path, where).expect_only({"routed_experts", "prompt_routed_experts"});
         if (!r.contains("routed_experts")) {
-          throw UserError(path + ": " + where + ".routed_experts: is missing; save the output's routed_experts "
-                                                "([gen_len][num_moe_layers][top_k]) under this key");
+          throw UserError(path + ": " + where +
+                          ".routed_experts: is missing; save the output's routed_experts "
+                          "([gen_len][num_moe_layers][top_k]) under this key");
         }
         std::uint32_t first = 0;
         if (r.contains("prompt_routed_experts") && !r["prompt_routed_experts"].is_null()) {
@@ -236,8 +241,8 @@ RoutingTrace import_vllm(const std::vector<std::string>& paths, const ImportOpti
     }
   }
   return b.finish("imported from vLLM routed_experts JSON (" + files_text(paths) + "): " + std::to_string(request) +
-                      (request == 1 ? " request, " : " requests, ") + std::to_string(prompt_tokens) + " prompt + " + std::to_string(generated) +
-                      " generated tokens" + (o.include_prefill ? "" : ", prompts left out"),
+                      (request == 1 ? " request, " : " requests, ") + std::to_string(prompt_tokens) + " prompt + " +
+                      std::to_string(generated) + " generated tokens" + (o.include_prefill ? "" : ", prompts left out"),
                   files_text(paths));
 }
 
@@ -265,11 +270,13 @@ RoutingTrace import_moe_selection(const std::vector<std::string>& paths, const I
       std::vector<std::pair<std::int64_t, const nlohmann::json*>> layers;
       for (const auto& [key, val] : step.items()) {
         std::int64_t idx = -1;
-        if (!key.empty() && key.size() <= 6 && std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        if (!key.empty() && key.size() <= 6 &&
+            std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; })) {
           idx = std::stoll(key);
         }
         if (idx < 0) {
-          throw UserError(where + ": key \"" + key + "\" is not a decoder-layer index; steps are keyed \"0\", \"1\", ... " +
+          throw UserError(where + ": key \"" + key +
+                          "\" is not a decoder-layer index; steps are keyed \"0\", \"1\", ... " +
                           "(is this a per-query file of MoE_expert_selection_trace?)");
         }
         if (!val.is_null()) layers.emplace_back(idx, &val);
@@ -298,7 +305,8 @@ RoutingTrace import_moe_selection(const std::vector<std::string>& paths, const I
       const std::size_t rows = layers.front().second->is_array() ? layers.front().second->size() : 0;
       for (const auto& [li, val] : layers) {
         const std::string wl = where + "[\"" + std::to_string(li) + "\"]";
-        if (!val->is_array()) throw UserError(wl + ": is " + type_of(*val) + ", expected one list of expert ids per token");
+        if (!val->is_array())
+          throw UserError(wl + ": is " + type_of(*val) + ", expected one list of expert ids per token");
         if (val->size() != rows) {
           throw UserError(wl + ": has " + std::to_string(val->size()) + " tokens but layer \"" +
                           std::to_string(layers.front().first) + "\" has " + std::to_string(rows) +
@@ -326,13 +334,12 @@ RoutingTrace import_moe_selection(const std::vector<std::string>& paths, const I
   }
   std::vector<std::string> idx;
   for (const auto l : moe_layers) idx.push_back(std::to_string(l));
-  return b.finish("imported from MoE_expert_selection_trace per-query JSON (core12345, arXiv 2510.05497; " +
-                      files_text(paths) + "): " + std::to_string(paths.size()) +
-                      (paths.size() == 1 ? " request, " : " requests, ") +
-                      std::to_string(prefill_tokens) + " prefill + " + std::to_string(decode_tokens) +
-                      " decode tokens" + (o.include_prefill ? "" : " (prefill left out)") +
-                      "; MoE layers = decoder layers " + text::join(idx, ","),
-                  files_text(paths));
+  return b.finish(
+      "imported from MoE_expert_selection_trace per-query JSON (core12345, arXiv 2510.05497; " + files_text(paths) +
+          "): " + std::to_string(paths.size()) + (paths.size() == 1 ? " request, " : " requests, ") +
+          std::to_string(prefill_tokens) + " prefill + " + std::to_string(decode_tokens) + " decode tokens" +
+          (o.include_prefill ? "" : " (prefill left out)") + "; MoE layers = decoder layers " + text::join(idx, ","),
+      files_text(paths));
 }
 
 RoutingTrace import_speculative_moe(const std::string& path, const ImportOptions& o) {
@@ -377,7 +384,8 @@ RoutingTrace import_speculative_moe(const std::string& path, const ImportOptions
     const std::int64_t layer = n.integer("layer", 0);
     to_u32(problem, where + ": $.problem_id", "problem id");
     to_u32(token, where + ": $.token_idx", "token index");
-    if (layer > 65535) throw UserError(where + ": $.layer: " + std::to_string(layer) + " is not a plausible layer index");
+    if (layer > 65535)
+      throw UserError(where + ": $.layer: " + std::to_string(layer) + " is not a plausible layer index");
     Rec r;
     r.line = lineno;
     const auto ex = n.elements("experts");

@@ -183,27 +183,29 @@ void read_record(const nlohmann::json& rec, const TraceHeader& h, const std::str
   }
   for (std::size_t l = 0; l < layers; ++l) {
     const auto& row = (*ex)[l];
-    const std::string field = "$.experts[" + std::to_string(l) + "]";
-    if (!row.is_array()) throw UserError(where + ": " + field + ": is " + type_of(row) + ", expected a list of ids");
+    // Built only for a message (a string per layer and record would dominate reading a large trace).
+    const auto field = [l] { return "$.experts[" + std::to_string(l) + "]"; };
+    if (!row.is_array()) throw UserError(where + ": " + field() + ": is " + type_of(row) + ", expected a list of ids");
     if (row.size() != k) {
-      throw UserError(where + ": " + field + ": has " + std::to_string(row.size()) + " experts, the header's top_k is " +
-                      std::to_string(h.top_k) + "; every layer of every token lists exactly top_k expert ids");
+      throw UserError(where + ": " + field() + ": has " + std::to_string(row.size()) +
+                      " experts, the header's top_k is " + std::to_string(h.top_k) +
+                      "; every layer of every token lists exactly top_k expert ids");
     }
     const std::size_t base = t.experts.size();
     for (std::size_t s = 0; s < k; ++s) {
       const auto& v = row[s];
       if (!v.is_number_integer()) {
-        throw UserError(where + ": " + field + "[" + std::to_string(s) + "]: is " + type_of(v) +
+        throw UserError(where + ": " + field() + "[" + std::to_string(s) + "]: is " + type_of(v) +
                         ", expected an integer expert id");
       }
       const auto id = v.get<std::int64_t>();
       if (id < 0 || id >= h.experts) {
-        throw UserError(where + ": " + field + "[" + std::to_string(s) + "]: " + out_of_range_text(id, h.experts));
+        throw UserError(where + ": " + field() + "[" + std::to_string(s) + "]: " + out_of_range_text(id, h.experts));
       }
       t.experts.push_back(static_cast<std::uint16_t>(id));
     }
     if (const auto dup = find_duplicate(t.experts.data() + base, k)) {
-      throw UserError(where + ": " + field + "[" + std::to_string(dup->first) +
+      throw UserError(where + ": " + field() + "[" + std::to_string(dup->first) +
                       "]: " + duplicate_text(t.experts[base + dup->first], dup->second));
     }
   }
@@ -220,16 +222,16 @@ void read_record(const nlohmann::json& rec, const TraceHeader& h, const std::str
   }
   if (!has) return;
   if (!w->is_array() || w->size() != layers) {
-    throw UserError(where + ": $.weights: " +
-                    (w->is_array() ? "has " + std::to_string(w->size()) + " layers" : "is " + type_of(*w)) +
-                    ", expected one list per MoE layer (" + std::to_string(h.layers) +
-                    "), matching \"experts\" entry for entry");
+    throw UserError(
+        where +
+        ": $.weights: " + (w->is_array() ? "has " + std::to_string(w->size()) + " layers" : "is " + type_of(*w)) +
+        ", expected one list per MoE layer (" + std::to_string(h.layers) + "), matching \"experts\" entry for entry");
   }
   for (std::size_t l = 0; l < layers; ++l) {
     const auto& row = (*w)[l];
-    const std::string field = "$.weights[" + std::to_string(l) + "]";
+    const auto field = [l] { return "$.weights[" + std::to_string(l) + "]"; };
     if (!row.is_array() || row.size() != k) {
-      throw UserError(where + ": " + field + ": " +
+      throw UserError(where + ": " + field() + ": " +
                       (row.is_array() ? "has " + std::to_string(row.size()) + " weights" : "is " + type_of(row)) +
                       " but \"experts\" has " + std::to_string(h.top_k) +
                       " ids in this layer; give one gate weight per chosen expert");
@@ -237,12 +239,12 @@ void read_record(const nlohmann::json& rec, const TraceHeader& h, const std::str
     for (std::size_t s = 0; s < k; ++s) {
       const auto& v = row[s];
       if (!v.is_number()) {
-        throw UserError(where + ": " + field + "[" + std::to_string(s) + "]: is " + type_of(v) +
+        throw UserError(where + ": " + field() + "[" + std::to_string(s) + "]: is " + type_of(v) +
                         ", expected a number (NaN and infinity are not JSON; a gate weight is finite)");
       }
       const auto f = static_cast<float>(v.get<double>());
       if (!weight_ok(f)) {
-        throw UserError(where + ": " + field + "[" + std::to_string(s) + "]: " + weight_problem(f) + kWeightFix);
+        throw UserError(where + ": " + field() + "[" + std::to_string(s) + "]: " + weight_problem(f) + kWeightFix);
       }
       t.weights.push_back(f);
     }
@@ -256,7 +258,7 @@ void append_uint(std::string& s, std::uint64_t v) {
 }
 
 // ------------------------------------------------------------------------------------------------------
-// Binary: every field little-endian, whatever the host (std::endian lets the common case be a memcpy).
+// Binary: every field little-endian, written and read byte by byte, so the host's byte order does not matter.
 
 void put_u16(char* p, std::uint16_t v) {
   p[0] = static_cast<char>(v & 0xff);
@@ -349,19 +351,21 @@ void validate_trace(const RoutingTrace& t, const std::string& where) {
   for (std::int64_t tok = 0; tok < t.tokens(); ++tok) {
     for (std::int64_t l = 0; l < h.layers; ++l) {
       const auto ids = t.chosen(tok, l);
-      const std::string here = where + ": token " + std::to_string(tok) + ", layer " + std::to_string(l);
+      // Built only for a message: a string per token-layer would cost more than the checks.
+      const auto here = [&] { return where + ": token " + std::to_string(tok) + ", layer " + std::to_string(l); };
       for (std::size_t s = 0; s < k; ++s) {
-        if (ids[s] >= h.experts) throw UserError(here + ", slot " + std::to_string(s) + ": " +
-                                                 out_of_range_text(ids[s], h.experts));
+        if (ids[s] >= h.experts)
+          throw UserError(here() + ", slot " + std::to_string(s) + ": " + out_of_range_text(ids[s], h.experts));
       }
       if (const auto dup = find_duplicate(ids.data(), k)) {
-        throw UserError(here + ", slot " + std::to_string(dup->first) + ": " +
+        throw UserError(here() + ", slot " + std::to_string(dup->first) + ": " +
                         duplicate_text(ids[dup->first], dup->second));
       }
       if (t.has_weights()) {
         const auto g = t.gates(tok, l);
         for (std::size_t s = 0; s < k; ++s) {
-          if (!weight_ok(g[s])) throw UserError(here + ", slot " + std::to_string(s) + ": " + weight_problem(g[s]) + kWeightFix);
+          if (!weight_ok(g[s]))
+            throw UserError(here() + ", slot " + std::to_string(s) + ": " + weight_problem(g[s]) + kWeightFix);
         }
       }
     }
@@ -393,11 +397,13 @@ RoutingTrace read_trace_jsonl(std::istream& in, const std::string& name) {
       t.header = parse_header(json::Node(j, at_line(name, lineno)), declared_tokens);
       have_header = true;
       if (declared_tokens) {
-        // Reserve up front: a 100,000-token trace of a 60-layer top-10 model is 60 M ids.
-        const auto n = static_cast<std::size_t>(std::min<std::int64_t>(*declared_tokens, 50'000'000));
+        // Reserve up front (a 100,000-token trace of a 60-layer top-10 model is 60 M ids), but no more than
+        // 64 M ids: the count is the file's claim, and a damaged header must not exhaust memory.
+        const std::int64_t per_token = t.header.layers * t.header.top_k;
+        const auto n = static_cast<std::size_t>(std::min<std::int64_t>(*declared_tokens, (64 << 20) / per_token));
         t.request.reserve(n);
         t.position.reserve(n);
-        t.experts.reserve(n * static_cast<std::size_t>(t.header.layers * t.header.top_k));
+        t.experts.reserve(n * static_cast<std::size_t>(per_token));
       }
       continue;
     }
@@ -420,7 +426,8 @@ RoutingTrace read_trace_jsonl(std::istream& in, const std::string& name) {
 RoutingTrace read_trace_binary(std::istream& in, std::uint64_t size, const std::string& name) {
   const auto truncated_prefix = [&](const std::string& part) {
     return UserError(name + ": truncated: the file (" + with_commas(static_cast<std::int64_t>(size)) +
-                     " bytes) ends inside the " + part + ", before record 0; the file was cut short: copy or "
+                     " bytes) ends inside the " + part +
+                     ", before record 0; the file was cut short: copy or "
                      "regenerate it");
   };
   if (size < kFixedPrefix) throw truncated_prefix("fixed header (magic, version, header length)");
@@ -472,10 +479,10 @@ RoutingTrace read_trace_binary(std::istream& in, std::uint64_t size, const std::
                     " bytes); the file was cut short: copy or regenerate it");
   }
   if (data != n * rec) {
-    throw UserError(name + ": the token count " + std::to_string(n) + " disagrees with the file size: " +
-                    std::to_string(n) + " records of " + std::to_string(rec) + " bytes end at byte " +
-                    std::to_string(offset + n * rec) + " but the file has " + std::to_string(size) +
-                    " bytes (room for " + std::to_string(fits) + " records" +
+    throw UserError(name + ": the token count " + std::to_string(n) +
+                    " disagrees with the file size: " + std::to_string(n) + " records of " + std::to_string(rec) +
+                    " bytes end at byte " + std::to_string(offset + n * rec) + " but the file has " +
+                    std::to_string(size) + " bytes (room for " + std::to_string(fits) + " records" +
                     (data % rec ? " and " + std::to_string(data % rec) + " bytes more" : std::string()) +
                     "); the file is damaged or was appended to: regenerate it");
   }
@@ -524,8 +531,8 @@ RoutingTrace read_trace_binary(std::istream& in, std::uint64_t size, const std::
         for (std::size_t i = 0; i < per_token; ++i) {
           w[i] = std::bit_cast<float>(get_u32(f + 4 * i));
           if (!weight_ok(w[i])) {
-            throw UserError(name + ": record " + std::to_string(tok) + ", layer " + std::to_string(i / k) +
-                            ", slot " + std::to_string(i % k) + ": " + weight_problem(w[i]) + kWeightFix);
+            throw UserError(name + ": record " + std::to_string(tok) + ", layer " + std::to_string(i / k) + ", slot " +
+                            std::to_string(i % k) + ": " + weight_problem(w[i]) + kWeightFix);
           }
         }
       }

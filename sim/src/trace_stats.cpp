@@ -9,27 +9,6 @@
 
 namespace moesim::sim {
 
-FastDispatch::FastDispatch(const Placement& p)
-    : nodes_(p.nodes), group_of_(static_cast<std::size_t>(p.experts), -1), dealt_(p.groups.size(), 0) {
-  for (std::size_t g = 0; g < p.groups.size(); ++g) {
-    for (const auto e : p.groups[g].experts) group_of_[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(g);
-    std::vector<std::int32_t> m;
-    for (const auto n : p.groups[g].members) m.push_back(static_cast<std::int32_t>(n));
-    members_.push_back(std::move(m));
-  }
-  for (const auto g : group_of_) MOESIM_CHECK(g >= 0, "placement does not cover every expert");
-}
-
-void FastDispatch::nodes_for(const std::uint16_t* ids, std::size_t k, std::int32_t* out) {
-  // Same rule as sim::dispatch(): the i-th chosen expert of a group goes to member i mod r, in router order.
-  for (std::size_t i = 0; i < k; ++i) {
-    const auto g = static_cast<std::size_t>(group_of_[ids[i]]);
-    const auto& m = members_[g];
-    out[i] = m[static_cast<std::size_t>(dealt_[g]++) % m.size()];
-  }
-  for (std::size_t i = 0; i < k; ++i) dealt_[static_cast<std::size_t>(group_of_[ids[i]])] = 0;
-}
-
 namespace {
 
 /// A least-recently-used set of expert ids over a fixed universe: an intrusive doubly-linked list in arrays,
@@ -138,7 +117,7 @@ TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOption
   }
   for (const auto p : prev) st.pairs += p >= 0 ? 1 : 0;
 
-  std::optional<FastDispatch> fast;
+  std::optional<Dispatcher> fast;
   std::size_t N = 0;
   std::vector<double> node_sum;
   std::vector<std::int64_t> node_max;
@@ -163,7 +142,7 @@ TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOption
       const std::uint16_t* src = trace.experts.data() + (t * L + l) * k;
       std::copy(src, src + k, ids.data() + t * k);
     }
-    LayerStats ls;
+    TraceLayerStats ls;
 
     // Load max/mean per window, and over the whole trace.
     {
@@ -178,8 +157,8 @@ TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOption
       }
       ls.load_max_mean = sum_ratio / static_cast<double>(windows);
       for (std::size_t i = 0; i < T * k; ++i) ++total[ids[i]];
-      ls.load_max_mean_all = static_cast<double>(*std::max_element(total.begin(), total.end())) /
-                             (static_cast<double>(T) * kd / Ed);
+      ls.load_max_mean_all =
+          static_cast<double>(*std::max_element(total.begin(), total.end())) / (static_cast<double>(T) * kd / Ed);
     }
 
     // Reuse against the request's previous token: mark its experts, count, unmark. O(k) per token.
@@ -240,7 +219,7 @@ TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOption
     }
 
     if (fast) {
-      for (std::size_t t = 0; t < T; ++t) fast->nodes_for(ids.data() + t * k, k, node_of.data() + t * k);
+      for (std::size_t t = 0; t < T; ++t) fast->nodes_for(std::span<const std::uint16_t>(ids.data() + t * k, k), node_of.data() + t * k);
       // Per token: max over nodes of experts executed (Equation 1's busiest node).
       std::int64_t sum_max = 0;
       for (std::size_t t = 0; t < T; ++t) {
@@ -288,7 +267,7 @@ TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOption
   }
 
   // Overall: plain means over layers (every layer carries the same number of tokens).
-  LayerStats& ov = st.overall;
+  TraceLayerStats& ov = st.overall;
   ov.lru_hit.assign(o.cache_sizes.size(), 0.0);
   for (const auto& ls : st.layers) {
     ov.load_max_mean += ls.load_max_mean;
@@ -316,12 +295,13 @@ TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOption
   ov.node_load_max_mean /= Ld;
 
   if (o.placement) {
-    PlacementStats ps;
+    TracePlacementStats ps;
     ps.description = o.placement->describe();
     const double executions = static_cast<double>(T) * Ld * kd;
     for (std::size_t n = 0; n < N; ++n) {
-      NodeStats ns;
-      ns.experts_held = static_cast<std::int64_t>(o.placement->group_of_node(static_cast<std::int64_t>(n)).experts.size());
+      TraceNodeStats ns;
+      ns.experts_held =
+          static_cast<std::int64_t>(o.placement->group_of_node(static_cast<std::int64_t>(n)).experts.size());
       ns.mean_active = node_sum[n] / (static_cast<double>(T) * Ld);
       ns.max_active = node_max[n];
       ns.share = node_sum[n] / executions;

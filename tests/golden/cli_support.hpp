@@ -28,15 +28,17 @@ struct Run {
 };
 
 inline std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
+  std::ifstream in(p, std::ios::binary);
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();
 }
 
-/// Runs `moesim <args>` (args are shell words) with stdout and stderr captured.
-inline Run run_cli(const std::string& args) {
-  const fs::path dir = fs::temp_directory_path() / ("moesim_cli_" + std::to_string(::getpid()));
+/// Runs `moesim <args>` (args are shell words) with stdout and stderr captured in files under `capture`
+/// (default: a folder per test process in the temporary directory).
+inline Run run_cli(const std::string& args, fs::path capture = {}) {
+  const fs::path dir =
+      capture.empty() ? fs::temp_directory_path() / ("moesim_cli_" + std::to_string(::getpid())) : capture;
   fs::create_directories(dir);
   const std::string cmd =
       std::string(MOESIM_BINARY) + " " + args + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();

@@ -23,13 +23,7 @@ struct Paper {
   const model::Precision* bf16 = &model::precision("bf16");
 
   sim::RoutingTrace uniform(std::int64_t tokens, std::uint64_t seed) const {
-    sim::TraceGenOptions o;
-    o.model = arch.id;
-    o.layers = model::moe_layer_count(arch);
-    o.experts = arch.routed_experts;
-    o.top_k = arch.top_k;
-    o.tokens = tokens;
-    o.seed = seed;
+    sim::TraceGenOptions o = sim::gen_options_for(arch, tokens, seed);
     o.weights = false;
     return sim::generate_trace(o);
   }

@@ -73,23 +73,35 @@ Placement load_placement(const std::string& path, std::int64_t experts, std::int
 class Dispatcher {
  public:
   explicit Dispatcher(const Placement& p);
-  /// Appends to out[node] the experts that node computes for one token-layer whose router chose
-  /// `chosen` (router order). `out` must have one (cleared) vector per node.
+  /// out[i] = the node that computes chosen[i], for one token-layer whose router chose `chosen` (router
+  /// order). `out` must hold chosen.size() entries.
+  template <class Id>
+  void nodes_for(std::span<const Id> chosen, std::int32_t* out) {
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      const auto g = static_cast<std::size_t>(group_of_expert_[static_cast<std::size_t>(chosen[i])]);
+      const auto& members = placement_->groups[g].members;
+      out[i] = static_cast<std::int32_t>(members[static_cast<std::size_t>(dealt_[g]++) % members.size()]);
+    }
+    // Reset only the groups touched: O(top_k), not O(groups).
+    for (const auto e : chosen) dealt_[static_cast<std::size_t>(group_of_expert_[static_cast<std::size_t>(e)])] = 0;
+  }
+  /// Appends to out[node] the experts that node computes for one token-layer. `out` must have one
+  /// (cleared) vector per node.
   template <class Id>
   void assign(std::span<const Id> chosen, std::vector<std::vector<std::int32_t>>& out) {
-    std::fill(dealt_.begin(), dealt_.end(), 0);
-    for (const auto e : chosen) {
-      const auto g = static_cast<std::size_t>(group_of_expert_[static_cast<std::size_t>(e)]);
-      const auto& members = placement_->groups[g].members;
-      const auto member = members[static_cast<std::size_t>(dealt_[g]++) % members.size()];
-      out[static_cast<std::size_t>(member)].push_back(static_cast<std::int32_t>(e));
+    nodes_.resize(chosen.size());
+    nodes_for(chosen, nodes_.data());
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      out[static_cast<std::size_t>(nodes_[i])].push_back(static_cast<std::int32_t>(chosen[i]));
     }
   }
+  [[nodiscard]] std::int64_t nodes() const { return placement_->nodes; }
 
  private:
   const Placement* placement_;
   std::vector<std::int32_t> group_of_expert_;
   std::vector<std::int64_t> dealt_;
+  std::vector<std::int32_t> nodes_;
 };
 
 /// Experts each node executes for one token whose router chose `chosen` (expert ids, router order),

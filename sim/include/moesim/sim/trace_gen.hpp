@@ -24,6 +24,7 @@
 #include <string_view>
 #include <vector>
 
+#include "moesim/model/architecture.hpp"
 #include "moesim/sim/trace.hpp"
 
 namespace moesim::sim {
@@ -66,6 +67,10 @@ struct TraceGenOptions {
   std::string preset;       ///< recorded in `source` when the options came from a preset
   std::string solved_note;  ///< how the knobs were solved from targets (recorded in `source`)
 };
+
+/// Options for a trace of `arch` (its id, MoE layers, routed experts and top-k), uniform routing, the
+/// given tokens and seed; the other knobs at their defaults.
+TraceGenOptions gen_options_for(const model::Architecture& arch, std::int64_t tokens, std::uint64_t seed = 1);
 
 /// Statistics to reach; each replaces a raw knob. Profiles (reuse, first_choice_repeat) are control points
 /// evenly spaced from the first to the last MoE layer, linearly interpolated: one value = every layer.
@@ -111,8 +116,8 @@ std::string describe_gen_options(const TraceGenOptions& o);
 /// A named configuration matching a published measurement.
 struct TracePreset {
   std::string name;
-  std::string description;  ///< what it reproduces, with the measured result and the target
-  std::string model;        ///< zoo id
+  std::string description;            ///< what it reproduces, with the measured result and the target
+  std::string model;                  ///< zoo id
   std::optional<std::int64_t> top_k;  ///< override of the model's top-k (the measurement's own)
   PopularityKind popularity = PopularityKind::Uniform;
   double zipf_s = 1.0;

@@ -35,14 +35,14 @@
 namespace moesim::sim {
 
 struct TraceStatsOptions {
-  std::int64_t window = 1024;                             ///< tokens per load window (>= 1)
-  std::int64_t batch = 16;                                ///< tokens per batch for distinct experts (>= 1)
+  std::int64_t window = 1024;                                 ///< tokens per load window (>= 1)
+  std::int64_t batch = 16;                                    ///< tokens per batch for distinct experts (>= 1)
   std::vector<std::int64_t> cache_sizes = {16, 32, 64, 128};  ///< LRU capacities, experts per layer (>= top_k)
-  std::optional<Placement> placement;                     ///< per-node load when set (experts must match)
+  std::optional<Placement> placement;                         ///< per-node load when set (experts must match)
 };
 
 /// One MoE layer's statistics (or their mean over layers, for TraceStats::overall).
-struct LayerStats {
+struct TraceLayerStats {
   double load_max_mean = 0;        ///< mean over windows of (max expert count / mean count), dimensionless
   double load_max_mean_worst = 0;  ///< the largest window's max/mean
   double load_max_mean_all = 0;    ///< max/mean of the counts over the whole trace (the popularity skew)
@@ -57,58 +57,41 @@ struct LayerStats {
 };
 
 /// One node's share of the work under a placement, over all tokens and layers.
-struct NodeStats {
+struct TraceNodeStats {
   std::int64_t experts_held = 0;  ///< experts per layer whose weights the node holds
   double mean_active = 0;         ///< experts executed per token and layer, mean
   std::int64_t max_active = 0;    ///< experts executed per token and layer, largest seen
   double share = 0;               ///< fraction of all expert executions
 };
 
-struct PlacementStats {
-  std::string description;          ///< Placement::describe()
-  std::vector<NodeStats> nodes;
-  double max_active = 0;            ///< E[max over nodes] per token and layer, measured on the trace
-  double max_active_uniform = 0;    ///< the same under uniform routing, exact (expected_max_active_experts)
-  double max_active_batch = 0;      ///< E[max over nodes] of distinct experts per batch of `batch` tokens
+struct TracePlacementStats {
+  std::string description;  ///< Placement::describe()
+  std::vector<TraceNodeStats> nodes;
+  double max_active = 0;          ///< E[max over nodes] per token and layer, measured on the trace
+  double max_active_uniform = 0;  ///< the same under uniform routing, exact (expected_max_active_experts)
+  double max_active_batch = 0;    ///< E[max over nodes] of distinct experts per batch of `batch` tokens
 };
 
 struct TraceStats {
   std::int64_t tokens = 0;
   std::int64_t requests = 0;
-  std::int64_t pairs = 0;    ///< tokens with an earlier token in their request (the reuse denominators / top_k)
-  std::int64_t windows = 0;  ///< load windows used
-  std::int64_t batches = 0;  ///< batches used
-  std::int64_t window = 0;   ///< tokens per window actually used (the trace length if shorter)
-  std::int64_t batch = 0;    ///< tokens per batch actually used
-  double window_mean_load = 0;          ///< mean expert count per window: window * top_k / experts
-  double independent_distinct = 0;      ///< E * (1 - (1 - k/E)^batch), experts
-  double uniform_first_choice = 0;      ///< first-choice repeat of independent uniform routing: 1/E
-  double uniform_reuse = 0;             ///< reuse of independent uniform routing: k/E
+  std::int64_t pairs = 0;           ///< tokens with an earlier token in their request (the reuse denominators / top_k)
+  std::int64_t windows = 0;         ///< load windows used
+  std::int64_t batches = 0;         ///< batches used
+  std::int64_t window = 0;          ///< tokens per window actually used (the trace length if shorter)
+  std::int64_t batch = 0;           ///< tokens per batch actually used
+  double window_mean_load = 0;      ///< mean expert count per window: window * top_k / experts
+  double independent_distinct = 0;  ///< E * (1 - (1 - k/E)^batch), experts
+  double uniform_first_choice = 0;  ///< first-choice repeat of independent uniform routing: 1/E
+  double uniform_reuse = 0;         ///< reuse of independent uniform routing: k/E
   std::vector<std::int64_t> cache_sizes;
-  std::vector<LayerStats> layers;
-  LayerStats overall;  ///< means over layers
-  std::optional<PlacementStats> placement;
+  std::vector<TraceLayerStats> layers;
+  TraceLayerStats overall;  ///< means over layers
+  std::optional<TracePlacementStats> placement;
 };
 
 /// Computes every statistic above. UserError for options the trace cannot serve (a cache smaller than
 /// top_k, a placement for a different expert count, window or batch < 1).
 TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOptions& options);
-
-/// Per-token dispatch of a placement, precomputed for speed: the same rule as sim::dispatch() (the i-th
-/// chosen expert of a group goes to member i mod r) without its per-call allocations and searches.
-class FastDispatch {
- public:
-  explicit FastDispatch(const Placement& p);
-  /// Node that executes each of `ids` (router order); `out` must hold k entries. Uses scratch state, so one
-  /// FastDispatch per thread.
-  void nodes_for(const std::uint16_t* ids, std::size_t k, std::int32_t* out);
-  [[nodiscard]] std::int64_t nodes() const { return nodes_; }
-
- private:
-  std::int64_t nodes_ = 0;
-  std::vector<std::int32_t> group_of_;                 ///< expert -> group
-  std::vector<std::vector<std::int32_t>> members_;     ///< group -> member nodes
-  std::vector<std::int32_t> dealt_;                    ///< scratch: chosen experts dealt per group
-};
 
 }  // namespace moesim::sim

@@ -1,0 +1,236 @@
+// `moesim trace gen|stats|convert` end to end through the built binary: results compared field by field,
+// conversions byte for byte, and the bad traces of issue 3 ("expert id out of range, wrong number of layers or
+// top-k for the model, truncated binary, malformed line N"): each exits 2 with ONE line on stderr naming the
+// file and the line/record, prints nothing on stdout, and leaves no output file (or temporary) behind.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "cli_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using moesim::test::Run;
+using moesim::test::slurp;
+
+/// A scratch directory per test, removed at the end; also where stdout/stderr are captured.
+class Scratch {
+ public:
+  Scratch()
+      : dir_(fs::temp_directory_path() / ("moesim_trace_cli_" + std::to_string(::getpid()) + "_" +
+                                          ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "out");
+  }
+  ~Scratch() { fs::remove_all(dir_); }
+  [[nodiscard]] std::string path(const std::string& name) const { return (dir_ / "out" / name).string(); }
+  void write(const std::string& name, const std::string& contents) const {
+    std::ofstream(dir_ / "out" / name, std::ios::binary) << contents;
+  }
+  /// Runs `moesim <args>` (shell words) with stdout and stderr captured.
+  Run moesim(const std::string& args) const { return moesim::test::run_cli(args, dir_ / "capture"); }
+  /// Names of the files in the output folder.
+  [[nodiscard]] std::vector<std::string> files() const {
+    std::vector<std::string> v;
+    for (const auto& e : fs::directory_iterator(dir_ / "out")) v.push_back(e.path().filename().string());
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+
+ private:
+  fs::path dir_;
+};
+
+const std::string kData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/traces/";
+
+// gen writes a trace whose statistics are what was asked for: 20,000 uniform DBRX tokens with --reuse 0.3
+// (exact solution; standard error of the measured reuse about 0.002 on 40 layers, so 0.01).
+TEST(TraceCli, GenThenStatsJson) {
+  Scratch s;
+  const auto g =
+      s.moesim("trace gen --model dbrx-instruct --tokens 20000 --reuse 0.3 --seed 3 --out " + s.path("d.mtrace"));
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_NE(g.out.find("20000 tokens"), std::string::npos) << g.out;
+  const auto st = s.moesim("trace stats " + s.path("d.mtrace") + " --nodes 2 --json");
+  ASSERT_EQ(st.code, 0) << st.err;
+  const auto j = nlohmann::json::parse(st.out);
+  EXPECT_EQ(j["trace"]["layers"], 40);
+  EXPECT_EQ(j["trace"]["experts"], 16);
+  EXPECT_EQ(j["trace"]["tokens"], 20000);
+  EXPECT_NEAR(j["overall"]["reuse"]["value"].get<double>(), 0.3, 0.01);
+  EXPECT_EQ(j["overall"]["reuse"]["unit"], "fraction");
+  EXPECT_EQ(j["layers"].size(), 40u);
+  // Temporal locality lowers nothing in Equation 1's per-token expectation: still 4816/1820 on two halves.
+  EXPECT_NEAR(j["placement"]["max_active_per_node"]["value"].get<double>(), 2.646, 0.02);
+  EXPECT_NEAR(j["placement"]["max_active_per_node_uniform_exact"]["value"].get<double>(), 4816.0 / 1820.0, 1e-9);
+  // Same command, same bytes.
+  ASSERT_EQ(
+      s.moesim("trace gen --model dbrx-instruct --tokens 20000 --reuse 0.3 --seed 3 --out " + s.path("e.mtrace")).code,
+      0);
+  EXPECT_EQ(slurp(s.path("d.mtrace")), slurp(s.path("e.mtrace")));
+  // The text table carries units in its headers.
+  const auto text = s.moesim("trace stats " + s.path("d.mtrace"));
+  ASSERT_EQ(text.code, 0) << text.err;
+  for (const char* h : {"load max/mean", "reuse %", "LRU16 hit %", "distinct/batch experts"}) {
+    EXPECT_NE(text.out.find(h), std::string::npos) << h;
+  }
+}
+
+// jsonl -> mtrace -> jsonl gives back the committed sample byte for byte.
+TEST(TraceCli, ConvertRoundTripIsByteIdentical) {
+  Scratch s;
+  ASSERT_EQ(s.moesim("trace convert " + kData + "small.jsonl --out " + s.path("a.mtrace")).code, 0);
+  ASSERT_EQ(s.moesim("trace convert " + s.path("a.mtrace") + " --out " + s.path("b.jsonl")).code, 0);
+  EXPECT_EQ(slurp(s.path("b.jsonl")), slurp(kData + "small.jsonl"));
+  EXPECT_EQ(s.files(), (std::vector<std::string>{"a.mtrace", "b.jsonl"}));
+}
+
+// The three importers on their committed samples (tests/data/traces/README.md describes each).
+TEST(TraceCli, ImportsThePublicFormats) {
+  Scratch s;
+  // Two per-query files: 3 prefill + 2 decode tokens, then 2 + 1; decoder layers 1 and 3 are the MoE ones.
+  auto r = s.moesim("trace convert " + kData + "moe_selection_q0.json " + kData +
+                    "moe_selection_q1.json --from moe-selection --experts 8 --out " + s.path("m.jsonl"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("8 tokens, 2 requests, 2 MoE layers"), std::string::npos) << r.out;
+  r = s.moesim("trace convert " + kData + "moe_selection_q0.json --from moe-selection --experts 8 --decode-only " +
+               "--out " + s.path("md.jsonl"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 tokens"), std::string::npos) << r.out;
+  // 8 records, 2 identical repeats dropped: 3 tokens of 2 layers, with weights.
+  r = s.moesim("trace convert " + kData + "speculative_moe.jsonl --from speculative-moe --experts 8 --out " +
+               s.path("sp.mtrace"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("3 tokens, 2 requests, 2 MoE layers, 8 experts, top-2, gate weights"), std::string::npos)
+      << r.out;
+  // vLLM: 2 prompt + 3 generated tokens in one file, 2 generated in a bare array.
+  r = s.moesim("trace convert " + kData + "vllm_request.json " + kData + "vllm_bare.json --from vllm --experts 8 " +
+               "--out " + s.path("v.jsonl"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("7 tokens, 2 requests"), std::string::npos) << r.out;
+  const auto st = s.moesim("trace stats " + s.path("v.jsonl") + " --json --cache-sizes 2,4");
+  ASSERT_EQ(st.code, 0) << st.err;
+  EXPECT_EQ(nlohmann::json::parse(st.out)["trace"]["tokens"], 7);
+}
+
+TEST(TraceCli, HelpListsOptionsAndPresets) {
+  Scratch s;
+  const auto g = s.moesim("trace gen --help");
+  EXPECT_EQ(g.code, 0);
+  for (const char* w : {"--reuse", "--max-mean-load", "--lru-hit", "--rho", "--zipf-s", "mixtral-reuse",
+                        "flash-moe-qwen3.5", "deepseek-eplb"}) {
+    EXPECT_NE(g.out.find(w), std::string::npos) << w;
+  }
+  EXPECT_EQ(s.moesim("trace stats --help").code, 0);
+  EXPECT_EQ(s.moesim("trace convert --help").code, 0);
+  EXPECT_EQ(s.moesim("trace --help").code, 0);
+}
+
+struct BadTrace {
+  const char* name;
+  std::string args;
+  std::vector<std::string> must_mention;
+};
+
+void expect_refused(const Scratch& s, const BadTrace& c) {
+  SCOPED_TRACE(c.name);
+  const auto before = s.files();
+  const auto r = s.moesim(c.args);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  for (const auto& m : c.must_mention)
+    EXPECT_NE(r.err.find(m), std::string::npos) << "missing '" << m << "' in: " << r.err;
+  EXPECT_EQ(s.files(), before) << "an output file or temporary was left behind";
+}
+
+TEST(TraceCli, BadTracesAreRefused) {
+  Scratch s;
+  const std::string good = slurp(kData + "small.jsonl");
+  auto lines = [&] {
+    std::vector<std::string> v;
+    std::istringstream in(good);
+    for (std::string l; std::getline(in, l);) v.push_back(l);
+    return v;
+  }();
+  auto join = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const auto& l : v) out += l + "\n";
+    return out;
+  };
+  auto bad_id = lines;
+  bad_id[2].replace(bad_id[2].find("[3,1]"), 5, "[3,9]");
+  s.write("bad_id.jsonl", join(bad_id));
+  auto malformed = lines;
+  malformed[3].pop_back();
+  s.write("malformed.jsonl", join(malformed));
+  auto topk = lines;
+  topk[1].replace(topk[1].find("[3,5]"), 5, "[3,5,1]");
+  s.write("topk.jsonl", join(topk));
+  ASSERT_EQ(s.moesim("trace convert " + kData + "small.jsonl --out " + s.path("good.mtrace")).code, 0);
+  const std::string bin = slurp(s.path("good.mtrace"));
+  s.write("cut.mtrace", bin.substr(0, bin.size() - 40));  // records are 32 bytes: ends 24 bytes into record 3
+  s.write("conflict.jsonl",
+          R"({"problem_id": 0, "layer": 0, "experts": [1, 2], "gating_probs": [0.5, 0.5], "token_idx": 0})"
+          "\n"
+          R"({"problem_id": 0, "layer": 0, "experts": [1, 3], "gating_probs": [0.5, 0.5], "token_idx": 0})"
+          "\n");
+
+  const std::string out = " --out " + s.path("result.mtrace");
+  const std::vector<BadTrace> cases = {
+      {"expert id out of range",
+       "trace convert " + s.path("bad_id.jsonl") + out,
+       {"bad_id.jsonl: line 3", "$.experts[0][1]", "out of range [0, 8)"}},
+      {"expert id out of range (stats)", "trace stats " + s.path("bad_id.jsonl"), {"bad_id.jsonl: line 3"}},
+      {"malformed line",
+       "trace convert " + s.path("malformed.jsonl") + out,
+       {"malformed.jsonl: line 4, column", "malformed JSON"}},
+      {"top-k of the line", "trace convert " + s.path("topk.jsonl") + out, {"topk.jsonl: line 2", "top_k is 2"}},
+      {"wrong layers and top-k for the model",
+       "trace convert " + kData + "small.jsonl --model dbrx-instruct" + out,
+       {"small.jsonl", "MoE layers 2 vs 40", "top-k 2 vs 4", "--model mixtral-8x7b"}},
+      {"truncated binary",
+       "trace convert " + s.path("cut.mtrace") + " --out " + s.path("result.jsonl"),
+       {"cut.mtrace", "truncated at record 3", "24 bytes into it"}},
+      {"truncated binary (stats)", "trace stats " + s.path("cut.mtrace"), {"cut.mtrace", "record 3"}},
+      {"conflicting duplicate records",
+       "trace convert " + s.path("conflict.jsonl") +
+           " --from speculative-moe "
+           "--experts 8" +
+           out,
+       {"conflict.jsonl: line 2", "conflicts with line 1"}},
+      {"importer without an expert count",
+       "trace convert " + kData + "vllm_bare.json --from vllm" + out,
+       {"--model", "--experts"}},
+      {"importer id beyond the experts given",
+       "trace convert " + kData + "vllm_bare.json --from vllm --experts 3" + out,
+       {"vllm_bare.json: $[0][0][0]", "out of range [0, 3)"}},
+      {"unknown input format",
+       "trace convert " + kData + "small.jsonl --from parquet" + out,
+       {"--from", "moe-selection"}},
+      {"missing file", "trace stats " + s.path("nope.jsonl"), {"nope.jsonl", "no such file"}},
+      {"unreachable reuse", "trace gen --model mixtral-8x7b --tokens 100 --reuse 0.1" + out, {"--reuse", "[0.25, 1]"}},
+      {"unknown preset", "trace gen --preset mixtral --tokens 100" + out, {"did you mean 'mixtral-reuse'"}},
+      {"dense model", "trace gen --model llama-3.1-8b --tokens 100" + out, {"dense"}},
+      {"output directory missing",
+       "trace gen --model mixtral-8x7b --tokens 100 --out " + s.path("no/dir/t.jsonl"),
+       {"no/dir/t.jsonl", "cannot write"}},
+      {"unknown extension",
+       "trace gen --model mixtral-8x7b --tokens 100 --out " + s.path("t.txt"),
+       {"t.txt", ".mtrace"}},
+      {"cache smaller than top-k", "trace stats " + kData + "small.jsonl --cache-sizes 1", {"--cache-sizes", "top_k"}},
+      {"unknown subcommand", "trace generate", {"did you mean 'gen'"}},
+  };
+  for (const auto& c : cases) expect_refused(s, c);
+}
+
+}  // namespace
