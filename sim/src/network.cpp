@@ -26,17 +26,18 @@ Network::Network(Simulation& sim, NetworkConfig config, MessageSink* sink)
   cpu_free_.assign(n, 0);
   bytes_sent_.assign(n, 0);
   up_busy_.assign(n, 0);
+  up_busy_until_.assign(n, 0);
   up_flows_.assign(n, 0);
+  down_flows_.assign(n, 0);
 }
 
-std::uint32_t Network::allocate(Message m) {
+std::uint32_t Network::allocate() {
   if (!free_.empty()) {
     const std::uint32_t id = free_.back();
     free_.pop_back();
-    messages_store_[id] = m;
     return id;
   }
-  messages_store_.push_back(m);
+  messages_store_.emplace_back();
   return static_cast<std::uint32_t>(messages_store_.size() - 1);
 }
 
@@ -56,7 +57,16 @@ void Network::send(SimTime ready, std::int32_t from, std::int32_t to, double byt
   } else {
     start = ready + config_.overhead;
   }
-  const std::uint32_t id = allocate(Message{from, to, bytes, bytes, 0, start, tag});
+  const std::uint32_t id = allocate();
+  Message& msg = messages_store_[id];
+  msg.from = from;
+  msg.to = to;
+  msg.remaining = bytes;
+  msg.bytes = bytes;
+  msg.rate = 0;
+  msg.finish = std::numeric_limits<SimTime>::max();
+  msg.start = start;
+  msg.tag = tag;
   if (!config_.contention) {
     // Alone on the wire: serialisation at the full rate, then the rest of the latency.
     const auto wire = static_cast<SimTime>(std::ceil(bytes / rate_per_ps_));
@@ -87,10 +97,8 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
   process();
 }
 
-void Network::deliver_later(SimTime now, std::uint32_t id) {
-  const SimTime at = now + config_.latency - config_.overhead;
-  MOESIM_CHECK(deliveries_.empty() || deliveries_.back().time <= at, "deliveries out of time order");
-  deliveries_.push_back(Timed{at, seq_++, id});
+void Network::deliver_later(SimTime left_wire, std::uint32_t id) {
+  deliveries_.push(Timed{left_wire + config_.latency - config_.overhead, seq_++, id});
 }
 
 void Network::deliver(std::uint32_t id) {
@@ -99,13 +107,25 @@ void Network::deliver(std::uint32_t id) {
   sink_->on_delivered(m.tag, m.from, m.to);
 }
 
+void Network::set_rate(Message& m, SimTime now, double rate) {
+  m.rate = rate;
+  m.finish = now + std::max<SimTime>(1, static_cast<SimTime>(std::ceil(std::max(0.0, m.remaining) / rate)));
+}
+
+void Network::enter_links(const Message& m) {
+  if (++up_flows_[static_cast<std::size_t>(m.from)] == 2) ++shared_links_;
+  if (++down_flows_[static_cast<std::size_t>(m.to)] == 2) ++shared_links_;
+}
+
+void Network::leave_links(const Message& m) {
+  if (--up_flows_[static_cast<std::size_t>(m.from)] == 1) --shared_links_;
+  if (--down_flows_[static_cast<std::size_t>(m.to)] == 1) --shared_links_;
+}
+
 void Network::advance_flows(SimTime now) {
   const SimTime dt = now - last_advance_;
   last_advance_ = now;
   if (dt <= 0 || active_.empty()) return;
-  for (std::size_t n = 0; n < up_flows_.size(); ++n) {
-    if (up_flows_[n] > 0) up_busy_[n] += dt;
-  }
   for (const std::uint32_t id : active_) {
     Message& m = messages_store_[id];
     m.remaining -= m.rate * static_cast<double>(dt);
@@ -120,13 +140,19 @@ void Network::process() {
     advance_flows(now);
     bool changed = false;
     bool delivered_now = false;
+    const bool was_shared = shared_links_ > 0;
     // Flows that finished leave the wire; their last byte arrives after the in-flight latency.
     for (std::size_t i = 0; i < active_.size();) {
       Message& m = messages_store_[active_[i]];
-      if (m.remaining <= kDoneBytes) {
-        if (observer_) observer_->on_transfer(m.from, m.to, m.bytes, m.start, now);
-        --up_flows_[static_cast<std::size_t>(m.from)];
-        deliver_later(now, active_[i]);
+      if (m.finish <= now) {
+        // It left the wire at m.finish: now, or earlier when it had its links to itself and nothing
+        // needed a wake-up at that instant (see next_wake()).
+        if (observer_) observer_->on_transfer(m.from, m.to, m.bytes, m.start, m.finish);
+        auto& busy_until = up_busy_until_[static_cast<std::size_t>(m.from)];
+        up_busy_[static_cast<std::size_t>(m.from)] += std::max<SimTime>(0, m.finish - std::max(m.start, busy_until));
+        busy_until = std::max(busy_until, m.finish);
+        leave_links(m);
+        deliver_later(m.finish, active_[i]);
         active_[i] = active_.back();
         active_.pop_back();
         changed = true;
@@ -149,29 +175,42 @@ void Network::process() {
         continue;
       }
       active_.push_back(id);
-      ++up_flows_[static_cast<std::size_t>(m.from)];
+      enter_links(m);
+      set_rate(m, now, rate_per_ps_);  // alone on its links, unless the check below finds sharing
       changed = true;
     }
-    if (changed) recompute_rates();
+    if (changed) {
+      // Progressive filling only when some link carries two flows (or the backplane is limited); when
+      // every flow has its links to itself, each runs at the full port rate.
+      if (shared_links_ > 0 || config_.switch_bandwidth > 0) {
+        recompute_rates(now);
+      } else if (was_shared) {
+        for (const std::uint32_t id : active_) set_rate(messages_store_[id], now, rate_per_ps_);
+      }
+    }
     bool delivered = delivered_now;
-    while (!deliveries_.empty() && deliveries_.front().time <= now) {
-      const std::uint32_t id = deliveries_.front().message;
-      deliveries_.pop_front();
+    while (!deliveries_.empty() && deliveries_.top().time <= now) {
+      const std::uint32_t id = deliveries_.top().message;
+      deliveries_.pop();
       deliver(id);
       delivered = true;
     }
     const bool more_now = (!starts_.empty() && starts_.top().time <= now) ||
-                          (!deliveries_.empty() && deliveries_.front().time <= now);
+                          (!deliveries_.empty() && deliveries_.top().time <= now);
     if (!delivered || !more_now) break;
   }
   // Next thing that will happen.
   SimTime next = std::numeric_limits<SimTime>::max();
   if (!starts_.empty()) next = std::min(next, starts_.top().time);
-  if (!deliveries_.empty()) next = std::min(next, deliveries_.front().time);
+  if (!deliveries_.empty()) next = std::min(next, deliveries_.top().time);
+  // A flow that shares a link must leave the wire on time: the others speed up then. A flow alone on its
+  // links changes nobody's rate when it leaves, so the network sleeps until its delivery instead (any
+  // earlier wake-up completes it retroactively at its own finish time).
   for (const std::uint32_t id : active_) {
     const Message& m = messages_store_[id];
-    const double ps = std::ceil(std::max(0.0, m.remaining) / m.rate);
-    next = std::min(next, now + std::max<SimTime>(1, static_cast<SimTime>(ps)));
+    const bool alone = up_flows_[static_cast<std::size_t>(m.from)] == 1 &&
+                       down_flows_[static_cast<std::size_t>(m.to)] == 1 && config_.switch_bandwidth <= 0;
+    next = std::min(next, alone ? m.finish + config_.latency - config_.overhead : std::max(m.finish, now + 1));
   }
   if (next != std::numeric_limits<SimTime>::max()) wake_at(next);
 }
@@ -231,7 +270,7 @@ void progressive_fill(std::vector<double>& cap, const std::vector<Network::FlowL
 
 }  // namespace
 
-void Network::recompute_rates() {
+void Network::recompute_rates(SimTime now) {
   // Links: uplinks 0..N-1, downlinks N..2N-1, the backplane 2N when it is limited.
   const auto n = static_cast<std::int32_t>(config_.nodes);
   const bool backplane = config_.switch_bandwidth > 0;
@@ -243,7 +282,7 @@ void Network::recompute_rates() {
     flows_.push_back(FlowLinks{{m.from, n + m.to, 2 * n}, backplane ? 3 : 2});
   }
   progressive_fill(cap_, flows_, rates_, count_, frozen_);
-  for (std::size_t i = 0; i < active_.size(); ++i) messages_store_[active_[i]].rate = rates_[i];
+  for (std::size_t i = 0; i < active_.size(); ++i) set_rate(messages_store_[active_[i]], now, rates_[i]);
 }
 
 std::vector<double> Network::max_min_rates(std::vector<double> capacity, const std::vector<FlowLinks>& flows) {

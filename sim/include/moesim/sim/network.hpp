@@ -88,6 +88,7 @@ class Network final : public EventHandler {
     double bytes = 0;
     double rate = 0;  ///< bytes per picosecond while active
     SimTime start = 0;
+    SimTime finish = 0;  ///< when its last byte leaves the wire at the current rate
     std::uint64_t tag = 0;
   };
   struct Timed {
@@ -102,12 +103,15 @@ class Network final : public EventHandler {
   };
   using Heap = std::priority_queue<Timed, std::vector<Timed>, Later>;
 
-  std::uint32_t allocate(Message m);
+  std::uint32_t allocate();  ///< a free message slot (reused; the caller fills it)
   void process();
   void advance_flows(SimTime now);
-  void deliver_later(SimTime now, std::uint32_t id);
+  void deliver_later(SimTime left_wire, std::uint32_t id);
+  void enter_links(const Message& m);
+  void leave_links(const Message& m);
   void deliver(std::uint32_t id);
-  void recompute_rates();
+  void recompute_rates(SimTime now);
+  void set_rate(Message& m, SimTime now, double rate);
   void wake_at(SimTime t);
 
   Simulation& sim_;
@@ -120,9 +124,7 @@ class Network final : public EventHandler {
   std::vector<Message> messages_store_;
   std::vector<std::uint32_t> free_;
   Heap starts_;
-  /// Deliveries are due `latency - overhead` after a flow leaves the wire, and flows leave in time order,
-  /// so they queue in time order: a FIFO, no heap.
-  std::deque<Timed> deliveries_;
+  Heap deliveries_;
   std::vector<std::uint32_t> active_;  ///< messages whose flow is on the wire
   bool rates_dirty_ = false;
   SimTime last_advance_ = 0;
@@ -131,7 +133,10 @@ class Network final : public EventHandler {
   std::vector<SimTime> cpu_free_;  ///< per node: when its CPU is free to send the next message
   std::vector<double> bytes_sent_;
   std::vector<SimTime> up_busy_;
-  std::vector<std::int32_t> up_flows_;  ///< per node: flows on its uplink now
+  std::vector<SimTime> up_busy_until_;
+  std::vector<std::int32_t> up_flows_;    ///< per node: flows on its uplink now
+  std::vector<std::int32_t> down_flows_;  ///< per node: flows on its downlink now
+  std::int32_t shared_links_ = 0;         ///< links carrying two flows or more
   std::uint64_t messages_ = 0;
 
   // Scratch space for recompute_rates(), kept to avoid allocation per event.
