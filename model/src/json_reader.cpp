@@ -7,7 +7,6 @@
 #include "moesim/model/text.hpp"
 
 namespace moesim::json {
-namespace {
 
 std::string type_name(const nlohmann::json& j) {
   switch (j.type()) {
@@ -30,6 +29,8 @@ std::string type_name(const nlohmann::json& j) {
       return "a value";
   }
 }
+namespace {
+
 
 /// "line L, column C" for a byte offset into text (nlohmann reports byte positions).
 std::string line_column(std::string_view text, std::size_t byte) {

@@ -18,15 +18,6 @@
 namespace moesim::sim {
 namespace {
 
-std::string type_of(const nlohmann::json& j) {
-  if (j.is_null()) return "null";
-  if (j.is_object()) return "an object";
-  if (j.is_array()) return "an array";
-  if (j.is_string()) return "a string";
-  if (j.is_boolean()) return "a boolean";
-  if (j.is_number_integer() || j.is_number_unsigned()) return "an integer";
-  return "a number";
-}
 
 std::string files_text(const std::vector<std::string>& paths) {
   std::vector<std::string> shown(paths.begin(),
@@ -87,7 +78,7 @@ class TraceBuilder {
   }
   /// One expert id read at `where`: must be an integer in [0, experts).
   void push_id(const nlohmann::json& v, const std::string& where) {
-    if (!v.is_number_integer()) throw UserError(where + ": is " + type_of(v) + ", expected an integer expert id");
+    if (!v.is_number_integer()) throw UserError(where + ": is " + json::type_name(v) + ", expected an integer expert id");
     const auto id = v.get<std::int64_t>();
     if (id < 0 || id >= o_.experts) {
       throw UserError(where + ": expert id " + std::to_string(id) + " is out of range [0, " +
@@ -149,14 +140,14 @@ std::uint32_t to_u32(std::int64_t v, const std::string& where, const char* what)
 void read_vllm_tokens(const nlohmann::json& arr, const std::string& path, const std::string& where,
                       std::uint32_t request, std::uint32_t first_position, bool keep, TraceBuilder& b) {
   if (!arr.is_array()) {
-    throw UserError(path + ": " + where + ": is " + type_of(arr) +
+    throw UserError(path + ": " + where + ": is " + json::type_name(arr) +
                     ", expected [tokens][num_moe_layers][top_k] expert ids");
   }
   for (std::size_t i = 0; i < arr.size(); ++i) {
     const auto& tok = arr[i];
     const std::string w = path + ": " + where + "[" + std::to_string(i) + "]";
     if (!tok.is_array())
-      throw UserError(w + ": is " + type_of(tok) + ", expected one list of expert ids per MoE layer");
+      throw UserError(w + ": is " + json::type_name(tok) + ", expected one list of expert ids per MoE layer");
     b.set_layers(static_cast<std::int64_t>(tok.size()), w, "the first token");
     if (!keep) continue;
     if (static_cast<std::int64_t>(tok.size()) != b.layers()) {
@@ -166,7 +157,7 @@ void read_vllm_tokens(const nlohmann::json& arr, const std::string& path, const 
     for (std::size_t l = 0; l < tok.size(); ++l) {
       const auto& row = tok[l];
       const std::string wl = w + "[" + std::to_string(l) + "]";
-      if (!row.is_array()) throw UserError(wl + ": is " + type_of(row) + ", expected a list of top-k expert ids");
+      if (!row.is_array()) throw UserError(wl + ": is " + json::type_name(row) + ", expected a list of top-k expert ids");
       b.check_k(row.size(), wl);
       for (std::size_t s = 0; s < row.size(); ++s) b.push_id(row[s], wl + "[" + std::to_string(s) + "]");
       b.check_distinct(wl);
@@ -228,7 +219,7 @@ RoutingTrace import_vllm(const std::vector<std::string>& paths, const ImportOpti
         read_vllm_tokens(r["routed_experts"], path, where + ".routed_experts", request, first, true, b);
         generated += static_cast<std::int64_t>(r["routed_experts"].size());
       } else {
-        throw UserError(path + ": " + where + ": is " + type_of(r) +
+        throw UserError(path + ": " + where + ": is " + json::type_name(r) +
                         ", expected the routed_experts array or an object {\"routed_experts\": ..., "
                         "\"prompt_routed_experts\": ...}");
       }
@@ -256,7 +247,7 @@ RoutingTrace import_moe_selection(const std::vector<std::string>& paths, const I
     const auto& path = paths[f];
     const nlohmann::json doc = json::load_file(path);
     if (!doc.is_array() || doc.empty()) {
-      throw UserError(path + ": $: is " + (doc.is_array() ? std::string("an empty array") : type_of(doc)) +
+      throw UserError(path + ": $: is " + (doc.is_array() ? std::string("an empty array") : json::type_name(doc)) +
                       ", expected the per-query array of steps (the prefill first, then one object per decode step)");
     }
     std::uint32_t position = 0;
@@ -264,7 +255,7 @@ RoutingTrace import_moe_selection(const std::vector<std::string>& paths, const I
       const auto& step = doc[i];
       const std::string where = path + ": $[" + std::to_string(i) + "]";
       if (!step.is_object()) {
-        throw UserError(where + ": is " + type_of(step) + ", expected an object keyed by decoder-layer index " +
+        throw UserError(where + ": is " + json::type_name(step) + ", expected an object keyed by decoder-layer index " +
                         "(\"0\", \"1\", ...)");
       }
       std::vector<std::pair<std::int64_t, const nlohmann::json*>> layers;
@@ -306,7 +297,7 @@ RoutingTrace import_moe_selection(const std::vector<std::string>& paths, const I
       for (const auto& [li, val] : layers) {
         const std::string wl = where + "[\"" + std::to_string(li) + "\"]";
         if (!val->is_array())
-          throw UserError(wl + ": is " + type_of(*val) + ", expected one list of expert ids per token");
+          throw UserError(wl + ": is " + json::type_name(*val) + ", expected one list of expert ids per token");
         if (val->size() != rows) {
           throw UserError(wl + ": has " + std::to_string(val->size()) + " tokens but layer \"" +
                           std::to_string(layers.front().first) + "\" has " + std::to_string(rows) +
@@ -322,7 +313,7 @@ RoutingTrace import_moe_selection(const std::vector<std::string>& paths, const I
         for (const auto& [li, val] : layers) {
           const std::string wl = where + "[\"" + std::to_string(li) + "\"][" + std::to_string(r) + "]";
           const auto& row = (*val)[r];
-          if (!row.is_array()) throw UserError(wl + ": is " + type_of(row) + ", expected a list of top-k expert ids");
+          if (!row.is_array()) throw UserError(wl + ": is " + json::type_name(row) + ", expected a list of top-k expert ids");
           b.check_k(row.size(), wl);
           for (std::size_t s = 0; s < row.size(); ++s) b.push_id(row[s], wl + "[" + std::to_string(s) + "]");
           b.check_distinct(wl);
@@ -376,7 +367,7 @@ RoutingTrace import_speculative_moe(const std::string& path, const ImportOptions
                       ": malformed JSON; every line is one record {\"problem_id\", \"layer\", \"experts\", "
                       "\"gating_probs\", \"token_idx\"} (was the file cut short?)");
     }
-    if (!j.is_object()) throw UserError(where + ": is " + type_of(j) + ", expected a record object {...}");
+    if (!j.is_object()) throw UserError(where + ": is " + json::type_name(j) + ", expected a record object {...}");
     const json::Node n(j, where);
     n.expect_only({"problem_id", "layer", "experts", "gating_probs", "token_idx", "dataset"});
     const std::int64_t problem = n.integer("problem_id", 0);
@@ -407,7 +398,7 @@ RoutingTrace import_speculative_moe(const std::string& path, const ImportOptions
     }
     for (std::size_t s = 0; s < ex.size(); ++s) {
       const auto& v = ex[s].raw();
-      if (!v.is_number_integer()) throw ex[s].error("is " + type_of(v) + ", expected an integer expert id");
+      if (!v.is_number_integer()) throw ex[s].error("is " + json::type_name(v) + ", expected an integer expert id");
       const auto id = v.get<std::int64_t>();
       if (id < 0 || id >= o.experts) {
         throw ex[s].error("expert id " + std::to_string(id) + " is out of range [0, " + std::to_string(o.experts) +
@@ -437,7 +428,7 @@ RoutingTrace import_speculative_moe(const std::string& path, const ImportOptions
                                           std::to_string(k) + "; give one probability per chosen expert");
       }
       for (const auto& p : pr) {
-        if (!p.raw().is_number()) throw p.error("is " + type_of(p.raw()) + ", expected a number");
+        if (!p.raw().is_number()) throw p.error("is " + json::type_name(p.raw()) + ", expected a number");
         const double x = p.raw().get<double>();
         if (!std::isfinite(x) || x < 0) throw p.error("gate probability " + text::printf("%g", x) + " is negative");
         r.probs.push_back(x);

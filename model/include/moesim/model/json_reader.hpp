@@ -23,6 +23,9 @@
 
 namespace moesim::json {
 
+/// "an object", "an array", "a string", "a boolean", "an integer", "a number" or "null", for messages.
+std::string type_name(const nlohmann::json& j);
+
 /// Reads and parses a JSON file. UserError if it is missing, unreadable or malformed (with line/column).
 nlohmann::json load_file(const std::filesystem::path& path);
 
