@@ -50,8 +50,8 @@ int cmd_models(const Args& args, std::ostream& out) {
   desc.add_options()("help,h", "show this help")("json", "print the zoo as JSON");
   po::variables_map vm;
   if (!parse_options(args, desc, vm, out,
-             "usage: moesim models [--json]\n\nThe built-in model zoo. Any command that takes "
-             "--model also takes the path of a Hugging Face config.json.")) {
+                     "usage: moesim models [--json]\n\nThe built-in model zoo. Any command that takes "
+                     "--model also takes the path of a Hugging Face config.json.")) {
     return 0;
   }
   if (vm.count("json")) {
@@ -94,8 +94,8 @@ int cmd_hw(const Args& args, std::ostream& out) {
   desc.add_options()("help,h", "show this help")("json", "print the profiles as JSON, with every source");
   po::variables_map vm;
   if (!parse_options(args, desc, vm, out,
-             "usage: moesim hw [--json]\n\nBuilt-in hardware profiles (hwprofiles/). Any "
-             "command that takes --hw or --nic also takes the path of your own profile JSON.")) {
+                     "usage: moesim hw [--json]\n\nBuilt-in hardware profiles (hwprofiles/). Any "
+                     "command that takes --hw or --nic also takes the path of your own profile JSON.")) {
     return 0;
   }
   const auto nodes = model::builtin_nodes();
@@ -191,14 +191,15 @@ int cmd_estimate(const Args& args, std::ostream& out) {
       "a scenario JSON with the same keys as these flags; flags given override it")(
       "json", "print the result as JSON: every value with its unit, and the resolved inputs");
   po::variables_map vm;
-  if (!parse_options(args, desc, vm, out,
-             "usage: moesim estimate --model ID --hw ID [--nic ID[,ID...]] --nodes N[,N...] [options]\n\n"
-             "Equation 1 of seed 000, generalised: per decode token on the busiest node, max(load, compute) + NIC "
-             "latency x\n"
-             "messages + bytes / NIC bandwidth; E[active experts per node] is computed exactly from the placement.\n"
-             "example: moesim estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192 --nic 10gbe-grpc --nodes "
-             "2,3,4,6,8",
-             registry_help())) {
+  if (!parse_options(
+          args, desc, vm, out,
+          "usage: moesim estimate --model ID --hw ID [--nic ID[,ID...]] --nodes N[,N...] [options]\n\n"
+          "Equation 1 of seed 000, generalised: per decode token on the busiest node, max(load, compute) + NIC "
+          "latency x\n"
+          "messages + bytes / NIC bandwidth; E[active experts per node] is computed exactly from the placement.\n"
+          "example: moesim estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192 --nic 10gbe-grpc --nodes "
+          "2,3,4,6,8",
+          registry_help())) {
     return 0;
   }
   reports::EstimateRequest r;
@@ -244,10 +245,11 @@ int cmd_cost(const Args& args, std::ostream& out) {
       "tokens-per-s", po::value<double>(), "a measured throughput in tokens/s, to get tokens/s per USD")(
       "json", "print the result as JSON");
   po::variables_map vm;
-  if (!parse_options(args, desc, vm, out,
-             "usage: moesim cost --hw ID [--nic ID] [--nodes N] [--tokens-per-s X]\n\n"
-             "Capital cost (node price x nodes + NIC price x nodes) and, given a throughput, tokens/s per USD as in\n"
-             "seed 000 Table 5. example: moesim cost --hw dgx-h100 --nodes 1 --tokens-per-s 112.5")) {
+  if (!parse_options(
+          args, desc, vm, out,
+          "usage: moesim cost --hw ID [--nic ID] [--nodes N] [--tokens-per-s X]\n\n"
+          "Capital cost (node price x nodes + NIC price x nodes) and, given a throughput, tokens/s per USD as in\n"
+          "seed 000 Table 5. example: moesim cost --hw dgx-h100 --nodes 1 --tokens-per-s 112.5")) {
     return 0;
   }
   reports::CostPoint p;

@@ -32,10 +32,9 @@ std::string policies_help() {
   for (const auto& x : sim::collectives()) s += "  " + x.name + ": " + x.description + "\n";
   s += "\nplacements (--placement):\n";
   for (const auto& x : sim::placements()) s += "  " + x.name + ": " + x.description + "\n";
-  s +=
-      "\nThe time split follows seed 000 Table 3: MoE = computing experts (re-wiring included), comm = waiting on "
-      "the network and on slower nodes, misc = attention, router and weighted sum. Residency parameters (the Metal "
-      "driver's wiring) and the NIC's per-message overhead come from the profiles (`moesim hw`), with sources.\n";
+  s += "\nThe time split follows seed 000 Table 3: MoE = computing experts (re-wiring included), comm = waiting on "
+       "the network and on slower nodes, misc = attention, router and weighted sum. Residency parameters (the Metal "
+       "driver's wiring) and the NIC's per-message overhead come from the profiles (`moesim hw`), with sources.\n";
   return s;
 }
 

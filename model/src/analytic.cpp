@@ -20,7 +20,8 @@ const std::vector<ExchangeInfo>& exchanges() {
        "per node (Thakur, Rabenseifner & Gropp 2005)"},
       {Exchange::RecursiveDoubling, "recursive-doubling",
        "recursive-doubling all-reduce of per-node partial sums: log2 N steps of d_model activations, +2 when N is "
-       "not a power of two (Thakur, Rabenseifner & Gropp 2005; the simulator overlaps that extra step and can be a step "
+       "not a power of two (Thakur, Rabenseifner & Gropp 2005; the simulator overlaps that extra step and can be a "
+       "step "
        "faster)"},
   };
   return all;

@@ -31,7 +31,6 @@ std::string type_name(const nlohmann::json& j) {
 }
 namespace {
 
-
 /// "line L, column C" for a byte offset into text (nlohmann reports byte positions).
 std::string line_column(std::string_view text, std::size_t byte) {
   std::size_t line = 1, col = 1;

@@ -25,8 +25,8 @@ class ChromeTrace final : public sim::TimelineObserver, public sim::TransferObse
  public:
   explicit ChromeTrace(std::int64_t tokens) : tokens_(tokens) {}
 
-  void on_compute(std::int32_t node, std::string_view what, std::int64_t token, std::int64_t layer,
-                  sim::SimTime start, sim::SimTime end) override {
+  void on_compute(std::int32_t node, std::string_view what, std::int64_t token, std::int64_t layer, sim::SimTime start,
+                  sim::SimTime end) override {
     const std::string category = what.starts_with("expert")   ? "expert"
                                  : what.starts_with("filler") ? "filler"
                                  : what == "rewire"           ? "rewire"
@@ -60,7 +60,8 @@ class ChromeTrace final : public sim::TimelineObserver, public sim::TransferObse
   void write(const std::string& path) const {
     nlohmann::json all = nlohmann::json::array();
     for (std::int32_t n = 0; n < nodes_; ++n) {
-      all.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", n}, {"args", {{"name", "node " + std::to_string(n)}}}});
+      all.push_back(
+          {{"name", "process_name"}, {"ph", "M"}, {"pid", n}, {"args", {{"name", "node " + std::to_string(n)}}}});
       all.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", n}, {"tid", 0}, {"args", {{"name", "compute"}}}});
       all.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", n}, {"tid", 1}, {"args", {{"name", "NIC send"}}}});
     }
@@ -83,9 +84,10 @@ void write_per_token_csv(const sim::DecodeResult& r, const std::string& path) {
   o << "token,start_s,end_s,time_s,misc_s,moe_s,comm_s,rewire_s,max_routed_experts\n";
   for (std::size_t i = 0; i < r.per_token.size(); ++i) {
     const auto& t = r.per_token[i];
-    o << i << ',' << text::printf("%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f", sim::to_seconds(t.start),
-                                  sim::to_seconds(t.end), sim::to_seconds(t.end - t.start), sim::to_seconds(t.misc),
-                                  sim::to_seconds(t.moe), sim::to_seconds(t.comm()), sim::to_seconds(t.rewire))
+    o << i << ','
+      << text::printf("%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f", sim::to_seconds(t.start), sim::to_seconds(t.end),
+                      sim::to_seconds(t.end - t.start), sim::to_seconds(t.misc), sim::to_seconds(t.moe),
+                      sim::to_seconds(t.comm()), sim::to_seconds(t.rewire))
       << ',' << t.max_routed << '\n';
   }
   f.commit();
@@ -102,9 +104,10 @@ double optional_positive(const json::Node& n, std::string_view key) {
 SimulateRequest load_simulate_scenario(const std::string& path, SimulateRequest r) {
   const nlohmann::json doc = json::load_file(path);
   const json::Node root(doc, path);
-  root.expect_only({"model", "hw", "nic", "nodes", "placement", "groups", "placement_file", "precision", "strategy",
-                    "packing", "balancing", "attention", "collective", "contention", "residency", "start_wired",
-                    "context", "lm_head", "trace", "generate", "tokens", "description"});
+  root.expect_only({"model",          "hw",         "nic",       "nodes",       "placement", "groups",
+                    "placement_file", "precision",  "strategy",  "packing",     "balancing", "attention",
+                    "collective",     "contention", "residency", "start_wired", "context",   "lm_head",
+                    "trace",          "generate",   "tokens",    "description"});
   if (auto v = root.optional_string("model")) r.model = *v;
   if (auto v = root.optional_string("hw")) r.hw = *v;
   if (auto v = root.optional_string("nic")) r.nic = *v;
@@ -126,9 +129,10 @@ SimulateRequest load_simulate_scenario(const std::string& path, SimulateRequest 
   if (auto v = root.optional_string("trace")) r.trace = *v;
   if (auto v = root.optional_integer("tokens", 1)) r.max_tokens = *v;
   if (auto g = root.optional_child("generate")) {
-    if (root.has("trace")) throw root.error("generate", "and \"trace\" are both given; keep one (a file or a generator)");
-    g->expect_only({"tokens", "seed", "requests", "popularity", "zipf_s", "dirichlet_alpha", "reuse", "max_mean_load",
-                    "window"});
+    if (root.has("trace"))
+      throw root.error("generate", "and \"trace\" are both given; keep one (a file or a generator)");
+    g->expect_only(
+        {"tokens", "seed", "requests", "popularity", "zipf_s", "dirichlet_alpha", "reuse", "max_mean_load", "window"});
     auto& q = r.generate;
     if (auto v = g->optional_integer("tokens", 1)) q.tokens = *v;
     if (auto v = g->optional_integer("seed", 0)) q.seed = static_cast<std::uint64_t>(*v);
@@ -167,8 +171,11 @@ nlohmann::json simulate_request_to_json(const SimulateRequest& r) {
     j["trace"] = r.trace;
   } else {
     const auto& g = r.generate;
-    nlohmann::json gj = {
-        {"tokens", g.tokens}, {"seed", g.seed}, {"requests", g.requests}, {"popularity", g.popularity}, {"window", g.window}};
+    nlohmann::json gj = {{"tokens", g.tokens},
+                         {"seed", g.seed},
+                         {"requests", g.requests},
+                         {"popularity", g.popularity},
+                         {"window", g.window}};
     if (g.zipf_s) gj["zipf_s"] = *g.zipf_s;
     if (g.dirichlet_alpha) gj["dirichlet_alpha"] = *g.dirichlet_alpha;
     if (g.reuse) gj["reuse"] = *g.reuse;
@@ -211,8 +218,9 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   if (req.nodes < 1) throw UserError("--nodes " + std::to_string(req.nodes) + ": a cluster needs at least 1 node");
   r.arch = model::load_model(req.model);
   if (!r.arch.is_moe()) {
-    throw UserError(r.arch.id + " is a dense model; `moesim simulate` replays expert routing and needs an MoE model "
-                                "(see `moesim models`)");
+    throw UserError(r.arch.id +
+                    " is a dense model; `moesim simulate` replays expert routing and needs an MoE model "
+                    "(see `moesim models`)");
   }
   r.node = model::load_node(req.hw);
   if (req.nodes > 1) r.nic = model::load_nic(req.nic);
@@ -234,8 +242,8 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
     const auto ids = static_cast<std::size_t>(replayed * trace.header.layers * trace.header.top_k);
     for (std::size_t i = 0; i < ids; ++i) placement_options.expert_load[trace.experts[i]] += 1.0;
   }
-  r.placement = sim::resolve_placement(req.placement, r.arch.routed_experts, req.nodes, placement_options,
-                                       req.placement_file);
+  r.placement =
+      sim::resolve_placement(req.placement, r.arch.routed_experts, req.nodes, placement_options, req.placement_file);
   r.exact_expected_active = sim::expected_max_active_experts(r.placement, r.arch.top_k);
 
   // The analytic model on the same configuration, for the comparison line.
@@ -390,22 +398,18 @@ nlohmann::json simulate_to_json(const SimulateResult& r) {
   nlohmann::json nodes = nlohmann::json::array();
   for (std::size_t i = 0; i < run.nodes.size(); ++i) {
     const auto& n = run.nodes[i];
-    nodes.push_back({{"node", i},
-                     {"metrics",
-                      {metric("misc_busy", sim::to_seconds(n.misc), "s"), metric("moe_busy", sim::to_seconds(n.moe), "s"),
-                       metric("rewire", sim::to_seconds(n.rewire), "s"),
-                       metric("routed_experts", static_cast<double>(n.routed), "expert computations"),
-                       metric("filler_experts", static_cast<double>(n.fillers), "expert computations"),
-                       metric("rewires", static_cast<double>(n.rewires), "buffers"),
-                       metric("bytes_sent", n.bytes_sent, "B"),
-                       metric("uplink_busy", sim::to_seconds(n.uplink_busy), "s")}}});
+    nodes.push_back(
+        {{"node", i},
+         {"metrics",
+          {metric("misc_busy", sim::to_seconds(n.misc), "s"), metric("moe_busy", sim::to_seconds(n.moe), "s"),
+           metric("rewire", sim::to_seconds(n.rewire), "s"),
+           metric("routed_experts", static_cast<double>(n.routed), "expert computations"),
+           metric("filler_experts", static_cast<double>(n.fillers), "expert computations"),
+           metric("rewires", static_cast<double>(n.rewires), "buffers"), metric("bytes_sent", n.bytes_sent, "B"),
+           metric("uplink_busy", sim::to_seconds(n.uplink_busy), "s")}}});
   }
-  nlohmann::json trace = {{"model", r.trace.model},
-                          {"layers", r.trace.layers},
-                          {"experts", r.trace.experts},
-                          {"top_k", r.trace.top_k},
-                          {"source", r.trace.source},
-                          {"tokens", r.trace_tokens}};
+  nlohmann::json trace = {{"model", r.trace.model}, {"layers", r.trace.layers}, {"experts", r.trace.experts},
+                          {"top_k", r.trace.top_k}, {"source", r.trace.source}, {"tokens", r.trace_tokens}};
   return {{"command", "simulate"},
           {"scenario", simulate_request_to_json(r.request)},
           {"resolved",

@@ -209,7 +209,7 @@ class Engine final : public EventHandler, public MessageSink {
  private:
   struct Slot {
     std::uint64_t g = std::numeric_limits<std::uint64_t>::max();
-    SimTime done = 0;      ///< this node's own expert computation ends
+    SimTime done = 0;  ///< this node's own expert computation ends
     std::int32_t arrivals = 0;
     std::int32_t sent = 0;  ///< collective steps sent
     std::uint32_t rounds_received = 0;
@@ -328,8 +328,7 @@ void Engine::setup() {
   }
   // Non-expert weights, KV-cache reads and attention FLOPs are spread evenly over the decoder layers:
   // the per-token total is exact (the analytic model's), the split between layers approximate.
-  const double kv =
-      cfg_.context > 0 ? model::kv_bytes_at_context(a, cfg_.context, cfg_.activation_bytes).base() : 0.0;
+  const double kv = cfg_.context > 0 ? model::kv_bytes_at_context(a, cfg_.context, cfg_.activation_bytes).base() : 0.0;
   const double ctx_flops = cfg_.context > 0 ? model::attention_context_flops(a, cfg_.context).base() : 0.0;
   const double L = static_cast<double>(layers_);
   layer_bytes_ = costs.non_expert_bytes.base() / L;
@@ -338,8 +337,8 @@ void Engine::setup() {
   attention_ = roofline(layer_read, layer_flops, bw, peak, overhead, kAttentionKernels + kRouterKernels);
   if (node.devices.count > 1) {
     MOESIM_CHECK(cfg_.intra_link != nullptr, "a multi-device node needs its intra-node link");
-    attention_ += to_sim_time(
-        model::tensor_parallel_allreduce_time(a, node, *cfg_.intra_link, cfg_.activation_bytes) / L);
+    attention_ +=
+        to_sim_time(model::tensor_parallel_allreduce_time(a, node, *cfg_.intra_link, cfg_.activation_bytes) / L);
   }
   expert_bytes_ = costs.expert_bytes.base();
   expert_ = roofline(expert_bytes_, 2.0 * costs.expert_params, bw, peak, overhead, kExpertKernels);
@@ -388,7 +387,8 @@ void Engine::setup() {
   local_experts_.resize(static_cast<std::size_t>(n_));
   for (const auto& grp : cfg_.placement->groups) {
     for (const auto m : grp.members) {
-      for (const auto e : grp.experts) local_experts_[static_cast<std::size_t>(m)].push_back(static_cast<std::int32_t>(e));
+      for (const auto e : grp.experts)
+        local_experts_[static_cast<std::size_t>(m)].push_back(static_cast<std::int32_t>(e));
     }
   }
   for (auto& l : local_experts_) std::sort(l.begin(), l.end());
@@ -422,7 +422,10 @@ SimTime Engine::compute_experts(std::int32_t n, std::uint64_t g, SimTime t) {
   const auto& local = local_experts_[ni];
   std::int64_t* lru = &lru_[(ni * static_cast<std::size_t>(moe_layers_) + static_cast<std::size_t>(j)) *
                             static_cast<std::size_t>(experts_)];
-  auto is_routed = [&](std::int32_t e) { return std::find(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(routed), e) != scratch_.begin() + static_cast<std::ptrdiff_t>(routed); };
+  auto is_routed = [&](std::int32_t e) {
+    return std::find(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(routed), e) !=
+           scratch_.begin() + static_cast<std::ptrdiff_t>(routed);
+  };
   if (cfg_.balancing == Balancing::BusyAll) {
     for (const auto e : local)
       if (!is_routed(e)) scratch_.push_back(e);
@@ -449,8 +452,8 @@ SimTime Engine::compute_experts(std::int32_t n, std::uint64_t g, SimTime t) {
     std::size_t buffer = 0;
     if (residency_) {
       const bool stacked = cfg_.packing == Packing::Prestacked;
-      buffer = expert_buffer_base_ + (stacked ? static_cast<std::size_t>(e)
-                                              : static_cast<std::size_t>(j * experts_ + e));
+      buffer =
+          expert_buffer_base_ + (stacked ? static_cast<std::size_t>(e) : static_cast<std::size_t>(j * experts_ + e));
       rewire = touch(n, buffer, t, stacked ? 1 : 3,
                      stacked ? expert_bytes_ * static_cast<double>(moe_layers_) : expert_bytes_);
       if (rewire > 0) {
@@ -600,8 +603,7 @@ void Engine::rd_advance(std::int32_t n, std::uint64_t g) {
   if (n < extra && !slot.pre_received) return;
   while (slot.sent < rd_rounds_ && (slot.sent == 0 || (slot.rounds_received >> (slot.sent - 1)) & 1U)) {
     const std::int32_t partner = n ^ (1 << slot.sent);
-    network_->send(at, n, partner, vector_bytes_,
-                   make_tag(Msg::RdRound, static_cast<std::uint64_t>(slot.sent), g));
+    network_->send(at, n, partner, vector_bytes_, make_tag(Msg::RdRound, static_cast<std::uint64_t>(slot.sent), g));
     ++slot.sent;
   }
   const bool rounds_done = rd_rounds_ == 0 || ((slot.rounds_received >> (rd_rounds_ - 1)) & 1U);

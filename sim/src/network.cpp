@@ -14,8 +14,7 @@ constexpr double kDoneBytes = 1e-3;
 constexpr std::uint32_t kWake = 0;
 }  // namespace
 
-Network::Network(Simulation& sim, NetworkConfig config, MessageSink* sink)
-    : sim_(sim), config_(config), sink_(sink) {
+Network::Network(Simulation& sim, NetworkConfig config, MessageSink* sink) : sim_(sim), config_(config), sink_(sink) {
   MOESIM_CHECK(config_.nodes >= 1, "a network needs at least one node");
   MOESIM_CHECK(config_.bandwidth > 0, "network bandwidth must be positive (profiles check this)");
   MOESIM_CHECK(config_.overhead <= config_.latency, "overhead is part of latency");
@@ -195,8 +194,8 @@ void Network::process() {
       deliver(id);
       delivered = true;
     }
-    const bool more_now = (!starts_.empty() && starts_.top().time <= now) ||
-                          (!deliveries_.empty() && deliveries_.top().time <= now);
+    const bool more_now =
+        (!starts_.empty() && starts_.top().time <= now) || (!deliveries_.empty() && deliveries_.top().time <= now);
     if (!delivered || !more_now) break;
   }
   // Next thing that will happen.
@@ -220,8 +219,8 @@ namespace {
 /// Progressive filling (see the header): rate[i] for flow i over links flows[i], capacities `cap` (used
 /// as scratch). Repeatedly find the link whose remaining capacity divided by its unfrozen flows is
 /// smallest, give its flows that share, freeze them and take their rate off the other links they cross.
-void progressive_fill(std::vector<double>& cap, const std::vector<Network::FlowLinks>& flows,
-                      std::vector<double>& rate, std::vector<std::int32_t>& count, std::vector<char>& frozen) {
+void progressive_fill(std::vector<double>& cap, const std::vector<Network::FlowLinks>& flows, std::vector<double>& rate,
+                      std::vector<std::int32_t>& count, std::vector<char>& frozen) {
   count.assign(cap.size(), 0);
   frozen.assign(flows.size(), 0);
   rate.assign(flows.size(), 0.0);

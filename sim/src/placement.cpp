@@ -127,8 +127,9 @@ Placement load_aware(std::int64_t experts, std::int64_t nodes, const PlacementOp
   std::vector<std::int64_t> order(static_cast<std::size_t>(experts));
   for (std::int64_t e = 0; e < experts; ++e) order[static_cast<std::size_t>(e)] = e;
   // Heaviest first; equal loads keep id order, so uniform loads give contiguous-looking groups.
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::int64_t a, std::int64_t b) { return load[static_cast<std::size_t>(a)] > load[static_cast<std::size_t>(b)]; });
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+    return load[static_cast<std::size_t>(a)] > load[static_cast<std::size_t>(b)];
+  });
   Placement p{"load-aware", experts, nodes, std::vector<ExpertGroup>(static_cast<std::size_t>(groups))};
   std::vector<double> group_load(static_cast<std::size_t>(groups), 0.0);
   for (const auto e : order) {
@@ -146,8 +147,7 @@ Placement load_aware(std::int64_t experts, std::int64_t nodes, const PlacementOp
   for (std::int64_t extra = nodes - groups; extra > 0; --extra) {
     std::size_t best = 0;
     for (std::size_t g = 1; g < replicas.size(); ++g) {
-      if (group_load[g] / static_cast<double>(replicas[g]) >
-          group_load[best] / static_cast<double>(replicas[best]))
+      if (group_load[g] / static_cast<double>(replicas[g]) > group_load[best] / static_cast<double>(replicas[best]))
         best = g;
     }
     ++replicas[best];
@@ -242,10 +242,11 @@ Placement resolve_placement(std::string_view name, std::int64_t experts, std::in
                                 : load_placement(placement_file, experts, nodes);
 }
 
-Dispatcher::Dispatcher(const Placement& p) : placement_(&p), group_of_expert_(static_cast<std::size_t>(p.experts), -1),
-                                              dealt_(p.groups.size(), 0) {
+Dispatcher::Dispatcher(const Placement& p)
+    : placement_(&p), group_of_expert_(static_cast<std::size_t>(p.experts), -1), dealt_(p.groups.size(), 0) {
   for (std::size_t gi = 0; gi < p.groups.size(); ++gi) {
-    for (const auto e : p.groups[gi].experts) group_of_expert_[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(gi);
+    for (const auto e : p.groups[gi].experts)
+      group_of_expert_[static_cast<std::size_t>(e)] = static_cast<std::int32_t>(gi);
   }
   for (const auto g : group_of_expert_) MOESIM_CHECK(g >= 0, "placement leaves an expert without a group");
 }

@@ -18,7 +18,6 @@
 namespace moesim::sim {
 namespace {
 
-
 std::string files_text(const std::vector<std::string>& paths) {
   std::vector<std::string> shown(paths.begin(),
                                  paths.begin() + static_cast<std::ptrdiff_t>(std::min<std::size_t>(paths.size(), 3)));
@@ -78,7 +77,8 @@ class TraceBuilder {
   }
   /// One expert id read at `where`: must be an integer in [0, experts).
   void push_id(const nlohmann::json& v, const std::string& where) {
-    if (!v.is_number_integer()) throw UserError(where + ": is " + json::type_name(v) + ", expected an integer expert id");
+    if (!v.is_number_integer())
+      throw UserError(where + ": is " + json::type_name(v) + ", expected an integer expert id");
     const auto id = v.get<std::int64_t>();
     if (id < 0 || id >= o_.experts) {
       throw UserError(where + ": expert id " + std::to_string(id) + " is out of range [0, " +
@@ -157,7 +157,8 @@ void read_vllm_tokens(const nlohmann::json& arr, const std::string& path, const 
     for (std::size_t l = 0; l < tok.size(); ++l) {
       const auto& row = tok[l];
       const std::string wl = w + "[" + std::to_string(l) + "]";
-      if (!row.is_array()) throw UserError(wl + ": is " + json::type_name(row) + ", expected a list of top-k expert ids");
+      if (!row.is_array())
+        throw UserError(wl + ": is " + json::type_name(row) + ", expected a list of top-k expert ids");
       b.check_k(row.size(), wl);
       for (std::size_t s = 0; s < row.size(); ++s) b.push_id(row[s], wl + "[" + std::to_string(s) + "]");
       b.check_distinct(wl);
@@ -313,7 +314,8 @@ RoutingTrace import_moe_selection(const std::vector<std::string>& paths, const I
         for (const auto& [li, val] : layers) {
           const std::string wl = where + "[\"" + std::to_string(li) + "\"][" + std::to_string(r) + "]";
           const auto& row = (*val)[r];
-          if (!row.is_array()) throw UserError(wl + ": is " + json::type_name(row) + ", expected a list of top-k expert ids");
+          if (!row.is_array())
+            throw UserError(wl + ": is " + json::type_name(row) + ", expected a list of top-k expert ids");
           b.check_k(row.size(), wl);
           for (std::size_t s = 0; s < row.size(); ++s) b.push_id(row[s], wl + "[" + std::to_string(s) + "]");
           b.check_distinct(wl);

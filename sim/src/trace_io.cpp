@@ -114,7 +114,6 @@ TraceHeader parse_header(const json::Node& n, std::optional<std::int64_t>& token
 /// "file: line N: " for a message about line N.
 std::string at_line(const std::string& name, std::int64_t line) { return name + ": line " + std::to_string(line); }
 
-
 nlohmann::json parse_line(const std::string& line, const std::string& name, std::int64_t lineno) {
   try {
     return nlohmann::json::parse(line);
@@ -150,7 +149,8 @@ std::uint32_t record_u32(const nlohmann::json& rec, const char* key, const std::
 void read_record(const nlohmann::json& rec, const TraceHeader& h, const std::string& name, std::int64_t lineno,
                  std::optional<bool>& weights_seen_first, std::int64_t& weights_decided_at, RoutingTrace& t) {
   const std::string where = at_line(name, lineno);
-  if (!rec.is_object()) throw UserError(where + ": is " + json::type_name(rec) + ", expected a token record object {...}");
+  if (!rec.is_object())
+    throw UserError(where + ": is " + json::type_name(rec) + ", expected a token record object {...}");
   if (rec.contains("format")) {
     throw UserError(where + ": is a second trace header; a trace has one header, on line 1 (were two traces " +
                     "concatenated? convert them separately)");
@@ -164,7 +164,8 @@ void read_record(const nlohmann::json& rec, const TraceHeader& h, const std::str
   const auto ex = rec.find("experts");
   if (ex == rec.end()) throw UserError(where + ": $.experts: is missing; every token record needs its chosen experts");
   if (!ex->is_array()) {
-    throw UserError(where + ": $.experts: is " + json::type_name(*ex) + ", expected one list of top_k ids per MoE layer");
+    throw UserError(where + ": $.experts: is " + json::type_name(*ex) +
+                    ", expected one list of top_k ids per MoE layer");
   }
   if (ex->size() != layers) {
     throw UserError(where + ": $.experts: has " + std::to_string(ex->size()) + " layers, the header says " +
@@ -176,7 +177,8 @@ void read_record(const nlohmann::json& rec, const TraceHeader& h, const std::str
     const auto& row = (*ex)[l];
     // Built only for a message (a string per layer and record would dominate reading a large trace).
     const auto field = [l] { return "$.experts[" + std::to_string(l) + "]"; };
-    if (!row.is_array()) throw UserError(where + ": " + field() + ": is " + json::type_name(row) + ", expected a list of ids");
+    if (!row.is_array())
+      throw UserError(where + ": " + field() + ": is " + json::type_name(row) + ", expected a list of ids");
     if (row.size() != k) {
       throw UserError(where + ": " + field() + ": has " + std::to_string(row.size()) +
                       " experts, the header's top_k is " + std::to_string(h.top_k) +
@@ -213,19 +215,20 @@ void read_record(const nlohmann::json& rec, const TraceHeader& h, const std::str
   }
   if (!has) return;
   if (!w->is_array() || w->size() != layers) {
-    throw UserError(
-        where +
-        ": $.weights: " + (w->is_array() ? "has " + std::to_string(w->size()) + " layers" : "is " + json::type_name(*w)) +
-        ", expected one list per MoE layer (" + std::to_string(h.layers) + "), matching \"experts\" entry for entry");
+    throw UserError(where + ": $.weights: " +
+                    (w->is_array() ? "has " + std::to_string(w->size()) + " layers" : "is " + json::type_name(*w)) +
+                    ", expected one list per MoE layer (" + std::to_string(h.layers) +
+                    "), matching \"experts\" entry for entry");
   }
   for (std::size_t l = 0; l < layers; ++l) {
     const auto& row = (*w)[l];
     const auto field = [l] { return "$.weights[" + std::to_string(l) + "]"; };
     if (!row.is_array() || row.size() != k) {
-      throw UserError(where + ": " + field() + ": " +
-                      (row.is_array() ? "has " + std::to_string(row.size()) + " weights" : "is " + json::type_name(row)) +
-                      " but \"experts\" has " + std::to_string(h.top_k) +
-                      " ids in this layer; give one gate weight per chosen expert");
+      throw UserError(
+          where + ": " + field() + ": " +
+          (row.is_array() ? "has " + std::to_string(row.size()) + " weights" : "is " + json::type_name(row)) +
+          " but \"experts\" has " + std::to_string(h.top_k) +
+          " ids in this layer; give one gate weight per chosen expert");
     }
     for (std::size_t s = 0; s < k; ++s) {
       const auto& v = row[s];

@@ -219,7 +219,8 @@ TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOption
     }
 
     if (fast) {
-      for (std::size_t t = 0; t < T; ++t) fast->nodes_for(std::span<const std::uint16_t>(ids.data() + t * k, k), node_of.data() + t * k);
+      for (std::size_t t = 0; t < T; ++t)
+        fast->nodes_for(std::span<const std::uint16_t>(ids.data() + t * k, k), node_of.data() + t * k);
       // Per token: max over nodes of experts executed (Equation 1's busiest node).
       std::int64_t sum_max = 0;
       for (std::size_t t = 0; t < T; ++t) {

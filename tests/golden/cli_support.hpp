@@ -105,5 +105,4 @@ inline void expect_bad_input(const BadInput& c) {
     EXPECT_NE(r.err.find(s), std::string::npos) << "missing '" << s << "' in: " << r.err;
 }
 
-
 }  // namespace moesim::test

@@ -46,8 +46,8 @@ TEST(GoldenSimulate, PerTokenCsvAndChromeTrace) {
   fs::create_directories(dir);
   const auto csv = (dir / "tokens.csv").string();
   const auto chrome = (dir / "trace.json").string();
-  const auto r = run_cli("simulate --nodes 3 --tokens 50 --per-token " + csv + " --chrome-trace " + chrome +
-                        " --chrome-tokens 2");
+  const auto r =
+      run_cli("simulate --nodes 3 --tokens 50 --per-token " + csv + " --chrome-trace " + chrome + " --chrome-tokens 2");
   ASSERT_EQ(r.code, 0) << r.err;
   const std::string text = slurp(csv);
   EXPECT_EQ(std::count(text.begin(), text.end(), '\n'), 51);

@@ -19,7 +19,7 @@ using namespace moesim;
 struct Paper {
   model::Architecture arch = model::load_model("dbrx-instruct");
   model::NodeProfile node = model::load_node("mac-studio-m2-ultra-192");  // Table 1: 800 GB/s, 54 TFLOP/s
-  model::NicProfile nic = model::load_nic("10gbe-grpc");                 // Table 1: 1 ms, 1.25 GB/s
+  model::NicProfile nic = model::load_nic("10gbe-grpc");                  // Table 1: 1 ms, 1.25 GB/s
   const model::Precision* bf16 = &model::precision("bf16");
 
   sim::RoutingTrace uniform(std::int64_t tokens, std::uint64_t seed) const {
@@ -94,8 +94,7 @@ TEST(SimOracle, SimulatorEqualsEquationOneWithoutContention) {
       // sooner than the textbook count of log2(p) + 2 steps the analytic model charges.
       if (collective == sim::Collective::RecursiveDoubling && (nodes & (nodes - 1)) != 0) continue;
       const auto r = paper.simulate(trace, p, nodes, collective);
-      const auto e =
-          paper.estimate(p, nodes, sim::analytic_exchange(sim::AttentionMode::Decentralised, collective));
+      const auto e = paper.estimate(p, nodes, sim::analytic_exchange(sim::AttentionMode::Decentralised, collective));
       const double simulated = 1.0 / r.tokens_per_second;
       EXPECT_NEAR(simulated / e.time.base(), 1.0, 0.01)
           << nodes << " nodes, " << sim::name_of(collective) << ": simulated " << simulated << " s, estimated "

@@ -79,7 +79,8 @@ sim::RoutingTrace trace_of(const model::Architecture& a, const std::vector<std::
 /// Records which expert computations (and fillers) each node ran.
 class Spans final : public sim::TimelineObserver {
  public:
-  void on_compute(std::int32_t node, std::string_view what, std::int64_t token, std::int64_t, SimTime, SimTime) override {
+  void on_compute(std::int32_t node, std::string_view what, std::int64_t token, std::int64_t, SimTime,
+                  SimTime) override {
     if (what.starts_with("filler") || what.starts_with("expert"))
       seen.push_back(std::to_string(token) + ":" + std::to_string(node) + ":" + std::string(what));
   }
@@ -116,7 +117,7 @@ TEST(Decode, LruFillerPicksTheLeastRecentlyUsedLocalExpert) {
   const auto res = sim::run_decode(r.config, trace_of(r.arch, {{0}, {1}, {0}}));
   std::sort(spans.seen.begin(), spans.seen.end());  // nodes run concurrently: compare as a set
   EXPECT_EQ(spans.seen, (std::vector<std::string>{"0:0:expert 0", "0:1:filler 2", "1:0:expert 1", "1:1:filler 3",
-                                                 "2:0:expert 0", "2:1:filler 2"}));
+                                                  "2:0:expert 0", "2:1:filler 2"}));
   EXPECT_DOUBLE_EQ(res.mean_max_routed, 1.0);
   EXPECT_DOUBLE_EQ(res.mean_executed_per_node, 1.0);
 }

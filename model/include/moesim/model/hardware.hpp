@@ -66,7 +66,7 @@ struct NicProfile {
   std::string id;
   std::string name;
   std::string origin;
-  Sourced<units::Duration> latency;            ///< per message (software + wire), one way
+  Sourced<units::Duration> latency;  ///< per message (software + wire), one way
   /// The part of `latency` the sender's CPU spends per message (LogP's o, Culler et al. 1993): messages
   /// from one node pay it one after another, the rest of `latency` is in flight and overlaps. Absent: 0.
   std::optional<Sourced<units::Duration>> overhead;

@@ -106,9 +106,9 @@ struct DecodeConfig {
   Balancing balancing = Balancing::LruFill;
   Packing packing = Packing::Prestacked;
   Collective collective = Collective::ExpertOutputs;
-  bool contention = true;      ///< flows share bandwidth and sender overheads queue (sim/network.hpp)
-  bool residency = true;       ///< model weight wiring when the node profile describes it
-  bool start_wired = true;     ///< weights wired at t = 0 (after a warm-up), else every buffer starts cold
+  bool contention = true;         ///< flows share bandwidth and sender overheads queue (sim/network.hpp)
+  bool residency = true;          ///< model weight wiring when the node profile describes it
+  bool start_wired = true;        ///< weights wired at t = 0 (after a warm-up), else every buffer starts cold
   double activation_bytes = 2.0;  ///< bytes per activation on the wire (bf16)
   std::int64_t context = 0;       ///< tokens in the KV cache (as `moesim estimate --context`)
   bool lm_head = false;           ///< count the LM head (Equation 1 omits it)

@@ -60,9 +60,7 @@ class Simulation {
     std::uint32_t kind;
   };
   struct Later {
-    bool operator()(const Event& a, const Event& b) const {
-      return a.time != b.time ? a.time > b.time : a.seq > b.seq;
-    }
+    bool operator()(const Event& a, const Event& b) const { return a.time != b.time ? a.time > b.time : a.seq > b.seq; }
   };
   std::priority_queue<Event, std::vector<Event>, Later> queue_;
   std::vector<EventHandler*> handlers_;

@@ -32,11 +32,11 @@ namespace moesim::sim {
 
 struct NetworkConfig {
   std::int32_t nodes = 0;
-  double bandwidth = 0;          ///< bytes per second, per NIC port and direction
-  SimTime latency = 0;           ///< one-way per-message latency, overhead included
-  SimTime overhead = 0;          ///< sender CPU time per message (part of latency)
-  double switch_bandwidth = 0;   ///< bytes per second through the switch backplane; 0: non-blocking
-  bool contention = true;        ///< false: flows never share bandwidth and overheads overlap
+  double bandwidth = 0;         ///< bytes per second, per NIC port and direction
+  SimTime latency = 0;          ///< one-way per-message latency, overhead included
+  SimTime overhead = 0;         ///< sender CPU time per message (part of latency)
+  double switch_bandwidth = 0;  ///< bytes per second through the switch backplane; 0: non-blocking
+  bool contention = true;       ///< false: flows never share bandwidth and overheads overlap
 };
 
 /// Receives delivered messages (called at the delivery time, from inside the network's event).
@@ -97,9 +97,7 @@ class Network final : public EventHandler {
     std::uint32_t message;
   };
   struct Later {
-    bool operator()(const Timed& a, const Timed& b) const {
-      return a.time != b.time ? a.time > b.time : a.seq > b.seq;
-    }
+    bool operator()(const Timed& a, const Timed& b) const { return a.time != b.time ? a.time > b.time : a.seq > b.seq; }
   };
   using Heap = std::priority_queue<Timed, std::vector<Timed>, Later>;
 

@@ -9,8 +9,8 @@
 //
 // Placements are named and registered (STYLE.md practice 2): `placements()` lists them for --help.
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <random>
 #include <span>
 #include <string>

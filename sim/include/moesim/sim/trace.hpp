@@ -45,16 +45,16 @@ struct RoutingTrace {
   /// The experts `token` chose at MoE layer `layer` (top_k ids).
   [[nodiscard]] std::span<const std::uint16_t> chosen(std::int64_t token, std::int64_t layer) const {
     const auto k = static_cast<std::size_t>(header.top_k);
-    const auto at = (static_cast<std::size_t>(token) * static_cast<std::size_t>(header.layers) +
-                     static_cast<std::size_t>(layer)) *
-                    k;
+    const auto at =
+        (static_cast<std::size_t>(token) * static_cast<std::size_t>(header.layers) + static_cast<std::size_t>(layer)) *
+        k;
     return {experts.data() + at, k};
   }
   [[nodiscard]] std::span<const float> gates(std::int64_t token, std::int64_t layer) const {
     const auto k = static_cast<std::size_t>(header.top_k);
-    const auto at = (static_cast<std::size_t>(token) * static_cast<std::size_t>(header.layers) +
-                     static_cast<std::size_t>(layer)) *
-                    k;
+    const auto at =
+        (static_cast<std::size_t>(token) * static_cast<std::size_t>(header.layers) + static_cast<std::size_t>(layer)) *
+        k;
     return {weights.data() + at, k};
   }
 };
