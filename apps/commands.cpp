@@ -1,6 +1,7 @@
 #include "commands.hpp"
 
 #include <boost/program_options.hpp>
+#include <charconv>
 #include <iostream>
 
 #include "moesim/model/analytic.hpp"
@@ -27,6 +28,15 @@ bool parse_options(const Args& args, const po::options_description& desc, po::va
   }
   po::notify(vm);
   return true;
+}
+
+std::uint64_t parse_seed(const std::string& text, const std::string& flag) {
+  std::uint64_t v = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
+    throw UserError(flag + " " + text + ": a seed is a whole number from 0 to 18446744073709551615");
+  }
+  return v;
 }
 
 namespace {

@@ -3,6 +3,7 @@
 // writes to `out`, and returns the exit code; user errors are thrown as moesim::UserError.
 
 #include <boost/program_options.hpp>
+#include <cstdint>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -16,6 +17,10 @@ using Args = std::vector<std::string>;
 bool parse_options(const Args& args, const boost::program_options::options_description& desc,
                    boost::program_options::variables_map& vm, std::ostream& out, const std::string& usage,
                    const std::string& footer = "");
+
+/// A seed given as `flag`: a whole number 0 .. 2^64-1. Boost reads "-1" into an unsigned option as
+/// 2^64-1 without a word, so seeds are read as text and checked here. UserError otherwise.
+std::uint64_t parse_seed(const std::string& text, const std::string& flag);
 
 int cmd_models(const Args& args, std::ostream& out);
 int cmd_hw(const Args& args, std::ostream& out);

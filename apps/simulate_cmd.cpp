@@ -66,7 +66,7 @@ int cmd_simulate(const Args& args, std::ostream& out) {
     ("lm-head", "count the LM head (Equation 1 omits it)")
     ("trace", po::value<std::string>(), "routing trace file (.jsonl or .mtrace); without it a trace is generated")
     ("tokens", po::value<std::int64_t>(), "tokens to replay: generated when there is no --trace (default 1000), else the first N")
-    ("seed", po::value<std::uint64_t>(), "generator seed (default 1)")
+    ("seed", po::value<std::string>(), "generator seed, 0 .. 2^64-1 (default 1)")
     ("requests", po::value<std::int64_t>(), "generator: requests the tokens are split into (default 1)")
     ("popularity", po::value<std::string>(), "generator: uniform, zipf or dirichlet (default uniform)")
     ("zipf-s", po::value<double>(), "generator: Zipf exponent")
@@ -125,7 +125,7 @@ int cmd_simulate(const Args& args, std::ostream& out) {
       r.max_tokens = n;
     }
   }
-  if (vm.count("seed")) r.generate.seed = vm["seed"].as<std::uint64_t>();
+  if (vm.count("seed")) r.generate.seed = parse_seed(vm["seed"].as<std::string>(), "--seed");
   if (vm.count("requests")) r.generate.requests = vm["requests"].as<std::int64_t>();
   str("popularity", r.generate.popularity);
   if (vm.count("zipf-s")) r.generate.zipf_s = vm["zipf-s"].as<double>();

@@ -106,7 +106,7 @@ int trace_gen(const Args& args, std::ostream& out) {
       "tokens", po::value<std::int64_t>()->default_value(10000), "tokens to generate")(
       "requests", po::value<std::int64_t>(), "split the tokens evenly over this many requests (default 1)")(
       "tokens-per-request", po::value<std::int64_t>(), "or: tokens per request (the last one may be shorter)")(
-      "seed", po::value<std::uint64_t>()->default_value(1), "random seed; the same seed gives the same bytes")(
+      "seed", po::value<std::string>()->default_value("1"), "random seed; the same seed gives the same bytes")(
       "popularity", po::value<std::string>(),
       "per-layer expert popularity: uniform (default), zipf (p ~ 1/rank^s, random ranks per layer) or dirichlet")(
       "zipf-s", po::value<double>(), "raw knob: Zipf exponent s >= 0 (default 1)")(
@@ -211,7 +211,7 @@ int trace_gen(const Args& args, std::ostream& out) {
     if (*tpr < 1) throw UserError("--tokens-per-request must be at least 1");
     o.requests = (o.tokens + *tpr - 1) / *tpr;
   }
-  o.seed = vm["seed"].as<std::uint64_t>();
+  o.seed = parse_seed(vm["seed"].as<std::string>(), "--seed");
   if (vm.count("popularity")) o.popularity = sim::parse_popularity(vm["popularity"].as<std::string>(), "--popularity");
   if (vm.count("zipf-s")) o.zipf_s = vm["zipf-s"].as<double>();
   if (vm.count("dirichlet-alpha")) o.dirichlet_alpha = vm["dirichlet-alpha"].as<double>();
