@@ -1,8 +1,6 @@
 #include "moesim/reports/simulate.hpp"
 
 #include <chrono>
-#include <cmath>
-#include <iostream>
 
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
@@ -57,7 +55,7 @@ class ChromeTrace final : public sim::TimelineObserver, public sim::TransferObse
     nodes_ = std::max(nodes_, std::max(from, to) + 1);
   }
 
-  void write(const std::string& path) const {
+  void write(std::ostream& out) const {
     nlohmann::json all = nlohmann::json::array();
     for (std::int32_t n = 0; n < nodes_; ++n) {
       all.push_back(
@@ -66,8 +64,7 @@ class ChromeTrace final : public sim::TimelineObserver, public sim::TransferObse
       all.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", n}, {"tid", 1}, {"args", {{"name", "NIC send"}}}});
     }
     for (const auto& e : events_) all.push_back(e);
-    write_file_atomically(path, nlohmann::json{{"traceEvents", all}, {"displayTimeUnit", "ms"}}.dump() + "\n",
-                          "--chrome-trace");
+    out << nlohmann::json{{"traceEvents", all}, {"displayTimeUnit", "ms"}}.dump() << "\n";
   }
 
  private:
@@ -78,9 +75,7 @@ class ChromeTrace final : public sim::TimelineObserver, public sim::TransferObse
   std::vector<nlohmann::json> events_;
 };
 
-void write_per_token_csv(const sim::DecodeResult& r, const std::string& path) {
-  OutputFile f(path, "--per-token");
-  auto& o = f.stream();
+void write_per_token_csv(const sim::DecodeResult& r, std::ostream& o) {
   o << "token,start_s,end_s,time_s,misc_s,moe_s,comm_s,rewire_s,max_routed_experts\n";
   for (std::size_t i = 0; i < r.per_token.size(); ++i) {
     const auto& t = r.per_token[i];
@@ -90,10 +85,9 @@ void write_per_token_csv(const sim::DecodeResult& r, const std::string& path) {
                       sim::to_seconds(t.comm()), sim::to_seconds(t.rewire))
       << ',' << t.max_routed << '\n';
   }
-  f.commit();
 }
 
-double optional_positive(const json::Node& n, std::string_view key) {
+double positive_number(const json::Node& n, std::string_view key) {
   const double v = n.number(key);
   if (!(v > 0)) throw n.error(key, "must be a positive number");
   return v;
@@ -139,9 +133,9 @@ SimulateRequest load_simulate_scenario(const std::string& path, SimulateRequest 
     if (auto v = g->optional_integer("requests", 1)) q.requests = *v;
     if (auto v = g->optional_string("popularity")) q.popularity = *v;
     if (g->has("zipf_s")) q.zipf_s = g->number("zipf_s");
-    if (g->has("dirichlet_alpha")) q.dirichlet_alpha = optional_positive(*g, "dirichlet_alpha");
+    if (g->has("dirichlet_alpha")) q.dirichlet_alpha = positive_number(*g, "dirichlet_alpha");
     if (g->has("reuse")) q.reuse = g->number("reuse");
-    if (g->has("max_mean_load")) q.max_mean_load = optional_positive(*g, "max_mean_load");
+    if (g->has("max_mean_load")) q.max_mean_load = positive_number(*g, "max_mean_load");
     if (auto v = g->optional_integer("window", 1)) q.window = *v;
   }
   return r;
@@ -196,7 +190,7 @@ sim::RoutingTrace make_trace(const SimulateRequest& req, const model::Architectu
   const auto& g = req.generate;
   sim::TraceGenOptions o = sim::gen_options_for(a, g.tokens, g.seed);
   o.requests = g.requests;
-  o.popularity = sim::parse_popularity(g.popularity, "generate.popularity");
+  o.popularity = sim::parse_popularity(g.popularity, "--popularity (generate.popularity)");
   if (g.zipf_s) o.zipf_s = *g.zipf_s;
   if (g.dirichlet_alpha) o.dirichlet_alpha = *g.dirichlet_alpha;
   sim::TraceGenTargets targets;
@@ -216,6 +210,10 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   SimulateResult r;
   r.request = req;
   if (req.nodes < 1) throw UserError("--nodes " + std::to_string(req.nodes) + ": a cluster needs at least 1 node");
+  if (req.nodes > sim::kMaxNodes) {
+    throw UserError("--nodes " + std::to_string(req.nodes) + ": the simulator models up to " +
+                    std::to_string(sim::kMaxNodes) + " nodes; use `moesim estimate` for larger clusters");
+  }
   r.arch = model::load_model(req.model);
   if (!r.arch.is_moe()) {
     throw UserError(r.arch.id +
@@ -279,8 +277,13 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   c.context = req.context;
   c.lm_head = req.lm_head;
   c.max_tokens = req.max_tokens;
+  // Output files are opened before the run, so an unwritable path fails at once rather than after a long
+  // replay, and committed together at the end: a failed run leaves neither behind.
+  std::optional<OutputFile> csv_file, chrome_file;
+  if (!outputs.per_token_csv.empty()) csv_file.emplace(outputs.per_token_csv, "--per-token");
+  if (!outputs.chrome_trace.empty()) chrome_file.emplace(outputs.chrome_trace, "--chrome-trace");
   std::optional<ChromeTrace> chrome;
-  if (!outputs.chrome_trace.empty()) {
+  if (chrome_file) {
     chrome.emplace(outputs.chrome_tokens);
     c.timeline = &*chrome;
     c.transfers = &*chrome;
@@ -289,8 +292,10 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   const auto t0 = std::chrono::steady_clock::now();
   r.run = sim::run_decode(c, trace);
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!outputs.per_token_csv.empty()) write_per_token_csv(r.run, outputs.per_token_csv);
-  if (chrome) chrome->write(outputs.chrome_trace);
+  if (csv_file) write_per_token_csv(r.run, csv_file->stream());
+  if (chrome) chrome->write(chrome_file->stream());
+  if (csv_file) csv_file->commit();
+  if (chrome_file) chrome_file->commit();
   return r;
 }
 

@@ -172,7 +172,7 @@ class Engine final : public EventHandler, public MessageSink {
     run_node(n, finish_layer(n, sim_.now()));
   }
 
-  void on_delivered(std::uint64_t tag, std::int32_t from, std::int32_t to) override {
+  void on_delivered(std::uint64_t tag, std::int32_t /*from*/, std::int32_t to) override {
     const std::uint64_t g = tag_g(tag);
     Slot& slot = slot_of(to, g);
     switch (tag_kind(tag)) {
@@ -202,7 +202,6 @@ class Engine final : public EventHandler, public MessageSink {
         slot.post_received = true;
         break;
     }
-    (void)from;
     maybe_complete(to, g);
   }
 
@@ -647,6 +646,11 @@ void Engine::maybe_complete(std::int32_t n, std::uint64_t g) {
 DecodeResult run_decode(const DecodeConfig& config, const RoutingTrace& trace) {
   MOESIM_CHECK(config.arch && config.weights && config.node && config.placement, "decode config incomplete");
   if (config.nodes < 1) throw UserError("nodes must be at least 1");
+  // Message tags carry a collective step in 12 bits; a ring over N nodes has 2(N-1) steps.
+  if (config.nodes > kMaxNodes) {
+    throw UserError("--nodes " + std::to_string(config.nodes) + ": the simulator models up to " +
+                    std::to_string(kMaxNodes) + " nodes; use `moesim estimate` for larger clusters");
+  }
   if (!config.arch->is_moe()) {
     throw UserError(config.arch->id + " is a dense model; the expert-parallel simulator needs an MoE model");
   }

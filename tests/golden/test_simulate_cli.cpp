@@ -74,8 +74,10 @@ TEST(BadInputs, Simulate) {
       {"unknown collective", "simulate --collective ring", {"unknown collective", "ring-allreduce"}},
       {"dense model", "simulate --model llama-3.1-8b", {"dense model", "moesim models"}},
       {"nodes 0", "simulate --nodes 0", {"--nodes", "at least 1"}},
+      {"more nodes than the simulator models", "simulate --nodes 5000000000", {"--nodes", "up to 2048", "estimate"}},
       {"typo in scenario", "simulate --scenario " + typo.path(), {typo.path(), "strateg", "did you mean 'strategy'"}},
       {"wrong type in scenario", "simulate --scenario " + wrong_type.path(), {wrong_type.path(), "$.nodes"}},
+      {"negative seed", "simulate --seed -1", {"--seed -1", "whole number"}},
       {"contention neither on nor off", "simulate --contention maybe", {"--contention", "on or off"}},
       {"missing trace", "simulate --trace /nonexistent/t.jsonl", {"/nonexistent/t.jsonl"}},
       {"per-token into a missing directory",
@@ -86,6 +88,19 @@ TEST(BadInputs, Simulate) {
 }
 
 // A trace recorded for another model is refused before anything runs, naming both shapes.
+// Outputs are checked before the run and written together: an unwritable --chrome-trace leaves no CSV.
+TEST(BadInputs, SimulateWritesAllOutputsOrNone) {
+  const fs::path dir = fs::temp_directory_path() / ("moesim_sim_out_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const auto csv = (dir / "t.csv").string();
+  expect_bad_input({"chrome trace into a missing directory",
+                    "simulate --tokens 5 --per-token " + csv + " --chrome-trace /nonexistent/dir/c.json",
+                    {"/nonexistent/dir/c.json", "--chrome-trace"}});
+  EXPECT_FALSE(fs::exists(csv));
+  EXPECT_TRUE(fs::is_empty(dir)) << "no temporary file may be left either";
+  fs::remove_all(dir);
+}
+
 TEST(BadInputs, SimulateTraceForAnotherModel) {
   const fs::path dir = fs::temp_directory_path() / ("moesim_sim_bad_" + std::to_string(::getpid()));
   fs::create_directories(dir);

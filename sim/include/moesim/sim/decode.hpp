@@ -156,6 +156,9 @@ struct DecodeResult {
   std::vector<std::string> assumptions;  ///< defaults the run relied on (absent profile figures, ...)
 };
 
+/// The largest cluster the simulator replays (message tags hold a collective step in 12 bits).
+inline constexpr std::int32_t kMaxNodes = 2048;
+
 /// Replays `trace` (which must match the architecture: check_trace_matches) through the configured
 /// cluster. UserError for a configuration it cannot run (missing profile figures, a placement for another
 /// node count); MOESIM_CHECK for internal invariants.
