@@ -30,5 +30,13 @@ int cmd_study(const Args& args, std::ostream& out);
 int cmd_simulate(const Args& args, std::ostream& out);  // apps/simulate_cmd.cpp
 /// `moesim trace gen|stats|convert` (apps/trace_cmd.cpp).
 int cmd_trace(const Args& args, std::ostream& out);
+/// `moesim calibrate kernels|memory|storage|net|all|fit` (apps/calibrate_cmd.cpp dispatches).
+int cmd_calibrate(const Args& args, std::ostream& out);
+int cmd_calibrate_kernels(const Args& args, std::ostream& out);  // apps/calibrate_bench_cmd.cpp
+int cmd_calibrate_memory(const Args& args, std::ostream& out);   // apps/calibrate_bench_cmd.cpp
+int cmd_calibrate_storage(const Args& args, std::ostream& out);  // apps/calibrate_bench_cmd.cpp
+int cmd_calibrate_net(const Args& args, std::ostream& out);      // apps/calibrate_net_cmd.cpp
+int cmd_calibrate_all(const Args& args, std::ostream& out);      // apps/calibrate_cmd.cpp
+int cmd_calibrate_fit(const Args& args, std::ostream& out);      // apps/calibrate_fit_cmd.cpp
 
 }  // namespace moesim::apps

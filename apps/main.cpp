@@ -29,6 +29,8 @@ const Command kCommands[] = {
     {"simulate", moesim::apps::cmd_simulate,
      "discrete-event run of expert-parallel decode over a routing trace: tokens/s, time split, per-node load"},
     {"trace", moesim::apps::cmd_trace, "routing traces: gen (synthetic), stats (load, reuse, LRU hits), convert"},
+    {"calibrate", moesim::apps::cmd_calibrate,
+     "measure this machine (kernels, memory, storage, network) into a profile; fit profiles to measured runs"},
     {"cost", moesim::apps::cmd_cost, "capital cost of a configuration and tokens/s per USD for a measured throughput"},
     {"models", moesim::apps::cmd_models, "the model zoo: id, family, total / active parameters, experts, source"},
     {"hw", moesim::apps::cmd_hw, "hardware profiles: nodes, NICs, storage, with units, prices and sources"},

@@ -7,6 +7,9 @@ packages=(
   cmake ninja-build g++           # the build (C++20)
   nlohmann-json3-dev              # JSON: profiles, scenarios, config.json, results
   libboost-program-options-dev    # the command line
+  libboost-mpi-dev libopenmpi-dev openmpi-bin   # calibrate net --mpi, the reference path over MPI
+  libopenblas-dev                 # kernel microbenchmarks (BLAS) and least squares (its LAPACK)
+  iproute2                        # network namespaces for the veth ping-pong test
   libgtest-dev                    # tests
   libbenchmark-dev                # bench/
 )

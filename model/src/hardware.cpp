@@ -1,6 +1,7 @@
 #include "moesim/model/hardware.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "moesim/model/embedded.hpp"
@@ -63,12 +64,41 @@ P profile_header(const json::Node& n, std::string_view kind, std::initializer_li
   return p;
 }
 
+std::vector<EfficiencyBand> efficiency_bands(const json::Node& table, std::string_view key) {
+  std::vector<EfficiencyBand> out;
+  if (!table.has(key)) return out;
+  for (const auto& b : table.elements(key)) {
+    b.expect_only({"from", "to", "value", "samples"});
+    EfficiencyBand band;
+    band.from = b.quantity<Dimension::Bytes>("from", true);
+    band.to = b.quantity<Dimension::Bytes>("to");
+    band.value = b.number("value");
+    band.samples = b.optional_integer("samples").value_or(0);
+    if (!(band.to > band.from)) {
+      throw b.error("to", "(" + units::format(band.to) + ") must be larger than from (" + units::format(band.from) +
+                              "); a band covers weight matrices of from <= bytes < to");
+    }
+    if (!(band.value > 0.0) || band.value > 100.0) {
+      throw b.error("value",
+                    "must be an efficiency > 0 (achieved / peak, e.g. 0.65); got " + std::to_string(band.value));
+    }
+    if (!out.empty() && band.from < out.back().to) {
+      throw b.error("from", "overlaps the previous band (which ends at " + units::format(out.back().to) +
+                                "); sort the bands by size and do not let them overlap");
+    }
+    out.push_back(band);
+  }
+  return out;
+}
+
 NodeProfile parse_node(const json::Node& n, std::string origin) {
   auto p = profile_header<NodeProfile>(
-      n, "node", {"id", "kind", "name", "devices", "intra_node_link", "price", "power", "residency", "notes"},
+      n, "node",
+      {"id", "kind", "name", "devices", "intra_node_link", "price", "power", "residency", "notes", "calibration"},
       std::move(origin));
   const json::Node d = n.child("devices");
-  d.expect_only({"count", "name", "memory", "memory_bandwidth", "peak_flops", "kernel_overhead", "notes"});
+  d.expect_only({"count", "name", "memory", "memory_bandwidth", "peak_flops", "kernel_overhead", "layer_overhead",
+                 "efficiency", "notes"});
   p.devices.count = d.integer("count", 1);
   p.devices.name = d.optional_string("name").value_or("");
   p.devices.memory = optional_sourced<Dimension::Bytes>(d, "memory");
@@ -87,6 +117,16 @@ NodeProfile parse_node(const json::Node& n, std::string origin) {
   p.price_date = date_of(n, "price");
   p.power = optional_sourced<Dimension::Power>(n, "power");
   p.devices.kernel_overhead = optional_sourced<Dimension::Time>(d, "kernel_overhead", true);
+  p.devices.layer_overhead = optional_sourced<Dimension::Time>(d, "layer_overhead", true);
+  if (auto e = d.optional_child("efficiency")) {
+    e->expect_only({"source", "memory", "compute", "note"});
+    EfficiencyTable t;
+    t.source = e->string("source");
+    if (t.source.empty()) throw e->error("source", "is empty; say how the efficiencies were measured or fitted");
+    t.memory = efficiency_bands(*e, "memory");
+    t.compute = efficiency_bands(*e, "compute");
+    p.devices.efficiency = std::move(t);
+  }
   if (auto r = n.optional_child("residency")) {
     r->expect_only({"unwire_after", "rewire_per_buffer", "rewire_bandwidth", "note"});
     p.residency = ResidencyProfile{sourced<Dimension::Time>(*r, "unwire_after"),
@@ -98,7 +138,8 @@ NodeProfile parse_node(const json::Node& n, std::string origin) {
 
 NicProfile parse_nic(const json::Node& n, std::string origin) {
   auto p = profile_header<NicProfile>(
-      n, "nic", {"id", "kind", "name", "latency", "overhead", "bandwidth", "price", "notes"}, std::move(origin));
+      n, "nic", {"id", "kind", "name", "latency", "overhead", "bandwidth", "price", "notes", "calibration"},
+      std::move(origin));
   p.latency = sourced<Dimension::Time>(n, "latency");
   p.overhead = optional_sourced<Dimension::Time>(n, "overhead", true);
   if (p.overhead && p.overhead->value > p.latency.value) {
@@ -115,7 +156,8 @@ NicProfile parse_nic(const json::Node& n, std::string origin) {
 StorageProfile parse_storage(const json::Node& n, std::string origin) {
   // No "price" key: storage is part of a node and is priced with it.
   auto p = profile_header<StorageProfile>(
-      n, "storage", {"id", "kind", "name", "read_bandwidth", "read_latency", "capacity", "notes"}, std::move(origin));
+      n, "storage", {"id", "kind", "name", "read_bandwidth", "read_latency", "capacity", "notes", "calibration"},
+      std::move(origin));
   p.read_bandwidth = sourced<Dimension::Bandwidth>(n, "read_bandwidth");
   p.read_latency = optional_sourced<Dimension::Time>(n, "read_latency");
   p.capacity = optional_sourced<Dimension::Bytes>(n, "capacity");
@@ -161,6 +203,33 @@ P load(std::string_view id_or_path, std::string_view folder, std::string_view wh
 }
 
 }  // namespace
+
+EfficiencyLookup efficiency_at(const std::vector<EfficiencyBand>& bands, units::Bytes bytes) {
+  EfficiencyLookup out;
+  if (bands.empty()) return out;
+  for (const auto& b : bands) {
+    if (!(bytes < b.from) && bytes < b.to) {
+      out.value = b.value;
+      out.band = &b;
+      return out;
+    }
+  }
+  // Outside every band (or in a gap between two): the nearest band by log-distance of sizes.
+  const double x = std::max(bytes.base(), 1.0);
+  double best = 0;
+  for (const auto& b : bands) {
+    const double lo = std::max(b.from.base(), 1.0);
+    const double hi = b.to.base();
+    const double d = x < lo ? std::log(lo / x) : std::log(x / hi);
+    if (!out.band || d < best) {
+      best = d;
+      out.band = &b;
+    }
+  }
+  out.value = out.band->value;
+  out.inside = false;
+  return out;
+}
 
 units::Bytes NodeProfile::memory_total() const {
   if (!devices.memory) {

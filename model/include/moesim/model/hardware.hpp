@@ -22,6 +22,35 @@ struct Sourced {
   std::string source;
 };
 
+/// One size band of a measured efficiency table: kernels whose weight matrix holds [from, to) bytes
+/// reach `value` × the profile's peak (memory bandwidth or FLOP rate). Measured by `moesim calibrate
+/// kernels` (`samples` measurements fell in the band) or fitted by `moesim calibrate fit`.
+struct EfficiencyBand {
+  units::Bytes from;
+  units::Bytes to;
+  double value = 1.0;
+  std::int64_t samples = 0;
+};
+
+/// A roofline times measured efficiency (issue 4): `memory` bands scale memory_bandwidth for
+/// memory-bound kernels (GEMV at batch 1), `compute` bands scale peak_flops (GEMM at large batch).
+/// Bands are sorted, contiguous and non-overlapping; a kernel outside them uses the nearest band and the
+/// simulator says so (it never extrapolates silently).
+struct EfficiencyTable {
+  std::string source;
+  std::vector<EfficiencyBand> memory;
+  std::vector<EfficiencyBand> compute;
+};
+
+/// The efficiency a kernel of `bytes` gets from `bands`: the band that holds it, else the nearest one
+/// (`inside` false). Empty bands: 1 (the roofline itself), `inside` true.
+struct EfficiencyLookup {
+  double value = 1.0;
+  bool inside = true;
+  const EfficiencyBand* band = nullptr;
+};
+EfficiencyLookup efficiency_at(const std::vector<EfficiencyBand>& bands, units::Bytes bytes);
+
 struct DeviceSpec {
   std::int64_t count = 1;  ///< devices (GPUs) per node
   std::string name;
@@ -31,6 +60,11 @@ struct DeviceSpec {
   /// Fixed time per kernel launch (framework dispatch + launch), added to every kernel's roofline time
   /// by the simulator. Absent: 0, and the simulator says so in its assumptions.
   std::optional<Sourced<units::Duration>> kernel_overhead;
+  /// Fixed time per decoder layer outside the kernels' rooflines (framework dispatch, Python, graph
+  /// building: the paper's "Misc." beyond attention's roofline), counted as misc. Absent: 0.
+  std::optional<Sourced<units::Duration>> layer_overhead;
+  /// Measured efficiency bands (absent: the roofline at 100% of the peaks, and the simulator says so).
+  std::optional<EfficiencyTable> efficiency;
 };
 
 /// How the device driver keeps weight buffers resident (Apple's Metal "wiring", seed 000 §3.2): a buffer
