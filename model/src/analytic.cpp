@@ -94,12 +94,25 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
   r.flops_per_token = units::flops(2.0 * matmul_params);
   if (s.context > 0) r.flops_per_token += attention_context_flops(a, s.context);
 
-  const units::Bandwidth bw = node.bandwidth().value * devices;
+  // Rates per kernel size: the peaks times the profile's measured efficiency bands (devices.efficiency;
+  // none: 100%, seed 000 Eq. 1a as published). Experts are three matrices each; the non-expert weights are
+  // counted per decoder layer over its attention and router matrices (five: q, k, v, o, router).
   r.compute_type = compute_dtype(*s.weights);
-  const units::FlopRate peak = node.peak(r.compute_type).value * devices;
-  r.load = r.bytes_per_token / bw;
-  r.compute = r.flops_per_token / peak;
-  r.gpu = std::max(r.load, r.compute);
+  auto rates = [&](units::Bytes matrix, const char* what) {
+    KernelRates kr = kernel_rates(node, r.compute_type, matrix, what);
+    if (!kr.note.empty() && node.devices.efficiency) r.notes.push_back(kr.note);
+    return kr;
+  };
+  const KernelRates expert_rate = rates(c.expert_bytes * (1.0 / 3.0), "expert");
+  const KernelRates other_rate = rates(c.non_expert_bytes * (1.0 / (5.0 * static_cast<double>(a.layers))), "attention");
+  const units::Bytes expert_read = c.expert_bytes * (e_active * moe_layers);
+  const units::Bytes other_read = r.bytes_per_token - expert_read;
+  const units::Flops expert_flops = units::flops(2.0 * e_active * moe_layers * c.expert_params);
+  const units::Flops other_flops = r.flops_per_token - expert_flops;
+  r.load = expert_read / (expert_rate.bandwidth * devices) + other_read / (other_rate.bandwidth * devices);
+  r.compute = expert_flops / (expert_rate.peak * devices) + other_flops / (other_rate.peak * devices);
+  if (node.devices.layer_overhead) r.overhead = node.devices.layer_overhead->value * static_cast<double>(a.layers);
+  r.gpu = std::max(r.load, r.compute) + r.overhead;
   r.bound = r.load >= r.compute ? "memory" : "compute";
 
   // (1b) communication between nodes, per MoE layer.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <tuple>
 
 #include "moesim/model/embedded.hpp"
 #include "moesim/model/error.hpp"
@@ -229,6 +230,29 @@ EfficiencyLookup efficiency_at(const std::vector<EfficiencyBand>& bands, units::
   out.value = out.band->value;
   out.inside = false;
   return out;
+}
+
+KernelRates kernel_rates(const NodeProfile& node, std::string_view dtype, units::Bytes matrix_bytes,
+                         std::string_view what) {
+  KernelRates r{node.bandwidth().value, node.peak(dtype).value, ""};
+  if (!node.devices.efficiency) {
+    r.note = node.origin + " has no devices.efficiency: kernels run at 100% of the peak bandwidth and FLOP rate " +
+             "(measure them with `moesim calibrate kernels`, or fit them with `moesim calibrate fit`)";
+    return r;
+  }
+  const auto& t = *node.devices.efficiency;
+  const EfficiencyLookup m = efficiency_at(t.memory, matrix_bytes);
+  const EfficiencyLookup c = efficiency_at(t.compute, matrix_bytes);
+  r.bandwidth = r.bandwidth * m.value;
+  r.peak = r.peak * c.value;
+  for (const auto& [look, bands, name] : {std::tuple{m, &t.memory, "memory"}, std::tuple{c, &t.compute, "compute"}}) {
+    if (look.inside) continue;
+    r.note += (r.note.empty() ? "" : "; ") + node.origin + ": " + std::string(what) + " matrices of " +
+              units::format(matrix_bytes) + " lie outside the measured " + name + " efficiency bands (" +
+              units::format(bands->front().from) + " to " + units::format(bands->back().to) + "): the nearest band's " +
+              std::to_string(look.value).substr(0, 5) + " is used";
+  }
+  return r;
 }
 
 units::Bytes NodeProfile::memory_total() const {

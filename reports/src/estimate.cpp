@@ -1,5 +1,6 @@
 #include "moesim/reports/estimate.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -191,6 +192,16 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
         << units::format_binary(r.node.memory_total())
         << "; those rows are bounds for hardware that cannot hold the model.\n";
   }
+  std::vector<std::string> notes;
+  for (const auto& row : r.rows) {
+    if (row.estimate.overhead.base() > 0 && notes.empty())
+      notes.push_back("time s includes " + fixed(row.estimate.overhead.base(), 3) +
+                      " s per token of fixed per-layer overhead (devices.layer_overhead of " + r.node.id + ")");
+    for (const auto& n : row.estimate.notes)
+      if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
+  }
+  for (const auto& n : notes) out << "\nnote: " << n;
+  if (!notes.empty()) out << "\n";
   if (r.node.devices.count > 1) {
     out << "\nlat s includes tensor-parallel all-reduces over " << (r.intra_link ? r.intra_link->id : "?")
         << " between the node's " << r.node.devices.count << " devices.\n";
@@ -260,6 +271,7 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
     m.push_back(metric("flops_per_token", e.flops_per_token.base(), "FLOP"));
     m.push_back(metric("load", e.load.base(), "s"));
     m.push_back(metric("compute", e.compute.base(), "s"));
+    m.push_back(metric("layer_overhead", e.overhead.base(), "s"));
     m.push_back(metric("latency", e.latency.base(), "s"));
     m.push_back(metric("messages", static_cast<double>(e.messages), "messages per token"));
     m.push_back(metric("wire_bytes", e.wire_bytes.base(), "B"));

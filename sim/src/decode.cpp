@@ -317,8 +317,6 @@ void Engine::setup() {
   // Rooflines (seed 000 Eq. 1a per kernel): the node's devices together, as the analytic model counts them.
   const model::ModelCosts costs = model::model_costs(a, *cfg_.weights);
   const auto devices = static_cast<double>(node.devices.count);
-  const double bw = node.bandwidth().value.base() * devices;
-  const double peak = node.peak(model::compute_dtype(*cfg_.weights)).value.base() * devices;
   SimTime overhead = 0;
   if (node.devices.kernel_overhead) {
     overhead = to_sim_time(node.devices.kernel_overhead->value);
@@ -333,16 +331,31 @@ void Engine::setup() {
   layer_bytes_ = costs.non_expert_bytes.base() / L;
   const double layer_read = layer_bytes_ + (kv + 2.0 * costs.recurrent_state.base()) / L;
   const double layer_flops = (2.0 * costs.non_expert_params + ctx_flops) / L;
-  attention_ = roofline(layer_read, layer_flops, bw, peak, overhead, kAttentionKernels + kRouterKernels);
+  // Measured efficiency (devices.efficiency) by the size of one weight matrix: the layer's non-expert
+  // bytes over its kernels (an average: q, k, v, o and router matrices differ), an expert's over its three.
+  auto rates = [&](double matrix_bytes, const char* what) {
+    const model::KernelRates kr =
+        model::kernel_rates(node, model::compute_dtype(*cfg_.weights), units::bytes(matrix_bytes), what);
+    if (!kr.note.empty() && std::find(assumptions_.begin(), assumptions_.end(), kr.note) == assumptions_.end())
+      assumptions_.push_back(kr.note);
+    return std::pair{kr.bandwidth.base() * devices, kr.peak.base() * devices};
+  };
+  const auto [attn_bw, attn_peak] = rates(layer_bytes_ / (kAttentionKernels + kRouterKernels), "attention");
+  attention_ = roofline(layer_read, layer_flops, attn_bw, attn_peak, overhead, kAttentionKernels + kRouterKernels);
+  if (node.devices.layer_overhead) attention_ += to_sim_time(node.devices.layer_overhead->value);
   if (node.devices.count > 1) {
     MOESIM_CHECK(cfg_.intra_link != nullptr, "a multi-device node needs its intra-node link");
     attention_ +=
         to_sim_time(model::tensor_parallel_allreduce_time(a, node, *cfg_.intra_link, cfg_.activation_bytes) / L);
   }
   expert_bytes_ = costs.expert_bytes.base();
-  expert_ = roofline(expert_bytes_, 2.0 * costs.expert_params, bw, peak, overhead, kExpertKernels);
+  const auto [expert_bw, expert_peak] = rates(expert_bytes_ / kExpertKernels, "expert");
+  expert_ = roofline(expert_bytes_, 2.0 * costs.expert_params, expert_bw, expert_peak, overhead, kExpertKernels);
   combine_ = overhead * kCombineKernels;
-  head_ = cfg_.lm_head ? roofline(costs.head_bytes.base(), 2.0 * costs.head_params, bw, peak, overhead, 1) : 0;
+  if (cfg_.lm_head) {
+    const auto [head_bw, head_peak] = rates(costs.head_bytes.base(), "LM head");
+    head_ = roofline(costs.head_bytes.base(), 2.0 * costs.head_params, head_bw, head_peak, overhead, 1);
+  }
 
   // Messages.
   const double act = static_cast<double>(a.hidden) * cfg_.activation_bytes;

@@ -85,7 +85,8 @@ struct DecodeEstimate {
   units::Flops flops_per_token;  ///< FLOPs the busiest node does per token
   units::Duration load;          ///< bytes / memory bandwidth
   units::Duration compute;       ///< FLOPs / peak rate
-  units::Duration gpu;           ///< max(load, compute)
+  units::Duration overhead;      ///< devices.layer_overhead × decoder layers (0 when the profile has none)
+  units::Duration gpu;           ///< max(load, compute) + overhead
   std::int64_t messages = 0;     ///< latency-bound steps per token between nodes
   units::Duration latency;       ///< messages × NIC latency
   units::Bytes wire_bytes;       ///< bytes each node sends per token
@@ -98,6 +99,8 @@ struct DecodeEstimate {
   bool fits = false;
   std::string bound;         ///< "memory" or "compute": which term of (1a) is larger
   std::string compute_type;  ///< dtype of the peak used
+  /// Kernel sizes outside the profile's measured efficiency bands (model::kernel_rates), one line each.
+  std::vector<std::string> notes;
 };
 
 /// Equation 1, generalised (see the file comment). UserError when the profiles lack a needed figure.

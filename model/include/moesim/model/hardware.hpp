@@ -51,6 +51,19 @@ struct EfficiencyLookup {
 };
 EfficiencyLookup efficiency_at(const std::vector<EfficiencyBand>& bands, units::Bytes bytes);
 
+struct NodeProfile;
+
+/// The rates a kernel whose weight matrices hold `matrix_bytes` each gets on one device of `node`: the
+/// peaks times the measured efficiency bands (seed 000 Eq. 1a's roofline with calibrated efficiency).
+/// `note` says when the profile has no table or the size lies outside it (`what` names the kernel).
+struct KernelRates {
+  units::Bandwidth bandwidth;
+  units::FlopRate peak;
+  std::string note;  ///< empty when the size lies inside the measured bands
+};
+KernelRates kernel_rates(const NodeProfile& node, std::string_view dtype, units::Bytes matrix_bytes,
+                         std::string_view what);
+
 struct DeviceSpec {
   std::int64_t count = 1;  ///< devices (GPUs) per node
   std::string name;
