@@ -1,6 +1,228 @@
-// Placeholder: replaced by the implementation of calibrate fit.
+// `moesim calibrate fit`: fit efficiency parameters of a node (and NIC) profile to measured runs
+// (calibrate/fit.hpp, calibrate/FIT.md).
+
+#include <boost/program_options.hpp>
+#include <cmath>
+#include <iostream>
+#include <optional>
+#include <string>
+
 #include "commands.hpp"
+#include "moesim/calibrate/fit.hpp"
+#include "moesim/calibrate/provenance.hpp"
 #include "moesim/model/error.hpp"
+#include "moesim/model/output_file.hpp"
+#include "moesim/model/text.hpp"
+#include "moesim/reports/json_out.hpp"
+#include "moesim/reports/table.hpp"
+
+namespace po = boost::program_options;
+
 namespace moesim::apps {
-int cmd_calibrate_fit(const Args&, std::ostream&) { throw UserError("calibrate fit: not implemented yet"); }
+namespace {
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (const char c : s + ",") {
+    if (c == ',') {
+      if (!cur.empty()) out.push_back(cur);
+      cur.clear();
+    } else if (c != ' ') {
+      cur += c;
+    }
+  }
+  return out;
+}
+
+std::string value_text(double v, const std::string& unit) {
+  if (unit == "s") return units::format(units::seconds(v));
+  if (unit == "B/s") return units::format(units::Bandwidth::from_base(v));
+  return text::printf("%.4f", v);
+}
+
+std::string pct(double predicted, double measured) {
+  return text::printf("%+.1f%%", 100.0 * (predicted - measured) / measured);
+}
+
+std::string cmdline(const Args& args) {
+  std::string s = "moesim calibrate fit";
+  for (const auto& a : args) s += " " + a;
+  return s;
+}
+
+}  // namespace
+
+int cmd_calibrate_fit(const Args& args, std::ostream& out) {
+  po::options_description desc("options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("measured", po::value<std::string>(), "measured-runs JSON file (format: calibrate/FIT.md; example: "
+                                           "examples/measured/seed000-tables-3-4.json)")
+    ("profile", po::value<std::string>(), "node profile to fit, id or path (default: the runs' common \"hw\")")
+    ("nic", po::value<std::string>(), "NIC profile to fit, id or path (default: the runs' common \"nic\")")
+    ("fit", po::value<std::string>(), "comma-separated parameters to fit (default: memory_efficiency, "
+                                      "layer_overhead, message_latency, rewire_bandwidth; those the runs do not "
+                                      "constrain are kept and reported)")
+    ("runs", po::value<std::string>(), "comma-separated run names to fit (default: all); the others are predicted")
+    ("out", po::value<std::string>(), "write the fitted node profile here")
+    ("nic-out", po::value<std::string>(), "write the fitted NIC profile here (default: --out with .nic.json, when a "
+                                          "NIC parameter was fitted)")
+    ("max-iterations", po::value<std::int64_t>(), "Levenberg-Marquardt iterations (default 60)")
+    ("no-loo", "skip the leave-one-out refits")
+    ("json", "print the results as JSON");
+  // clang-format on
+  std::string footer = "\nparameters (--fit):\n";
+  for (const auto& p : calibrate::fit_parameters())
+    footer += "  " + p.name + (p.unit.empty() ? "" : " [" + p.unit + "]") + ": " + p.description + "\n";
+  footer +=
+      "\nResiduals are relative: (predicted - measured) / measured, one per split component (MoE, comm, misc) when "
+      "a run gives its split, else one for the time per token. Each prediction is a simulator run of the run's "
+      "scenario with the profile at the current parameter values. Leave-one-out: each fitted run is predicted by a "
+      "fit to the others.\n";
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm, out, "usage: moesim calibrate fit --measured runs.json [options]", footer))
+    return 0;
+  if (!vm.count("measured")) throw UserError("--measured is required: the measured-runs JSON file to fit");
+  const auto runs = calibrate::load_measured_runs(vm["measured"].as<std::string>());
+  calibrate::FitOptions o;
+  if (vm.count("profile")) o.node = vm["profile"].as<std::string>();
+  if (vm.count("nic")) o.nic = vm["nic"].as<std::string>();
+  if (vm.count("fit")) o.parameters = split_list(vm["fit"].as<std::string>());
+  if (vm.count("runs")) o.fit_runs = split_list(vm["runs"].as<std::string>());
+  if (vm.count("max-iterations")) {
+    o.max_iterations = vm["max-iterations"].as<std::int64_t>();
+    if (o.max_iterations < 1) throw UserError("--max-iterations must be at least 1");
+  }
+  o.leave_one_out = !vm.count("no-loo");
+  // Outputs are opened before the fit, so a bad path fails at once; both are committed together.
+  std::optional<OutputFile> node_file, nic_file;
+  if (vm.count("out")) node_file.emplace(vm["out"].as<std::string>(), "--out");
+
+  const calibrate::Provenance prov = calibrate::current_provenance(cmdline(args));
+  calibrate::FitResult r =
+      calibrate::fit_runs(runs, o, [](const std::string& line) { std::cerr << "calibrate fit: " << line << "\n"; });
+
+  bool nic_fitted = false;
+  for (const auto& p : r.parameters)
+    if (p.determined && calibrate::fit_parameter(p.name).nic) nic_fitted = true;
+  if (node_file && nic_fitted && r.has_nic) {
+    std::string nic_path = vm.count("nic-out") ? vm["nic-out"].as<std::string>() : node_file->path();
+    if (!vm.count("nic-out")) {
+      if (nic_path.size() > 5 && nic_path.ends_with(".json")) nic_path.resize(nic_path.size() - 5);
+      nic_path += ".nic.json";
+    }
+    nic_file.emplace(nic_path, "--nic-out");
+  }
+
+  // What the fit did, in the profiles' calibration block and on screen.
+  std::vector<std::string> fitted_runs;
+  for (const auto& x : r.runs)
+    if (x.fitted) fitted_runs.push_back(x.name);
+  const std::string source = calibrate::measured_source(
+      prov, "fitted to " + text::join(fitted_runs) + " of " + runs.path + " (" + runs.source + ")");
+  nlohmann::json params = nlohmann::json::array();
+  for (const auto& p : r.parameters) {
+    params.push_back(
+        {{"name", p.name}, {"unit", p.unit}, {"start", p.start}, {"value", p.value}, {"determined", p.determined}});
+  }
+  nlohmann::json run_rows = nlohmann::json::array();
+  for (const auto& x : r.runs) {
+    nlohmann::json j = {{"name", x.name},
+                        {"fitted", x.fitted},
+                        {"measured_time_per_token", reports::metric("measured_time_per_token", x.measured_time, "s")},
+                        {"predicted",
+                         {{"time_per_token", x.predicted.time},
+                          {"moe", x.predicted.moe},
+                          {"comm", x.predicted.comm},
+                          {"misc", x.predicted.misc},
+                          {"unit", "s"}}},
+                        {"error_time", (x.predicted.time - x.measured_time) / x.measured_time}};
+    if (x.moe || x.comm || x.misc) {
+      j["measured_split"] = {{"unit", "s"}};
+      if (x.moe) j["measured_split"]["moe"] = *x.moe;
+      if (x.comm) j["measured_split"]["comm"] = *x.comm;
+      if (x.misc) j["measured_split"]["misc"] = *x.misc;
+    }
+    if (x.loo_time) j["leave_one_out_time_per_token"] = *x.loo_time;
+    run_rows.push_back(j);
+  }
+  const nlohmann::json fit_json = {{"measured", runs.path},
+                                   {"parameters", params},
+                                   {"runs", run_rows},
+                                   {"rms_relative_error", r.rms_relative},
+                                   {"iterations", r.iterations},
+                                   {"converged", r.converged},
+                                   {"simulations", r.simulations}};
+  auto stamp = [&](nlohmann::json& doc, const std::string& suffix) {
+    doc["id"] = doc.value("id", std::string("profile")) + "-fitted";
+    doc["name"] = doc.value("name", std::string("")) + suffix;
+    doc["calibration"] = {{"provenance", calibrate::to_json(prov)}, {"fit", fit_json}};
+    // Every fitted figure names the fit as its source.
+    std::function<void(nlohmann::json&)> mark = [&](nlohmann::json& j) {
+      if (j.is_object()) {
+        if (j.contains("source") && j["source"] == "fitted") j["source"] = source;
+        for (auto& [k, v] : j.items()) mark(v);
+      } else if (j.is_array()) {
+        for (auto& v : j) mark(v);
+      }
+    };
+    mark(doc);
+  };
+  stamp(r.node_document, " (fitted)");
+  if (nic_file) stamp(r.nic_document, " (fitted)");
+
+  if (vm.count("json")) {
+    nlohmann::json j = fit_json;
+    j["provenance"] = calibrate::to_json(prov);
+    if (node_file) j["node_profile"] = node_file->path();
+    if (nic_file) j["nic_profile"] = nic_file->path();
+    out << j.dump(2) << "\n";
+  } else {
+    out << "moesim calibrate fit: " << runs.path << " (" << runs.runs.size() << " runs; " << fitted_runs.size()
+        << " fitted)\n";
+    out << "source     " << runs.source << "\n\n";
+    reports::Table pt({"parameter", "start", "fitted", "status"});
+    for (const auto& p : r.parameters) {
+      pt.add_row({p.name, value_text(p.start, p.unit), p.determined ? value_text(p.value, p.unit) : "-",
+                  p.determined ? "fitted" : "not constrained by these runs: kept"});
+    }
+    pt.print_text(out);
+    std::size_t determined = 0;
+    for (const auto& p : r.parameters) determined += p.determined ? 1 : 0;
+    if (determined > r.observations) {
+      out << "\nwarning: " << determined << " parameters from " << r.observations
+          << " measured figures: the fit is underdetermined (the minimum-norm change from the start is taken); fit "
+             "fewer parameters (--fit) or add runs\n";
+    }
+    out << "\nrms relative error " << text::printf("%.3f", r.rms_relative) << " after " << r.iterations
+        << " iterations (" << (r.converged ? "converged" : "iteration limit") << ", " << r.simulations
+        << " simulator runs)\n\n";
+    reports::Table rt({"run", "role", "measured s", "predicted s", "err", "MoE meas/pred", "err", "comm meas/pred",
+                       "err", "misc meas/pred", "err", "LOO err"});
+    auto part = [&](std::optional<double> m, double p) -> std::pair<std::string, std::string> {
+      if (!m) return {"-", "-"};
+      return {text::printf("%.3f/%.3f", *m, p), pct(p, *m)};
+    };
+    for (const auto& x : r.runs) {
+      const auto [moe, moe_e] = part(x.moe, x.predicted.moe);
+      const auto [comm, comm_e] = part(x.comm, x.predicted.comm);
+      const auto [misc, misc_e] = part(x.misc, x.predicted.misc);
+      rt.add_row({x.name, x.fitted ? "fitted" : "predicted", text::printf("%.3f", x.measured_time),
+                  text::printf("%.3f", x.predicted.time), pct(x.predicted.time, x.measured_time), moe, moe_e, comm,
+                  comm_e, misc, misc_e, x.loo_time ? pct(*x.loo_time, x.measured_time) : "-"});
+    }
+    rt.print_text(out);
+    out << "\nerr = (predicted - measured) / measured; LOO err: the run predicted by a fit to the other fitted runs.\n";
+    if (node_file) out << "node profile  " << node_file->path() << "\n";
+    if (nic_file) out << "NIC profile   " << nic_file->path() << "\n";
+  }
+  if (node_file) node_file->stream() << r.node_document.dump(2) << "\n";
+  if (nic_file) nic_file->stream() << r.nic_document.dump(2) << "\n";
+  if (node_file) node_file->commit();
+  if (nic_file) nic_file->commit();
+  return 0;
+}
+
 }  // namespace moesim::apps

@@ -308,6 +308,22 @@ NicProfile load_nic(std::string_view id_or_path) {
 StorageProfile load_storage(std::string_view id_or_path) {
   return load<StorageProfile>(id_or_path, "storage", "storage profile", "moesim hw", parse_storage);
 }
+namespace {
+template <class P>
+nlohmann::json document_of(const P& profile) {
+  const std::string prefix = "built-in hwprofiles/";
+  if (profile.origin.rfind(prefix, 0) == 0) {
+    const std::string rel = profile.origin.substr(prefix.size());
+    for (const auto& f : hw_data::embedded_files())
+      if (f.path == rel) return json::parse_text(f.contents, profile.origin);
+  }
+  return json::load_file(profile.origin);
+}
+}  // namespace
+
+nlohmann::json load_node_document(std::string_view id_or_path) { return document_of(load_node(id_or_path)); }
+nlohmann::json load_nic_document(std::string_view id_or_path) { return document_of(load_nic(id_or_path)); }
+
 std::vector<NodeProfile> builtin_nodes() { return builtins<NodeProfile>("nodes", parse_node); }
 std::vector<NicProfile> builtin_nics() { return builtins<NicProfile>("nics", parse_nic); }
 std::vector<StorageProfile> builtin_storage() { return builtins<StorageProfile>("storage", parse_storage); }

@@ -95,9 +95,12 @@ double positive_number(const json::Node& n, std::string_view key) {
 
 }  // namespace
 
-SimulateRequest load_simulate_scenario(const std::string& path, SimulateRequest r) {
+SimulateRequest load_simulate_scenario(const std::string& path, SimulateRequest base) {
   const nlohmann::json doc = json::load_file(path);
-  const json::Node root(doc, path);
+  return load_simulate_scenario(json::Node(doc, path), std::move(base));
+}
+
+SimulateRequest load_simulate_scenario(const json::Node& root, SimulateRequest r) {
   root.expect_only({"model",          "hw",         "nic",       "nodes",       "placement", "groups",
                     "placement_file", "precision",  "strategy",  "packing",     "balancing", "attention",
                     "collective",     "contention", "residency", "start_wired", "context",   "lm_head",
@@ -206,8 +209,8 @@ sim::RoutingTrace make_trace(const SimulateRequest& req, const model::Architectu
 
 }  // namespace
 
-SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& outputs) {
-  SimulateResult r;
+PreparedSimulate prepare_simulate(const SimulateRequest& req) {
+  PreparedSimulate r;
   r.request = req;
   if (req.nodes < 1) throw UserError("--nodes " + std::to_string(req.nodes) + ": a cluster needs at least 1 node");
   if (req.nodes > sim::kMaxNodes) {
@@ -229,19 +232,60 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   r.balancing = req.balancing ? sim::balancing_by_name(*req.balancing) : preset.balancing;
   r.attention = req.attention ? sim::attention_mode_by_name(*req.attention) : preset.attention;
   r.collective = sim::collective_by_name(req.collective);
-  const sim::RoutingTrace trace = make_trace(req, r.arch);
-  r.trace = trace.header;
-  r.trace_tokens = trace.tokens();
+  r.trace = make_trace(req, r.arch);
   sim::PlacementOptions placement_options{req.groups, {}};
   if (req.placement == "load-aware") {
     // The load a load-aware placement balances: how often the replayed tokens chose each expert.
     placement_options.expert_load.assign(static_cast<std::size_t>(r.arch.routed_experts), 0.0);
-    const std::int64_t replayed = req.max_tokens > 0 ? std::min(req.max_tokens, trace.tokens()) : trace.tokens();
-    const auto ids = static_cast<std::size_t>(replayed * trace.header.layers * trace.header.top_k);
-    for (std::size_t i = 0; i < ids; ++i) placement_options.expert_load[trace.experts[i]] += 1.0;
+    const std::int64_t replayed = req.max_tokens > 0 ? std::min(req.max_tokens, r.trace.tokens()) : r.trace.tokens();
+    const auto ids = static_cast<std::size_t>(replayed * r.trace.header.layers * r.trace.header.top_k);
+    for (std::size_t i = 0; i < ids; ++i) placement_options.expert_load[r.trace.experts[i]] += 1.0;
   }
   r.placement =
       sim::resolve_placement(req.placement, r.arch.routed_experts, req.nodes, placement_options, req.placement_file);
+  return r;
+}
+
+sim::DecodeConfig decode_config(const PreparedSimulate& p, const model::NodeProfile& node,
+                                const model::NicProfile* nic) {
+  const auto& req = p.request;
+  sim::DecodeConfig c;
+  c.arch = &p.arch;
+  c.weights = p.precision;
+  c.node = &node;
+  c.nic = nic;
+  c.intra_link = p.intra_link ? &*p.intra_link : nullptr;
+  c.placement = &p.placement;
+  c.nodes = static_cast<std::int32_t>(req.nodes);
+  c.attention = p.attention;
+  c.balancing = p.balancing;
+  c.packing = p.packing;
+  c.collective = p.collective;
+  c.contention = req.contention;
+  c.residency = req.residency;
+  c.start_wired = req.start_wired;
+  c.context = req.context;
+  c.lm_head = req.lm_head;
+  c.max_tokens = req.max_tokens;
+  return c;
+}
+
+SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& outputs) {
+  const PreparedSimulate p = prepare_simulate(req);
+  SimulateResult r;
+  r.request = req;
+  r.arch = p.arch;
+  r.node = p.node;
+  r.nic = p.nic;
+  r.intra_link = p.intra_link;
+  r.precision = p.precision;
+  r.packing = p.packing;
+  r.balancing = p.balancing;
+  r.attention = p.attention;
+  r.collective = p.collective;
+  r.trace = p.trace.header;
+  r.trace_tokens = p.trace.tokens();
+  r.placement = p.placement;
   r.exact_expected_active = sim::expected_max_active_experts(r.placement, r.arch.top_k);
 
   // The analytic model on the same configuration, for the comparison line.
@@ -259,24 +303,7 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   s.exchange = sim::analytic_exchange(r.attention, r.collective);
   r.estimate = model::estimate_decode(s);
 
-  sim::DecodeConfig c;
-  c.arch = &r.arch;
-  c.weights = r.precision;
-  c.node = &r.node;
-  c.nic = s.nic;
-  c.intra_link = s.intra_link;
-  c.placement = &r.placement;
-  c.nodes = static_cast<std::int32_t>(req.nodes);
-  c.attention = r.attention;
-  c.balancing = r.balancing;
-  c.packing = r.packing;
-  c.collective = r.collective;
-  c.contention = req.contention;
-  c.residency = req.residency;
-  c.start_wired = req.start_wired;
-  c.context = req.context;
-  c.lm_head = req.lm_head;
-  c.max_tokens = req.max_tokens;
+  sim::DecodeConfig c = decode_config(p, p.node, p.nic ? &*p.nic : nullptr);
   // Output files are opened before the run, so an unwritable path fails at once rather than after a long
   // replay, and committed together at the end: a failed run leaves neither behind.
   std::optional<OutputFile> csv_file, chrome_file;
@@ -290,7 +317,7 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
     c.timeline_tokens = outputs.chrome_tokens;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  r.run = sim::run_decode(c, trace);
+  r.run = sim::run_decode(c, p.trace);
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (csv_file) write_per_token_csv(r.run, csv_file->stream());
   if (chrome) chrome->write(chrome_file->stream());
@@ -299,13 +326,8 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   return r;
 }
 
-namespace {
-
-struct Split {
-  double time = 0, misc = 0, moe = 0, comm = 0, rewire = 0;
-};
-Split mean_split(const sim::DecodeResult& r) {
-  Split s;
+TimeSplit mean_split(const sim::DecodeResult& r) {
+  TimeSplit s;
   for (const auto& t : r.per_token) {
     s.time += sim::to_seconds(t.end - t.start);
     s.misc += sim::to_seconds(t.misc);
@@ -316,8 +338,6 @@ Split mean_split(const sim::DecodeResult& r) {
   const auto n = static_cast<double>(std::max<std::size_t>(1, r.per_token.size()));
   return {s.time / n, s.misc / n, s.moe / n, s.comm / n, s.rewire / n};
 }
-
-}  // namespace
 
 void print_simulate_text(const SimulateResult& r, std::ostream& out) {
   const auto& q = r.request;
@@ -336,7 +356,7 @@ void print_simulate_text(const SimulateResult& r, std::ostream& out) {
   out << "trace      " << (q.trace.empty() ? "generated: " : q.trace + ": ") << r.trace.source << "\n";
   out << "replayed   " << run.tokens << " tokens\n\n";
 
-  const Split s = mean_split(run);
+  const TimeSplit s = mean_split(run);
   Table t({"", "per token s", "share %"});
   auto share = [&](double v) { return s.time > 0 ? text::printf("%.1f", 100.0 * v / s.time) : std::string("-"); };
   t.add_row({"time", fixed(s.time, 4), "100.0"});
@@ -383,7 +403,7 @@ void print_simulate_text(const SimulateResult& r, std::ostream& out) {
 
 nlohmann::json simulate_to_json(const SimulateResult& r) {
   const auto& run = r.run;
-  const Split s = mean_split(run);
+  const TimeSplit s = mean_split(run);
   nlohmann::json m = nlohmann::json::array();
   m.push_back(metric("tokens", static_cast<double>(run.tokens), "tokens"));
   m.push_back(metric("tokens_per_second", run.tokens_per_second, "tokens/s"));

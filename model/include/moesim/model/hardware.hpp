@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -137,6 +138,11 @@ struct StorageProfile {
 NodeProfile load_node(std::string_view id_or_path);
 NicProfile load_nic(std::string_view id_or_path);
 StorageProfile load_storage(std::string_view id_or_path);
+
+/// The JSON document of a node or NIC profile (an id or a path), as written: `calibrate fit` copies it
+/// and replaces only the figures it fitted.
+nlohmann::json load_node_document(std::string_view id_or_path);
+nlohmann::json load_nic_document(std::string_view id_or_path);
 
 std::vector<NodeProfile> builtin_nodes();
 std::vector<NicProfile> builtin_nics();

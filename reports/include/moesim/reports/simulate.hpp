@@ -19,6 +19,7 @@
 #include "moesim/model/analytic.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/hardware.hpp"
+#include "moesim/model/json_reader.hpp"
 #include "moesim/sim/decode.hpp"
 #include "moesim/sim/placement.hpp"
 #include "moesim/sim/trace.hpp"
@@ -65,6 +66,8 @@ struct SimulateRequest {
 /// Reads a scenario file (unknown keys, wrong types and bare numbers are errors with their JSON path).
 /// Keys absent from the file keep the values already in `base` (the defaults, or earlier flags).
 SimulateRequest load_simulate_scenario(const std::string& path, SimulateRequest base = {});
+/// The same, from a scenario object inside another file (a measured-runs file's "scenario").
+SimulateRequest load_simulate_scenario(const json::Node& scenario, SimulateRequest base = {});
 
 struct SimulateResult {
   SimulateRequest request;
@@ -85,6 +88,36 @@ struct SimulateResult {
   sim::DecodeResult run;
   double wall_seconds = 0;  ///< wall-clock time of the replay itself
 };
+
+/// A scenario resolved once (model, profiles, placement, routing trace, policies) that can be replayed
+/// many times with changed profiles: `calibrate fit` replays each measured run at every step of a fit.
+struct PreparedSimulate {
+  SimulateRequest request;
+  model::Architecture arch;
+  model::NodeProfile node;
+  std::optional<model::NicProfile> nic;
+  std::optional<model::NicProfile> intra_link;
+  const model::Precision* precision = nullptr;
+  sim::Placement placement;
+  sim::RoutingTrace trace;
+  sim::AttentionMode attention{};
+  sim::Balancing balancing{};
+  sim::Packing packing{};
+  sim::Collective collective{};
+};
+
+/// Resolves the request (UserError for unknown names, a trace that does not fit the model, ...).
+PreparedSimulate prepare_simulate(const SimulateRequest& request);
+/// The engine's settings for a prepared scenario, run on `node` and `nic` (the prepared ones, or
+/// modified copies of them).
+sim::DecodeConfig decode_config(const PreparedSimulate& p, const model::NodeProfile& node,
+                                const model::NicProfile* nic);
+
+/// Seed 000 Table 3's per-token time split, averaged over the replayed tokens (node 0's timeline).
+struct TimeSplit {
+  double time = 0, misc = 0, moe = 0, comm = 0, rewire = 0;  ///< seconds per token
+};
+TimeSplit mean_split(const sim::DecodeResult& r);
 
 /// Optional outputs written (atomically) alongside the run.
 struct SimulateOutputs {
