@@ -1,8 +1,385 @@
-// Placeholder: replaced by the implementation of calibrate kernels,memory,storage.
+// `moesim calibrate kernels | memory | storage`: the microbenchmarks of this machine (calibrate/BENCH.md).
+// This file parses the options, calls calibrate/{kernels,memory,storage}.hpp, prints, and writes the profile.
+
+#include <boost/program_options.hpp>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "commands.hpp"
+#include "moesim/calibrate/efficiency.hpp"
+#include "moesim/calibrate/kernels.hpp"
+#include "moesim/calibrate/memory.hpp"
+#include "moesim/calibrate/progress.hpp"
+#include "moesim/calibrate/provenance.hpp"
+#include "moesim/calibrate/storage.hpp"
+#include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
+#include "moesim/model/output_file.hpp"
+#include "moesim/model/text.hpp"
+#include "moesim/model/units.hpp"
+
+namespace po = boost::program_options;
+
 namespace moesim::apps {
-int cmd_calibrate_kernels(const Args&, std::ostream&) { throw UserError("calibrate kernels: not implemented yet"); }
-int cmd_calibrate_memory(const Args&, std::ostream&) { throw UserError("calibrate memory: not implemented yet"); }
-int cmd_calibrate_storage(const Args&, std::ostream&) { throw UserError("calibrate storage: not implemented yet"); }
+namespace {
+
+std::string command_line(const std::string& part, const Args& args) {
+  std::string s = "moesim calibrate " + part;
+  for (const auto& a : args) s += " " + (a.find(' ') == std::string::npos ? a : "'" + a + "'");
+  return s;
+}
+
+/// "1,2,4" -> whole numbers in [lo, hi]; UserError naming `flag` otherwise.
+std::vector<std::int64_t> parse_list(const std::string& s, const std::string& flag, std::int64_t lo, std::int64_t hi,
+                                     const char* example) {
+  std::vector<std::int64_t> v;
+  for (const auto& item : text::split(s, ',')) {
+    std::size_t used = 0;
+    long long x = 0;
+    try {
+      x = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (item.empty() || used != item.size() || x < lo || x > hi) {
+      throw UserError(flag + ": '" + item + "' is not a whole number from " + std::to_string(lo) + " to " +
+                      std::to_string(hi) + "; write e.g. " + example);
+    }
+    v.push_back(x);
+  }
+  return v;
+}
+
+std::vector<int> parse_threads(const std::string& s, const std::string& flag) {
+  std::vector<int> out;
+  for (const auto t : parse_list(s, flag, 1, calibrate::online_cpus(), "1,2")) out.push_back(static_cast<int>(t));
+  return out;
+}
+
+std::uint64_t parse_size(const std::string& s, const std::string& flag) {
+  return static_cast<std::uint64_t>(units::parse(s, units::Dimension::Bytes, flag));
+}
+
+double positive(const po::variables_map& vm, const char* key, double fallback) {
+  if (!vm.count(key)) return fallback;
+  const double v = vm[key].as<double>();
+  if (!(v > 0)) throw UserError(std::string("--") + key + " must be > 0 seconds");
+  return v;
+}
+
+int positive_int(const po::variables_map& vm, const char* key, int fallback) {
+  if (!vm.count(key)) return fallback;
+  const int v = vm[key].as<int>();
+  if (v < 1) throw UserError(std::string("--") + key + " must be at least 1");
+  return v;
+}
+
+calibrate::Progress make_progress(const po::variables_map& vm) {
+  return calibrate::Progress(vm.count("json") || vm.count("quiet") ? nullptr : &std::cerr);
+}
+
+/// The --out file, opened before the measurement so that a bad path fails at once (not after minutes of
+/// measuring); written whole or not at all (moesim::OutputFile).
+std::optional<OutputFile> open_out(const po::variables_map& vm) {
+  if (!vm.count("out")) return std::nullopt;
+  return std::optional<OutputFile>(std::in_place, vm["out"].as<std::string>(), "--out");
+}
+
+/// Writes `profile` to --out when given; prints it (--json) or says where it went.
+void finish(const po::variables_map& vm, std::optional<OutputFile>& file, const nlohmann::json& profile,
+            std::ostream& out) {
+  const std::string text = calibrate::profile_text(profile);
+  if (file) {
+    file->stream() << text;
+    file->commit();
+  }
+  if (vm.count("json")) {
+    out << text;
+  } else if (file) {
+    out << "wrote " << file->path() << " (" << profile.value("kind", std::string("profile")) << " profile \""
+        << profile.value("id", std::string()) << "\")\n";
+  }
+}
+
+void add_common(po::options_description& desc) {
+  // clang-format off
+  desc.add_options()
+    ("out", po::value<std::string>(), "write the profile (hwprofiles/ format, with the raw samples under \"calibration\") to this file, atomically")
+    ("id", po::value<std::string>(), "the profile's id (default: --out's file name, else this host's name)")
+    ("json", "print the profile with the raw samples as JSON (units on every number) instead of the text report")
+    ("quiet", "no progress lines on stderr");
+  // clang-format on
+}
+
+std::string host_id(const calibrate::Provenance& p, const po::variables_map& vm, const std::string& suffix) {
+  if (vm.count("id")) {
+    const std::string id = vm["id"].as<std::string>();
+    if (id.empty()) throw UserError("--id is empty; give a profile id, e.g. my-host");
+    return id;
+  }
+  return calibrate::id_for_output(vm.count("out") ? vm["out"].as<std::string>() : "",
+                                  calibrate::profile_id(p.host + suffix));
+}
+
+}  // namespace
+
+// ---- memory ------------------------------------------------------------------------------------------
+
+int cmd_calibrate_memory(const Args& args, std::ostream& out) {
+  po::options_description desc("options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("threads", po::value<std::string>(), "thread counts, e.g. 1,2 (default 1 .. online CPUs)")
+    ("repeats", po::value<int>(), "timed passes per thread count, the best counts (default 5; --quick 2)")
+    ("array-size", po::value<std::string>(), "bytes of EACH of the 3 arrays, e.g. 256MiB (default max(4 x last-level cache, 64MiB))")
+    ("max-seconds", po::value<double>(), "budget: fewer passes when they would take longer (default 30; --quick 10)")
+    ("quick", "a short run: 2 passes per thread count, 10 s budget");
+  // clang-format on
+  add_common(desc);
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm, out,
+                     "usage: moesim calibrate memory [--threads 1,2] [--out my-node.json] [options]\n\n"
+                     "STREAM (McCalpin) copy, scale, add and triad over 3 arrays of doubles far larger than the "
+                     "last-level cache,\nper thread count (std::threads; each first-touches its part of the arrays). "
+                     "Reports GB/s per kernel and\nthread count, bytes counted as STREAM counts them (copy/scale 2 "
+                     "arrays, add/triad 3). The best triad is the\nsustained memory bandwidth: --out writes a node "
+                     "profile with devices.memory_bandwidth = that triad and\ndevices.memory = the installed RAM. "
+                     "Method and sources: calibrate/BENCH.md.",
+                     "\nexamples:\n  moesim calibrate memory\n  moesim calibrate memory --threads 1 --array-size "
+                     "512MiB --json\n  moesim calibrate memory --out my-node.json\n")) {
+    return 0;
+  }
+  const bool quick = vm.count("quick") > 0;
+  calibrate::MemoryOptions o;
+  if (vm.count("threads")) o.threads = parse_threads(vm["threads"].as<std::string>(), "--threads");
+  o.repeats = positive_int(vm, "repeats", quick ? 2 : 5);
+  if (vm.count("array-size")) {
+    o.array_bytes = parse_size(vm["array-size"].as<std::string>(), "--array-size");
+    if (o.array_bytes < 4096) throw UserError("--array-size must be at least 4KiB per array");
+  }
+  o.max_seconds = positive(vm, "max-seconds", quick ? 10 : 30);
+  const auto prov = calibrate::current_provenance(command_line("memory", args));
+  auto file = open_out(vm);
+  auto progress = make_progress(vm);
+  const auto r = calibrate::run_memory(o, progress);
+  progress.done("memory measured");
+  const auto profile = calibrate::memory_profile_json(r, prov, host_id(prov, vm, ""));
+  if (!vm.count("json")) calibrate::print_memory_report(r, out);
+  finish(vm, file, profile, out);
+  return 0;
+}
+
+// ---- kernels -----------------------------------------------------------------------------------------
+
+int cmd_calibrate_kernels(const Args& args, std::ostream& out) {
+  po::options_description desc("options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("model", po::value<std::string>(), "zoo id or config.json whose matrix shapes to measure (default dbrx-instruct)")
+    ("shapes", po::value<std::string>(), "a grid of ROWSxCOLS (outputs x inputs) instead, e.g. 6144x10752,1024x6144")
+    ("sizes", po::value<std::string>(), "a grid of square NxN matrices instead, e.g. 512,2048,8192")
+    ("dtypes", po::value<std::string>(), "f32, bf16 or both (default f32,bf16; bf16 needs an OpenBLAS built with BUILD_BFLOAT16)")
+    ("batches", po::value<std::string>(), "batch sizes (tokens): 1 runs GEMV, more GEMM (default 1,2,4,...,256; --quick 1,16,256)")
+    ("threads", po::value<std::string>(), "OpenBLAS thread counts (default 1 .. online CPUs; --quick: all CPUs only)")
+    ("repeats", po::value<int>(), "timed repetitions per measurement after a warm-up call (default 3; --quick 2)")
+    ("max-seconds", po::value<double>(), "budget of the measurements: what would not fit is skipped with a note (default 90; --quick 30)")
+    ("memory-bandwidth", po::value<std::string>(), "the sustained memory bandwidth memory efficiencies are relative to, e.g. 12GB/s (default: measure the STREAM triad first, ~5-15 s)")
+    ("pool-size", po::value<std::string>(), "bytes of rotating weight copies (default 3 x last-level cache; smaller measures cache-warm kernels)")
+    ("quick", "a short run: batches 1,16,256 at all CPUs, 2 repeats, 30 s budget");
+  // clang-format on
+  add_common(desc);
+  po::variables_map vm;
+  if (!parse_options(
+          args, desc, vm, out,
+          "usage: moesim calibrate kernels [--model M | --shapes RxC,...] [--out my-node.json] [options]\n\n"
+          "OpenBLAS GEMV (batch 1) and GEMM (Y = X W^T, batch > 1) in f32 (cblas_sgemv/sgemm) and bf16\n"
+          "(cblas_sbgemv/sbgemm) at the shapes of a model's attention, router and expert matrices, per batch\n"
+          "size and thread count. Each measurement: time per call (best and median of the repetitions), bytes/s\n"
+          "(weights + inputs + f32 outputs) and FLOP/s (2 x rows x cols x batch). The weights are read from\n"
+          "rotating copies in a pool larger than the last-level cache, i.e. from memory, as in a decode step.\n"
+          "The fit: memory efficiency bands = GEMV bytes/s / the sustained memory bandwidth (STREAM triad),\n"
+          "compute efficiency bands = GEMM FLOP/s at the largest batch / the best GEMM rate (no datasheet peak\n"
+          "is known for a VM CPU, so the best measured rate is the roof), by weight-matrix size. --out writes a\n"
+          "node profile with devices.peak_flops, devices.efficiency and devices.memory_bandwidth; kernels\n"
+          "outside the measured sizes are flagged by the simulator. Method and sources: calibrate/BENCH.md.",
+          "\nexamples:\n  moesim calibrate kernels --out my-node.json\n"
+          "  moesim calibrate kernels --model mixtral-8x7b --batches 1,8,64 --threads 2 --memory-bandwidth 12GB/s\n"
+          "  moesim calibrate kernels --shapes 6144x10752 --batches 1 --json\n")) {
+    return 0;
+  }
+  const bool quick = vm.count("quick") > 0;
+  if (vm.count("shapes") + vm.count("sizes") + vm.count("model") > 1) {
+    throw UserError("--model, --shapes and --sizes each choose the matrices; give one of them");
+  }
+  calibrate::KernelOptions o;
+  if (vm.count("shapes")) {
+    o.shapes = calibrate::parse_matrix_shapes(vm["shapes"].as<std::string>(), "--shapes");
+    o.shapes_source = "--shapes";
+  } else if (vm.count("sizes")) {
+    for (const auto n : parse_list(vm["sizes"].as<std::string>(), "--sizes", 1, 1 << 20, "512,2048,8192")) {
+      o.shapes.push_back({"grid", n, n});
+    }
+    o.shapes_source = "--sizes";
+  } else {
+    const auto arch = model::load_model(vm.count("model") ? vm["model"].as<std::string>() : "dbrx-instruct");
+    o.shapes = calibrate::model_matrix_shapes(arch);
+    o.shapes_source = arch.id;
+  }
+  if (vm.count("dtypes")) {
+    o.dtypes.clear();
+    for (const auto& d : text::split(vm["dtypes"].as<std::string>(), ',')) {
+      o.dtypes.push_back(calibrate::parse_kernel_dtype(d, "--dtypes"));
+    }
+  }
+  if (vm.count("batches")) {
+    o.batches = parse_list(vm["batches"].as<std::string>(), "--batches", 1, 1 << 20, "1,16,256");
+  } else if (quick) {
+    o.batches = {1, 16, 256};
+  }
+  if (vm.count("threads")) {
+    o.threads = parse_threads(vm["threads"].as<std::string>(), "--threads");
+  } else if (quick) {
+    o.threads = {calibrate::online_cpus()};
+  }
+  o.repeats = positive_int(vm, "repeats", quick ? 2 : 3);
+  o.max_seconds = positive(vm, "max-seconds", quick ? 30 : 90);
+  if (vm.count("pool-size")) o.pool_bytes = parse_size(vm["pool-size"].as<std::string>(), "--pool-size");
+
+  const auto prov = calibrate::current_provenance(command_line("kernels", args));
+  auto file = open_out(vm);
+  auto progress = make_progress(vm);
+  nlohmann::json extra_devices = nlohmann::json::object();
+  nlohmann::json extra_calibration = nlohmann::json::object();
+  std::optional<calibrate::MemoryResult> mem;
+  if (vm.count("memory-bandwidth")) {
+    o.memory_bandwidth =
+        units::parse(vm["memory-bandwidth"].as<std::string>(), units::Dimension::Bandwidth, "--memory-bandwidth");
+    if (!(o.memory_bandwidth > 0)) throw UserError("--memory-bandwidth must be > 0, e.g. 12GB/s");
+    o.memory_bandwidth_source = "given with --memory-bandwidth";
+    extra_devices["memory_bandwidth"] = calibrate::figure_json(
+        o.memory_bandwidth, units::Dimension::Bandwidth,
+        "given by the user with --memory-bandwidth to `" + prov.command + "` on " + prov.host + ", " + prov.day,
+        "not measured by this command; the memory efficiency bands are relative to it");
+    extra_devices["memory"] = calibrate::figure_json(
+        static_cast<double>(calibrate::physical_memory_bytes()), units::Dimension::Bytes,
+        calibrate::measured_source(prov, "installed memory (sysconf _SC_PHYS_PAGES x page size)"));
+  } else {
+    // The reference of the memory bands: a STREAM triad at the most threads, measured first.
+    calibrate::MemoryOptions m;
+    const int tmax =
+        o.threads.empty() ? calibrate::online_cpus() : *std::max_element(o.threads.begin(), o.threads.end());
+    m.threads = {tmax};
+    m.repeats = quick ? 2 : 3;
+    m.max_seconds = quick ? 8 : 15;
+    progress.set_phase(0.0, 0.15, "memory (STREAM triad)");
+    mem = calibrate::run_memory(m, progress);
+    progress.set_phase(0.15, 0.85, "kernels");
+    o.memory_bandwidth = mem->triad_bandwidth;
+    o.memory_bandwidth_source = "STREAM triad measured first by this command, " + std::to_string(mem->triad_threads) +
+                                (mem->triad_threads == 1 ? " thread" : " threads");
+    extra_devices = calibrate::memory_devices_json(*mem, prov);
+    extra_calibration["memory"] = calibrate::memory_calibration_json(*mem);
+  }
+  const auto r = calibrate::run_kernels(o, progress);
+  progress.done("kernels measured");
+  const auto profile =
+      calibrate::kernels_profile_json(r, prov, host_id(prov, vm, ""), extra_devices, extra_calibration);
+  if (!vm.count("json")) {
+    out << "shapes: " << o.shapes_source << "\n";
+    calibrate::print_kernels_report(r, out);
+  }
+  finish(vm, file, profile, out);
+  return 0;
+}
+
+// ---- storage -----------------------------------------------------------------------------------------
+
+int cmd_calibrate_storage(const Args& args, std::ostream& out) {
+  po::options_description desc("options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("dir", po::value<std::string>(), "directory on the file system to measure (required); a test file is made there and removed")
+    ("size", po::value<std::string>(), "bytes of the test file (default 2GiB; --quick 512MiB); needs that much free space + 64MiB")
+    ("block", po::value<std::string>(), "bytes per read, a multiple of 4KiB (default: one expert of --model at bf16, capped at 64MiB)")
+    ("model", po::value<std::string>(), "zoo id or config.json whose expert size is the default --block (default dbrx-instruct)")
+    ("readers", po::value<std::string>(), "parallel readers per pass, e.g. 1,2,4 (default 1, 2, 4, .. 2 x online CPUs)")
+    ("max-seconds", po::value<double>(), "budget of the read passes; passes stop early to fit (default 45; --quick 15)")
+    ("cold", po::value<std::string>(), "auto (O_DIRECT, else posix_fadvise DONTNEED), direct or fadvise (default auto)")
+    ("no-warm", "skip the warm (page-cache) passes")
+    ("latency-reads", po::value<int>(), "4KiB reads of the latency probe (default 256)")
+    ("quick", "a short run: 512MiB file, readers 1 and 2 x CPUs, 15 s budget");
+  // clang-format on
+  add_common(desc);
+  po::variables_map vm;
+  if (!parse_options(
+          args, desc, vm, out,
+          "usage: moesim calibrate storage --dir D [--size 2GiB] [--out my-ssd.json] [options]\n\n"
+          "Creates a test file of random data in D, then reads it with pread() in expert-sized blocks:\n"
+          "sequential (each reader its own part) and random (shuffled blocks), with 1..N parallel readers,\n"
+          "cold (O_DIRECT, or the file's cached pages dropped with posix_fadvise) and warm (page cache).\n"
+          "Reports bandwidth and p50/p99 latency per pass; a probe of single 4KiB reads gives the latency.\n"
+          "The file is removed afterwards, also on error. --out writes a storage profile: read_bandwidth =\n"
+          "the best cold sequential bandwidth, read_latency = the probe's p50, capacity = the file system's\n"
+          "size. This is what SSD expert streaming (flash-moe) needs. Method: calibrate/BENCH.md.",
+          "\nexamples:\n  moesim calibrate storage --dir /mnt/nvme --out my-ssd.json\n"
+          "  moesim calibrate storage --dir /tmp --size 256MiB --block 4MiB --readers 1,4 --json\n")) {
+    return 0;
+  }
+  const bool quick = vm.count("quick") > 0;
+  calibrate::StorageOptions o;
+  if (!vm.count("dir")) {
+    throw UserError(
+        "--dir is missing; give the directory to measure (a test file is created there and removed), "
+        "e.g. --dir /tmp");
+  }
+  o.dir = vm["dir"].as<std::string>();
+  if (o.dir.empty()) throw UserError("--dir is empty; give the directory to measure, e.g. --dir /tmp");
+  o.size = vm.count("size") ? parse_size(vm["size"].as<std::string>(), "--size") : (quick ? 512ull << 20 : 2ull << 30);
+  std::string block_note;
+  if (vm.count("block")) {
+    if (vm.count("model")) throw UserError("--block and --model both set the block size; give one of them");
+    o.block = parse_size(vm["block"].as<std::string>(), "--block");
+    if (o.block == 0) throw UserError("--block must be > 0, e.g. 4MiB");
+  } else {
+    const auto arch = model::load_model(vm.count("model") ? vm["model"].as<std::string>() : "dbrx-instruct");
+    o.block = calibrate::default_storage_block(arch, &block_note);
+    // A default block never makes a small --size fail: at most an eighth of the file.
+    const std::uint64_t cap = (o.size / 8) / 4096 * 4096;
+    if (cap >= 4096 && o.block > cap) {
+      block_note += "; reduced to " + units::format_binary(units::bytes(static_cast<double>(cap))) +
+                    " so the file holds 8 blocks";
+      o.block = cap;
+    }
+  }
+  if (vm.count("readers")) {
+    for (const auto n : parse_list(vm["readers"].as<std::string>(), "--readers", 1, 256, "1,2,4")) {
+      o.readers.push_back(static_cast<int>(n));
+    }
+  } else if (quick) {
+    o.readers = {1, 2 * calibrate::online_cpus()};
+  }
+  o.max_seconds = positive(vm, "max-seconds", quick ? 15 : 45);
+  if (vm.count("cold")) o.cold = calibrate::parse_cold_mode(vm["cold"].as<std::string>(), "--cold");
+  o.warm = !vm.count("no-warm");
+  o.latency_reads = positive_int(vm, "latency-reads", 256);
+
+  const auto prov = calibrate::current_provenance(command_line("storage", args));
+  const std::string id = host_id(prov, vm, "-storage");
+  auto file = open_out(vm);
+  auto progress = make_progress(vm);
+  auto r = calibrate::run_storage(o, progress);
+  if (!block_note.empty()) r.notes.insert(r.notes.begin(), block_note);
+  progress.done("storage measured");
+  const auto profile = calibrate::storage_profile_json(r, prov, id);
+  if (!vm.count("json")) calibrate::print_storage_report(r, out);
+  finish(vm, file, profile, out);
+  return 0;
+}
+
 }  // namespace moesim::apps

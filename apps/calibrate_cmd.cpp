@@ -62,7 +62,3 @@ int cmd_calibrate(const Args& args, std::ostream& out) {
 }
 
 }  // namespace moesim::apps
-
-namespace moesim::apps {
-int cmd_calibrate_all(const Args&, std::ostream&) { throw UserError("calibrate all: not implemented yet"); }
-}  // namespace moesim::apps

@@ -1,6 +1,230 @@
-// Placeholder: replaced by the implementation of calibrate net.
+// `moesim calibrate net`: the TCP ping-pong (server with --listen, client with --connect, both in this process
+// by default) or, under mpirun, the MPI ping-pong and collectives (--mpi). The protocol, the fit and the
+// commands are in calibrate/NET.md; the code is in calibrate/pingpong.hpp and calibrate/mpi_bench.hpp. This
+// file only parses arguments, calls the libraries and prints.
+
+#include <boost/program_options.hpp>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
 #include "commands.hpp"
+#include "moesim/calibrate/mpi_bench.hpp"
+#include "moesim/calibrate/pingpong.hpp"
+#include "moesim/calibrate/provenance.hpp"
 #include "moesim/model/error.hpp"
+#include "moesim/model/output_file.hpp"
+#include "moesim/model/text.hpp"
+#include "moesim/model/units.hpp"
+
+namespace po = boost::program_options;
+
 namespace moesim::apps {
-int cmd_calibrate_net(const Args&, std::ostream&) { throw UserError("calibrate net: not implemented yet"); }
+namespace {
+
+/// Seconds from "10", "10s" or "250ms".
+double parse_seconds(const std::string& v, const std::string& flag, bool allow_zero) {
+  double s = 0;
+  const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), s);
+  if (v.empty() || ec != std::errc() || ptr != v.data() + v.size()) {
+    s = units::parse(v, units::Dimension::Time, flag);
+  }
+  if (!std::isfinite(s) || s < 0 || (!allow_zero && s == 0)) {
+    throw UserError(flag + " " + v + ": give a duration " + (allow_zero ? "of 0 or more" : "above 0") +
+                    ", in seconds or with its unit (e.g. 10, 250ms)");
+  }
+  return s;
+}
+
+/// Bytes from "65536" or "64MiB".
+std::uint64_t parse_bytes(const std::string& v, const std::string& flag) {
+  std::uint64_t b = 0;
+  const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), b);
+  if (v.empty() || ec != std::errc() || ptr != v.data() + v.size()) {
+    const double x = units::parse(v, units::Dimension::Bytes, flag);
+    if (!(x >= 1) || x > 1e15 || x != std::floor(x))
+      throw UserError(flag + " " + v + ": give a whole size of 1 byte or more, e.g. 64MiB");
+    b = static_cast<std::uint64_t>(x);
+  }
+  if (b == 0) throw UserError(flag + " " + v + ": give a size of 1 byte or more, e.g. 64MiB");
+  return b;
+}
+
+std::size_t positive(const po::variables_map& vm, const char* key) {
+  const auto v = vm[key].as<std::int64_t>();
+  if (v < 1) throw UserError(std::string("--") + key + " " + std::to_string(v) + ": give a whole number of 1 or more");
+  return static_cast<std::size_t>(v);
+}
+
+std::string command_line(const Args& args) {
+  std::string s = "moesim calibrate net";
+  for (const auto& a : args) s += " " + a;
+  return s;
+}
+
+const char* kUsage =
+    "usage: moesim calibrate net [--connect HOST:PORT | --listen [ADDR:PORT] | --mpi] [options]\n\n"
+    "Network latency and bandwidth by ping-pong: the client sends messages of 1 B ... 64 MiB, the server echoes\n"
+    "each whole message back; one-way time = RTT / 2. A Hockney line t(m) = o + m / B is fitted per size band\n"
+    "(small <= 4 KiB, medium, large >= 1 MiB; each with >= 3 sizes), with R^2 and residuals. The NIC profile\n"
+    "(--out) takes latency = the small band's o and bandwidth = 1 / the large band's slope. See calibrate/NET.md.\n\n"
+    "modes:\n"
+    "  (none)              both ends in this process over 127.0.0.1 (this host's TCP stack, not a NIC)\n"
+    "  --listen [ADDR:PORT] serve pings (default 127.0.0.1:5201; 0.0.0.0:5201 for every interface; port 0 picks\n"
+    "                      a free one); prints 'listening on ADDR:PORT' on stderr and one line per client\n"
+    "  --connect HOST:PORT measure against a server started with --listen\n"
+    "  --mpi               under `mpirun -np N`: ping-pong rank 0 <-> 1 over MPI, MPI_Allreduce and MPI_Alltoall\n"
+    "                      timings across all ranks; rank 0 prints and writes\n\n"
+    "examples:\n"
+    "  moesim calibrate net --out loopback.json\n"
+    "  moesim calibrate net --listen 0.0.0.0:5201             # on host A\n"
+    "  moesim calibrate net --connect hostA:5201 --out my-nic.json   # on host B\n"
+    "  mpirun -np 2 --host a,b moesim calibrate net --mpi --out my-mpi-nic.json";
+
+}  // namespace
+
+int cmd_calibrate_net(const Args& args, std::ostream& out) {
+  po::options_description desc("options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("listen", po::value<std::string>()->implicit_value("127.0.0.1:5201"),
+     "server: listen on ADDR:PORT (default 127.0.0.1:5201; another address only when given)")
+    ("connect", po::value<std::string>(), "client: the server's HOST:PORT")
+    ("mpi", "under mpirun: MPI ping-pong between ranks 0 and 1, all-reduce and all-to-all across all ranks")
+    ("sizes", po::value<std::string>()->default_value("pow4"),
+     "message sizes: pow4 (1 B, 4 B, ... 64 MiB), pow2, small (pow4 up to 64 KiB) or a list (1,64,4KiB,1MiB)")
+    ("max-size", po::value<std::string>()->default_value("64MiB"), "largest message size measured")
+    ("repeats", po::value<std::int64_t>()->default_value(1000), "timed pings per size at most")
+    ("min-repeats", po::value<std::int64_t>()->default_value(5), "timed pings per size at least")
+    ("warmup", po::value<std::int64_t>()->default_value(3), "untimed pings per size first")
+    ("time-per-size", po::value<std::string>()->default_value("0.15"),
+     "seconds of timed pings per size, once --min-repeats are done")
+    ("timeout", po::value<std::string>()->default_value("10"),
+     "seconds: deadline of each connect, read and write (server: also the idle wait between a client's frames)")
+    ("max-message", po::value<std::string>()->default_value("64MiB"),
+     "server: largest ping it echoes; larger ones get an error frame")
+    ("max-connections", po::value<std::int64_t>()->default_value(4),
+     "server: clients served at once (each may hold a buffer of --max-message); more are refused")
+    ("once", "server: exit after the first client that completed the handshake")
+    ("accept-timeout", po::value<std::string>()->default_value("0"),
+     "server: fail if no client completes a handshake within this many seconds (0: wait forever)")
+    ("out", po::value<std::string>(), "write a NIC profile (hwprofiles/ format, with the calibration data) here")
+    ("id", po::value<std::string>(), "the profile's id (default: --out's file name without .json)")
+    ("name", po::value<std::string>(), "the profile's name")
+    ("json", "print the results as JSON")
+    ("quiet", "no progress lines on stderr");
+  // clang-format on
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm, out, kUsage)) return 0;
+  const auto given = [&](const char* k) { return vm.count(k) && !vm[k].defaulted(); };
+  const int modes =
+      static_cast<int>(vm.count("listen")) + static_cast<int>(vm.count("connect")) + static_cast<int>(vm.count("mpi"));
+  if (modes > 1) throw UserError("--listen, --connect and --mpi are different modes; give one of them");
+  const double timeout = parse_seconds(vm["timeout"].as<std::string>(), "--timeout", false);
+  const bool json = vm.count("json") > 0;
+
+  if (vm.count("listen")) {
+    for (const char* k :
+         {"out", "id", "name", "sizes", "max-size", "repeats", "min-repeats", "warmup", "time-per-size"}) {
+      if (given(k)) {
+        throw UserError(std::string("--") + k +
+                        " is a client option; the server (--listen) only echoes. Give it to the --connect side");
+      }
+    }
+    calibrate::ServerOptions so;
+    so.listen = vm["listen"].as<std::string>();
+    so.max_message = parse_bytes(vm["max-message"].as<std::string>(), "--max-message");
+    so.timeout_s = timeout;
+    so.max_connections = positive(vm, "max-connections");
+    so.once = vm.count("once") > 0;
+    so.accept_timeout_s = parse_seconds(vm["accept-timeout"].as<std::string>(), "--accept-timeout", true);
+    calibrate::PingPongServer server(so, &std::cerr);
+    std::cerr << "moesim calibrate net: listening on " << server.local_endpoint() << " (max message "
+              << calibrate::size_label(so.max_message) << ", timeout " << timeout << " s, " << so.max_connections
+              << " clients at once)" << std::endl;
+    server.run();
+    const auto st = server.stats();
+    if (json) {
+      out << nlohmann::json{{"listen", server.local_endpoint()},
+                            {"accepted", st.accepted},
+                            {"served", st.served},
+                            {"pings", st.pings},
+                            {"refused_busy", st.refused_busy},
+                            {"protocol_errors", st.protocol_errors},
+                            {"oversize", st.oversize},
+                            {"vanished", st.vanished},
+                            {"timeouts", st.timeouts}}
+                 .dump(2)
+          << "\n";
+    } else {
+      out << "served " << st.served << " client(s), " << st.pings << " pings, on " << server.local_endpoint()
+          << "; refused " << st.refused_busy << " (busy), dropped " << st.protocol_errors << " (protocol), "
+          << st.oversize << " (oversize), " << st.vanished << " (vanished), " << st.timeouts << " (timeout)\n";
+    }
+    return 0;
+  }
+
+  for (const char* k : {"max-message", "max-connections", "once", "accept-timeout"}) {
+    if (given(k)) {
+      throw UserError(std::string("--") + k + " is a server option; give it with --listen");
+    }
+  }
+  calibrate::PingPongOptions o;
+  const std::uint64_t max_size = parse_bytes(vm["max-size"].as<std::string>(), "--max-size");
+  o.sizes = calibrate::parse_message_sizes(vm["sizes"].as<std::string>(), max_size, "--sizes");
+  o.max_repeats = positive(vm, "repeats");
+  o.min_repeats = std::min(positive(vm, "min-repeats"), o.max_repeats);
+  const auto warmup = vm["warmup"].as<std::int64_t>();
+  if (warmup < 0) throw UserError("--warmup " + std::to_string(warmup) + ": give 0 or more");
+  o.warmup = static_cast<std::size_t>(warmup);
+  o.time_per_size_s = parse_seconds(vm["time-per-size"].as<std::string>(), "--time-per-size", true);
+  o.timeout_s = timeout;
+  std::string out_path;
+  if (vm.count("out")) {
+    out_path = vm["out"].as<std::string>();
+    // Fail before measuring, not after: the directory must exist.
+    const auto dir = std::filesystem::path(out_path).parent_path();
+    if (!dir.empty() && !std::filesystem::is_directory(dir)) {
+      throw UserError("--out " + out_path + ": the directory " + dir.string() + " does not exist; create it first");
+    }
+  }
+
+  calibrate::Progress progress(vm.count("quiet") ? nullptr : &std::cerr);
+  calibrate::NetResult r;
+  if (vm.count("mpi")) {
+    auto res = calibrate::run_mpi_bench(o, progress);
+    if (!res) return 0;  // not rank 0: rank 0 reports
+    r = std::move(*res);
+  } else if (vm.count("connect")) {
+    r = calibrate::run_pingpong(vm["connect"].as<std::string>(), o, progress);
+  } else {
+    r = calibrate::run_loopback(o, progress);
+  }
+
+  const auto prov = calibrate::current_provenance(command_line(args));
+  if (!out_path.empty()) {
+    std::string id = vm.count("id") ? vm["id"].as<std::string>() : std::filesystem::path(out_path).stem().string();
+    if (id.empty()) id = "measured-nic";
+    const std::string what = r.transport == "mpi" ? "MPI ping-pong (" + std::to_string(r.ranks) + " ranks)"
+                             : r.loopback         ? "TCP over loopback"
+                                                  : "TCP ping-pong with " + r.peer;
+    const std::string name =
+        vm.count("name") ? vm["name"].as<std::string>() : what + " measured on " + prov.host + ", " + prov.day;
+    write_file_atomically(out_path, calibrate::nic_profile_json(r, prov, id, name).dump(2) + "\n", "--out");
+  }
+  if (json) {
+    auto j = calibrate::net_result_json(r);
+    j["provenance"] = calibrate::to_json(prov);
+    if (!out_path.empty()) j["out"] = out_path;
+    out << j.dump(2) << "\n";
+  } else {
+    calibrate::print_net_result(r, out);
+    if (!out_path.empty()) out << "wrote " << out_path << " (kind nic; load it with --nic " << out_path << ")\n";
+  }
+  return 0;
+}
+
 }  // namespace moesim::apps

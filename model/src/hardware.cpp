@@ -171,10 +171,14 @@ const std::vector<P>& builtins(std::string_view folder, Parse parse) {
   // Function-local statics are initialised once, thread-safely; the data never changes after that.
   static const std::vector<P> all = [&] {
     std::vector<P> out;
+    // Profiles measured by `moesim calibrate` (hwprofiles/measured/) are built in too, by their "kind".
+    const std::string kind = folder == "nodes" ? "node" : folder == "nics" ? "nic" : "storage";
     for (const auto& f : hw_data::embedded_files()) {
-      if (f.path.substr(0, folder.size() + 1) != std::string(folder) + "/") continue;
+      const bool measured = f.path.substr(0, 9) == "measured/";
+      if (!measured && f.path.substr(0, folder.size() + 1) != std::string(folder) + "/") continue;
       const std::string origin = "built-in hwprofiles/" + std::string(f.path);
       const nlohmann::json doc = json::parse_text(f.contents, origin);
+      if (measured && doc.value("kind", std::string()) != kind) continue;
       out.push_back(parse(json::Node(doc, origin), origin));
     }
     std::sort(out.begin(), out.end(), [](const P& a, const P& b) { return a.id < b.id; });

@@ -1,0 +1,334 @@
+// The ping-pong server of `moesim calibrate net` (calibrate/pingpong.hpp) against clients that misbehave: one
+// that connects and vanishes, one that sends garbage, one that asks for an oversize message, one that stalls
+// past the timeout, one that vanishes mid-message, one too many. After each, the server must still serve a
+// good client. The server runs in a thread of this process on 127.0.0.1:0; the bad clients are raw POSIX
+// sockets, so they can do what the real client never would.
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "moesim/calibrate/net_protocol.hpp"
+#include "moesim/calibrate/pingpong.hpp"
+#include "moesim/model/error.hpp"
+
+namespace {
+
+using namespace moesim::calibrate;
+using net::FrameType;
+
+/// Waits (polling every 2 ms) until `done` holds, for at most 20 s; the bound only stops a broken server from
+/// hanging the suite, it is not a timing assertion.
+bool eventually(const std::function<bool()>& done) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < until) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return done();
+}
+
+/// A raw TCP client socket.
+class RawClient {
+ public:
+  explicit RawClient(std::uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~RawClient() { close(); }
+  RawClient(const RawClient&) = delete;
+  RawClient& operator=(const RawClient&) = delete;
+  [[nodiscard]] bool ok() const { return ok_; }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  bool send(const std::vector<std::uint8_t>& b) {
+    return ::send(fd_, b.data(), b.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(b.size());
+  }
+  bool send(const std::string& s) { return send(std::vector<std::uint8_t>(s.begin(), s.end())); }
+  /// Reads until `n` bytes, EOF, an error or 20 s; returns what came.
+  std::vector<std::uint8_t> recv(std::size_t n) {
+    std::vector<std::uint8_t> out;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (out.size() < n && std::chrono::steady_clock::now() < until) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      std::uint8_t buf[4096];
+      const ssize_t k = ::recv(fd_, buf, std::min(sizeof buf, n - out.size()), 0);
+      if (k <= 0) break;
+      out.insert(out.end(), buf, buf + k);
+    }
+    return out;
+  }
+  /// True when the server closed the connection (EOF or reset) within 20 s, after any bytes it sent.
+  bool closed_by_peer() {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < until) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      std::uint8_t buf[4096];
+      const ssize_t k = ::recv(fd_, buf, sizeof buf, 0);
+      if (k <= 0) return true;
+    }
+    return false;
+  }
+  /// Reads one frame (header and payload): its type and payload as text.
+  std::pair<FrameType, std::string> frame() {
+    const auto h = recv(net::kFrameHeaderBytes);
+    if (h.size() < net::kFrameHeaderBytes) return {FrameType::Bye, "<no frame>"};
+    const auto p = net::parse_frame_header(h, 1u << 30);
+    if (p.status != net::FrameStatus::Ok) return {FrameType::Bye, "<bad frame>"};
+    const auto body = recv(static_cast<std::size_t>(p.header.length));
+    return {p.header.type, std::string(body.begin(), body.end())};
+  }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
+std::vector<std::uint8_t> frame_bytes(FrameType t, std::uint64_t length, std::uint64_t seq = 0) {
+  net::FrameHeader h;
+  h.type = t;
+  h.length = length;
+  h.sequence = seq;
+  const auto a = net::encode_frame_header(h);
+  return {a.begin(), a.end()};
+}
+
+/// Tiny, fast measurement options for the good client.
+PingPongOptions quick() {
+  PingPongOptions o;
+  o.sizes = {1, 64, 4096, 65536};
+  o.max_repeats = 5;
+  o.min_repeats = 3;
+  o.warmup = 1;
+  o.time_per_size_s = 0;
+  o.timeout_s = 10;
+  return o;
+}
+
+/// A server on 127.0.0.1:0 in a thread: max message 1 MiB, a 300 ms deadline, 2 clients at once.
+class ServerFixture : public ::testing::Test {
+ protected:
+  void start(std::size_t max_connections = 2) {
+    ServerOptions so;
+    so.listen = "127.0.0.1:0";
+    so.max_message = 1u << 20;
+    so.timeout_s = 0.3;
+    so.max_connections = max_connections;
+    server_ = std::make_unique<PingPongServer>(so, &log_);
+    thread_ = std::thread([this] { server_->run(); });
+  }
+  void TearDown() override {
+    if (server_) server_->stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  std::uint16_t port() const { return server_->port(); }
+  /// A good client's whole run; the server must answer every ping.
+  void good_client_is_served() {
+    const auto before = server_->stats().served;
+    Progress quiet = Progress::quiet();
+    const NetResult r = run_pingpong(server_->local_endpoint(), quick(), quiet);
+    ASSERT_EQ(r.sizes.size(), 4u);
+    EXPECT_GE(r.sizes[0].rtt_s.size(), 3u);
+    EXPECT_GT(r.fit.latency_s, 0);
+    EXPECT_TRUE(eventually([&] { return server_->stats().served == before + 1; }));
+  }
+  /// The log, once the server has stopped writing to it.
+  std::string log_text() {
+    TearDown();
+    return log_.str();
+  }
+
+  std::ostringstream log_;
+  std::unique_ptr<PingPongServer> server_;
+  std::thread thread_;
+};
+
+// A client that connects and closes without a byte costs the server one log line.
+TEST_F(ServerFixture, SurvivesAClientThatVanishes) {
+  start();
+  {
+    RawClient c(port());
+    ASSERT_TRUE(c.ok());
+  }
+  EXPECT_TRUE(eventually([&] { return server_->stats().vanished == 1; }));
+  good_client_is_served();
+  EXPECT_NE(log_text().find("connected and closed without sending a byte"), std::string::npos) << log_.str();
+}
+
+// An HTTP request gets an Error frame that says what this server is, then the connection closes.
+TEST_F(ServerFixture, SurvivesGarbage) {
+  start();
+  {
+    RawClient c(port());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n"));
+    const auto [type, text] = c.frame();
+    EXPECT_EQ(type, FrameType::Error);
+    EXPECT_NE(text.find("moesim ping-pong protocol"), std::string::npos) << text;
+    EXPECT_TRUE(c.closed_by_peer());
+  }
+  EXPECT_TRUE(eventually([&] { return server_->stats().protocol_errors == 1; }));
+  good_client_is_served();
+  EXPECT_NE(log_text().find("not the moesim ping-pong protocol ('GET / HT')"), std::string::npos) << log_.str();
+}
+
+// A ping of 2^63 bytes (over --max-message 1 MiB) is refused before anything is allocated, with an Error frame
+// naming the limit.
+TEST_F(ServerFixture, RefusesAnOversizeMessage) {
+  start();
+  {
+    RawClient c(port());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.send(frame_bytes(FrameType::Hello, 0)));
+    EXPECT_EQ(c.frame().first, FrameType::Welcome);
+    ASSERT_TRUE(c.send(frame_bytes(FrameType::Ping, 1ull << 63, 1)));
+    const auto [type, text] = c.frame();
+    EXPECT_EQ(type, FrameType::Error);
+    EXPECT_NE(text.find("--max-message of 1 MiB"), std::string::npos) << text;
+    EXPECT_TRUE(c.closed_by_peer());
+  }
+  EXPECT_TRUE(eventually([&] { return server_->stats().oversize == 1; }));
+  good_client_is_served();
+}
+
+// Half a header, then silence: the server drops the client after its 300 ms deadline (the client sees the
+// connection close; no assertion on how long it took).
+TEST_F(ServerFixture, DropsAClientThatStalls) {
+  start();
+  RawClient c(port());
+  ASSERT_TRUE(c.ok());
+  auto hello = frame_bytes(FrameType::Hello, 0);
+  hello.resize(10);
+  ASSERT_TRUE(c.send(hello));
+  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_TRUE(eventually([&] { return server_->stats().timeouts == 1; }));
+  good_client_is_served();
+  EXPECT_NE(log_text().find("--timeout"), std::string::npos) << log_.str();
+}
+
+// A client that announces 1000 bytes, sends 100 and closes: one log line, then the next client.
+TEST_F(ServerFixture, SurvivesAClientThatVanishesMidMessage) {
+  start();
+  {
+    RawClient c(port());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.send(frame_bytes(FrameType::Hello, 0)));
+    EXPECT_EQ(c.frame().first, FrameType::Welcome);
+    auto ping = frame_bytes(FrameType::Ping, 1000, 1);
+    ping.resize(ping.size() + 100, 0x55);
+    ASSERT_TRUE(c.send(ping));
+  }
+  EXPECT_TRUE(eventually([&] { return server_->stats().vanished == 1; }));
+  good_client_is_served();
+  EXPECT_NE(log_text().find("124 bytes of it received"), std::string::npos) << log_.str();
+}
+
+// Another protocol version is told which version the server speaks.
+TEST_F(ServerFixture, RefusesAnotherVersion) {
+  start();
+  {
+    RawClient c(port());
+    ASSERT_TRUE(c.ok());
+    auto hello = frame_bytes(FrameType::Hello, 0);
+    hello[5] = 9;
+    ASSERT_TRUE(c.send(hello));
+    const auto [type, text] = c.frame();
+    EXPECT_EQ(type, FrameType::Error);
+    EXPECT_NE(text.find("version 1, the client version 9"), std::string::npos) << text;
+  }
+  EXPECT_TRUE(eventually([&] { return server_->stats().protocol_errors == 1; }));
+  good_client_is_served();
+}
+
+// With --max-connections 1, a second client is refused with "server busy" while the first holds its
+// connection (the real client reports it as a UserError); once the first leaves, the next is served.
+TEST_F(ServerFixture, BoundsConcurrentClients) {
+  start(1);
+  auto first = std::make_unique<RawClient>(port());
+  ASSERT_TRUE(first->ok());
+  ASSERT_TRUE(first->send(frame_bytes(FrameType::Hello, 0)));
+  EXPECT_EQ(first->frame().first, FrameType::Welcome);
+  Progress quiet = Progress::quiet();
+  try {
+    run_pingpong(server_->local_endpoint(), quick(), quiet);
+    ADD_FAILURE() << "a second client was served with --max-connections 1";
+  } catch (const moesim::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("server busy"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(server_->stats().refused_busy, 1u);
+  first->send(frame_bytes(FrameType::Bye, 0));
+  first.reset();
+  EXPECT_TRUE(eventually([&] { return server_->stats().active == 0; }));
+  good_client_is_served();
+}
+
+// The real client against a port nobody listens on, and against a server that answers in another protocol:
+// each a UserError that says what happened and what to do.
+TEST(PingPongClient, ClosedPortAndForeignPeerAreUserErrors) {
+  // A port that was free a moment ago (bound, then closed).
+  std::uint16_t closed = 0;
+  {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    closed = ntohs(a.sin_port);
+    ::close(fd);
+  }
+  Progress quiet = Progress::quiet();
+  try {
+    run_pingpong("127.0.0.1:" + std::to_string(closed), quick(), quiet);
+    ADD_FAILURE() << "no error";
+  } catch (const moesim::UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("nothing is listening on 127.0.0.1:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("--listen"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(run_pingpong("127.0.0.1:99999", quick(), quiet), moesim::UserError);
+}
+
+// Both ends in one process: every size measured, positive latency and bandwidth.
+TEST(PingPongClient, LoopbackRunMeasuresEverySize) {
+  Progress quiet = Progress::quiet();
+  const NetResult r = run_loopback(quick(), quiet);
+  EXPECT_TRUE(r.loopback);
+  ASSERT_EQ(r.sizes.size(), 4u);
+  for (const auto& s : r.sizes) EXPECT_GE(s.rtt_s.size(), 3u);
+  EXPECT_GT(r.fit.latency_s, 0);
+  EXPECT_GT(r.fit.bandwidth, 0);
+  ASSERT_TRUE(r.send_overhead_s.has_value());
+  EXPECT_EQ(r.server_max_message, 65536u);
+}
+
+TEST(PingPongClient, HostPortParsing) {
+  EXPECT_EQ(parse_host_port("10.0.0.1:5201", "--connect").host, "10.0.0.1");
+  EXPECT_EQ(parse_host_port("10.0.0.1:5201", "--connect").port, 5201);
+  EXPECT_EQ(parse_host_port("[::1]:7", "--connect").host, "::1");
+  EXPECT_EQ(parse_host_port("5201", "--listen").host, "127.0.0.1");
+  EXPECT_EQ(parse_host_port(":0", "--listen").port, 0);
+  EXPECT_THROW(parse_host_port("host:", "--connect"), moesim::UserError);
+  EXPECT_THROW(parse_host_port("host:http", "--connect"), moesim::UserError);
+  EXPECT_THROW(parse_host_port("::1:80", "--connect"), moesim::UserError);
+}
+
+}  // namespace
