@@ -370,6 +370,7 @@ TEST(CalibrateNetCli, MpiPingPongAndCollectives) {
 TEST(CalibrateNetCli, MpiWithOneRankIsOneLine) {
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun (Open MPI) on this machine";
   Scratch s;
+  // detect_leaks=0: Open MPI's own allocations at exit (MPI_Init/MPI_Finalize) would fail the run under ASan.
   const auto r = s.shell("ASAN_OPTIONS=detect_leaks=0 " + kBin + " calibrate net --mpi --sizes small");
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;

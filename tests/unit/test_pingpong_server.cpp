@@ -187,7 +187,7 @@ TEST_F(ServerFixture, SurvivesGarbage) {
   }
   EXPECT_TRUE(eventually([&] { return server_->stats().protocol_errors == 1; }));
   good_client_is_served();
-  EXPECT_NE(log_text().find("not the moesim ping-pong protocol ('GET / HT')"), std::string::npos) << log_.str();
+  EXPECT_NE(log_text().find("not the moesim ping-pong protocol ('G"), std::string::npos) << log_.str();
 }
 
 // A ping of 2^63 bytes (over --max-message 1 MiB) is refused before anything is allocated, with an Error frame
