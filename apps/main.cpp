@@ -58,6 +58,9 @@ int main(int argc, char** argv) {
   }
   const std::string name = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
+  // Errors of a command with parts name the part: "moesim calibrate net: error: ...".
+  const std::string shown =
+      name == "calibrate" && !rest.empty() && !rest[0].starts_with("-") ? name + " " + rest[0] : name;
   for (const auto& c : kCommands) {
     if (name != c.name) continue;
     // Results go to a buffer and reach stdout only when the command succeeds: an error never leaves a
@@ -68,10 +71,10 @@ int main(int argc, char** argv) {
       std::cout << buffer.str() << std::flush;
       return rc;
     } catch (const moesim::UserError& e) {
-      std::cerr << "moesim " << name << ": error: " << e.what() << "\n";
+      std::cerr << "moesim " << shown << ": error: " << e.what() << "\n";
       return 2;
     } catch (const boost::program_options::error& e) {
-      std::cerr << "moesim " << name << ": error: " << e.what() << "; see `moesim " << name << " --help`\n";
+      std::cerr << "moesim " << shown << ": error: " << e.what() << "; see `moesim " << shown << " --help`\n";
       return 2;
     } catch (const std::exception& e) {
       std::cerr << "moesim " << name << ": " << e.what() << "\n";
