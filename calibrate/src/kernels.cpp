@@ -15,6 +15,7 @@
 #include <cstring>
 #include <memory>
 #include <set>
+#include <tuple>
 
 #include "moesim/calibrate/memory.hpp"
 #include "moesim/model/error.hpp"

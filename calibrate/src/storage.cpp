@@ -359,6 +359,25 @@ StorageResult run_storage(const StorageOptions& o, Progress& progress) {
   TestFile file(path);
   file.keep(wfd);
   r.file = path;
+  // Every descriptor is opened now and the name removed at once: the data stays reachable through them and
+  // the file disappears with the last one, even if moesim is killed (Ctrl-C, SIGKILL) before the end.
+  const int buf_fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (buf_fd < 0) {
+    throw UserError(flag + " " + o.dir + ": cannot reopen the test file (" + std::strerror(errno) +
+                    "); give a directory you can read and write");
+  }
+  file.keep(buf_fd);
+  int cold_fd = -1;
+  int direct_errno = 0;
+  if (o.cold != ColdMode::Fadvise) {
+    cold_fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
+    if (cold_fd >= 0) {
+      file.keep(cold_fd);
+    } else {
+      direct_errno = errno;
+    }
+  }
+  ::unlink(path.c_str());
 
   {
     progress.update(0.0, "writing the " + binary(static_cast<double>(r.size)) + " test file in " + o.dir);
@@ -400,27 +419,21 @@ StorageResult run_storage(const StorageOptions& o, Progress& progress) {
     ::posix_fadvise(wfd, 0, 0, POSIX_FADV_DONTNEED);
   }
 
-  // How cold reads avoid the page cache.
-  int cold_fd = -1;
-  if (o.cold != ColdMode::Fadvise) {
-    cold_fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
-    if (cold_fd >= 0) {
-      file.keep(cold_fd);
-      AlignedBuffer probe = aligned_buffer(kAlign);
-      if (!read_fully(cold_fd, probe.get(), kAlign, 0)) cold_fd = -1;
-    }
-    if (cold_fd < 0) {
-      if (o.cold == ColdMode::Direct) {
-        throw UserError(flag + " " + o.dir + ": its file system refuses O_DIRECT reads (" + std::strerror(errno) +
-                        "); use --cold fadvise (or auto)");
-      }
-      r.notes.push_back("the file system refused O_DIRECT (" + std::string(std::strerror(errno)) +
-                        "): cold reads drop the file's cached pages with posix_fadvise(POSIX_FADV_DONTNEED) instead");
+  // How cold reads avoid the page cache: O_DIRECT if the file system accepts an aligned read through it.
+  if (cold_fd >= 0) {
+    AlignedBuffer probe = aligned_buffer(kAlign);
+    if (!read_fully(cold_fd, probe.get(), kAlign, 0)) {
+      direct_errno = errno;
+      cold_fd = -1;
     }
   }
-  const int buf_fd = file.keep(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (buf_fd < 0) {
-    throw UserError(flag + " " + o.dir + ": cannot reopen the test file (" + std::strerror(errno) + ")");
+  if (o.cold != ColdMode::Fadvise && cold_fd < 0) {
+    if (o.cold == ColdMode::Direct) {
+      throw UserError(flag + " " + o.dir + ": its file system refuses O_DIRECT reads (" + std::strerror(direct_errno) +
+                      "); use --cold fadvise (or auto)");
+    }
+    r.notes.push_back("the file system refused O_DIRECT (" + std::string(std::strerror(direct_errno)) +
+                      "): cold reads drop the file's cached pages with posix_fadvise(POSIX_FADV_DONTNEED) instead");
   }
   const bool direct = cold_fd >= 0;
   r.cold_method = direct ? "O_DIRECT" : "posix_fadvise(POSIX_FADV_DONTNEED)";
@@ -631,7 +644,9 @@ void print_storage_report(const StorageResult& r, std::ostream& out) {
   for (const auto& p : r.passes) row(p);
   if (r.latency_warm.reads > 0) row(r.latency_warm);
   t.print_text(out);
-  out << "(* stopped by --max-seconds before reading its whole region)\n";
+  if (std::any_of(r.passes.begin(), r.passes.end(), [](const ReadPass& p) { return p.time_limited; })) {
+    out << "(* stopped by --max-seconds before reading its whole region)\n";
+  }
   out << "read_bandwidth (cold sequential, best): " << units::format(r.read_bandwidth, Dimension::Bandwidth, 4)
       << " with " << readers_text(r.read_bandwidth_readers) << "\n";
   out << "read_latency (cold " << binary(static_cast<double>(r.latency_cold.block))

@@ -18,7 +18,7 @@ namespace {
 
 // GEMV of DBRX's expert w2 (6144 outputs × 10752 inputs) in f32: weights 6144·10752·4 = 264,241,152 B,
 // input 10752·4 = 43,008 B, output 6144·4 = 24,576 B; 2·6144·10752 = 132,120,576 FLOPs.
-TEST(Kernels, GemvF32Accounting) {
+TEST(CalibrateKernels, GemvF32Accounting) {
   const auto c = kernel_cost(KernelDtype::F32, {"expert.w2", 6144, 10752}, 1);
   EXPECT_EQ(c.weight_bytes, 264241152.0);
   EXPECT_EQ(c.input_bytes, 43008.0);
@@ -30,7 +30,7 @@ TEST(Kernels, GemvF32Accounting) {
 
 // GEMM at batch 8 in bf16 (the same matrix): weights 2 B each, inputs 8·10752·2, outputs f32 8·6144·4;
 // FLOPs scale with the batch.
-TEST(Kernels, GemmBf16Accounting) {
+TEST(CalibrateKernels, GemmBf16Accounting) {
   const auto c = kernel_cost(KernelDtype::Bf16, {"expert.w2", 6144, 10752}, 8);
   EXPECT_EQ(c.weight_bytes, 132120576.0);
   EXPECT_EQ(c.input_bytes, 8 * 10752 * 2.0);
@@ -42,7 +42,7 @@ TEST(Kernels, GemmBf16Accounting) {
 }
 
 // DBRX (d_model 6144, 48 heads and 8 KV heads of 128, 16 experts of ffn 10752): five distinct shapes.
-TEST(Kernels, DbrxShapes) {
+TEST(CalibrateKernels, DbrxShapes) {
   const auto shapes = model_matrix_shapes(model::load_model("dbrx-instruct"));
   ASSERT_EQ(shapes.size(), 5u);
   const struct {
@@ -61,7 +61,7 @@ TEST(Kernels, DbrxShapes) {
 }
 
 // DeepSeek-V3's MLA projections are measured, not GQA's.
-TEST(Kernels, MlaShapes) {
+TEST(CalibrateKernels, MlaShapes) {
   const auto shapes = model_matrix_shapes(model::load_model("deepseek-v3"));
   bool q_a = false, kv_b = false;
   for (const auto& s : shapes) {
@@ -72,7 +72,7 @@ TEST(Kernels, MlaShapes) {
   EXPECT_TRUE(kv_b);
 }
 
-TEST(Kernels, ParseShapes) {
+TEST(CalibrateKernels, ParseShapes) {
   const auto s = parse_matrix_shapes("6144x10752,16X6144", "--shapes");
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].rows, 6144);
@@ -87,7 +87,7 @@ TEST(Kernels, ParseShapes) {
 
 // bf16 is measured only where OpenBLAS exports cblas_sbgemv/cblas_sbgemm; otherwise the reason names
 // BUILD_BFLOAT16 (Debian's 0.3.21 is built without it).
-TEST(Kernels, Bf16SupportSaysWhyNot) {
+TEST(CalibrateKernels, Bf16SupportSaysWhyNot) {
   EXPECT_TRUE(dtype_support(KernelDtype::F32).available);
   const auto bf16 = dtype_support(KernelDtype::Bf16);
   if (!bf16.available) {
@@ -113,7 +113,7 @@ KernelOptions tiny_options() {
 // the accounting above; the memory fit has one band per shape from the GEMVs, the compute fit one per
 // shape from the batch-4 GEMMs; one sample per band, so every residual is 0. The node profile with the
 // memory bandwidth added loads, with peak_flops.fp32 = the best GEMM rate.
-TEST(Kernels, TinyRunProfileLoads) {
+TEST(CalibrateKernels, TinyRunProfileLoads) {
   auto progress = Progress::quiet();
   const KernelResult r = run_kernels(tiny_options(), progress);
   const std::size_t dtypes = r.support.at(KernelDtype::Bf16).available ? 2 : 1;
@@ -150,7 +150,7 @@ TEST(Kernels, TinyRunProfileLoads) {
 
 // A budget too small for anything: every measurement is skipped with its reason, nothing is fitted, and
 // the devices object has no peak and no efficiency (absent, not guessed).
-TEST(Kernels, EverythingSkippedWhenTheBudgetIsSpent) {
+TEST(CalibrateKernels, EverythingSkippedWhenTheBudgetIsSpent) {
   KernelOptions o = tiny_options();
   o.max_seconds = 1e-9;
   auto progress = Progress::quiet();
@@ -162,7 +162,7 @@ TEST(Kernels, EverythingSkippedWhenTheBudgetIsSpent) {
   EXPECT_FALSE(devices.contains("efficiency"));
 }
 
-TEST(Kernels, RejectsBadOptions) {
+TEST(CalibrateKernels, RejectsBadOptions) {
   auto progress = Progress::quiet();
   KernelOptions o = tiny_options();
   o.shapes.clear();

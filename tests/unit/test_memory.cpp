@@ -18,7 +18,7 @@ namespace moesim::calibrate {
 namespace {
 
 // stream.c: bytes[] = {2, 2, 3, 3} × sizeof(double) × STREAM_ARRAY_SIZE.
-TEST(Memory, BytesCountedAsStreamCountsThem) {
+TEST(CalibrateMemory, BytesCountedAsStreamCountsThem) {
   EXPECT_EQ(stream_bytes(StreamKernel::Copy, 1000), 16000.0);
   EXPECT_EQ(stream_bytes(StreamKernel::Scale, 1000), 16000.0);
   EXPECT_EQ(stream_bytes(StreamKernel::Add, 1000), 24000.0);
@@ -26,7 +26,7 @@ TEST(Memory, BytesCountedAsStreamCountsThem) {
   EXPECT_STREQ(stream_kernel_name(StreamKernel::Triad), "triad");
 }
 
-TEST(Memory, MachineFacts) {
+TEST(CalibrateMemory, MachineFacts) {
   const CacheInfo llc = last_level_cache();
   EXPECT_GT(llc.bytes, 0u);
   EXPECT_FALSE(llc.source.empty());
@@ -47,7 +47,7 @@ MemoryResult tiny_run() {
 // One thread, 3 arrays of 1 MiB (131,072 doubles), one timed pass: four samples; the triad figure is the
 // triad sample's bytes / its best time; the arrays are smaller than 4 × any last-level cache, so a note
 // says the figures may exceed the DRAM bandwidth.
-TEST(Memory, TinyRunGivesAllFourKernels) {
+TEST(CalibrateMemory, TinyRunGivesAllFourKernels) {
   const MemoryResult r = tiny_run();
   EXPECT_EQ(r.elements, (1u << 20) / 8);
   ASSERT_EQ(r.samples.size(), 4u);
@@ -66,7 +66,7 @@ TEST(Memory, TinyRunGivesAllFourKernels) {
 }
 
 // The node profile: devices.memory_bandwidth is the best triad, devices.memory the installed RAM.
-TEST(Memory, ProfileLoads) {
+TEST(CalibrateMemory, ProfileLoads) {
   const MemoryResult r = tiny_run();
   const Provenance p = current_provenance("moesim calibrate memory (test)");
   const auto profile = memory_profile_json(r, p, "mem-test");
@@ -82,7 +82,7 @@ TEST(Memory, ProfileLoads) {
   EXPECT_EQ(profile["calibration"]["memory"]["samples"].size(), 4u);
 }
 
-TEST(Memory, RejectsThreadCountsAboveTheCpus) {
+TEST(CalibrateMemory, RejectsThreadCountsAboveTheCpus) {
   MemoryOptions o;
   o.threads = {online_cpus() + 1};
   o.array_bytes = 1 << 20;
@@ -90,7 +90,7 @@ TEST(Memory, RejectsThreadCountsAboveTheCpus) {
   EXPECT_THROW(run_memory(o, progress), UserError);
 }
 
-TEST(Memory, RejectsArraysLargerThanTheMemory) {
+TEST(CalibrateMemory, RejectsArraysLargerThanTheMemory) {
   MemoryOptions o;
   o.threads = {1};
   o.array_bytes = 1ull << 50;  // 1 PiB per array

@@ -55,7 +55,7 @@ StorageOptions tiny(const std::string& dir) {
 }
 
 // Nearest rank: of 1..100, p50 is 50 and p99 is 99; a single value is every percentile.
-TEST(Storage, PercentilesByNearestRank) {
+TEST(CalibrateStorage, PercentilesByNearestRank) {
   ReadPass p;
   for (int i = 100; i >= 1; --i) p.latencies.push_back(i);
   EXPECT_EQ(p.percentile(0.5), 50.0);
@@ -69,7 +69,7 @@ TEST(Storage, PercentilesByNearestRank) {
 
 // One DBRX expert at bf16 is 3·6144·10752·2 = 396,361,728 B: capped at 64 MiB, and the note says so.
 // One OLMoE expert (2048 × 1024) is 3·2048·1024·2 = 12 MiB: used as it is.
-TEST(Storage, DefaultBlockIsOneExpertCapped) {
+TEST(CalibrateStorage, DefaultBlockIsOneExpertCapped) {
   std::string note;
   EXPECT_EQ(default_storage_block(model::load_model("dbrx-instruct"), &note), 64u << 20);
   EXPECT_NE(note.find("capped"), std::string::npos) << note;
@@ -78,7 +78,7 @@ TEST(Storage, DefaultBlockIsOneExpertCapped) {
 
 // Sequential and random passes, cold and warm, for 1 and 2 readers; the file is gone afterwards; the
 // profile's read_bandwidth is the best cold sequential pass, read_latency the cold probe's p50.
-TEST(Storage, TinyRunProfileLoadsAndNoFileIsLeft) {
+TEST(CalibrateStorage, TinyRunProfileLoadsAndNoFileIsLeft) {
   Scratch s;
   auto progress = Progress::quiet();
   const StorageResult r = run_storage(tiny(s.path()), progress);
@@ -115,7 +115,7 @@ TEST(Storage, TinyRunProfileLoadsAndNoFileIsLeft) {
 }
 
 // Cold reads through posix_fadvise(POSIX_FADV_DONTNEED) when asked, and the result says so.
-TEST(Storage, FadviseColdMode) {
+TEST(CalibrateStorage, FadviseColdMode) {
   Scratch s;
   StorageOptions o = tiny(s.path());
   o.cold = ColdMode::Fadvise;
@@ -139,7 +139,7 @@ std::string error_of(const StorageOptions& o) {
   return "(no error)";
 }
 
-TEST(Storage, BadDirectories) {
+TEST(CalibrateStorage, BadDirectories) {
   Scratch s;
   const std::string missing = s.path() + "/missing";
   EXPECT_NE(error_of(tiny(missing)).find("--dir " + missing + ": does not exist"), std::string::npos);
@@ -156,7 +156,7 @@ TEST(Storage, BadDirectories) {
   EXPECT_EQ(s.entries(), 1u);  // only "file": nothing was created
 }
 
-TEST(Storage, BadBlocks) {
+TEST(CalibrateStorage, BadBlocks) {
   Scratch s;
   StorageOptions o = tiny(s.path());
   o.block = 1000;

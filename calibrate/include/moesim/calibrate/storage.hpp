@@ -15,7 +15,8 @@
 // For each pass: bandwidth = bytes read / wall time of the pass, and each read's latency (p50, p99 by the
 // nearest-rank method). A latency probe reads 4 KiB blocks at random offsets one at a time (one reader,
 // cold and warm): that p50 is the profile's read_latency, the cold sequential bandwidth (best over R) its
-// read_bandwidth. The file is removed when the run ends, on success and on error.
+// read_bandwidth. The file's name is removed as soon as it is open, so it disappears with the run even when
+// the run fails or is killed.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
