@@ -102,8 +102,7 @@ int cmd_calibrate_all(const Args& args, std::ostream& out) {
   if (do_net) nic_file.emplace(sibling(node_path, "nic"), "--out");
   if (do_storage) storage_file.emplace(sibling(node_path, "storage"), "--out");
 
-  std::string command = "moesim calibrate all";
-  for (const auto& a : args) command += " " + a;
+  const std::string command = command_line("calibrate all", args);
   const calibrate::Provenance prov = calibrate::current_provenance(command);
   calibrate::Progress progress(&std::cerr);
 

@@ -26,36 +26,10 @@ namespace po = boost::program_options;
 namespace moesim::apps {
 namespace {
 
-std::string command_line(const std::string& part, const Args& args) {
-  std::string s = "moesim calibrate " + part;
-  for (const auto& a : args) s += " " + (a.find(' ') == std::string::npos ? a : "'" + a + "'");
-  return s;
-}
-
-/// "1,2,4" -> whole numbers in [lo, hi]; UserError naming `flag` otherwise.
-std::vector<std::int64_t> parse_list(const std::string& s, const std::string& flag, std::int64_t lo, std::int64_t hi,
-                                     const char* example) {
-  std::vector<std::int64_t> v;
-  for (const auto& item : text::split(s, ',')) {
-    std::size_t used = 0;
-    long long x = 0;
-    try {
-      x = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || x < lo || x > hi) {
-      throw UserError(flag + ": '" + item + "' is not a whole number from " + std::to_string(lo) + " to " +
-                      std::to_string(hi) + "; write e.g. " + example);
-    }
-    v.push_back(x);
-  }
-  return v;
-}
-
 std::vector<int> parse_threads(const std::string& s, const std::string& flag) {
   std::vector<int> out;
-  for (const auto t : parse_list(s, flag, 1, calibrate::online_cpus(), "1,2")) out.push_back(static_cast<int>(t));
+  for (const auto t : parse_whole_numbers(s, flag, 1, calibrate::online_cpus(), "1,2"))
+    out.push_back(static_cast<int>(t));
   return out;
 }
 
@@ -162,7 +136,7 @@ int cmd_calibrate_memory(const Args& args, std::ostream& out) {
     if (o.array_bytes < 4096) throw UserError("--array-size must be at least 4KiB per array");
   }
   o.max_seconds = positive(vm, "max-seconds", quick ? 10 : 30);
-  const auto prov = calibrate::current_provenance(command_line("memory", args));
+  const auto prov = calibrate::current_provenance(command_line("calibrate memory", args));
   auto file = open_out(vm);
   auto progress = make_progress(vm);
   const auto r = calibrate::run_memory(o, progress);
@@ -221,7 +195,7 @@ int cmd_calibrate_kernels(const Args& args, std::ostream& out) {
     o.shapes = calibrate::parse_matrix_shapes(vm["shapes"].as<std::string>(), "--shapes");
     o.shapes_source = "--shapes";
   } else if (vm.count("sizes")) {
-    for (const auto n : parse_list(vm["sizes"].as<std::string>(), "--sizes", 1, 1 << 20, "512,2048,8192")) {
+    for (const auto n : parse_whole_numbers(vm["sizes"].as<std::string>(), "--sizes", 1, 1 << 20, "512,2048,8192")) {
       o.shapes.push_back({"grid", n, n});
     }
     o.shapes_source = "--sizes";
@@ -237,7 +211,7 @@ int cmd_calibrate_kernels(const Args& args, std::ostream& out) {
     }
   }
   if (vm.count("batches")) {
-    o.batches = parse_list(vm["batches"].as<std::string>(), "--batches", 1, 1 << 20, "1,16,256");
+    o.batches = parse_whole_numbers(vm["batches"].as<std::string>(), "--batches", 1, 1 << 20, "1,16,256");
   } else if (quick) {
     o.batches = {1, 16, 256};
   }
@@ -250,7 +224,7 @@ int cmd_calibrate_kernels(const Args& args, std::ostream& out) {
   o.max_seconds = positive(vm, "max-seconds", quick ? 30 : 90);
   if (vm.count("pool-size")) o.pool_bytes = parse_size(vm["pool-size"].as<std::string>(), "--pool-size");
 
-  const auto prov = calibrate::current_provenance(command_line("kernels", args));
+  const auto prov = calibrate::current_provenance(command_line("calibrate kernels", args));
   auto file = open_out(vm);
   auto progress = make_progress(vm);
   nlohmann::json extra_devices = nlohmann::json::object();
@@ -358,7 +332,7 @@ int cmd_calibrate_storage(const Args& args, std::ostream& out) {
     }
   }
   if (vm.count("readers")) {
-    for (const auto n : parse_list(vm["readers"].as<std::string>(), "--readers", 1, 256, "1,2,4")) {
+    for (const auto n : parse_whole_numbers(vm["readers"].as<std::string>(), "--readers", 1, 256, "1,2,4")) {
       o.readers.push_back(static_cast<int>(n));
     }
   } else if (quick) {
@@ -369,7 +343,7 @@ int cmd_calibrate_storage(const Args& args, std::ostream& out) {
   o.warm = !vm.count("no-warm");
   o.latency_reads = positive_int(vm, "latency-reads", 256);
 
-  const auto prov = calibrate::current_provenance(command_line("storage", args));
+  const auto prov = calibrate::current_provenance(command_line("calibrate storage", args));
   const std::string id = host_id(prov, vm, "-storage");
   auto file = open_out(vm);
   auto progress = make_progress(vm);

@@ -21,20 +21,6 @@ namespace po = boost::program_options;
 namespace moesim::apps {
 namespace {
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (const char c : s + ",") {
-    if (c == ',') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else if (c != ' ') {
-      cur += c;
-    }
-  }
-  return out;
-}
-
 std::string value_text(double v, const std::string& unit) {
   if (unit == "s") return units::format(units::seconds(v));
   if (unit == "B/s") return units::format(units::Bandwidth::from_base(v));
@@ -43,12 +29,6 @@ std::string value_text(double v, const std::string& unit) {
 
 std::string pct(double predicted, double measured) {
   return text::printf("%+.1f%%", 100.0 * (predicted - measured) / measured);
-}
-
-std::string cmdline(const Args& args) {
-  std::string s = "moesim calibrate fit";
-  for (const auto& a : args) s += " " + a;
-  return s;
 }
 
 }  // namespace
@@ -89,8 +69,8 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
   calibrate::FitOptions o;
   if (vm.count("profile")) o.node = vm["profile"].as<std::string>();
   if (vm.count("nic")) o.nic = vm["nic"].as<std::string>();
-  if (vm.count("fit")) o.parameters = split_list(vm["fit"].as<std::string>());
-  if (vm.count("runs")) o.fit_runs = split_list(vm["runs"].as<std::string>());
+  if (vm.count("fit")) o.parameters = text::split(vm["fit"].as<std::string>(), ',');
+  if (vm.count("runs")) o.fit_runs = text::split(vm["runs"].as<std::string>(), ',');
   if (vm.count("max-iterations")) {
     o.max_iterations = vm["max-iterations"].as<std::int64_t>();
     if (o.max_iterations < 1) throw UserError("--max-iterations must be at least 1");
@@ -100,7 +80,7 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
   std::optional<OutputFile> node_file, nic_file;
   if (vm.count("out")) node_file.emplace(vm["out"].as<std::string>(), "--out");
 
-  const calibrate::Provenance prov = calibrate::current_provenance(cmdline(args));
+  const calibrate::Provenance prov = calibrate::current_provenance(command_line("calibrate fit", args));
   calibrate::FitResult r =
       calibrate::fit_runs(runs, o, [](const std::string& line) { std::cerr << "calibrate fit: " << line << "\n"; });
 

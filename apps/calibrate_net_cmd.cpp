@@ -58,12 +58,6 @@ std::size_t positive(const po::variables_map& vm, const char* key) {
   return static_cast<std::size_t>(v);
 }
 
-std::string command_line(const Args& args) {
-  std::string s = "moesim calibrate net";
-  for (const auto& a : args) s += " " + a;
-  return s;
-}
-
 const char* kUsage =
     "usage: moesim calibrate net [--connect HOST:PORT | --listen [ADDR:PORT] | --mpi] [options]\n\n"
     "Network latency and bandwidth by ping-pong: the client sends messages of 1 B ... 64 MiB, the server echoes\n"
@@ -204,7 +198,7 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
     r = calibrate::run_loopback(o, progress);
   }
 
-  const auto prov = calibrate::current_provenance(command_line(args));
+  const auto prov = calibrate::current_provenance(command_line("calibrate net", args));
   if (!out_path.empty()) {
     std::string id = vm.count("id") ? vm["id"].as<std::string>() : std::filesystem::path(out_path).stem().string();
     if (id.empty()) id = "measured-nic";

@@ -39,6 +39,27 @@ std::uint64_t parse_seed(const std::string& text, const std::string& flag) {
   return v;
 }
 
+std::vector<std::int64_t> parse_whole_numbers(const std::string& text, const std::string& flag, std::int64_t lo,
+                                              std::int64_t hi, const std::string& example) {
+  std::vector<std::int64_t> v;
+  for (const auto& item : text::split(text, ',')) {
+    std::int64_t x = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), x);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || x < lo || x > hi) {
+      throw UserError(flag + ": '" + item + "' is not a whole number from " + std::to_string(lo) + " to " +
+                      std::to_string(hi) + "; write e.g. " + example);
+    }
+    v.push_back(x);
+  }
+  return v;
+}
+
+std::string command_line(const std::string& command, const Args& args) {
+  std::string s = "moesim " + command;
+  for (const auto& a : args) s += " " + (a.find(' ') == std::string::npos ? a : "'" + a + "'");
+  return s;
+}
+
 namespace {
 
 std::string billions(double params) { return text::printf("%.2f", params / 1e9); }

@@ -22,6 +22,13 @@ bool parse_options(const Args& args, const boost::program_options::options_descr
 /// 2^64-1 without a word, so seeds are read as text and checked here. UserError otherwise.
 std::uint64_t parse_seed(const std::string& text, const std::string& flag);
 
+/// "1,2,4" -> whole numbers in [lo, hi]; UserError naming `flag` and showing `example` otherwise.
+std::vector<std::int64_t> parse_whole_numbers(const std::string& text, const std::string& flag, std::int64_t lo,
+                                              std::int64_t hi, const std::string& example);
+
+/// "moesim <command> <args...>" as the user typed it (arguments with spaces quoted), for provenance.
+std::string command_line(const std::string& command, const Args& args);
+
 int cmd_models(const Args& args, std::ostream& out);
 int cmd_hw(const Args& args, std::ostream& out);
 int cmd_estimate(const Args& args, std::ostream& out);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -51,24 +52,6 @@ std::vector<double> parse_numbers(const std::string& s, const std::string& flag)
     }
     if (item.empty() || used != item.size() || !std::isfinite(x)) {
       throw UserError(flag + ": '" + item + "' is not a number; write e.g. 0.25 or a profile 0.14,0.27,0.22");
-    }
-    v.push_back(x);
-  }
-  return v;
-}
-
-std::vector<std::int64_t> parse_counts(const std::string& s, const std::string& flag) {
-  std::vector<std::int64_t> v;
-  for (const auto& item : text::split(s, ',')) {
-    std::size_t used = 0;
-    long long x = 0;
-    try {
-      x = std::stoll(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || x < 1) {
-      throw UserError(flag + ": '" + item + "' is not a whole number >= 1; write e.g. 16,32,64,128");
     }
     v.push_back(x);
   }
@@ -337,7 +320,8 @@ int trace_stats(Args args, std::ostream& out) {
   sim::TraceStatsOptions so;
   so.window = vm["window"].as<std::int64_t>();
   so.batch = vm["batch"].as<std::int64_t>();
-  so.cache_sizes = parse_counts(vm["cache-sizes"].as<std::string>(), "--cache-sizes");
+  so.cache_sizes = parse_whole_numbers(vm["cache-sizes"].as<std::string>(), "--cache-sizes", 1,
+                                       std::numeric_limits<std::int64_t>::max(), "16,32,64,128");
   if (vm["cache-sizes"].defaulted()) {
     std::erase_if(so.cache_sizes, [&](std::int64_t c) { return c < h.top_k || c > h.experts; });
   }
