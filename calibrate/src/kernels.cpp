@@ -300,19 +300,7 @@ KernelResult run_kernels(const KernelOptions& options, Progress& progress) {
                       " (OpenBLAS's 32-bit blasint); give smaller --shapes");
     }
   }
-  const int cpus = online_cpus();
-  std::vector<int> threads = options.threads;
-  if (threads.empty()) {
-    for (int t = 1; t <= cpus; ++t) threads.push_back(t);
-  }
-  for (const int t : threads) {
-    if (t < 1 || t > cpus) {
-      throw UserError("--threads: " + std::to_string(t) + " is outside 1.." + std::to_string(cpus) +
-                      " (this machine's online CPUs); give thread counts between 1 and " + std::to_string(cpus));
-    }
-  }
-  std::sort(threads.begin(), threads.end());
-  threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
+  const std::vector<int> threads = resolve_thread_counts(options.threads);
   std::vector<std::int64_t> batches = options.batches;
   for (const auto b : batches) {
     if (b < 1 || b > INT_MAX) throw UserError("--batches: " + std::to_string(b) + " is not a batch size >= 1");

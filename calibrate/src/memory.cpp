@@ -141,6 +141,23 @@ int online_cpus() {
   return n < 1 ? 1 : static_cast<int>(n);
 }
 
+std::vector<int> resolve_thread_counts(const std::vector<int>& requested) {
+  const int cpus = online_cpus();
+  std::vector<int> threads = requested;
+  if (threads.empty()) {
+    for (int t = 1; t <= cpus; ++t) threads.push_back(t);
+  }
+  for (const int t : threads) {
+    if (t < 1 || t > cpus) {
+      throw UserError("--threads: " + std::to_string(t) + " is outside 1.." + std::to_string(cpus) +
+                      " (this machine's online CPUs); give thread counts between 1 and " + std::to_string(cpus));
+    }
+  }
+  std::sort(threads.begin(), threads.end());
+  threads.erase(std::unique(threads.begin(), threads.end()), threads.end());
+  return threads;
+}
+
 std::uint64_t physical_memory_bytes() {
   const long pages = ::sysconf(_SC_PHYS_PAGES);
   const long page = ::sysconf(_SC_PAGESIZE);
@@ -210,17 +227,7 @@ MemoryResult run_memory(const MemoryOptions& options, Progress& progress) {
   r.physical_memory = physical_memory_bytes();
   r.repeats = std::max(1, options.repeats);
 
-  const int cpus = online_cpus();
-  std::vector<int> threads = options.threads;
-  if (threads.empty()) {
-    for (int t = 1; t <= cpus; ++t) threads.push_back(t);
-  }
-  for (const int t : threads) {
-    if (t < 1 || t > cpus) {
-      throw UserError("thread count " + std::to_string(t) + " is outside 1.." + std::to_string(cpus) +
-                      " (this machine's online CPUs); give --threads between 1 and " + std::to_string(cpus));
-    }
-  }
+  const std::vector<int> threads = resolve_thread_counts(options.threads);
 
   // Array size: STREAM's rule is each array >= 4 × the last-level cache (stream.c, "STREAM_ARRAY_SIZE").
   std::uint64_t array_bytes = options.array_bytes;

@@ -40,6 +40,9 @@ CacheInfo last_level_cache();
 
 /// Online logical CPUs (sysconf(_SC_NPROCESSORS_ONLN)), at least 1.
 int online_cpus();
+/// The thread counts to measure: `requested` sorted and without repeats, or 1 .. online_cpus() when it is
+/// empty. UserError (naming --threads) for a count outside 1 .. online_cpus().
+std::vector<int> resolve_thread_counts(const std::vector<int>& requested);
 /// Installed memory: sysconf(_SC_PHYS_PAGES) × page size.
 std::uint64_t physical_memory_bytes();
 /// Memory available to a new allocation now: /proc/meminfo MemAvailable, else sysconf(_SC_AVPHYS_PAGES).
