@@ -77,6 +77,7 @@ int cmd_calibrate_all(const Args& args, std::ostream& out) {
   if (do_storage) {
     so.dir = vm.count("storage-dir") ? vm["storage-dir"].as<std::string>()
                                      : std::filesystem::absolute(node_path).parent_path().string();
+    so.size_flag = "--storage-size";
     so.flag = vm.count("storage-dir") ? "--storage-dir" : "--storage-dir (default: the --out directory)";
     so.size = vm.count("storage-size")
                   ? static_cast<std::uint64_t>(
@@ -87,13 +88,7 @@ int cmd_calibrate_all(const Args& args, std::ostream& out) {
     so.block = calibrate::default_storage_block(arch, &note);
     so.max_seconds = quick ? 10 : 40;
     // Checked now, so a full disk fails before minutes of other measurements.
-    const std::uint64_t free = calibrate::storage_free_bytes(so.dir, so.flag);
-    if (free < so.size + (64ull << 20)) {
-      throw UserError(so.flag + " " + so.dir + ": " + units::format_binary(units::bytes(static_cast<double>(free))) +
-                      " free, the storage test needs " +
-                      units::format_binary(units::bytes(static_cast<double>(so.size + (64ull << 20)))) +
-                      "; give a directory with more space (--storage-dir), a smaller --storage-size, or --no-storage");
-    }
+    (void)calibrate::plan_storage(so);
   }
 
   // Every output is opened before the measurements and committed together after them.

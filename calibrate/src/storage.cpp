@@ -303,45 +303,56 @@ std::uint64_t default_storage_block(const model::Architecture& a, std::string* n
   return b;
 }
 
-StorageResult run_storage(const StorageOptions& o, Progress& progress) {
-  const auto t_start = Clock::now();
-  StorageResult r;
-  r.dir = o.dir;
+StoragePlan plan_storage(const StorageOptions& o) {
+  StoragePlan plan;
   const std::string& flag = o.flag;
   if (o.dir.empty()) throw UserError(flag + " is missing; give the directory to measure, e.g. " + flag + " /tmp");
-
-  // Checks that need nothing written first.
-  r.block = o.block ? o.block : 16 * kMiB;
-  if (r.block % kAlign != 0) {
-    throw UserError("--block " + binary(static_cast<double>(r.block)) +
+  plan.block = o.block ? o.block : 16 * kMiB;
+  if (plan.block % kAlign != 0) {
+    throw UserError("--block " + binary(static_cast<double>(plan.block)) +
                     " is not a multiple of 4 KiB (O_DIRECT needs aligned reads); give e.g. 4MiB");
   }
   if (o.latency_block == 0 || o.latency_block % kAlign != 0) {
     throw UserError("the latency probe's block must be a multiple of 4 KiB");
   }
-  r.size = o.size / r.block * r.block;
-  if (r.size < 2 * r.block) {
-    throw UserError("--size " + binary(static_cast<double>(o.size)) + " holds fewer than 2 blocks of --block " +
-                    binary(static_cast<double>(r.block)) + "; give a larger --size or a smaller --block");
+  plan.size = o.size / plan.block * plan.block;
+  if (plan.size < 2 * plan.block) {
+    throw UserError(o.size_flag + " " + binary(static_cast<double>(o.size)) + " holds fewer than 2 blocks of --block " +
+                    binary(static_cast<double>(plan.block)) + "; give a larger " + o.size_flag +
+                    " or a smaller --block");
   }
   const int cpus = online_cpus();
-  std::vector<int> readers = o.readers;
-  if (readers.empty()) {
-    for (int n = 1; n <= 2 * cpus; n *= 2) readers.push_back(n);
+  plan.readers = o.readers;
+  if (plan.readers.empty()) {
+    for (int n = 1; n <= 2 * cpus; n *= 2) plan.readers.push_back(n);
   }
-  for (const int n : readers) {
+  for (const int n : plan.readers) {
     if (n < 1 || n > 256) throw UserError("--readers: " + std::to_string(n) + " is outside 1..256");
   }
-  std::sort(readers.begin(), readers.end());
-  readers.erase(std::unique(readers.begin(), readers.end()), readers.end());
+  std::sort(plan.readers.begin(), plan.readers.end());
+  plan.readers.erase(std::unique(plan.readers.begin(), plan.readers.end()), plan.readers.end());
 
-  r.free_before = storage_free_bytes(o.dir, flag);
-  if (r.free_before < r.size + kHeadroom) {
-    throw UserError(flag + " " + o.dir + ": only " + binary(static_cast<double>(r.free_before)) +
-                    " free, and the test file needs " + binary(static_cast<double>(r.size)) + " (--size) + " +
-                    binary(static_cast<double>(kHeadroom)) +
-                    " headroom; free some space, give a smaller --size, or another " + flag);
+  plan.free_before = storage_free_bytes(o.dir, flag);
+  if (plan.free_before < plan.size + kHeadroom) {
+    throw UserError(flag + " " + o.dir + ": only " + binary(static_cast<double>(plan.free_before)) +
+                    " free, and the test file needs " + binary(static_cast<double>(plan.size)) + " (" + o.size_flag +
+                    ") + " + binary(static_cast<double>(kHeadroom)) + " headroom; free some space, give a smaller " +
+                    o.size_flag + ", or another " + flag);
   }
+  return plan;
+}
+
+StorageResult run_storage(const StorageOptions& o, Progress& progress) {
+  const auto t_start = Clock::now();
+  StorageResult r;
+  r.dir = o.dir;
+  const std::string& flag = o.flag;
+  // Checks that need nothing written first.
+  const StoragePlan plan = plan_storage(o);
+  r.block = plan.block;
+  r.size = plan.size;
+  r.free_before = plan.free_before;
+  const std::vector<int>& readers = plan.readers;
   struct statvfs vfs {};
   if (::statvfs(o.dir.c_str(), &vfs) == 0) {
     r.capacity = static_cast<std::uint64_t>(vfs.f_blocks) * static_cast<std::uint64_t>(vfs.f_frsize);

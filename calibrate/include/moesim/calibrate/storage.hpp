@@ -51,6 +51,7 @@ struct StorageOptions {
   int latency_reads = 256;             ///< reads of the latency probe (fewer if the budget ends)
   std::uint64_t seed = 1;              ///< of the file's contents and the random orders
   std::string flag = "--dir";          ///< how error messages name the directory
+  std::string size_flag = "--size";    ///< how error messages name the file size
 };
 
 /// One pass: a pattern at one reader count, cold or warm.
@@ -98,6 +99,17 @@ std::uint64_t storage_free_bytes(const std::string& dir, const std::string& flag
 /// The default block: one routed expert of `a` at bf16 (all three matrices, as flash-moe reads one
 /// expert per pread), rounded to 4 KiB and capped at 64 MiB; `note` says when it was capped.
 std::uint64_t default_storage_block(const model::Architecture& a, std::string* note);
+
+/// What a run will do, checked before anything is written: the block, the file size (whole blocks), the
+/// reader counts, and the free space. UserError naming options.flag for every check run_storage() makes
+/// before it writes (directory, free space, block alignment, size, readers).
+struct StoragePlan {
+  std::uint64_t block = 0;
+  std::uint64_t size = 0;
+  std::vector<int> readers;
+  std::uint64_t free_before = 0;
+};
+StoragePlan plan_storage(const StorageOptions& options);
 
 /// Creates the file, runs the passes and removes the file (also when it throws). UserError, before
 /// anything is written, naming options.flag and the fix when: the directory is missing or not a directory,
