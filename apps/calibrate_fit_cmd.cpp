@@ -111,21 +111,23 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
   for (const auto& x : r.runs) {
     nlohmann::json j = {{"name", x.name},
                         {"fitted", x.fitted},
-                        {"measured_time_per_token", reports::metric("measured_time_per_token", x.measured_time, "s")},
+                        {"measured_time_per_token", {{"value", x.measured_time}, {"unit", "s"}}},
                         {"predicted",
                          {{"time_per_token", x.predicted.time},
                           {"moe", x.predicted.moe},
                           {"comm", x.predicted.comm},
                           {"misc", x.predicted.misc},
                           {"unit", "s"}}},
-                        {"error_time", (x.predicted.time - x.measured_time) / x.measured_time}};
+                        {"error_time_per_token",
+                         {{"value", (x.predicted.time - x.measured_time) / x.measured_time},
+                          {"unit", "relative: (predicted - measured) / measured"}}}};
     if (x.moe || x.comm || x.misc) {
       j["measured_split"] = {{"unit", "s"}};
       if (x.moe) j["measured_split"]["moe"] = *x.moe;
       if (x.comm) j["measured_split"]["comm"] = *x.comm;
       if (x.misc) j["measured_split"]["misc"] = *x.misc;
     }
-    if (x.loo_time) j["leave_one_out_time_per_token"] = *x.loo_time;
+    if (x.loo_time) j["leave_one_out_time_per_token"] = {{"value", *x.loo_time}, {"unit", "s"}};
     run_rows.push_back(j);
   }
   const nlohmann::json fit_json = {{"measured", runs.path},
@@ -179,8 +181,8 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
     out << "\nrms relative error " << text::printf("%.3f", r.rms_relative) << " after " << r.iterations
         << " iterations (" << (r.converged ? "converged" : "iteration limit") << ", " << r.simulations
         << " simulator runs)\n\n";
-    reports::Table rt({"run", "role", "measured s", "predicted s", "err", "MoE meas/pred", "err", "comm meas/pred",
-                       "err", "misc meas/pred", "err", "LOO err"});
+    reports::Table rt({"run", "role", "measured s", "predicted s", "err", "MoE s meas/pred", "err", "comm s meas/pred",
+                       "err", "misc s meas/pred", "err", "LOO err"});
     auto part = [&](std::optional<double> m, double p) -> std::pair<std::string, std::string> {
       if (!m) return {"-", "-"};
       return {text::printf("%.3f/%.3f", *m, p), pct(p, *m)};

@@ -106,7 +106,7 @@ double memory_scale(const model::NodeProfile& n) {
 const std::vector<FitParameter>& fit_parameters() {
   static const std::vector<FitParameter> all = [] {
     std::vector<FitParameter> list;
-    list.push_back({"memory_efficiency", "",
+    list.push_back({"memory_efficiency", "ratio",
                     "achieved / peak memory bandwidth of the kernels (scales every band of devices.efficiency.memory; "
                     "a profile without a table gets one band covering all sizes)",
                     "devices.efficiency.memory", false, 0.01, 4.0, 1.0,
@@ -233,6 +233,12 @@ struct Problem {
     return r;
   }
 };
+
+/// Residuals a run contributes: one per measured split component, else one for its time.
+std::size_t observation_count(const MeasuredRun& m) {
+  const std::size_t parts = (m.moe ? 1 : 0) + (m.comm ? 1 : 0) + (m.misc ? 1 : 0);
+  return parts > 0 ? parts : 1;
+}
 
 double sum_sq(const std::vector<double>& v) {
   double s = 0;
@@ -440,13 +446,12 @@ FitResult fit_runs(const MeasuredRuns& measured, const FitOptions& o,
     if (std::find(pb.params.begin(), pb.params.end(), &p) != pb.params.end())
       throw UserError("--fit: '" + n + "' is given twice");
     const double start = p.get(pb.base_node, pb.base_nic ? &*pb.base_nic : nullptr);
-    bool applicable = true;
-    if (p.nic && !pb.base_nic) applicable = false;
-    if (p.name == "rewire_bandwidth" && !pb.base_node.residency) applicable = false;
+    // A parameter whose field the profiles lack (no NIC, no residency) leaves every run unchanged: the
+    // solver's sensitivity check marks it not constrained, like any other parameter the runs cannot move.
     pb.params.push_back(&p);
     pb.scale.push_back(std::max(std::fabs(start), p.typical));
     u.push_back(start / pb.scale.back());
-    active.push_back(applicable);
+    active.push_back(true);
   }
 
   std::vector<bool> use(pb.runs.size());
@@ -461,7 +466,9 @@ FitResult fit_runs(const MeasuredRuns& measured, const FitOptions& o,
   FitResult out;
   out.iterations = best.iterations;
   out.converged = best.converged;
-  const std::size_t observations = pb.residuals(best.u, use).size();
+  std::size_t observations = 0;
+  for (std::size_t i = 0; i < pb.runs.size(); ++i)
+    if (use[i]) observations += observation_count(*pb.runs[i].run);
   out.observations = observations;
   out.rms_relative = std::sqrt(best.cost / static_cast<double>(std::max<std::size_t>(1, observations)));
   for (std::size_t j = 0; j < pb.params.size(); ++j) {

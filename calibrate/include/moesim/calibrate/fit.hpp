@@ -55,7 +55,7 @@ MeasuredRuns load_measured_runs(const std::string& path);
 /// A named parameter the fit can move, and how it maps onto the profiles.
 struct FitParameter {
   std::string name;
-  std::string unit;         ///< of value() ("", "s", "B/s")
+  std::string unit;         ///< of the value: "ratio" (achieved / peak), "s" or "B/s"
   std::string description;  ///< for --help
   std::string field;        ///< the profile field it writes
   bool nic = false;         ///< written into the NIC profile (else the node profile)
