@@ -87,6 +87,51 @@ inline void expect_json_near(const nlohmann::json& got, const nlohmann::json& wa
   }
 }
 
+/// A scratch directory per test (named after the test, removed at the end): files go to its "out"
+/// folder, the captured stdout/stderr of the runs beside it.
+class Scratch {
+ public:
+  explicit Scratch(const std::string& prefix)
+      : dir_(fs::temp_directory_path() / (prefix + "_" + std::to_string(::getpid()) + "_" +
+                                          ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "out");
+  }
+  ~Scratch() { fs::remove_all(dir_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+
+  /// The output folder, or a file in it.
+  [[nodiscard]] std::string path(const std::string& name = "") const {
+    return name.empty() ? (dir_ / "out").string() : (dir_ / "out" / name).string();
+  }
+  void write(const std::string& name, const std::string& contents) const {
+    std::ofstream(dir_ / "out" / name, std::ios::binary) << contents;
+  }
+  /// Runs `moesim <args>` (shell words) with stdout and stderr captured.
+  [[nodiscard]] Run moesim(const std::string& args) const { return run_cli(args, dir_ / "capture"); }
+  /// Runs a shell command line with stdout and stderr captured.
+  [[nodiscard]] Run shell(const std::string& cmd) const {
+    const std::string full = cmd + " >" + (dir_ / "capture.out").string() + " 2>" + (dir_ / "capture.err").string();
+    const int status = std::system(full.c_str());
+    Run r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(dir_ / "capture.out");
+    r.err = slurp(dir_ / "capture.err");
+    return r;
+  }
+  /// Names of the files in the output folder, sorted.
+  [[nodiscard]] std::vector<std::string> files() const {
+    std::vector<std::string> v;
+    for (const auto& e : fs::directory_iterator(dir_ / "out")) v.push_back(e.path().filename().string());
+    std::sort(v.begin(), v.end());
+    return v;
+  }
+
+ private:
+  fs::path dir_;
+};
+
 struct BadInput {
   const char* name;
   std::string args;

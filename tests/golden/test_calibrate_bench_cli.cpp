@@ -17,34 +17,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using moesim::test::Run;
-
-/// A scratch directory per test (removed at the end), with a capture folder for stdout/stderr.
-class Scratch {
- public:
-  Scratch()
-      : dir_(fs::temp_directory_path() / ("moesim_bench_cli_" + std::to_string(::getpid()) + "_" +
-                                          ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "out");
-  }
-  ~Scratch() { fs::remove_all(dir_); }
-  [[nodiscard]] std::string path(const std::string& name = "") const {
-    return name.empty() ? (dir_ / "out").string() : (dir_ / "out" / name).string();
-  }
-  Run moesim(const std::string& args) const { return moesim::test::run_cli(args, dir_ / "capture"); }
-  [[nodiscard]] std::vector<std::string> files() const {
-    std::vector<std::string> v;
-    for (const auto& e : fs::directory_iterator(dir_ / "out")) v.push_back(e.path().filename().string());
-    std::sort(v.begin(), v.end());
-    return v;
-  }
-
- private:
-  fs::path dir_;
-};
+using moesim::test::Scratch;
 
 TEST(CalibrateBenchCli, MemoryTinyRunWritesALoadableProfile) {
-  Scratch s;
+  Scratch s("moesim_bench_cli");
   const auto r =
       s.moesim("calibrate memory --threads 1 --array-size 1MiB --repeats 1 --quiet --out " + s.path("host.json"));
   ASSERT_EQ(r.code, 0) << r.err;
@@ -65,7 +41,7 @@ TEST(CalibrateBenchCli, MemoryTinyRunWritesALoadableProfile) {
 }
 
 TEST(CalibrateBenchCli, KernelsTinyRunWritesALoadableProfile) {
-  Scratch s;
+  Scratch s("moesim_bench_cli");
   const auto r = s.moesim(
       "calibrate kernels --shapes 32x64,128x256 --batches 1,4 --threads 1 --repeats 1 --memory-bandwidth 10GB/s "
       "--pool-size 1MiB --quiet --out " +
@@ -91,7 +67,7 @@ TEST(CalibrateBenchCli, KernelsTinyRunWritesALoadableProfile) {
 }
 
 TEST(CalibrateBenchCli, StorageTinyRunWritesALoadableProfileAndRemovesItsFile) {
-  Scratch s;
+  Scratch s("moesim_bench_cli");
   fs::create_directories(s.path("disk"));
   const auto r = s.moesim("calibrate storage --dir " + s.path("disk") +
                           " --size 4MiB --block 256KiB --readers 1,2 --max-seconds 5 --latency-reads 16 --quiet "
@@ -108,7 +84,7 @@ TEST(CalibrateBenchCli, StorageTinyRunWritesALoadableProfileAndRemovesItsFile) {
 }
 
 TEST(CalibrateBenchCli, HelpExplainsTheMethod) {
-  Scratch s;
+  Scratch s("moesim_bench_cli");
   for (const char* part : {"kernels", "memory", "storage"}) {
     const auto r = s.moesim(std::string("calibrate ") + part + " --help");
     EXPECT_EQ(r.code, 0) << part;
@@ -118,7 +94,7 @@ TEST(CalibrateBenchCli, HelpExplainsTheMethod) {
 }
 
 TEST(CalibrateBenchCli, BadInputs) {
-  Scratch s;
+  Scratch s("moesim_bench_cli");
   std::ofstream(s.path("file")) << "x";
   const std::string d = s.path();
   const moesim::test::BadInput cases[] = {

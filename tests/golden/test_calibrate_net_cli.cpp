@@ -28,39 +28,12 @@ namespace {
 
 namespace fs = std::filesystem;
 using moesim::test::Run;
+using moesim::test::Scratch;
 using moesim::test::slurp;
 
 const std::string kBin = MOESIM_BINARY;
 /// Small, quick measurement flags for every client run in this file.
 const std::string kQuick = " --repeats 20 --min-repeats 3 --warmup 1 --time-per-size 0.01 --quiet";
-
-/// A scratch directory per test, removed at the end.
-class Scratch {
- public:
-  Scratch()
-      : dir_(fs::temp_directory_path() / ("moesim_net_cli_" + std::to_string(::getpid()) + "_" +
-                                          ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  ~Scratch() { fs::remove_all(dir_); }
-  [[nodiscard]] std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  /// `moesim <args>`.
-  [[nodiscard]] Run moesim(const std::string& args) const { return moesim::test::run_cli(args, dir_ / "capture"); }
-  /// A shell command line, stdout and stderr captured.
-  [[nodiscard]] Run shell(const std::string& cmd) const {
-    const std::string full = cmd + " >" + path("sh.out") + " 2>" + path("sh.err");
-    const int status = std::system(full.c_str());
-    Run r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(path("sh.out"));
-    r.err = slurp(path("sh.err"));
-    return r;
-  }
-
- private:
-  fs::path dir_;
-};
 
 /// A child process (`sh -c "exec CMD"`) whose stderr we read as it comes; killed if still running at the end.
 class Spawned {
@@ -231,7 +204,7 @@ TEST(CalibrateNetCli, BadFlagsAreOneLine) {
 // Both ends in one process: the JSON has every size and a fit, and --out is a NIC profile moesim loads, with
 // the calibration data beside the figures.
 TEST(CalibrateNetCli, LoopbackWritesAProfileThatLoads) {
-  Scratch s;
+  Scratch s("moesim_net_cli");
   const auto r = s.moesim("calibrate net --sizes 1,64,1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,2MiB,4MiB --json --out " +
                           s.path("lo-nic.json") + kQuick);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -265,7 +238,7 @@ TEST(CalibrateNetCli, LoopbackWritesAProfileThatLoads) {
 // A server process (--listen on port 0, --once) and a client process: the server prints its port on stderr,
 // the client prints a table with units, the server exits after that one client.
 TEST(CalibrateNetCli, ServerAndClientProcesses) {
-  Scratch s;
+  Scratch s("moesim_net_cli");
   Spawned server(kBin + " calibrate net --listen 127.0.0.1:0 --once --accept-timeout 60 --max-message 1MiB >" +
                  s.path("server.out"));
   const std::string at = server.listening_on();
@@ -318,7 +291,7 @@ class VethPair {
 TEST(CalibrateNetCli, VethBetweenTwoNamespaces) {
   if (::geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces and a veth pair";
   if (std::system("command -v ip >/dev/null 2>&1") != 0) GTEST_SKIP() << "no `ip` command (iproute2)";
-  Scratch s;
+  Scratch s("moesim_net_cli");
   VethPair veth;
   if (!veth.ok) GTEST_SKIP() << "cannot create network namespaces here: " << veth.error;
   Spawned server("ip netns exec " + veth.a + " " + kBin + " calibrate net --listen " + veth.addr_a +
@@ -347,7 +320,7 @@ TEST(CalibrateNetCli, VethBetweenTwoNamespaces) {
 // Under mpirun: rank 0 prints the JSON (rank 1 nothing), with the ping-pong fit and both collectives.
 TEST(CalibrateNetCli, MpiPingPongAndCollectives) {
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun (Open MPI) on this machine";
-  Scratch s;
+  Scratch s("moesim_net_cli");
   // Open MPI refuses to run as root without the two OMPI_ALLOW_* variables. Under AddressSanitizer, Open MPI's
   // own allocations at exit are reported as leaks and would fail the ranks, so leak detection is off for this
   // child only (detect_leaks=0); every other check of the sanitizers stays on.
@@ -369,7 +342,7 @@ TEST(CalibrateNetCli, MpiPingPongAndCollectives) {
 // --mpi with one rank (no mpirun: an MPI singleton) says how to run it.
 TEST(CalibrateNetCli, MpiWithOneRankIsOneLine) {
   if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun (Open MPI) on this machine";
-  Scratch s;
+  Scratch s("moesim_net_cli");
   // detect_leaks=0: Open MPI's own allocations at exit (MPI_Init/MPI_Finalize) would fail the run under ASan.
   const auto r = s.shell("ASAN_OPTIONS=detect_leaks=0 " + kBin + " calibrate net --mpi --sizes small");
   EXPECT_EQ(r.code, 2) << r.err;

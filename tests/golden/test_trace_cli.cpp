@@ -19,42 +19,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using moesim::test::Run;
+using moesim::test::Scratch;
 using moesim::test::slurp;
-
-/// A scratch directory per test, removed at the end; also where stdout/stderr are captured.
-class Scratch {
- public:
-  Scratch()
-      : dir_(fs::temp_directory_path() / ("moesim_trace_cli_" + std::to_string(::getpid()) + "_" +
-                                          ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "out");
-  }
-  ~Scratch() { fs::remove_all(dir_); }
-  [[nodiscard]] std::string path(const std::string& name) const { return (dir_ / "out" / name).string(); }
-  void write(const std::string& name, const std::string& contents) const {
-    std::ofstream(dir_ / "out" / name, std::ios::binary) << contents;
-  }
-  /// Runs `moesim <args>` (shell words) with stdout and stderr captured.
-  Run moesim(const std::string& args) const { return moesim::test::run_cli(args, dir_ / "capture"); }
-  /// Names of the files in the output folder.
-  [[nodiscard]] std::vector<std::string> files() const {
-    std::vector<std::string> v;
-    for (const auto& e : fs::directory_iterator(dir_ / "out")) v.push_back(e.path().filename().string());
-    std::sort(v.begin(), v.end());
-    return v;
-  }
-
- private:
-  fs::path dir_;
-};
 
 const std::string kData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/traces/";
 
 // gen writes a trace whose statistics are what was asked for: 20,000 uniform DBRX tokens with --reuse 0.3
 // (exact solution; standard error of the measured reuse about 0.002 on 40 layers, so 0.01).
 TEST(TraceCli, GenThenStatsJson) {
-  Scratch s;
+  Scratch s("moesim_trace_cli");
   const auto g =
       s.moesim("trace gen --model dbrx-instruct --tokens 20000 --reuse 0.3 --seed 3 --out " + s.path("d.mtrace"));
   ASSERT_EQ(g.code, 0) << g.err;
@@ -86,7 +59,7 @@ TEST(TraceCli, GenThenStatsJson) {
 
 // jsonl -> mtrace -> jsonl gives back the committed sample byte for byte.
 TEST(TraceCli, ConvertRoundTripIsByteIdentical) {
-  Scratch s;
+  Scratch s("moesim_trace_cli");
   ASSERT_EQ(s.moesim("trace convert " + kData + "small.jsonl --out " + s.path("a.mtrace")).code, 0);
   ASSERT_EQ(s.moesim("trace convert " + s.path("a.mtrace") + " --out " + s.path("b.jsonl")).code, 0);
   EXPECT_EQ(slurp(s.path("b.jsonl")), slurp(kData + "small.jsonl"));
@@ -95,7 +68,7 @@ TEST(TraceCli, ConvertRoundTripIsByteIdentical) {
 
 // The three importers on their committed samples (tests/data/traces/README.md describes each).
 TEST(TraceCli, ImportsThePublicFormats) {
-  Scratch s;
+  Scratch s("moesim_trace_cli");
   // Two per-query files: 3 prefill + 2 decode tokens, then 2 + 1; decoder layers 1 and 3 are the MoE ones.
   auto r = s.moesim("trace convert " + kData + "moe_selection_q0.json " + kData +
                     "moe_selection_q1.json --from moe-selection --experts 8 --out " + s.path("m.jsonl"));
@@ -122,7 +95,7 @@ TEST(TraceCli, ImportsThePublicFormats) {
 }
 
 TEST(TraceCli, HelpListsOptionsAndPresets) {
-  Scratch s;
+  Scratch s("moesim_trace_cli");
   const auto g = s.moesim("trace gen --help");
   EXPECT_EQ(g.code, 0);
   for (const char* w : {"--reuse", "--max-mean-load", "--lru-hit", "--rho", "--zipf-s", "mixtral-reuse",
@@ -154,7 +127,7 @@ void expect_refused(const Scratch& s, const BadTrace& c) {
 }
 
 TEST(TraceCli, BadTracesAreRefused) {
-  Scratch s;
+  Scratch s("moesim_trace_cli");
   const std::string good = slurp(kData + "small.jsonl");
   auto lines = [&] {
     std::vector<std::string> v;
