@@ -79,11 +79,8 @@ int cmd_calibrate_all(const Args& args, std::ostream& out) {
                                      : std::filesystem::absolute(node_path).parent_path().string();
     so.size_flag = "--storage-size";
     so.flag = vm.count("storage-dir") ? "--storage-dir" : "--storage-dir (default: the --out directory)";
-    so.size = vm.count("storage-size")
-                  ? static_cast<std::uint64_t>(
-                        units::parse_as<units::Dimension::Bytes>(vm["storage-size"].as<std::string>(), "--storage-size")
-                            .base())
-                  : (quick ? 256ull << 20 : 1ull << 30);
+    so.size = vm.count("storage-size") ? parse_byte_size(vm["storage-size"].as<std::string>(), "--storage-size")
+                                       : (quick ? 256ull << 20 : 1ull << 30);
     std::string note;
     so.block = calibrate::default_storage_block(arch, &note);
     so.max_seconds = quick ? 10 : 40;

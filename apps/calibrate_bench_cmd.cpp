@@ -33,10 +33,6 @@ std::vector<int> parse_threads(const std::string& s, const std::string& flag) {
   return out;
 }
 
-std::uint64_t parse_size(const std::string& s, const std::string& flag) {
-  return static_cast<std::uint64_t>(units::parse(s, units::Dimension::Bytes, flag));
-}
-
 double positive(const po::variables_map& vm, const char* key, double fallback) {
   if (!vm.count(key)) return fallback;
   const double v = vm[key].as<double>();
@@ -132,7 +128,7 @@ int cmd_calibrate_memory(const Args& args, std::ostream& out) {
   if (vm.count("threads")) o.threads = parse_threads(vm["threads"].as<std::string>(), "--threads");
   o.repeats = positive_int(vm, "repeats", quick ? 2 : 5);
   if (vm.count("array-size")) {
-    o.array_bytes = parse_size(vm["array-size"].as<std::string>(), "--array-size");
+    o.array_bytes = parse_byte_size(vm["array-size"].as<std::string>(), "--array-size");
     if (o.array_bytes < 4096) throw UserError("--array-size must be at least 4KiB per array");
   }
   o.max_seconds = positive(vm, "max-seconds", quick ? 10 : 30);
@@ -222,7 +218,7 @@ int cmd_calibrate_kernels(const Args& args, std::ostream& out) {
   }
   o.repeats = positive_int(vm, "repeats", quick ? 2 : 3);
   o.max_seconds = positive(vm, "max-seconds", quick ? 30 : 90);
-  if (vm.count("pool-size")) o.pool_bytes = parse_size(vm["pool-size"].as<std::string>(), "--pool-size");
+  if (vm.count("pool-size")) o.pool_bytes = parse_byte_size(vm["pool-size"].as<std::string>(), "--pool-size");
 
   const auto prov = calibrate::current_provenance(command_line("calibrate kernels", args));
   auto file = open_out(vm);
@@ -314,11 +310,12 @@ int cmd_calibrate_storage(const Args& args, std::ostream& out) {
   }
   o.dir = vm["dir"].as<std::string>();
   if (o.dir.empty()) throw UserError("--dir is empty; give the directory to measure, e.g. --dir /tmp");
-  o.size = vm.count("size") ? parse_size(vm["size"].as<std::string>(), "--size") : (quick ? 512ull << 20 : 2ull << 30);
+  o.size =
+      vm.count("size") ? parse_byte_size(vm["size"].as<std::string>(), "--size") : (quick ? 512ull << 20 : 2ull << 30);
   std::string block_note;
   if (vm.count("block")) {
     if (vm.count("model")) throw UserError("--block and --model both set the block size; give one of them");
-    o.block = parse_size(vm["block"].as<std::string>(), "--block");
+    o.block = parse_byte_size(vm["block"].as<std::string>(), "--block");
     if (o.block == 0) throw UserError("--block must be > 0, e.g. 4MiB");
   } else {
     const auto arch = model::load_model(vm.count("model") ? vm["model"].as<std::string>() : "dbrx-instruct");

@@ -54,6 +54,14 @@ std::vector<std::int64_t> parse_whole_numbers(const std::string& text, const std
   return v;
 }
 
+std::uint64_t parse_byte_size(const std::string& text, const std::string& flag) {
+  const double b = units::parse(text, units::Dimension::Bytes, flag);
+  if (!(b >= 1) || b > 9.2e18) {
+    throw UserError(flag + " " + text + ": give a positive size with its unit, e.g. 2GiB or 512MB");
+  }
+  return static_cast<std::uint64_t>(b);
+}
+
 std::string command_line(const std::string& command, const Args& args) {
   std::string s = "moesim " + command;
   for (const auto& a : args) s += " " + (a.find(' ') == std::string::npos ? a : "'" + a + "'");

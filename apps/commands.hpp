@@ -26,6 +26,10 @@ std::uint64_t parse_seed(const std::string& text, const std::string& flag);
 std::vector<std::int64_t> parse_whole_numbers(const std::string& text, const std::string& flag, std::int64_t lo,
                                               std::int64_t hi, const std::string& example);
 
+/// A size with its unit ("2GiB", "512MB") as whole bytes; UserError naming `flag` for a bare number, a
+/// unit of another kind, or a size that is not positive.
+std::uint64_t parse_byte_size(const std::string& text, const std::string& flag);
+
 /// "moesim <command> <args...>" as the user typed it (arguments with spaces quoted), for provenance.
 std::string command_line(const std::string& command, const Args& args);
 
