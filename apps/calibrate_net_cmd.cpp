@@ -187,6 +187,7 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
   }
 
   calibrate::Progress progress(vm.count("quiet") ? nullptr : &std::cerr);
+  progress.set_phase(0, 1, "net");
   calibrate::NetResult r;
   if (vm.count("mpi")) {
     auto res = calibrate::run_mpi_bench(o, progress);

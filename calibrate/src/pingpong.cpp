@@ -793,14 +793,14 @@ NetResult run_pingpong(const std::string& connect, const PingPongOptions& o, Pro
   std::sort(sizes.begin(), sizes.end());
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     progress.update(static_cast<double>(i) / static_cast<double>(sizes.size()),
-                    "net: ping-pong " + size_text(sizes[i]) + " with " + connect);
+                    "ping-pong " + size_text(sizes[i]) + " with " + connect);
     r.sizes.push_back(client.measure(sizes[i], o));
   }
   client.bye();
   r.fit = fit_hockney(r.sizes);
   if (!r.sizes.front().send_s.empty()) r.send_overhead_s = sample_stats(r.sizes.front().send_s).median;
   r.wall_s = since(t0);
-  progress.done("net: " + std::to_string(sizes.size()) + " sizes with " + connect);
+  progress.done(std::to_string(sizes.size()) + " sizes with " + connect);
   return r;
 }
 
