@@ -202,4 +202,22 @@ Architecture load_model(std::string_view id_or_path) {
                   "; valid ids: " + text::join(zoo_ids()) + "; or give a path to a Hugging Face config.json");
 }
 
+nlohmann::json load_model_config(std::string_view id_or_path) {
+  for (const EmbeddedFile& f : zoo_data::embedded_files()) {
+    const std::filesystem::path path(f.path);
+    if (path.extension() != ".json" || path.stem().string() != id_or_path) continue;
+    return json::parse_text(f.contents, "built-in:zoo/" + std::string(f.path)).at("config");
+  }
+  std::filesystem::path path{std::string(id_or_path)};
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) path /= "config.json";
+  if (!std::filesystem::exists(path, ec)) {
+    throw UserError(std::string(id_or_path) + ": neither a zoo model id" + text::did_you_mean(id_or_path, zoo_ids()) +
+                    " nor an existing config.json; valid ids: " + text::join(zoo_ids()));
+  }
+  nlohmann::json doc = json::load_file(path);
+  if (doc.is_object() && doc.contains("config") && doc.contains("id")) return doc.at("config");
+  return doc;
+}
+
 }  // namespace moesim::model

@@ -159,5 +159,8 @@ std::vector<std::string> zoo_ids();
 
 /// A zoo id ("dbrx-instruct") or a path to a config.json. Unknown id -> UserError listing the ids.
 Architecture load_model(std::string_view id_or_path);
+/// The Hugging Face config.json object behind a zoo id or a file (a zoo-format file gives its "config"):
+/// what `moesim ref init` writes beside a random checkpoint. UserError as load_model.
+nlohmann::json load_model_config(std::string_view id_or_path);
 
 }  // namespace moesim::model
