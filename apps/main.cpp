@@ -4,6 +4,7 @@
 // Exit codes (DESIGN.md): 0 success, 2 bad input (one line: what, where, how to fix), 1 internal error.
 
 #include <boost/program_options/errors.hpp>
+#include <cstdlib>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -31,6 +32,10 @@ const Command kCommands[] = {
     {"trace", moesim::apps::cmd_trace, "routing traces: gen (synthetic), stats (load, reuse, LRU hits), convert"},
     {"calibrate", moesim::apps::cmd_calibrate,
      "measure this machine (kernels, memory, storage, network) into a profile; fit profiles to measured runs"},
+    {"ref", moesim::apps::cmd_ref,
+     "the reference path: random-weight checkpoints (init) and a real MoE decoder over MPI ranks (run)"},
+    {"validate", moesim::apps::cmd_validate,
+     "run the reference decoder and the simulator on the same configuration; predicted vs measured, error in %"},
     {"cost", moesim::apps::cmd_cost, "capital cost of a configuration and tokens/s per USD for a measured throughput"},
     {"models", moesim::apps::cmd_models, "the model zoo: id, family, total / active parameters, experts, source"},
     {"hw", moesim::apps::cmd_hw, "hardware profiles: nodes, NICs, storage, with units, prices and sources"},
@@ -59,8 +64,9 @@ int main(int argc, char** argv) {
   const std::string name = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   // Errors of a command with parts name the part: "moesim calibrate net: error: ...".
-  const std::string shown =
-      name == "calibrate" && !rest.empty() && !rest[0].starts_with("-") ? name + " " + rest[0] : name;
+  const std::string shown = (name == "calibrate" || name == "ref") && !rest.empty() && !rest[0].starts_with("-")
+                                ? name + " " + rest[0]
+                                : name;
   for (const auto& c : kCommands) {
     if (name != c.name) continue;
     // Results go to a buffer and reach stdout only when the command succeeds: an error never leaves a
@@ -71,7 +77,10 @@ int main(int argc, char** argv) {
       std::cout << buffer.str() << std::flush;
       return rc;
     } catch (const moesim::UserError& e) {
-      std::cerr << "moesim " << shown << ": error: " << e.what() << "\n";
+      // Under mpirun every rank raises the same error (reference::World::agree): rank 0 says it once.
+      const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+      if (rank == nullptr || std::string_view(rank) == "0")
+        std::cerr << "moesim " << shown << ": error: " << e.what() << "\n";
       return 2;
     } catch (const boost::program_options::error& e) {
       std::cerr << "moesim " << shown << ": error: " << e.what() << "; see `moesim " << shown << " --help`\n";
