@@ -2,6 +2,7 @@
 // parses arguments, calls the library and prints; under mpirun only rank 0 prints and writes files.
 
 #include <boost/program_options.hpp>
+#include <functional>
 #include <iostream>
 #include <random>
 
@@ -139,6 +140,22 @@ reference::RunOptions run_options(const po::variables_map& vm) {
   return o;
 }
 
+/// Reads the run options (and makes `check`'s checks) on every rank; a bad input on any rank stops them all
+/// with its message (World::agree) before anything runs. Then runs; rank 0's result holds everything.
+reference::RunResult run_on_every_rank(const reference::World& world, const po::variables_map& vm,
+                                       const std::function<void(const reference::RunOptions&)>& check = {}) {
+  std::string error;
+  reference::RunOptions o;
+  try {
+    o = run_options(vm);
+    if (check) check(o);
+  } catch (const UserError& e) {
+    error = e.what();
+  }
+  world.agree(error);
+  return reference::run_reference(world, o);
+}
+
 const char* kRunUsage =
     "usage: [mpirun -np N] moesim ref run --checkpoint DIR [--prompt 1,2,3 | --prompt-length N] [--tokens G] "
     "[options]\n\n"
@@ -168,15 +185,7 @@ int cmd_ref_run(const Args& args, std::ostream& out) {
   po::variables_map vm;
   if (!parse_options(args, desc, vm, out, kRunUsage)) return 0;
   reference::World world;
-  std::string error;
-  reference::RunOptions o;
-  try {
-    o = run_options(vm);
-  } catch (const UserError& e) {
-    error = e.what();
-  }
-  world.agree(error);
-  const auto r = reference::run_reference(world, o);
+  const auto r = run_on_every_rank(world, vm);
   if (world.rank() != 0) return 0;
   // Every output is opened first and committed together: none is left behind if another fails.
   std::vector<std::unique_ptr<OutputFile>> files;
@@ -240,11 +249,8 @@ int cmd_validate(const Args& args, std::ostream& out) {
     return 0;
   }
   reference::World world;
-  std::string error;
-  reference::RunOptions o;
   reference::ValidateOptions vo;
-  try {
-    o = run_options(vm);
+  const auto r = run_on_every_rank(world, vm, [&](const reference::RunOptions& o) {
     if (!vm.count("hw"))
       throw UserError("--hw is required: this machine's profile, from `moesim calibrate all --out F`");
     vo.hw = vm["hw"].as<std::string>();
@@ -259,11 +265,7 @@ int cmd_validate(const Args& args, std::ostream& out) {
     vo.placement = o.placement;
     vo.groups = o.groups;
     vo.placement_file = o.placement_file;
-  } catch (const UserError& e) {
-    error = e.what();
-  }
-  world.agree(error);
-  const auto r = reference::run_reference(world, o);
+  });
   if (world.rank() != 0) return 0;
   const auto v = reference::validate_run(r, vo);
   if (vm.count("trace-out")) sim::write_trace(r.trace, vm["trace-out"].as<std::string>(), std::nullopt, "--trace-out");
