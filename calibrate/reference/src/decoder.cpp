@@ -62,8 +62,8 @@ Weights load_weights(const Checkpoint& ckpt, const DecoderShape& shape, bool den
   const auto& a = shape.arch;
   check_checkpoint(ckpt, a);
   const std::int64_t h = a.hidden, hd = a.head_dim, inter = a.expert_ffn;
-  const std::size_t total =
-      (dense ? 3 + static_cast<std::size_t>(a.layers) * 7 : 0) + static_cast<std::size_t>(a.layers) * experts.size();
+  const std::size_t total = (dense ? 3 + static_cast<std::size_t>(a.layers) * 7 : 0) +
+                            static_cast<std::size_t>(a.layers) * experts.size() * 3;
   std::size_t done = 0;
   Weights w;
   w.dense = dense;
@@ -107,8 +107,6 @@ Weights load_weights(const Checkpoint& ckpt, const DecoderShape& shape, bool den
       ew->w1 = load(q + "w1.weight", {inter, h});
       ew->w3 = load(q + "w3.weight", {inter, h});
       ew->w2 = load(q + "w2.weight", {h, inter});
-      done -= 2;  // one expert counts once in the progress total
-      if (progress) progress(done, total);
       l.experts[static_cast<std::size_t>(e)] = std::move(ew);
     }
   }
