@@ -4,7 +4,6 @@
 #include <boost/program_options.hpp>
 #include <functional>
 #include <iostream>
-#include <random>
 
 #include "commands.hpp"
 #include "moesim/calibrate/progress.hpp"
@@ -112,14 +111,11 @@ reference::RunOptions run_options(const po::variables_map& vm) {
     for (const auto id : parse_whole_numbers(vm["prompt"].as<std::string>(), "--prompt", 0, 1 << 30, "1,2,3"))
       o.prompt.push_back(static_cast<std::int32_t>(id));
   } else {
-    const auto n = vm["prompt-length"].as<std::int64_t>();
-    if (n < 1 || n > 1 << 20) throw UserError("--prompt-length " + std::to_string(n) + ": give 1 .. 1048576 tokens");
-    // The vocabulary size comes from the checkpoint's config.json; ids are drawn below it.
-    const auto ckpt = reference::Checkpoint::open(o.checkpoint);
-    const auto shape = reference::load_decoder_shape(ckpt.config_path());
-    std::mt19937_64 rng(parse_seed(vm["seed"].as<std::string>(), "--seed"));
-    for (std::int64_t i = 0; i < n; ++i)
-      o.prompt.push_back(static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(shape.arch.vocab)));
+    o.prompt_length = vm["prompt-length"].as<std::int64_t>();
+    if (o.prompt_length < 1 || o.prompt_length > 1 << 20) {
+      throw UserError("--prompt-length " + std::to_string(o.prompt_length) + ": give 1 .. 1048576 tokens");
+    }
+    o.prompt_seed = parse_seed(vm["seed"].as<std::string>(), "--seed");
   }
   o.new_tokens = vm["tokens"].as<std::int64_t>();
   if (o.new_tokens < 1) throw UserError("--tokens " + std::to_string(o.new_tokens) + ": generate at least 1 token");
@@ -254,14 +250,8 @@ int cmd_validate(const Args& args, std::ostream& out) {
     if (!vm.count("hw"))
       throw UserError("--hw is required: this machine's profile, from `moesim calibrate all --out F`");
     vo.hw = vm["hw"].as<std::string>();
-    (void)model::load_node(vo.hw);  // refuse a bad profile before the run, not after it
     if (vm.count("nic")) vo.nic = vm["nic"].as<std::string>();
-    if (world.size() > 1 && vo.nic.empty()) {
-      throw UserError("--nic: " + std::to_string(world.size()) +
-                      " ranks exchange expert outputs; give the profile of the link between them, e.g. from "
-                      "`mpirun -np 2 moesim calibrate net --mpi --out mpi.json` on the same hosts");
-    }
-    if (!vo.nic.empty()) (void)model::load_nic(vo.nic);
+    reference::check_validate_options(vo, world.size());
     vo.placement = o.placement;
     vo.groups = o.groups;
     vo.placement_file = o.placement_file;

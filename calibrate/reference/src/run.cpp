@@ -13,8 +13,8 @@
 #include <chrono>
 #include <cstdlib>
 #include <iomanip>
-#include <numeric>
 #include <ostream>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -48,13 +48,13 @@ double peak_rss() {
 /// One rank's decoder state and its part of every layer.
 class Engine {
  public:
-  Engine(const World& world, const RunOptions& opt, const DecoderShape& shape, Weights& w, const sim::Placement& p)
-      : world_(world),
-        opt_(opt),
+  Engine(const World& world, const RunOptions& opt, const std::vector<std::int32_t>& prompt, const DecoderShape& shape,
+         Weights& w, const sim::Placement& p)
+      : opt_(opt),
+        prompt_(prompt),
         shape_(shape),
         a_(shape.arch),
         w_(w),
-        placement_(p),
         dispatcher_(p),
         rank_(world.rank()),
         size_(world.size()),
@@ -63,7 +63,7 @@ class Engine {
     std::sort(local_.begin(), local_.end());
     lru_.assign(static_cast<std::size_t>(a_.layers * a_.routed_experts), -1);
     if (w_.dense) {
-      attention_ = std::make_unique<Attention>(shape, static_cast<std::int64_t>(opt.prompt.size()) + opt.new_tokens);
+      attention_ = std::make_unique<Attention>(shape, static_cast<std::int64_t>(prompt.size()) + opt.new_tokens);
     }
     if (world.mpi()) comm_ = std::make_unique<mpi::communicator>();
   }
@@ -72,7 +72,7 @@ class Engine {
   /// when decentralised). Fills `r` on rank 0.
   void generate(RunResult& r, calibrate::Progress& progress) {
     const auto layers = static_cast<std::size_t>(a_.layers);
-    std::vector<std::int32_t> input = opt_.prompt;
+    std::vector<std::int32_t> input = prompt_;
     std::int64_t position = 0;
     const auto total = static_cast<std::int64_t>(opt_.new_tokens);
     const auto t_decode = Clock::now();
@@ -98,11 +98,11 @@ class Engine {
       }
       // Final norm and LM head on the last position only: its arg-max is the next token.
       const auto th = Clock::now();
-      std::vector<float> last(static_cast<std::size_t>(a_.hidden));
+      last_.resize(static_cast<std::size_t>(a_.hidden));
       rms_norm(&x_[static_cast<std::size_t>((t - 1) * a_.hidden)], w_.final_norm.data(), a_.hidden, shape_.rms_eps,
-               last.data());
+               last_.data());
       logits_.resize(static_cast<std::size_t>(a_.vocab));
-      linear(w_.lm_head.data(), a_.vocab, a_.hidden, last.data(), 1, logits_.data());
+      linear(w_.lm_head.data(), a_.vocab, a_.hidden, last_.data(), 1, logits_.data());
       const auto next = static_cast<std::int32_t>(argmax(logits_.data(), a_.vocab));
       st.head = since(th);
       st.seconds = since(t0);
@@ -145,7 +145,7 @@ class Engine {
       run_experts(layer, t, decode_index, lt);
       lt.experts = since(te);
       const auto ts = Clock::now();
-      pack_mine(t);
+      pack_mine();
       comm_->send(0, kTagOutputs, packed_.data(), static_cast<int>(packed_.size()));
       lt.exchange += since(ts);
       worker_layers_.push_back(lt);
@@ -206,7 +206,7 @@ class Engine {
     } else if (comm_) {
       // Centralised, exchange 2 of 2: gather every worker's outputs, in (token, slot) order.
       for (int src = 1; src < size_; ++src) {
-        const auto mine = slots_of(src, t);
+        const auto mine = slots_of(src);
         packed_.resize(mine.size() * h);
         comm_->recv(src, kTagOutputs, packed_.data(), static_cast<int>(packed_.size()));
         for (std::size_t j = 0; j < mine.size(); ++j) std::copy_n(&packed_[j * h], h, &slots_[mine[j] * h]);
@@ -215,15 +215,15 @@ class Engine {
     lt.exchange += since(t0);
     // Combine in router order, then the residual.
     t0 = Clock::now();
-    std::vector<float> acc(h);
+    acc_.resize(h);
     for (std::size_t i = 0; i < tt; ++i) {
-      std::fill(acc.begin(), acc.end(), 0.0F);
+      std::fill(acc_.begin(), acc_.end(), 0.0F);
       for (std::size_t s = 0; s < k; ++s) {
         const float g = gates_[i * k + s];
         const float* o = outputs + (i * k + s) * h;
-        for (std::size_t d = 0; d < h; ++d) acc[d] += g * o[d];
+        for (std::size_t d = 0; d < h; ++d) acc_[d] += g * o[d];
       }
-      for (std::size_t d = 0; d < h; ++d) x_[i * h + d] += acc[d];
+      for (std::size_t d = 0; d < h; ++d) x_[i * h + d] += acc_[d];
     }
     lt.combine = since(t0);
   }
@@ -258,18 +258,17 @@ class Engine {
     }
   }
 
-  /// (token · k + slot) indices rank `who` computes, in order.
-  std::vector<std::size_t> slots_of(int who, std::int64_t t) {
-    dispatch(t);
+  /// (token · k + slot) indices rank `who` computes, in order, from this layer's dispatch (run_experts).
+  [[nodiscard]] std::vector<std::size_t> slots_of(int who) const {
     std::vector<std::size_t> out;
     for (std::size_t i = 0; i < owners_.size(); ++i)
       if (owners_[i] == who) out.push_back(i);
     return out;
   }
 
-  void pack_mine(std::int64_t t) {
+  void pack_mine() {
     const auto h = static_cast<std::size_t>(a_.hidden);
-    const auto mine = slots_of(rank_, t);
+    const auto mine = slots_of(rank_);
     packed_.resize(mine.size() * h);
     for (std::size_t j = 0; j < mine.size(); ++j) std::copy_n(&slots_[mine[j] * h], h, &packed_[j * h]);
   }
@@ -337,12 +336,11 @@ class Engine {
     lt.fillers += static_cast<std::int32_t>(fillers.size());
   }
 
-  const World& world_;
   const RunOptions& opt_;
+  const std::vector<std::int32_t>& prompt_;
   const DecoderShape& shape_;
   const model::Architecture& a_;
   Weights& w_;
-  const sim::Placement& placement_;
   sim::Dispatcher dispatcher_;
   int rank_;
   int size_;
@@ -351,14 +349,10 @@ class Engine {
   std::unique_ptr<Attention> attention_;
   std::unique_ptr<mpi::communicator> comm_;
   std::vector<std::int64_t> lru_;  ///< layer × expert: last decode token-layer it was computed (-1: never)
-  std::vector<float> x_, n2_, router_logits_, gates_, slots_, summed_, packed_, batch_in_, batch_out_, scratch_,
-      logits_;
+  std::vector<float> x_, n2_, acc_, last_, router_logits_, gates_, slots_, summed_, packed_, batch_in_, batch_out_,
+      scratch_, logits_;
   std::vector<std::int32_t> chosen_, owners_;
   std::vector<LayerTiming> worker_layers_;
-
- public:
-  [[nodiscard]] const sim::Placement& placement() const { return placement_; }
-  [[nodiscard]] const World& world() const { return world_; }
 };
 
 /// Per step and layer, the time a rank worked before the exchange (see LayerTiming::wait).
@@ -417,7 +411,6 @@ RunResult run_reference(const World& world, const RunOptions& options) {
   r.ranks_on_host = world.ranks_on_host();
   r.attention = options.attention;
   r.balancing = options.balancing;
-  r.prompt = options.prompt;
   std::unique_ptr<Checkpoint> ckpt;
   Weights weights;
   std::string error;
@@ -430,16 +423,25 @@ RunResult run_reference(const World& world, const RunOptions& options) {
     r.shape = load_decoder_shape(ckpt->config_path());
     const auto& a = r.shape.arch;
     r.notes = r.shape.notes;
-    if (options.prompt.empty()) throw UserError("--prompt: give at least one token id, e.g. --prompt 1,2,3");
-    for (std::size_t i = 0; i < options.prompt.size(); ++i) {
-      if (options.prompt[i] < 0 || options.prompt[i] >= a.vocab) {
-        throw UserError("--prompt: token " + std::to_string(i) + " is id " + std::to_string(options.prompt[i]) +
+    r.prompt = options.prompt;
+    if (r.prompt.empty()) {
+      if (options.prompt_length < 1) {
+        throw UserError("--prompt-length " + std::to_string(options.prompt_length) +
+                        ": give at least 1, or the ids themselves with --prompt 1,2,3");
+      }
+      std::mt19937_64 rng(options.prompt_seed);
+      for (std::int64_t i = 0; i < options.prompt_length; ++i)
+        r.prompt.push_back(static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(a.vocab)));
+    }
+    for (std::size_t i = 0; i < r.prompt.size(); ++i) {
+      if (r.prompt[i] < 0 || r.prompt[i] >= a.vocab) {
+        throw UserError("--prompt: token " + std::to_string(i) + " is id " + std::to_string(r.prompt[i]) +
                         ", outside the vocabulary of " + ckpt->config_path().string() + " (0 .. " +
                         std::to_string(a.vocab - 1) + ")");
       }
     }
     if (options.new_tokens < 1) throw UserError("--tokens must be at least 1");
-    const auto context = static_cast<std::int64_t>(options.prompt.size()) + options.new_tokens;
+    const auto context = static_cast<std::int64_t>(r.prompt.size()) + options.new_tokens;
     if (a.max_context > 0 && context > a.max_context) {
       throw UserError("--tokens: prompt + generated tokens = " + std::to_string(context) + " exceed the model's " +
                       "max_position_embeddings " + std::to_string(a.max_context) + "; generate fewer tokens");
@@ -465,7 +467,7 @@ RunResult run_reference(const World& world, const RunOptions& options) {
   r.load_seconds = since(t_load);
   progress.done("weights loaded");
 
-  Engine engine(world, options, r.shape, weights, r.placement);
+  Engine engine(world, options, r.prompt, r.shape, weights, r.placement);
   progress.set_phase(0, 1, "ref: decoding");
   if (weights.dense) {
     engine.generate(r, progress);
@@ -507,7 +509,7 @@ RunResult run_reference(const World& world, const RunOptions& options) {
   r.trace.header.experts = r.shape.arch.routed_experts;
   r.trace.header.top_k = r.shape.arch.top_k;
   r.trace.header.source = "moesim ref run: " + options.checkpoint.string() + ", " + std::to_string(world.size()) +
-                          " rank(s), greedy decoding of a " + std::to_string(options.prompt.size()) + "-token prompt";
+                          " rank(s), greedy decoding of a " + std::to_string(r.prompt.size()) + "-token prompt";
   return r;
 }
 

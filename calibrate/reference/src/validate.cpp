@@ -9,22 +9,28 @@
 
 namespace moesim::reference {
 
+void check_validate_options(const ValidateOptions& o, int ranks) {
+  (void)model::load_node(o.hw);
+  if (ranks > 1 && o.nic.empty()) {
+    throw UserError("--nic: " + std::to_string(ranks) +
+                    " ranks exchange expert outputs; give the profile of the link between them, e.g. measured with "
+                    "`mpirun -np 2 moesim calibrate net --mpi --out mpi.json` on the same hosts");
+  }
+  if (!o.nic.empty()) (void)model::load_nic(o.nic);
+}
+
 ValidateResult validate_run(const RunResult& r, const ValidateOptions& o) {
   if (r.decode_steps() < 1) {
     throw UserError(
         "--tokens: the run has no decode step to compare (the first token comes from the prefill); "
         "generate at least 2 tokens, better 32 or more");
   }
-  if (r.ranks > 1 && o.nic.empty()) {
-    throw UserError("--nic: " + std::to_string(r.ranks) +
-                    " ranks exchange expert outputs; give the profile of the link between them, e.g. measured with "
-                    "`mpirun -np 2 moesim calibrate net --mpi --out mpi.json` on the same hosts");
-  }
+  check_validate_options(o, r.ranks);
   ValidateResult v;
   reports::SimulateRequest req;
   req.model = r.trace.header.model;
   req.hw = o.hw;
-  req.nic = r.ranks > 1 ? o.nic : std::string("10gbe-tcp");  // unused for one node
+  req.nic = o.nic;  // loaded only for more than one node
   req.nodes = r.ranks;
   req.placement = o.placement;
   req.groups = o.groups;

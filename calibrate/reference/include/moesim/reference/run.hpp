@@ -53,7 +53,6 @@ class World {
   /// Raises on every rank when any rank failed: `error` is this rank's message or empty. Ranks whose
   /// own step succeeded throw UserError naming the failed rank and its message.
   void agree(const std::string& error) const;
-  void* env() const { return env_; }
 
  private:
   void* env_ = nullptr;  ///< boost::mpi::environment*
@@ -64,7 +63,9 @@ class World {
 
 struct RunOptions {
   std::filesystem::path checkpoint;
-  std::vector<std::int32_t> prompt;  ///< token ids of the prompt (at least one)
+  std::vector<std::int32_t> prompt;  ///< token ids of the prompt; empty: drawn as below
+  std::int64_t prompt_length = 0;    ///< without `prompt`: this many ids drawn uniformly from the vocabulary
+  std::uint64_t prompt_seed = 1;     ///< ... with this seed (std::mt19937_64)
   std::int64_t new_tokens = 16;      ///< tokens to generate (the first comes from the prefill)
   std::string placement = "contiguous";
   std::int64_t groups = 2;

@@ -41,6 +41,10 @@ struct ValidateResult {
   [[nodiscard]] double error() const { return (predicted.time - measured.time) / measured.time; }
 };
 
+/// Loads the profiles and checks a NIC is given for more than one rank: UserError otherwise. `validate`
+/// calls it before the run, so a bad profile is refused before minutes of decoding, not after.
+void check_validate_options(const ValidateOptions& o, int ranks);
+
 /// Runs the simulator on the reference run `r` (rank 0's result). UserError for an unknown profile, a
 /// missing NIC for several ranks, or a run without decode steps.
 ValidateResult validate_run(const RunResult& r, const ValidateOptions& o);
