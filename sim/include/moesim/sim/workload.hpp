@@ -1,0 +1,188 @@
+#pragma once
+// Request workloads for the serving simulator (issue 6, part 1): when requests arrive and how long their
+// prompts and outputs are.
+//
+// Arrivals
+//  - poisson:     exponential gaps with mean 1/rate (an open-loop Poisson process).
+//  - uniform:     request i at exactly i / rate (Snowflake's Llama 3.1 405B benchmark, TARGETS.md §5).
+//  - closed-loop: user u joins at u * user_interval and sends its first request then; each later request
+//                 is sent think_time after its previous one completed (Databricks' DBRX benchmark: one new
+//                 user per second, TARGETS.md §2). The serving engine drives this with ClosedLoopUsers.
+//  - trace:       replay of a request-trace CSV (below).
+// Prompt and output lengths (not for trace: the file has them) are fixed or drawn from a distribution,
+// deterministically in (seed, request index) on every platform: counter-based splitmix64 random numbers
+// and this file's own inverse-CDF conversions, never std::*_distribution (implementation-defined).
+//
+// The "workload" object of a scenario file. Durations and rates are strings with their unit:
+//   "workload": {"arrival": "poisson", "rate": "2/s", "requests": 1000, "seed": 7,
+//                "prompt": {"dist": "normal", "mean": 2000, "std": 200, "min": 1, "max": 4096},
+//                "output": 256}
+//   "workload": {"arrival": "closed-loop", "users": 32, "user_interval": "1s", "think_time": "0s",
+//                "requests": 500, "prompt": 2000, "output": 256}
+//   "workload": {"arrival": "trace", "trace": "traces/azure_conv.csv", "requests": 0}
+//  - arrival:  "poisson" | "uniform" | "closed-loop" | "trace" (required).
+//  - rate:     poisson, uniform (required): requests per time, "2/s", "2req/s", "120/min", "7200/h".
+//  - requests: how many requests in all (default 100); trace: at most this many rows (default 0 = all).
+//  - users (default 1), user_interval (default "1s"), think_time (default "0s"): closed-loop only.
+//  - prompt, output (required except for trace): an integer (fixed) or an object
+//      {"dist": "fixed", "value": 2000}
+//      {"dist": "uniform", "min": 100, "max": 4000}                 every integer in [min, max] equally likely
+//      {"dist": "normal", "mean": 2000, "std": 200, "min": 1, "max": 4096}
+//      {"dist": "lognormal", "mean": 256, "std": 128, "min": 1, "max": 2048}
+//    normal/lognormal: mean and std of the untruncated length (lognormal: of the length itself, not of its
+//    log), rounded to an integer and truncated to [min, max] (min defaults to 1; max omitted = no upper
+//    bound); mean must lie in [min, max]. Wide bounds keep the mean; tight ones shift it.
+//  - seed:     random seed (default 1).
+//  - trace:    trace only: the CSV file, relative to the scenario file's directory.
+// Keys a kind does not use are refused (e.g. "rate" with "closed-loop"), like unknown keys.
+//
+// Request-trace CSV. A header row, then one request per row; columns are found by name, others ignored:
+//   arrival_s,prompt_tokens,output_tokens          arrival_s: seconds from the start of the run (decimal)
+//   0.0,2000,256
+//   0.5,1800,300
+// or the Azure LLM inference trace (2023 and 2024; github.com/Azure/AzurePublicDataset):
+//   TIMESTAMP,ContextTokens,GeneratedTokens       times made relative to the first row
+//   2023-11-16 18:15:46.6805900,4808,10            (2024 writes "2024-05-10 00:00:00.009930+00:00")
+// When both names of a column are present, moesim's own (arrival_s, prompt_tokens, output_tokens) is used.
+// Times must not decrease from row to row; token counts are integers >= 1. Azure's traces contain rows with
+// 0 generated tokens: they are refused (with the command that filters them), because a request that
+// generates nothing is not a request this simulator can serve and silently changing it would bias results.
+// LF and CRLF line endings, a UTF-8 byte-order mark and blank lines are accepted.
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "moesim/model/json_reader.hpp"
+#include "moesim/sim/event_core.hpp"
+
+namespace moesim::sim {
+
+/// One inference request.
+struct Request {
+  std::int64_t id = 0;             ///< 0, 1, 2, ... in arrival order
+  SimTime arrival = 0;             ///< picoseconds from the start of the run
+  std::int64_t prompt_tokens = 0;  ///< >= 1
+  std::int64_t output_tokens = 0;  ///< >= 1
+  std::int64_t user = -1;          ///< closed loop: the user who sent it; else -1
+  bool operator==(const Request&) const = default;
+};
+
+enum class ArrivalKind { Poisson, Uniform, ClosedLoop, Trace };
+
+enum class LengthKind {
+  Fixed,      ///< always `value`
+  Uniform,    ///< every integer in [min, max] equally likely
+  Normal,     ///< N(mean, std), rounded, truncated to [min, max]
+  Lognormal,  ///< lognormal with this mean and std of the length itself, rounded, truncated to [min, max]
+};
+
+/// A prompt or output length distribution, in tokens.
+struct LengthSpec {
+  LengthKind kind = LengthKind::Fixed;
+  std::int64_t value = 0;  ///< Fixed
+  std::int64_t min = 1;    ///< Uniform, Normal, Lognormal: smallest length (>= 1)
+  std::int64_t max = 0;    ///< Uniform: largest length; Normal, Lognormal: largest, or 0 = no upper bound
+  double mean = 0;         ///< Normal, Lognormal: mean of the untruncated length
+  double std = 0;          ///< Normal, Lognormal: standard deviation of the untruncated length
+  bool operator==(const LengthSpec&) const = default;
+};
+
+struct WorkloadSpec {
+  ArrivalKind arrival = ArrivalKind::Poisson;
+  double rate = 1.0;  ///< requests per second (Poisson, Uniform)
+  /// How many requests in all (every kind); Trace: at most this many of the file's rows, 0 = all rows.
+  std::int64_t requests = 100;
+  // Closed loop (Databricks): user u (0-based) joins at u * user_interval and sends its first request
+  // then; each later request is sent think_time after its previous one completed; at most `users` users.
+  std::int64_t users = 1;
+  double user_interval_s = 1.0;  ///< seconds between users joining
+  double think_time_s = 0.0;     ///< seconds from a completion to the user's next request
+  LengthSpec prompt, output;     ///< ignored for Trace (the file has them)
+  std::uint64_t seed = 1;
+  std::string trace_path;  ///< Trace: the CSV file
+  bool operator==(const WorkloadSpec&) const = default;
+};
+
+/// "poisson", "uniform", "closed-loop", "trace".
+std::string_view name_of(ArrivalKind);
+/// "fixed", "uniform", "normal", "lognormal".
+std::string_view name_of(LengthKind);
+
+/// Parses a request rate written with its unit ("2/s", "2req/s", "2 req/s", "120/min", "7200/h") into
+/// requests per second. UserError naming `where` for a bare number (with "2/s" as the example), an
+/// unknown unit, or a rate that is not positive and finite.
+double parse_request_rate(std::string_view text, std::string_view where);
+
+/// Parses the "workload" object of a scenario file (keys in the comment at the top of this file); a
+/// relative trace path is resolved against `base_dir`. UserError naming the file and JSON path for unknown
+/// keys, keys the arrival kind does not use, wrong types, bare durations or rates, and anything
+/// validate_workload refuses.
+WorkloadSpec parse_workload(const json::Node& node, const std::filesystem::path& base_dir);
+
+/// The "workload" object for `spec`, with only the keys its arrival kind uses. parse_workload gives back
+/// `spec` exactly in those fields (numbers are written with 17 significant digits); the unused fields
+/// come back at their defaults. A relative trace_path is written as is (and parse_workload resolves it).
+nlohmann::json workload_to_json(const WorkloadSpec& spec);
+
+/// Checks the fields `spec`'s arrival kind uses: rate > 0, requests >= 1 (Trace: >= 0), users >= 1,
+/// durations >= 0, lengths (value >= 1, 1 <= min <= max, mean in [min, max], std >= 0), a trace path, and
+/// that the run fits SimTime's range. UserError starting with `where` (e.g. "scenario.json: $.workload").
+void validate_workload(const WorkloadSpec& spec, std::string_view where);
+
+/// Open-loop kinds (Poisson, Uniform, Trace): all the requests, sorted by arrival, ids 0, 1, 2, ...
+/// Poisson: the first request arrives after the first exponential gap, not at 0 (a Poisson process
+/// started at 0 has no arrival at 0). Uniform: request i at i / rate, so the first is at 0. Trace: the
+/// file's rows (load_request_trace with max_rows = requests). Deterministic in the seed on every
+/// platform. Calling it for ClosedLoop is a bug in the caller (use ClosedLoopUsers).
+std::vector<Request> open_loop_requests(const WorkloadSpec& spec);
+
+/// Prompt and output length of the request with id `index` (closed loop draws them as users send),
+/// deterministic in (seed, index) and independent of every other request. Not for Trace.
+std::pair<std::int64_t, std::int64_t> lengths_for(const WorkloadSpec& spec, std::int64_t index);
+
+/// Reads a request-trace CSV (format in the comment at the top of this file): the first max_rows rows
+/// (0 = all), ids 0, 1, 2, ... in row order, user -1. UserError, one line naming the file, the line
+/// number, the column and the fix, for: a missing or unreadable file, an empty file, a header without an
+/// arrival-time or token column (listing the columns it has), a row with too few fields, a malformed
+/// number or timestamp, a negative time, a time earlier than the previous row's, a token count that is not
+/// an integer >= 1, and a trace with no rows.
+std::vector<Request> load_request_trace(const std::filesystem::path& csv, std::int64_t max_rows = 0);
+
+/// Closed-loop users (Databricks), driven by the serving engine as its simulation runs:
+///   for u in 0 .. users()-1: schedule a "user u sends" event at join_time(u)
+///   on "user u sends" at now:    if (auto r = loop.send(u, now)) admit *r
+///   on completion of r at t:     schedule "user r.user sends" at next_send_time(t)
+/// send() hands out ids in call order, so calling it in simulated-time order (as events run) gives ids in
+/// arrival order; it returns nullopt once `requests` requests have been sent.
+class ClosedLoopUsers {
+ public:
+  /// `spec` must be a validated ClosedLoop workload (anything else is a bug in the caller).
+  explicit ClosedLoopUsers(const WorkloadSpec& spec);
+
+  /// Users that will send at least one request: min(users, requests).
+  [[nodiscard]] std::int64_t users() const;
+  /// When user `user` joins and sends its first request: user * user_interval.
+  [[nodiscard]] SimTime join_time(std::int64_t user) const;
+  /// When a user whose request completed at `completed` sends its next one: completed + think_time.
+  [[nodiscard]] SimTime next_send_time(SimTime completed) const;
+  /// The request `user` sends at `now` (next id, lengths_for(spec, id)), or nullopt once all have been
+  /// sent. `now` must not be earlier than the previous call's.
+  std::optional<Request> send(std::int64_t user, SimTime now);
+  /// Requests sent so far.
+  [[nodiscard]] std::int64_t sent() const { return sent_; }
+
+ private:
+  WorkloadSpec spec_;
+  SimTime interval_ = 0;
+  SimTime think_ = 0;
+  std::int64_t sent_ = 0;
+  SimTime last_send_ = 0;
+};
+
+}  // namespace moesim::sim
