@@ -1,0 +1,201 @@
+#include "moesim/sim/streaming.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "moesim/model/error.hpp"
+
+namespace moesim::sim {
+
+namespace {
+
+SimTime seconds_to_sim(double s) {
+  MOESIM_CHECK(s >= 0 && std::isfinite(s), "a streaming time is negative or not finite: " + std::to_string(s));
+  return to_sim_time(units::seconds(s));
+}
+
+}  // namespace
+
+void validate_streaming_params(const StreamingParams& p) {
+  const auto positive = [](double v, const char* what, const char* fix) {
+    if (!(v > 0) || !std::isfinite(v)) {
+      throw UserError(std::string("expert streaming: ") + what + " is " + std::to_string(v) + "; " + fix);
+    }
+  };
+  positive(p.ssd_bytes_per_s, "the SSD read bandwidth", "give the storage profile a positive read_bandwidth");
+  positive(p.cached_bytes_per_s, "the page-cache copy bandwidth",
+           "give the storage profile a positive cached_read_bandwidth");
+  positive(p.expert_bytes, "the bytes of one expert", "the model must have routed experts of non-zero size");
+  if (!(p.read_latency_s >= 0) || !std::isfinite(p.read_latency_s)) {
+    throw UserError("expert streaming: the per-read latency is " + std::to_string(p.read_latency_s) +
+                    " s; give the storage profile a read_latency >= 0");
+  }
+  if (!(p.cache_capacity_bytes >= 0) || !std::isfinite(p.cache_capacity_bytes)) {
+    throw UserError("expert streaming: the page-cache capacity is " + std::to_string(p.cache_capacity_bytes) +
+                    " bytes; give a page_cache >= 0 (0 = every read goes to the SSD)");
+  }
+  if (p.readers < 1) {
+    throw UserError("expert streaming: " + std::to_string(p.readers) +
+                    " parallel readers; use at least 1 (flash-moe uses 4, one pread() thread per chosen expert)");
+  }
+}
+
+StreamingParams streaming_params(const model::StorageProfile& storage, units::Bytes expert_bytes, std::int32_t readers,
+                                 bool overlapped) {
+  const auto missing = [&](const char* field, const char* example) {
+    return UserError(storage.origin + ": $." + field + " is missing and expert streaming needs it; add {\"value\": \"" +
+                     example +
+                     "\", \"source\": \"...\"} (hwprofiles/storage/apple-ssd-m3-max.json shows how it "
+                     "was calibrated there)");
+  };
+  if (!storage.read_latency) throw missing("read_latency", "100us");
+  if (!storage.cached_read_bandwidth) throw missing("cached_read_bandwidth", "28GB/s");
+  if (!storage.page_cache) throw missing("page_cache", "35GB");
+  StreamingParams p;
+  p.ssd_bytes_per_s = storage.read_bandwidth.value.base();
+  p.read_latency_s = storage.read_latency->value.base();
+  p.cached_bytes_per_s = storage.cached_read_bandwidth->value.base();
+  p.cache_capacity_bytes = storage.page_cache->value.base();
+  p.readers = readers;
+  p.expert_bytes = expert_bytes.base();
+  p.overlapped = overlapped;
+  validate_streaming_params(p);
+  return p;
+}
+
+double read_seconds(const StreamingParams& p, std::int64_t hits, std::int64_t misses) {
+  MOESIM_CHECK(hits >= 0 && misses >= 0, "negative hit or miss count");
+  const std::int64_t n = hits + misses;
+  if (n == 0) return 0;
+  // The formula and its calibration are in streaming.hpp: latencies overlap over min(N, n) readers in
+  // flight; device transfers (misses) and page-cache copies (every expert) share their paths, so they add.
+  const double c = static_cast<double>(std::min<std::int64_t>(p.readers, n));
+  const double s = p.expert_bytes;
+  const auto m = static_cast<double>(misses);
+  return m * p.read_latency_s / c + m * s / p.ssd_bytes_per_s + static_cast<double>(n) * s / p.cached_bytes_per_s;
+}
+
+ExpertStreamer::ExpertStreamer(StreamingParams p, std::int64_t layers, std::int64_t experts)
+    : p_(p), layers_(layers), experts_(experts) {
+  validate_streaming_params(p_);
+  MOESIM_CHECK(layers_ >= 1 && experts_ >= 1 && layers_ * experts_ < (std::int64_t{1} << 31),
+               "expert streaming over " + std::to_string(layers_) + " layers x " + std::to_string(experts_) +
+                   " experts: out of range");
+  // All experts have the same size, so a byte capacity is a count: the page cache cannot hold part of an
+  // expert usefully (a partly cached file is still a read from the SSD in this model).
+  const double fit = std::floor(p_.cache_capacity_bytes / p_.expert_bytes);
+  capacity_ = static_cast<std::int64_t>(std::min(fit, static_cast<double>(layers_ * experts_)));
+  const auto keys = static_cast<std::size_t>(layers_ * experts_);
+  prev_.assign(keys, kNone);
+  next_.assign(keys, kNone);
+  in_cache_.assign(keys, 0);
+}
+
+std::int32_t ExpertStreamer::key(std::int64_t layer, std::int64_t expert) const {
+  MOESIM_CHECK(layer >= 0 && layer < layers_, "MoE layer " + std::to_string(layer) + " outside 0.." +
+                                                  std::to_string(layers_ - 1) + " of the expert streamer");
+  MOESIM_CHECK(expert >= 0 && expert < experts_, "expert " + std::to_string(expert) + " outside 0.." +
+                                                     std::to_string(experts_ - 1) + " of the expert streamer");
+  return static_cast<std::int32_t>(layer * experts_ + expert);
+}
+
+bool ExpertStreamer::contains(std::int64_t layer, std::int64_t expert) const {
+  return in_cache_[static_cast<std::size_t>(key(layer, expert))] != 0;
+}
+
+void ExpertStreamer::unlink(std::int32_t k) {
+  const auto i = static_cast<std::size_t>(k);
+  if (prev_[i] != kNone)
+    next_[static_cast<std::size_t>(prev_[i])] = next_[i];
+  else
+    head_ = next_[i];
+  if (next_[i] != kNone)
+    prev_[static_cast<std::size_t>(next_[i])] = prev_[i];
+  else
+    tail_ = prev_[i];
+  prev_[i] = next_[i] = kNone;
+}
+
+void ExpertStreamer::push_front(std::int32_t k) {
+  const auto i = static_cast<std::size_t>(k);
+  prev_[i] = kNone;
+  next_[i] = head_;
+  if (head_ != kNone) prev_[static_cast<std::size_t>(head_)] = k;
+  head_ = k;
+  if (tail_ == kNone) tail_ = k;
+}
+
+LayerIo ExpertStreamer::load(std::int64_t layer, std::span<const std::uint16_t> experts) {
+  // Distinct keys in the order given: a batch that chose an expert twice reads it once (K is small, so a
+  // linear scan beats a set).
+  call_.clear();
+  for (const std::uint16_t e : experts) {
+    const std::int32_t k = key(layer, e);
+    if (std::find(call_.begin(), call_.end(), k) == call_.end()) call_.push_back(k);
+  }
+  LayerIo io;
+  // Hits first: the page cache serves them and they become the most recent, so this call's misses cannot
+  // evict them unless the cache holds fewer experts than one call reads (then a hit may be evicted by a
+  // later miss of the same call; it stays a hit, its bytes were already copied out).
+  misses_now_.clear();
+  for (const std::int32_t k : call_) {
+    if (in_cache_[static_cast<std::size_t>(k)] == 0) {
+      misses_now_.push_back(k);
+      continue;
+    }
+    ++io.hits;
+    unlink(k);
+    push_front(k);
+  }
+  // Then the misses, in the order given, each evicting the least recently used expert when full.
+  for (const std::int32_t k : misses_now_) {
+    ++io.misses;
+    if (capacity_ == 0) continue;  // nothing is kept: the next read of it misses again
+    if (size_ == capacity_) {
+      const std::int32_t victim = tail_;
+      MOESIM_CHECK(victim != kNone, "a full page cache with no least recently used expert");
+      unlink(victim);
+      in_cache_[static_cast<std::size_t>(victim)] = 0;
+      --size_;
+    }
+    push_front(k);
+    in_cache_[static_cast<std::size_t>(k)] = 1;
+    ++size_;
+  }
+  hits_ += io.hits;
+  misses_ += io.misses;
+  io.bytes_read = static_cast<double>(io.misses) * p_.expert_bytes;
+  io.bytes_copied = static_cast<double>(call_.size()) * p_.expert_bytes;
+  io.time = seconds_to_sim(read_seconds(p_, io.hits, io.misses));
+  return io;
+}
+
+double ExpertStreamer::hit_rate() const {
+  const std::int64_t n = hits_ + misses_;
+  return n == 0 ? 0.0 : static_cast<double>(hits_) / static_cast<double>(n);
+}
+
+SimTime overlapped_time(SimTime gpu, double gpu_bytes, const LayerIo& io, double memory_bytes_per_s) {
+  MOESIM_CHECK(gpu >= 0 && io.time >= 0 && gpu_bytes >= 0, "negative time or bytes in overlapped_time");
+  MOESIM_CHECK(memory_bytes_per_s > 0, "overlapped_time needs a positive memory bandwidth");
+  const double io_s = to_seconds(io.time);
+  // The reads' memory traffic: the SSD's DMA writes into the page cache, and the copy out of it, which
+  // reads and writes every expert (seed 004: "SSD DMA + GPU share memory controller").
+  const double io_bytes = io.bytes_read + 2.0 * io.bytes_copied;
+  const double bw = memory_bytes_per_s;
+  double t_mem = gpu_bytes / bw;  // no reads: the GPU has the controller to itself
+  if (io_bytes > 0 && io_s > 0) {
+    // Fluid sharing: while the reads run (0..io_s) they take io_bytes / io_s of the controller and the GPU
+    // moves (bw - rate) per second; afterwards it has all of bw. Bytes the GPU can move by t:
+    //   t <= io_s: (bw - rate) t;   t > io_s: bw t - io_bytes.   t_mem is where that reaches gpu_bytes.
+    const double rate = std::min(io_bytes / io_s, bw);
+    const double during = (bw - rate) * io_s;  // GPU bytes possible before the reads finish
+    t_mem = gpu_bytes <= during && rate < bw ? gpu_bytes / (bw - rate) : (gpu_bytes + rate * io_s) / bw;
+  }
+  const double gpu_s = std::max(to_seconds(gpu), t_mem);
+  // The phase ends when both the GPU work and the reads are done.
+  return std::max(seconds_to_sim(gpu_s), io.time);
+}
+
+}  // namespace moesim::sim
