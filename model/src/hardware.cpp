@@ -92,14 +92,30 @@ std::vector<EfficiencyBand> efficiency_bands(const json::Node& table, std::strin
   return out;
 }
 
+/// A fraction written as a percentage, "5%" (a bare number is refused: 0.05 and 5 would both be plausible).
+double percent(const json::Node& n, std::string_view key) {
+  const std::string text = n.string(key);
+  if (text.empty() || text.back() != '%') {
+    throw n.error(key, "\"" + text + "\" is not a percentage; write it with a percent sign, e.g. \"5%\"");
+  }
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(text.substr(0, text.size() - 1), &used);
+    if (used != text.size() - 1 || !(v >= 0) || v > 1000) throw std::invalid_argument("range");
+    return v / 100.0;
+  } catch (const std::exception&) {
+    throw n.error(key, "\"" + text + "\" is not a percentage between 0% and 1000%");
+  }
+}
+
 NodeProfile parse_node(const json::Node& n, std::string origin) {
-  auto p = profile_header<NodeProfile>(
-      n, "node",
-      {"id", "kind", "name", "devices", "intra_node_link", "price", "power", "residency", "notes", "calibration"},
-      std::move(origin));
+  auto p = profile_header<NodeProfile>(n, "node",
+                                       {"id", "kind", "name", "devices", "intra_node_link", "nics_per_node", "price",
+                                        "power", "residency", "notes", "calibration"},
+                                       std::move(origin));
   const json::Node d = n.child("devices");
   d.expect_only({"count", "name", "memory", "memory_bandwidth", "peak_flops", "kernel_overhead", "layer_overhead",
-                 "efficiency", "notes"});
+                 "dequant_overhead", "efficiency", "notes"});
   p.devices.count = d.integer("count", 1);
   p.devices.name = d.optional_string("name").value_or("");
   p.devices.memory = optional_sourced<Dimension::Bytes>(d, "memory");
@@ -119,6 +135,22 @@ NodeProfile parse_node(const json::Node& n, std::string origin) {
   p.power = optional_sourced<Dimension::Power>(n, "power");
   p.devices.kernel_overhead = optional_sourced<Dimension::Time>(d, "kernel_overhead", true);
   p.devices.layer_overhead = optional_sourced<Dimension::Time>(d, "layer_overhead", true);
+  if (auto q = d.optional_child("dequant_overhead")) {
+    for (const auto& [name, v] : q->raw().items()) {
+      (void)v;
+      const json::Node item = q->child(name);
+      item.expect_only({"value", "source", "date", "note"});
+      Sourced<double> f;
+      f.value = percent(item, "value");
+      f.source = item.string("source");
+      if (f.source.empty()) throw item.error("source", "is empty; say where the figure comes from");
+      p.devices.dequant_overhead[name] = f;
+    }
+  }
+  if (auto nics = n.optional_child("nics_per_node")) {
+    nics->expect_only({"value", "source", "note"});
+    p.nics_per_node = Sourced<std::int64_t>{nics->integer("value", 1), nics->string("source")};
+  }
   if (auto e = d.optional_child("efficiency")) {
     e->expect_only({"source", "memory", "compute", "note"});
     EfficiencyTable t;
@@ -156,12 +188,15 @@ NicProfile parse_nic(const json::Node& n, std::string origin) {
 
 StorageProfile parse_storage(const json::Node& n, std::string origin) {
   // No "price" key: storage is part of a node and is priced with it.
-  auto p = profile_header<StorageProfile>(
-      n, "storage", {"id", "kind", "name", "read_bandwidth", "read_latency", "capacity", "notes", "calibration"},
-      std::move(origin));
+  auto p = profile_header<StorageProfile>(n, "storage",
+                                          {"id", "kind", "name", "read_bandwidth", "read_latency", "capacity",
+                                           "cached_read_bandwidth", "page_cache", "notes", "calibration"},
+                                          std::move(origin));
   p.read_bandwidth = sourced<Dimension::Bandwidth>(n, "read_bandwidth");
   p.read_latency = optional_sourced<Dimension::Time>(n, "read_latency");
   p.capacity = optional_sourced<Dimension::Bytes>(n, "capacity");
+  p.cached_read_bandwidth = optional_sourced<Dimension::Bandwidth>(n, "cached_read_bandwidth");
+  p.page_cache = optional_sourced<Dimension::Bytes>(n, "page_cache", true);  // 0: no caching (F_NOCACHE)
   return p;
 }
 

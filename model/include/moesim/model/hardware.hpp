@@ -77,6 +77,10 @@ struct DeviceSpec {
   /// Fixed time per decoder layer outside the kernels' rooflines (framework dispatch, Python, graph
   /// building: the paper's "Misc." beyond attention's roofline), counted as misc. Absent: 0.
   std::optional<Sourced<units::Duration>> layer_overhead;
+  /// Extra compute time of a GEMM whose weights are stored in a quantised format (by precision name:
+  /// "fp8", "int8", "q4", ...) and dequantised inside the kernel (seed 003 §FP8), as a fraction of the
+  /// GEMM's compute roofline; written "5%". Absent: 0, and the serving simulator says so.
+  std::map<std::string, Sourced<double>> dequant_overhead;
   /// Measured efficiency bands (absent: the roofline at 100% of the peaks, and the simulator says so).
   std::optional<EfficiencyTable> efficiency;
 };
@@ -96,6 +100,8 @@ struct NodeProfile {
   std::string origin;  ///< "built-in: hwprofiles/nodes/x.json" or the user's file path
   DeviceSpec devices;
   std::optional<std::string> intra_node_link;  ///< NIC profile id linking the devices of one node
+  /// Inter-node NIC ports per node (rails; a DGX H100 has 8): cross-node traffic spreads over them.
+  std::optional<Sourced<std::int64_t>> nics_per_node;
   std::optional<Sourced<units::Money>> price;  ///< whole node
   std::string price_date;
   std::optional<Sourced<units::Power>> power;
@@ -132,6 +138,10 @@ struct StorageProfile {
   Sourced<units::Bandwidth> read_bandwidth;
   std::optional<Sourced<units::Duration>> read_latency;
   std::optional<Sourced<units::Bytes>> capacity;
+  /// A page-cache hit: the rate of copying a cached file's bytes into the reader's buffer (sim/streaming.hpp).
+  std::optional<Sourced<units::Bandwidth>> cached_read_bandwidth;
+  /// The OS page cache available for files read from this storage (experts streamed by flash-moe).
+  std::optional<Sourced<units::Bytes>> page_cache;
 };
 
 /// An id of a built-in profile, or a path to a JSON file. UserError (listing the ids) if neither.
