@@ -1,0 +1,202 @@
+#pragma once
+// Serving at scale (issue 6): many users' requests through an engine that batches them, on a cluster split
+// by a parallel plan. An iteration-level simulator, as vLLM's engine steps and as Vidur (Agrawal et al.,
+// MLSys 2024) models it: each step the scheduler forms a batch (decode tokens and prefill chunks), the
+// step costs what the plan's slowest device spends on it (cost model below), and requests advance.
+//
+//  - Parallel plan (ParallelPlan): tensor parallelism `tp` over the devices of a stage (Megatron-LM: two
+//    all-reduces of the batch's activations per layer), pipeline stages `pp` (layers split evenly, the
+//    stage boundary sends the activations; seed 003's scatter/all-gather sends 1/tp of them across nodes),
+//    and for the MoE layers the hybrid of seed 002: each expert split `moe_tp` ways, the experts spread
+//    over `moe_ep` groups, moe_tp × moe_ep = tp (TP: moe_ep = 1; EP: moe_tp = 1). With
+//    `attention_dp`, attention runs data-parallel (each device holds all attention weights and 1/tp of
+//    the sequences) and the MoE layers dispatch and combine tokens with two all-to-alls (DeepSeek-V3 style).
+//  - Routing: the experts a device loads for a batch are the distinct experts its tokens chose, read from
+//    a routing trace (request r's i-th token is trace token (offset_r + i) mod T, so consecutive tokens of
+//    a request keep the trace's reuse). That is where MoE decode cost lives: a batch of 1 reads top-k
+//    experts per layer, a batch of 64 on Mixtral reads all 8.
+//  - Step cost per device and layer (rooflines with the profile's measured efficiency bands,
+//    model::kernel_rates): attention projections, attention over the KV cache (decode: every cached
+//    token's K and V; prefill chunk of n tokens after p cached: 4·nq·hd·(n·p + n(n+1)/2) FLOPs), router,
+//    experts, shared experts or dense FFN, the collectives, the profile's per-kernel and per-layer
+//    overheads; the last stage adds the LM head for the sequences that sample. Quantised weights
+//    (fp8, int8, q4, q2) are dequantised inside the GEMM (seed 003 §FP8): bytes at their precision, FLOPs
+//    at bf16, the compute time scaled by 1 + the profile's devices.dequant_overhead for that precision.
+//  - Experts from storage (flash-moe, seed 004): with `streaming` set, routed experts are not resident;
+//    each MoE layer reads the batch's distinct experts through the page cache (sim/streaming.hpp) before
+//    computing them: the serial GPU → SSD → GPU pipeline, or overlapped.
+//  - Schedulers (SchedulerConfig): static batching, continuous batching (vLLM's default without chunked
+//    prefill: prefill-only steps first, whole prompts), chunked prefill (vLLM's enable_chunked_prefill and
+//    DeepSpeed's Dynamic SplitFuse: decodes first, then prompt chunks up to max_num_batched_tokens).
+//    KV cache in blocks of `block_size` tokens, capacity from device memory × utilisation − weights −
+//    activations; a request is admitted when its blocks fit, and when a running decode needs a block and
+//    none is free the most recently admitted request is preempted (vLLM's recompute preemption).
+//  - Pipelines: up to pp batches are in flight, one per stage; a request is in at most one of them (vLLM's
+//    virtual engines), so a pipeline with fewer runnable requests than stages has bubbles.
+//  - Metrics as vLLM's benchmark_serving names them: TTFT, TPOT, ITL, E2EL (mean, median, p90, p99),
+//    request and token throughput, goodput under an SLO, plus queue depth and KV usage over time.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "moesim/model/architecture.hpp"
+#include "moesim/model/hardware.hpp"
+#include "moesim/model/precision.hpp"
+#include "moesim/model/registry.hpp"
+#include "moesim/sim/event_core.hpp"
+#include "moesim/sim/streaming.hpp"
+#include "moesim/sim/trace.hpp"
+#include "moesim/sim/workload.hpp"
+
+namespace moesim::sim {
+
+struct ParallelPlan {
+  std::int64_t nodes = 1;
+  std::int64_t devices_per_node = 0;  ///< 0: all the node profile's devices
+  std::int64_t tp = 1;                ///< tensor-parallel devices per pipeline stage
+  std::int64_t pp = 1;                ///< pipeline stages
+  std::int64_t moe_tp = 0;            ///< 0: tp (seed 002's default: MoE tensor parallel)
+  std::int64_t moe_ep = 0;            ///< 0: tp / moe_tp
+  bool attention_dp = false;          ///< attention data-parallel inside the tp group, MoE by all-to-all
+  std::int64_t nics_per_node = 1;     ///< inter-node NIC ports per node (rails): cross-node traffic spreads over them
+};
+
+/// How the experts of one MoE layer run on one device (seed 001).
+enum class ExpertExecution {
+  Sequential,        ///< every local expert in turn, each its own kernels, chosen or not (FlexFlow's for-loop)
+  SequentialRouted,  ///< the chosen local experts in turn, each its own kernels (HF, MLX)
+  Fused,             ///< one grouped kernel set over the chosen experts (vLLM/TRT-LLM fused MoE)
+  Parallel,          ///< the chosen experts' kernels on concurrent streams: launches overlap execution
+};
+const std::vector<NamedOption<ExpertExecution>>& expert_executions();
+ExpertExecution expert_execution_by_name(std::string_view name);
+std::string_view name_of(ExpertExecution e);
+
+enum class SchedulerKind { Static, Continuous, Chunked };
+const std::vector<NamedOption<SchedulerKind>>& scheduler_kinds();
+SchedulerKind scheduler_by_name(std::string_view name);
+std::string_view name_of(SchedulerKind s);
+
+struct SchedulerConfig {
+  SchedulerKind kind = SchedulerKind::Chunked;
+  std::int64_t max_num_seqs = 256;             ///< vLLM max_num_seqs
+  std::int64_t max_num_batched_tokens = 2048;  ///< vLLM max_num_batched_tokens (chunked: the token budget)
+  std::int64_t block_size = 16;                ///< KV-cache block, tokens (vLLM's default)
+  double gpu_memory_utilization = 0.9;         ///< fraction of device memory the engine may use (vLLM's default)
+};
+
+/// Service-level objective for goodput (vLLM benchmark_serving --goodput). A request is good when every
+/// set bound holds: TTFT, its mean inter-token latency (TPOT) and its end-to-end latency.
+struct Slo {
+  std::optional<double> ttft_s;
+  std::optional<double> itl_s;
+  std::optional<double> e2el_s;
+};
+
+struct ServingConfig {
+  const model::Architecture* arch = nullptr;
+  const model::Precision* weights = nullptr;
+  const model::NodeProfile* node = nullptr;
+  const model::NicProfile* nic = nullptr;         ///< between nodes (required for nodes > 1)
+  const model::NicProfile* intra_link = nullptr;  ///< between the devices of a node (required for tp > 1 in a node)
+  ParallelPlan plan;
+  SchedulerConfig scheduler;
+  ExpertExecution experts = ExpertExecution::Fused;
+  const RoutingTrace* trace = nullptr;  ///< required for an MoE model
+  WorkloadSpec workload;
+  std::vector<Request> requests;  ///< the open-loop requests (empty for a closed loop)
+  Slo slo;
+  double activation_bytes = 2.0;  ///< bytes per activation on the wire (bf16)
+  double kv_bytes = 2.0;          ///< bytes per KV-cache element (bf16)
+  std::optional<StreamingParams> streaming;
+  std::function<void(double)> progress;  ///< fraction of requests done
+};
+
+/// Weights, activations and KV cache on the fullest device.
+struct MemoryPlan {
+  double weights = 0;          ///< bytes of weights on the fullest device
+  double activations = 0;      ///< bytes reserved for activations (max_num_batched_tokens through one layer)
+  double usable = 0;           ///< device memory × utilisation
+  double kv_per_token = 0;     ///< KV bytes one token of context costs on that device's stage
+  std::int64_t kv_tokens = 0;  ///< KV capacity in tokens (whole blocks)
+  std::int64_t kv_blocks = 0;
+};
+
+/// Checks the plan against the model and the node (TP divides the heads, PP the layers, ...) and returns
+/// it with the defaults resolved. UserError naming the field and what would work.
+ParallelPlan resolve_plan(const ParallelPlan& plan, const model::Architecture& a, const model::NodeProfile& node,
+                          std::string_view where);
+/// The memory plan; UserError when the weights do not fit, saying by how much and what would fit.
+MemoryPlan plan_memory(const ServingConfig& c);
+
+/// A request's life, in seconds from the start of the run.
+struct RequestRecord {
+  std::int64_t id = 0;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t output_tokens = 0;
+  double arrival = 0;
+  double first_token = 0;
+  double finish = 0;
+  double max_itl = 0;
+  std::int32_t preemptions = 0;
+  [[nodiscard]] double ttft() const { return first_token - arrival; }
+  [[nodiscard]] double e2el() const { return finish - arrival; }
+  [[nodiscard]] double tpot() const {
+    return output_tokens > 1 ? (finish - first_token) / static_cast<double>(output_tokens - 1) : 0.0;
+  }
+};
+
+/// One engine step, for the time series (queue depth and KV usage over time).
+struct StepRecord {
+  double start = 0;
+  double duration = 0;  ///< stage 0 (the whole step when pp = 1)
+  std::int32_t decode = 0;
+  std::int32_t prefill_tokens = 0;
+  std::int32_t waiting = 0;
+  std::int32_t running = 0;
+  double kv_used = 0;  ///< fraction of KV blocks in use
+};
+
+struct Percentiles {
+  double mean = 0, median = 0, p90 = 0, p99 = 0, max = 0;
+};
+Percentiles percentiles(std::vector<double> values);
+Percentiles percentiles(std::vector<float> values);
+
+/// Per-layer time split of the decode steps (seed 004's I/O vs GPU vs CPU), seconds per layer, averaged
+/// over decode-only steps.
+struct LayerSplit {
+  double io = 0, gpu = 0, cpu = 0;
+  std::int64_t steps = 0;
+};
+
+struct ServingResult {
+  MemoryPlan memory;
+  ParallelPlan plan;
+  std::vector<RequestRecord> requests;  ///< completed, by id
+  std::vector<StepRecord> steps;
+  std::int64_t preemptions = 0;
+  double duration = 0;  ///< first arrival to last completion, seconds
+  Percentiles ttft, tpot, itl, e2el;
+  double request_throughput = 0;  ///< requests/s
+  double output_throughput = 0;   ///< output tokens/s
+  double total_throughput = 0;    ///< prompt + output tokens/s
+  double goodput = 0;             ///< requests/s meeting the SLO
+  std::int64_t good_requests = 0;
+  double mean_decode_batch = 0;
+  double max_kv_used = 0;
+  std::int32_t max_waiting = 0;
+  double cache_hit_rate = -1;  ///< streaming: page-cache hit rate (−1 without streaming)
+  LayerSplit layer_split;
+  std::uint64_t events = 0;
+  std::vector<std::string> assumptions;
+};
+
+/// Runs the workload through the engine. UserError for an impossible configuration.
+ServingResult run_serving(const ServingConfig& config);
+
+}  // namespace moesim::sim
