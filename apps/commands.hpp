@@ -39,6 +39,7 @@ int cmd_estimate(const Args& args, std::ostream& out);
 int cmd_cost(const Args& args, std::ostream& out);
 int cmd_study(const Args& args, std::ostream& out);
 int cmd_simulate(const Args& args, std::ostream& out);  // apps/simulate_cmd.cpp
+int cmd_serve(const Args& args, std::ostream& out);     // apps/serve_cmd.cpp
 /// `moesim trace gen|stats|convert` (apps/trace_cmd.cpp).
 int cmd_trace(const Args& args, std::ostream& out);
 /// `moesim calibrate kernels|memory|storage|net|all|fit` (apps/calibrate_cmd.cpp dispatches).

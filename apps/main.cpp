@@ -29,6 +29,8 @@ const Command kCommands[] = {
      "analytic per-token estimate: load, compute, latency, transfer, tokens/s, cost, tokens/s per USD"},
     {"simulate", moesim::apps::cmd_simulate,
      "discrete-event run of expert-parallel decode over a routing trace: tokens/s, time split, per-node load"},
+    {"serve", moesim::apps::cmd_serve,
+     "serving under load: workloads, batching, KV cache, TP/PP/EP plans; TTFT, TPOT, ITL, throughput, goodput"},
     {"trace", moesim::apps::cmd_trace, "routing traces: gen (synthetic), stats (load, reuse, LRU hits), convert"},
     {"calibrate", moesim::apps::cmd_calibrate,
      "measure this machine (kernels, memory, storage, network) into a profile; fit profiles to measured runs"},

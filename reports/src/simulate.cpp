@@ -128,18 +128,7 @@ SimulateRequest load_simulate_scenario(const json::Node& root, SimulateRequest r
   if (auto g = root.optional_child("generate")) {
     if (root.has("trace"))
       throw root.error("generate", "and \"trace\" are both given; keep one (a file or a generator)");
-    g->expect_only(
-        {"tokens", "seed", "requests", "popularity", "zipf_s", "dirichlet_alpha", "reuse", "max_mean_load", "window"});
-    auto& q = r.generate;
-    if (auto v = g->optional_integer("tokens", 1)) q.tokens = *v;
-    if (auto v = g->optional_integer("seed", 0)) q.seed = static_cast<std::uint64_t>(*v);
-    if (auto v = g->optional_integer("requests", 1)) q.requests = *v;
-    if (auto v = g->optional_string("popularity")) q.popularity = *v;
-    if (g->has("zipf_s")) q.zipf_s = g->number("zipf_s");
-    if (g->has("dirichlet_alpha")) q.dirichlet_alpha = positive_number(*g, "dirichlet_alpha");
-    if (g->has("reuse")) q.reuse = g->number("reuse");
-    if (g->has("max_mean_load")) q.max_mean_load = positive_number(*g, "max_mean_load");
-    if (auto v = g->optional_integer("window", 1)) q.window = *v;
+    parse_generate(*g, r.generate);
   }
   return r;
 }
@@ -167,47 +156,94 @@ nlohmann::json simulate_request_to_json(const SimulateRequest& r) {
   if (!r.trace.empty()) {
     j["trace"] = r.trace;
   } else {
-    const auto& g = r.generate;
-    nlohmann::json gj = {{"tokens", g.tokens},
-                         {"seed", g.seed},
-                         {"requests", g.requests},
-                         {"popularity", g.popularity},
-                         {"window", g.window}};
-    if (g.zipf_s) gj["zipf_s"] = *g.zipf_s;
-    if (g.dirichlet_alpha) gj["dirichlet_alpha"] = *g.dirichlet_alpha;
-    if (g.reuse) gj["reuse"] = *g.reuse;
-    if (g.max_mean_load) gj["max_mean_load"] = *g.max_mean_load;
-    j["generate"] = gj;
+    j["generate"] = generate_to_json(r.generate);
   }
   return j;
 }
 
-namespace {
+namespace {}  // namespace
 
-sim::RoutingTrace make_trace(const SimulateRequest& req, const model::Architecture& a) {
-  if (!req.trace.empty()) {
-    sim::RoutingTrace t = sim::read_trace(req.trace);
-    sim::check_trace_matches(t, a, req.trace);
+void parse_generate(const json::Node& g, GenerateRequest& q) {
+  g.expect_only({"tokens", "seed", "requests", "popularity", "zipf_s", "dirichlet_alpha", "reuse", "max_mean_load",
+                 "window", "lru_hit", "lru_cache", "top_k", "drift"});
+  if (auto v = g.optional_integer("tokens", 1)) q.tokens = *v;
+  if (auto v = g.optional_integer("seed", 0)) q.seed = static_cast<std::uint64_t>(*v);
+  if (auto v = g.optional_integer("requests", 1)) q.requests = *v;
+  if (auto v = g.optional_string("popularity")) q.popularity = *v;
+  if (g.has("zipf_s")) q.zipf_s = g.number("zipf_s");
+  if (g.has("dirichlet_alpha")) q.dirichlet_alpha = positive_number(g, "dirichlet_alpha");
+  if (g.has("reuse") && g.raw()["reuse"].is_array()) {
+    // A profile over the layers (control points, interpolated), as `moesim trace gen --reuse 0.22,0.34`.
+    for (const auto& v : g.raw()["reuse"]) {
+      if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() <= 1))
+        throw g.error("reuse", "must be a fraction in [0, 1] or a list of them, e.g. [0.22, 0.34]");
+      q.reuse_profile.push_back(v.get<double>());
+    }
+  } else if (g.has("reuse")) {
+    q.reuse = g.number("reuse");
+  }
+  if (auto v = g.optional_string("drift")) {
+    (void)sim::parse_drift(*v, g.where("drift"));
+    q.drift = *v;
+  }
+  if (g.has("max_mean_load")) q.max_mean_load = positive_number(g, "max_mean_load");
+  if (auto v = g.optional_integer("window", 1)) q.window = *v;
+  if (g.has("lru_hit")) {
+    q.lru_hit = g.number("lru_hit");
+    if (!(*q.lru_hit > 0 && *q.lru_hit < 1)) throw g.error("lru_hit", "must lie between 0 and 1 (a hit rate)");
+  }
+  if (auto v = g.optional_integer("lru_cache", 1)) q.lru_cache = *v;
+  if (auto v = g.optional_integer("top_k", 1)) q.top_k = *v;
+}
+
+nlohmann::json generate_to_json(const GenerateRequest& g) {
+  nlohmann::json gj = {{"tokens", g.tokens},
+                       {"seed", g.seed},
+                       {"requests", g.requests},
+                       {"popularity", g.popularity},
+                       {"window", g.window}};
+  if (g.zipf_s) gj["zipf_s"] = *g.zipf_s;
+  if (g.dirichlet_alpha) gj["dirichlet_alpha"] = *g.dirichlet_alpha;
+  if (g.reuse) gj["reuse"] = *g.reuse;
+  if (!g.reuse_profile.empty()) gj["reuse"] = g.reuse_profile;
+  if (g.drift != "none") gj["drift"] = g.drift;
+  if (g.max_mean_load) gj["max_mean_load"] = *g.max_mean_load;
+  if (g.lru_hit) {
+    gj["lru_hit"] = *g.lru_hit;
+    gj["lru_cache"] = g.lru_cache;
+  }
+  if (g.top_k) gj["top_k"] = *g.top_k;
+  return gj;
+}
+
+sim::RoutingTrace make_trace(const GenerateRequest& g, const std::string& trace, const model::Architecture& a) {
+  if (!trace.empty()) {
+    sim::RoutingTrace t = sim::read_trace(trace);
+    sim::check_trace_matches(t, a, trace);
     return t;
   }
-  const auto& g = req.generate;
   sim::TraceGenOptions o = sim::gen_options_for(a, g.tokens, g.seed);
   o.requests = g.requests;
   o.popularity = sim::parse_popularity(g.popularity, "--popularity (generate.popularity)");
   if (g.zipf_s) o.zipf_s = *g.zipf_s;
   if (g.dirichlet_alpha) o.dirichlet_alpha = *g.dirichlet_alpha;
+  if (g.top_k) o.top_k = *g.top_k;
+  o.drift = sim::parse_drift(g.drift, "generate.drift");
   sim::TraceGenTargets targets;
   if (g.reuse) targets.reuse = {*g.reuse};
+  if (!g.reuse_profile.empty()) targets.reuse = g.reuse_profile;
   if (g.max_mean_load) {
     targets.max_mean_load = *g.max_mean_load;
     targets.window = g.window;
   }
-  if (g.reuse || g.max_mean_load) o = sim::solve_targets(o, targets);
+  if (g.lru_hit) {
+    targets.lru_hit = *g.lru_hit;
+    targets.lru_cache = g.lru_cache;
+  }
+  if (g.reuse || !g.reuse_profile.empty() || g.max_mean_load || g.lru_hit) o = sim::solve_targets(o, targets);
   sim::validate_gen_options(o);
   return sim::generate_trace(o);
 }
-
-}  // namespace
 
 PreparedSimulate prepare_simulate(const SimulateRequest& req) {
   PreparedSimulate r;
@@ -232,7 +268,7 @@ PreparedSimulate prepare_simulate(const SimulateRequest& req) {
   r.balancing = req.balancing ? sim::balancing_by_name(*req.balancing) : preset.balancing;
   r.attention = req.attention ? sim::attention_mode_by_name(*req.attention) : preset.attention;
   r.collective = sim::collective_by_name(req.collective);
-  r.trace = make_trace(req, r.arch);
+  r.trace = make_trace(req.generate, req.trace, r.arch);
   sim::PlacementOptions placement_options{req.groups, {}};
   if (req.placement == "load-aware") {
     // The load a load-aware placement balances: how often the replayed tokens chose each expert.

@@ -37,7 +37,18 @@ struct GenerateRequest {
   std::optional<double> reuse;          ///< target fraction of experts reused from the previous token
   std::optional<double> max_mean_load;  ///< target per-layer max/mean load over `window` tokens
   std::int64_t window = 1024;
+  std::optional<double> lru_hit;  ///< target per-layer LRU hit rate with `lru_cache` experts cached per layer
+  std::int64_t lru_cache = 16;
+  std::optional<std::int64_t> top_k;  ///< override of the model's top-k (a measurement's own, e.g. flash-moe's K=4)
+  std::vector<double> reuse_profile;  ///< reuse targets at control points over the layers (a list for "reuse")
+  std::string drift = "none";         ///< popularity drift between requests (sim/trace_gen.hpp)
 };
+
+/// The routing trace a scenario names: read from `trace` (checked against the model), or generated.
+sim::RoutingTrace make_trace(const GenerateRequest& g, const std::string& trace, const model::Architecture& a);
+/// Parses a "generate" object into `q` (unknown keys, bad values: UserError with the JSON path).
+void parse_generate(const json::Node& g, GenerateRequest& q);
+nlohmann::json generate_to_json(const GenerateRequest& g);
 
 struct SimulateRequest {
   std::string model = "dbrx-instruct";

@@ -1,0 +1,190 @@
+// `moesim serve`: the serving simulator (reports/serve.hpp, sim/serving.hpp).
+
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "commands.hpp"
+#include "moesim/model/error.hpp"
+#include "moesim/model/output_file.hpp"
+#include "moesim/reports/serve.hpp"
+#include "moesim/sim/serving.hpp"
+
+namespace po = boost::program_options;
+
+namespace moesim::apps {
+namespace {
+
+std::string serve_help() {
+  std::string s = "\nschedulers (--scheduler, scenario scheduler.kind):\n";
+  for (const auto& x : sim::scheduler_kinds()) s += "  " + x.name + ": " + x.description + "\n";
+  s += "\nexpert execution (--experts):\n";
+  for (const auto& x : sim::expert_executions()) s += "  " + x.name + ": " + x.description + "\n";
+  s += "\nworkload (scenario \"workload\"): arrival poisson|uniform|closed-loop|trace; rate \"2/s\"; requests; users, "
+       "user_interval \"1s\", think_time \"0s\" (closed loop); prompt and output: a number of tokens or "
+       "{\"dist\": \"uniform\"|\"normal\"|\"lognormal\", ...}; trace: a CSV with arrival_s or TIMESTAMP, "
+       "prompt_tokens or ContextTokens, output_tokens or GeneratedTokens (the Azure LLM inference trace).\n"
+       "\nA scenario's \"sweep\" maps dotted keys to lists of values, e.g. {\"workload.rate\": [\"1/s\", \"2/s\"]}: "
+       "every combination runs and one table row prints per point.\n"
+       "\nMetrics are vLLM benchmark_serving's: TTFT (time to first token), TPOT (mean time per output token after "
+       "the first), ITL (every gap between tokens), E2EL (end-to-end latency), goodput (requests/s meeting the SLO). "
+       "Examples: examples/serve-*.json; their published figures side by side: examples/README.md.\n";
+  return s;
+}
+
+}  // namespace
+
+int cmd_serve(const Args& args, std::ostream& out) {
+  po::options_description desc("options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("scenario", po::value<std::string>(), "serving scenario JSON file (flags given here override its keys)")
+    ("model", po::value<std::string>(), "zoo id or config.json path (scenario: model; default mixtral-8x7b)")
+    ("hw", po::value<std::string>(), "node profile (hw; default dgx-h100)")
+    ("nic", po::value<std::string>(), "NIC profile between nodes (nic)")
+    ("nodes", po::value<std::int64_t>(), "nodes (nodes; default 1)")
+    ("tp", po::value<std::int64_t>(), "tensor-parallel devices per stage (plan.tp; default: every device)")
+    ("pp", po::value<std::int64_t>(), "pipeline stages (plan.pp; default 1)")
+    ("moe-tp", po::value<std::int64_t>(), "MoE tensor parallelism (plan.moe_tp; moe_tp × moe_ep = tp)")
+    ("moe-ep", po::value<std::int64_t>(), "MoE expert parallelism (plan.moe_ep)")
+    ("attention-dp", "attention data-parallel, MoE expert-parallel with all-to-all (plan.attention_dp)")
+    ("precision", po::value<std::string>(), "weight precision (precision; default bf16)")
+    ("experts", po::value<std::string>(), "expert execution (experts; default fused)")
+    ("scheduler", po::value<std::string>(), "static, continuous or chunked (scheduler.kind; default chunked)")
+    ("max-num-seqs", po::value<std::int64_t>(), "sequences per step (scheduler.max_num_seqs; default 256)")
+    ("max-num-batched-tokens", po::value<std::int64_t>(), "tokens per step (scheduler.max_num_batched_tokens; default 2048)")
+    ("arrival", po::value<std::string>(), "poisson, uniform, closed-loop or trace (workload.arrival)")
+    ("rate", po::value<std::string>(), "arrival rate with its unit, e.g. 2/s (workload.rate)")
+    ("requests", po::value<std::int64_t>(), "requests in all (workload.requests)")
+    ("users", po::value<std::int64_t>(), "closed loop: users (workload.users)")
+    ("prompt", po::value<std::int64_t>(), "prompt tokens, fixed (workload.prompt)")
+    ("output", po::value<std::int64_t>(), "output tokens, fixed (workload.output)")
+    ("request-trace", po::value<std::string>(), "request CSV to replay (workload.trace, arrival trace)")
+    ("seed", po::value<std::string>(), "workload seed (workload.seed)")
+    ("json", "print results as JSON ({name, value, unit} per metric, with the resolved scenario)")
+    ("requests-out", po::value<std::string>(), "write one CSV row per request")
+    ("steps-out", po::value<std::string>(), "write one CSV row per engine step (queue depth, KV usage over time)")
+    ("sweep-out", po::value<std::string>(), "write the sweep's table as CSV")
+    ("quiet,q", "no progress on stderr");
+  // clang-format on
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm, out,
+                     "usage: moesim serve [--scenario FILE] [options]\n\n"
+                     "Simulates an inference server under load, step by step as vLLM's engine runs: requests arrive "
+                     "(Poisson, uniform, closed-loop users or a trace), a scheduler batches them (static, continuous, "
+                     "chunked prefill) within the KV cache left beside the weights, and each step costs what the "
+                     "parallel plan's slowest device spends on it (TP all-reduces, PP stages, EP/hybrid MoE with "
+                     "the experts the batch's tokens chose, from a routing trace). Prints TTFT, TPOT, ITL and E2EL "
+                     "percentiles, throughput and goodput.",
+                     serve_help())) {
+    return 0;
+  }
+  reports::ServeScenario s;
+  if (vm.count("scenario")) s = reports::load_serve_scenario(vm["scenario"].as<std::string>());
+  auto& d = s.doc;
+  // Every flag sets one scenario key (a path of object keys): flags and scenario files say the same things.
+  auto set_at = [&](std::initializer_list<const char*> path, const nlohmann::json& value) {
+    nlohmann::json* at = &d;
+    const auto* last = std::prev(path.end());
+    for (const auto* it = path.begin(); it != last; ++it) {
+      if (!at->contains(*it) || !(*at)[*it].is_object()) (*at)[*it] = nlohmann::json::object();
+      at = &(*at)[*it];
+    }
+    (*at)[*last] = value;
+  };
+  auto set_str = [&](const char* flag, std::initializer_list<const char*> path) {
+    if (vm.count(flag)) set_at(path, vm[flag].as<std::string>());
+  };
+  auto set_int = [&](const char* flag, std::initializer_list<const char*> path) {
+    if (vm.count(flag)) set_at(path, vm[flag].as<std::int64_t>());
+  };
+  set_str("model", {"model"});
+  set_str("hw", {"hw"});
+  set_str("nic", {"nic"});
+  set_int("nodes", {"nodes"});
+  set_int("tp", {"plan", "tp"});
+  set_int("pp", {"plan", "pp"});
+  set_int("moe-tp", {"plan", "moe_tp"});
+  set_int("moe-ep", {"plan", "moe_ep"});
+  if (vm.count("attention-dp")) d["plan"]["attention_dp"] = true;
+  set_str("precision", {"precision"});
+  set_str("experts", {"experts"});
+  set_str("scheduler", {"scheduler", "kind"});
+  set_int("max-num-seqs", {"scheduler", "max_num_seqs"});
+  set_int("max-num-batched-tokens", {"scheduler", "max_num_batched_tokens"});
+  set_str("arrival", {"workload", "arrival"});
+  set_str("rate", {"workload", "rate"});
+  set_int("requests", {"workload", "requests"});
+  set_int("users", {"workload", "users"});
+  set_int("prompt", {"workload", "prompt"});
+  set_int("output", {"workload", "output"});
+  if (vm.count("request-trace")) {
+    d["workload"]["arrival"] = "trace";
+    d["workload"]["trace"] = vm["request-trace"].as<std::string>();
+  }
+  if (vm.count("seed")) d["workload"]["seed"] = parse_seed(vm["seed"].as<std::string>(), "--seed");
+  if (!vm.count("scenario")) {
+    // Flags alone: a Poisson load of 200 requests of 512 in / 128 out at 4/s, each part replaced by a flag.
+    auto& w = d["workload"];
+    if (!w.contains("arrival")) w["arrival"] = "poisson";
+    const std::string arrival = w["arrival"].is_string() ? w["arrival"].get<std::string>() : "";
+    if ((arrival == "poisson" || arrival == "uniform") && !w.contains("rate")) w["rate"] = "4/s";
+    if (!w.contains("requests") && arrival != "trace") w["requests"] = 200;
+    if (arrival != "trace") {
+      if (!w.contains("prompt")) w["prompt"] = 512;
+      if (!w.contains("output")) w["output"] = 128;
+    }
+  }
+
+  const bool quiet = vm.count("quiet") > 0;
+  const auto points = reports::expand_sweep(s);
+  // Output files are opened before the run, so a bad path fails at once and nothing half-written remains.
+  std::optional<OutputFile> requests_out, steps_out, sweep_out;
+  if (vm.count("requests-out")) requests_out.emplace(vm["requests-out"].as<std::string>(), "--requests-out");
+  if (vm.count("steps-out")) steps_out.emplace(vm["steps-out"].as<std::string>(), "--steps-out");
+  if (vm.count("sweep-out")) sweep_out.emplace(vm["sweep-out"].as<std::string>(), "--sweep-out");
+  std::vector<reports::ServeRun> runs;
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    std::function<void(double)> progress;
+    if (!quiet) {
+      progress = [&, i](double f) {
+        std::cerr << "\rserve: point " << (i + 1) << "/" << points.size() << ", " << static_cast<int>(f * 100.0)
+                  << "% of requests done" << std::flush;
+      };
+    }
+    runs.push_back(reports::run_serve(points[i].scenario, progress));
+    if (!quiet) std::cerr << "\r\033[K" << std::flush;
+  }
+  if (points.size() == 1 && points.front().values.empty()) {
+    if (vm.count("json")) {
+      out << reports::serve_to_json(runs.front()).dump(2) << "\n";
+    } else {
+      reports::print_serve_text(runs.front(), out);
+    }
+    if (requests_out) reports::write_requests_csv(runs.front(), requests_out->stream());
+    if (steps_out) reports::write_steps_csv(runs.front(), steps_out->stream());
+  } else {
+    if (vm.count("json")) {
+      nlohmann::json all = nlohmann::json::array();
+      for (std::size_t i = 0; i < runs.size(); ++i) {
+        nlohmann::json p = reports::serve_to_json(runs[i]);
+        nlohmann::json v = nlohmann::json::object();
+        for (const auto& [k, x] : points[i].values) v[k] = x;
+        p["sweep_values"] = v;
+        all.push_back(p);
+      }
+      out << all.dump(2) << "\n";
+    } else {
+      if (s.doc.contains("description")) out << s.doc["description"].get<std::string>() << "\n\n";
+      reports::print_sweep_table(points, runs, out);
+    }
+    if (requests_out || steps_out) throw UserError("--requests-out and --steps-out need a scenario without a sweep");
+  }
+  if (sweep_out) reports::write_sweep_csv(points, runs, sweep_out->stream());
+  if (requests_out) requests_out->commit();
+  if (steps_out) steps_out->commit();
+  if (sweep_out) sweep_out->commit();
+  return 0;
+}
+
+}  // namespace moesim::apps

@@ -1,0 +1,68 @@
+#pragma once
+// `moesim serve` as a library: a serving scenario (JSON; every flag of the command sets one of its keys)
+// resolved into profiles, a parallel plan, a workload and a routing trace, run through the serving
+// simulator (sim/serving.hpp), and rendered as text, JSON ({name, value, unit} per metric plus the
+// resolved scenario), per-request and per-step CSVs. A scenario may carry a "sweep": dotted keys with
+// lists of values; every combination is run and tabulated (the arrival-rate curves of seed 003, the
+// TP/EP/hybrid grid of seed 002).
+//
+// Scenario keys: description, model, model_overrides (config.json keys replaced before parsing, e.g.
+// {"num_local_experts": 4}), hw, nic, nodes, plan {tp, pp, moe_tp, moe_ep, attention_dp,
+// devices_per_node, nics_per_node}, precision, experts, scheduler {kind, max_num_seqs,
+// max_num_batched_tokens, block_size, gpu_memory_utilization}, workload (sim/workload.hpp), slo {ttft,
+// itl, e2el}, trace | generate, streaming {storage, readers, page_cache, mode}, activation_bytes,
+// kv_bytes, sweep.
+
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "moesim/sim/serving.hpp"
+
+namespace moesim::reports {
+
+/// A scenario document and where relative paths in it resolve.
+struct ServeScenario {
+  nlohmann::json doc = nlohmann::json::object();
+  std::string source = "command line";  ///< file name for error messages
+  std::filesystem::path base_dir = ".";
+};
+
+ServeScenario load_serve_scenario(const std::string& path);
+
+struct ServeRun {
+  nlohmann::json scenario;  ///< the resolved scenario (defaults filled in)
+  std::string model_id;
+  std::string hw_id;
+  std::string precision;
+  sim::ServingResult result;
+  double wall_seconds = 0;  ///< wall-clock time of the simulation itself
+  std::int64_t requests = 0;
+};
+
+/// Runs one scenario (its "sweep" key must be absent). UserError for bad input.
+ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& progress = {});
+
+/// The sweep's points: each is the scenario with one combination of the swept values set, and the
+/// combination itself ("key=value" labels). No sweep: one point, no labels.
+struct SweepPoint {
+  ServeScenario scenario;
+  std::vector<std::pair<std::string, nlohmann::json>> values;
+};
+std::vector<SweepPoint> expand_sweep(const ServeScenario& s);
+
+void print_serve_text(const ServeRun& r, std::ostream& out);
+nlohmann::json serve_to_json(const ServeRun& r);
+void write_requests_csv(const ServeRun& r, std::ostream& out);
+void write_steps_csv(const ServeRun& r, std::ostream& out);
+
+/// A sweep as a table (one row per point: the swept values, then the key metrics with units).
+void print_sweep_table(const std::vector<SweepPoint>& points, const std::vector<ServeRun>& runs, std::ostream& out,
+                       bool markdown = false);
+void write_sweep_csv(const std::vector<SweepPoint>& points, const std::vector<ServeRun>& runs, std::ostream& out);
+
+}  // namespace moesim::reports

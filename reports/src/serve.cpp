@@ -1,0 +1,431 @@
+#include "moesim/reports/serve.hpp"
+
+#include <chrono>
+#include <sstream>
+
+#include "moesim/model/error.hpp"
+#include "moesim/model/json_reader.hpp"
+#include "moesim/model/precision.hpp"
+#include "moesim/model/text.hpp"
+#include "moesim/reports/json_out.hpp"
+#include "moesim/reports/simulate.hpp"
+#include "moesim/reports/table.hpp"
+#include "moesim/sim/trace_gen.hpp"
+#include "moesim/sim/workload.hpp"
+
+namespace moesim::reports {
+namespace {
+
+std::string ms(double s) { return fixed(s * 1e3, 1); }
+
+/// Reads one fraction-valued number in (0, 1].
+double fraction(const json::Node& n, std::string_view key) {
+  const double v = n.number(key);
+  if (!(v > 0 && v <= 1)) throw n.error(key, "must lie in (0, 1], e.g. 0.9");
+  return v;
+}
+
+}  // namespace
+
+ServeScenario load_serve_scenario(const std::string& path) {
+  ServeScenario s;
+  s.doc = json::load_file(path);
+  s.source = path;
+  s.base_dir = std::filesystem::path(path).parent_path();
+  if (!s.doc.is_object()) throw UserError(path + ": $: a scenario is a JSON object, not " + json::type_name(s.doc));
+  return s;
+}
+
+namespace {
+
+/// Sets `value` at a dotted key ("workload.rate") of `doc`, creating objects on the way.
+void set_dotted(nlohmann::json& doc, const std::string& key, const nlohmann::json& value, const std::string& where) {
+  nlohmann::json* at = &doc;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t dot = key.find('.', start);
+    const std::string part = key.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (part.empty())
+      throw UserError(where + ": sweep key \"" + key + "\" has an empty part; write e.g. \"workload.rate\"");
+    if (dot == std::string::npos) {
+      (*at)[part] = value;
+      return;
+    }
+    if (!at->contains(part)) (*at)[part] = nlohmann::json::object();
+    at = &(*at)[part];
+    if (!at->is_object()) throw UserError(where + ": sweep key \"" + key + "\": \"" + part + "\" is not an object");
+    start = dot + 1;
+  }
+}
+
+std::string label_of(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+}  // namespace
+
+std::vector<SweepPoint> expand_sweep(const ServeScenario& s) {
+  std::vector<SweepPoint> points;
+  if (!s.doc.contains("sweep")) {
+    points.push_back({s, {}});
+    return points;
+  }
+  const json::Node root(s.doc, s.source);
+  const json::Node sweep = root.child("sweep");
+  if (!sweep.raw().is_object() || sweep.raw().empty()) {
+    throw sweep.error(
+        "must be an object of dotted keys to lists of values, e.g. {\"workload.rate\": [\"1/s\", \"2/s\"]}");
+  }
+  std::vector<std::pair<std::string, std::vector<nlohmann::json>>> axes;
+  for (const auto& [key, values] : sweep.raw().items()) {
+    if (!values.is_array() || values.empty()) throw sweep.error(key, "must be a non-empty list of values");
+    axes.emplace_back(key, std::vector<nlohmann::json>(values.begin(), values.end()));
+  }
+  std::size_t total = 1;
+  for (const auto& a : axes) total *= a.second.size();
+  if (total > 10000)
+    throw sweep.error("has " + std::to_string(total) + " points; keep a serve sweep to 10,000 or fewer");
+  for (std::size_t i = 0; i < total; ++i) {
+    SweepPoint p{s, {}};
+    p.scenario.doc.erase("sweep");
+    std::size_t rest = i;
+    // The first key varies slowest (row-major), so tables group by it.
+    std::vector<std::size_t> idx(axes.size());
+    for (std::size_t a = axes.size(); a-- > 0;) {
+      idx[a] = rest % axes[a].second.size();
+      rest /= axes[a].second.size();
+    }
+    for (std::size_t a = 0; a < axes.size(); ++a) {
+      const auto& v = axes[a].second[idx[a]];
+      set_dotted(p.scenario.doc, axes[a].first, v, s.source + ": $.sweep");
+      p.values.emplace_back(axes[a].first, v);
+    }
+    points.push_back(std::move(p));
+  }
+  return points;
+}
+
+ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& progress) {
+  const json::Node root(s.doc, s.source);
+  root.expect_only({"description", "model", "model_overrides", "hw", "nic", "nodes", "plan", "precision", "experts",
+                    "scheduler", "workload", "slo", "trace", "generate", "streaming", "activation_bytes", "kv_bytes"});
+  ServeRun run;
+  nlohmann::json resolved = s.doc;
+
+  // Model (with overrides applied to its config.json), precision, profiles.
+  run.model_id = root.optional_string("model").value_or("mixtral-8x7b");
+  model::Architecture arch;
+  if (auto o = root.optional_child("model_overrides")) {
+    nlohmann::json config = model::load_model_config(run.model_id);
+    if (!o->raw().is_object()) throw o->error("must be an object of config.json keys, e.g. {\"num_local_experts\": 4}");
+    for (const auto& [k, v] : o->raw().items()) config[k] = v;
+    arch = model::parse_hf_config(config, s.source + ": $.model_overrides on " + run.model_id);
+    arch.id = run.model_id + "+overrides";
+  } else {
+    arch = model::load_model(run.model_id);
+  }
+  run.precision = root.optional_string("precision").value_or("bf16");
+  const model::Precision& prec = model::precision(run.precision);
+  run.hw_id = root.optional_string("hw").value_or("dgx-h100");
+  const model::NodeProfile node = model::load_node(run.hw_id);
+  (void)node.memory_total();  // UserError naming the field when the profile has no memory
+  (void)node.bandwidth();
+
+  sim::ServingConfig c;
+  c.arch = &arch;
+  c.weights = &prec;
+  c.node = &node;
+  sim::ParallelPlan plan;
+  plan.nodes = root.optional_integer("nodes", 1).value_or(1);
+  if (node.nics_per_node) plan.nics_per_node = node.nics_per_node->value;
+  if (auto p = root.optional_child("plan")) {
+    p->expect_only({"tp", "pp", "moe_tp", "moe_ep", "attention_dp", "devices_per_node", "nics_per_node"});
+    if (auto v = p->optional_integer("tp", 1)) plan.tp = *v;
+    if (auto v = p->optional_integer("pp", 1)) plan.pp = *v;
+    if (auto v = p->optional_integer("moe_tp", 1)) plan.moe_tp = *v;
+    if (auto v = p->optional_integer("moe_ep", 1)) plan.moe_ep = *v;
+    if (auto v = p->optional_boolean("attention_dp")) plan.attention_dp = *v;
+    if (auto v = p->optional_integer("devices_per_node", 1)) plan.devices_per_node = *v;
+    if (auto v = p->optional_integer("nics_per_node", 1)) plan.nics_per_node = *v;
+  } else {
+    plan.tp = node.devices.count * plan.nodes;
+  }
+  c.plan = sim::resolve_plan(plan, arch, node, s.source + ": $.plan");
+  std::optional<model::NicProfile> nic, intra;
+  if (c.plan.nodes > 1) {
+    const auto id = root.optional_string("nic");
+    if (!id)
+      throw root.error("nic", "is missing; a plan over " + std::to_string(c.plan.nodes) +
+                                  " nodes needs a NIC profile (`moesim hw`)");
+    nic = model::load_nic(*id);
+    c.nic = &*nic;
+  }
+  if (node.intra_node_link) {
+    intra = model::load_nic(*node.intra_node_link);
+    c.intra_link = &*intra;
+  } else if (c.plan.devices_per_node > 1) {
+    throw UserError(node.origin +
+                    ": intra_node_link is missing; a node of several devices needs the link between them");
+  }
+  if (auto v = root.optional_string("experts")) c.experts = sim::expert_execution_by_name(*v);
+
+  if (auto sc = root.optional_child("scheduler")) {
+    sc->expect_only({"kind", "max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization"});
+    if (auto v = sc->optional_string("kind")) c.scheduler.kind = sim::scheduler_by_name(*v);
+    if (auto v = sc->optional_integer("max_num_seqs", 1)) c.scheduler.max_num_seqs = *v;
+    if (auto v = sc->optional_integer("max_num_batched_tokens", 1)) c.scheduler.max_num_batched_tokens = *v;
+    if (auto v = sc->optional_integer("block_size", 1)) c.scheduler.block_size = *v;
+    if (sc->has("gpu_memory_utilization")) c.scheduler.gpu_memory_utilization = fraction(*sc, "gpu_memory_utilization");
+  }
+  if (auto v = root.optional_number("activation_bytes")) c.activation_bytes = *v;
+  if (auto v = root.optional_number("kv_bytes")) c.kv_bytes = *v;
+  if (!(c.activation_bytes > 0) || !(c.kv_bytes > 0))
+    throw root.error("activation_bytes and kv_bytes must be positive");
+
+  if (auto sl = root.optional_child("slo")) {
+    sl->expect_only({"ttft", "itl", "e2el"});
+    if (auto v = sl->optional_quantity<units::Dimension::Time>("ttft")) c.slo.ttft_s = v->base();
+    if (auto v = sl->optional_quantity<units::Dimension::Time>("itl")) c.slo.itl_s = v->base();
+    if (auto v = sl->optional_quantity<units::Dimension::Time>("e2el")) c.slo.e2el_s = v->base();
+  }
+
+  // Workload.
+  if (auto w = root.optional_child("workload")) {
+    c.workload = sim::parse_workload(*w, s.base_dir);
+  } else {
+    throw root.error("workload",
+                     "is missing; say how requests arrive, e.g. {\"arrival\": \"poisson\", \"rate\": \"2/s\", "
+                     "\"requests\": 100, \"prompt\": 512, \"output\": 128}");
+  }
+  sim::validate_workload(c.workload, s.source + ": $.workload");
+  if (c.workload.arrival != sim::ArrivalKind::ClosedLoop) c.requests = sim::open_loop_requests(c.workload);
+  run.requests = c.workload.arrival == sim::ArrivalKind::ClosedLoop ? c.workload.requests
+                                                                    : static_cast<std::int64_t>(c.requests.size());
+  resolved["workload"] = sim::workload_to_json(c.workload);
+
+  // Routing trace.
+  sim::RoutingTrace trace;
+  if (arch.is_moe()) {
+    GenerateRequest g;
+    g.tokens = 4096;
+    std::string trace_path;
+    if (auto t = root.optional_string("trace")) {
+      if (root.has("generate")) throw root.error("generate", "and \"trace\" are both given; keep one");
+      trace_path = (std::filesystem::path(*t).is_absolute() ? std::filesystem::path(*t) : s.base_dir / *t).string();
+    } else if (auto gn = root.optional_child("generate")) {
+      parse_generate(*gn, g);
+    }
+    if (g.top_k && *g.top_k != arch.top_k) {
+      // The measurement ran with another top-k (flash-moe uses K = 4 of Qwen3.5's 10): the model runs it too.
+      arch.top_k = *g.top_k;
+    }
+    trace = make_trace(g, trace_path, arch);
+    c.trace = &trace;
+    if (trace_path.empty()) resolved["generate"] = generate_to_json(g);
+  }
+
+  // Experts streamed from storage.
+  std::optional<model::StorageProfile> storage;
+  if (auto st = root.optional_child("streaming")) {
+    st->expect_only({"storage", "readers", "page_cache", "mode"});
+    storage = model::load_storage(st->string("storage"));
+    const std::string mode = st->optional_string("mode").value_or("serial");
+    if (mode != "serial" && mode != "overlapped")
+      throw st->error("mode", "\"" + mode + "\" is not serial or overlapped");
+    if (!arch.is_moe()) throw st->error("a dense model has no experts to stream");
+    const auto readers = static_cast<std::int32_t>(st->optional_integer("readers", 1).value_or(4));
+    sim::StreamingParams sp =
+        sim::streaming_params(*storage, model::routed_expert_bytes(arch, prec), readers, mode == "overlapped");
+    if (auto v = st->optional_quantity<units::Dimension::Bytes>("page_cache", true)) {
+      sp.cache_capacity_bytes = v->base();
+      sim::validate_streaming_params(sp);
+    }
+    c.streaming = sp;
+  }
+  c.progress = progress;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  run.result = sim::run_serving(c);
+  run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  resolved["model"] = run.model_id;
+  resolved["hw"] = run.hw_id;
+  resolved["precision"] = run.precision;
+  resolved["nodes"] = c.plan.nodes;
+  resolved["plan"] = {{"tp", c.plan.tp},
+                      {"pp", c.plan.pp},
+                      {"moe_tp", c.plan.moe_tp},
+                      {"moe_ep", c.plan.moe_ep},
+                      {"attention_dp", c.plan.attention_dp},
+                      {"devices_per_node", c.plan.devices_per_node},
+                      {"nics_per_node", c.plan.nics_per_node}};
+  resolved["experts"] = std::string(sim::name_of(c.experts));
+  resolved["scheduler"] = {{"kind", std::string(sim::name_of(c.scheduler.kind))},
+                           {"max_num_seqs", c.scheduler.max_num_seqs},
+                           {"max_num_batched_tokens", c.scheduler.max_num_batched_tokens},
+                           {"block_size", c.scheduler.block_size},
+                           {"gpu_memory_utilization", c.scheduler.gpu_memory_utilization}};
+  resolved["activation_bytes"] = c.activation_bytes;
+  resolved["kv_bytes"] = c.kv_bytes;
+  run.scenario = resolved;
+  return run;
+}
+
+void print_serve_text(const ServeRun& r, std::ostream& out) {
+  const auto& res = r.result;
+  const auto& p = res.plan;
+  out << "model      " << r.model_id << " at " << r.precision << " on " << p.nodes << " × " << r.hw_id << "\n";
+  out << "plan       tp " << p.tp << " × pp " << p.pp << "; MoE: moe_tp " << p.moe_tp << " × moe_ep " << p.moe_ep
+      << (p.attention_dp ? ", attention data-parallel" : "") << "\n";
+  out << "memory     " << units::format(units::bytes(res.memory.weights)) << " of weights per device, "
+      << units::format(units::bytes(res.memory.activations)) << " of activations, KV cache " << res.memory.kv_tokens
+      << " tokens (" << res.memory.kv_blocks << " blocks)\n";
+  out << "requests   " << res.requests.size() << " completed in " << fixed(res.duration, 2) << " s simulated ("
+      << fixed(r.wall_seconds, 3) << " s wall, " << res.events << " events)\n\n";
+  Table t({"metric", "mean ms", "median ms", "p90 ms", "p99 ms"});
+  auto row = [&](const char* name, const sim::Percentiles& q) {
+    t.add_row({name, ms(q.mean), ms(q.median), ms(q.p90), ms(q.p99)});
+  };
+  row("TTFT", res.ttft);
+  row("TPOT", res.tpot);
+  row("ITL", res.itl);
+  row("E2EL", res.e2el);
+  t.print_text(out);
+  out << "\nthroughput  " << fixed(res.request_throughput, 3) << " requests/s, " << fixed(res.output_throughput, 1)
+      << " output tokens/s, " << fixed(res.total_throughput, 1) << " total tokens/s\n";
+  out << "goodput     " << fixed(res.goodput, 3) << " requests/s (" << res.good_requests << " of "
+      << res.requests.size() << " met the SLO)\n";
+  if (res.tpot.mean > 0) out << "per user    " << fixed(1.0 / res.tpot.mean, 1) << " tokens/s (1 / mean TPOT)\n";
+  out << "batching    mean decode batch " << fixed(res.mean_decode_batch, 1) << ", max queue " << res.max_waiting
+      << ", peak KV use " << fixed(100.0 * res.max_kv_used, 1) << "%, " << res.preemptions << " preemptions\n";
+  if (res.cache_hit_rate >= 0) {
+    out << "streaming   page-cache hit rate " << fixed(100.0 * res.cache_hit_rate, 1) << "%; per layer (decode): I/O "
+        << ms(res.layer_split.io) << " ms, GPU " << ms(res.layer_split.gpu) << " ms, CPU "
+        << fixed(res.layer_split.cpu * 1e3, 2) << " ms\n";
+  }
+  for (const auto& a : res.assumptions) out << "assumption  " << a << "\n";
+}
+
+nlohmann::json serve_to_json(const ServeRun& r) {
+  const auto& res = r.result;
+  nlohmann::json m = nlohmann::json::array();
+  auto pct = [&](const std::string& name, const sim::Percentiles& q) {
+    m.push_back(metric("mean_" + name, q.mean, "s"));
+    m.push_back(metric("median_" + name, q.median, "s"));
+    m.push_back(metric("p90_" + name, q.p90, "s"));
+    m.push_back(metric("p99_" + name, q.p99, "s"));
+  };
+  pct("ttft", res.ttft);
+  pct("tpot", res.tpot);
+  pct("itl", res.itl);
+  pct("e2el", res.e2el);
+  m.push_back(metric("completed", static_cast<double>(res.requests.size()), "requests"));
+  m.push_back(metric("duration", res.duration, "s"));
+  m.push_back(metric("request_throughput", res.request_throughput, "requests/s"));
+  m.push_back(metric("output_throughput", res.output_throughput, "tokens/s"));
+  m.push_back(metric("total_token_throughput", res.total_throughput, "tokens/s"));
+  m.push_back(metric("goodput", res.goodput, "requests/s"));
+  m.push_back(metric("per_user_tokens_per_second", res.tpot.mean > 0 ? 1.0 / res.tpot.mean : 0.0, "tokens/s"));
+  m.push_back(metric("mean_decode_batch", res.mean_decode_batch, "sequences"));
+  m.push_back(metric("max_queue_depth", res.max_waiting, "requests"));
+  m.push_back(metric("peak_kv_usage", res.max_kv_used, "fraction"));
+  m.push_back(metric("preemptions", static_cast<double>(res.preemptions), "requests"));
+  m.push_back(metric("weights_per_device", res.memory.weights, "B"));
+  m.push_back(metric("kv_capacity", static_cast<double>(res.memory.kv_tokens), "tokens"));
+  if (res.cache_hit_rate >= 0) {
+    m.push_back(metric("page_cache_hit_rate", res.cache_hit_rate, "fraction"));
+    m.push_back(metric("layer_io", res.layer_split.io, "s"));
+    m.push_back(metric("layer_gpu", res.layer_split.gpu, "s"));
+    m.push_back(metric("layer_cpu", res.layer_split.cpu, "s"));
+  }
+  m.push_back(metric("wall_time", r.wall_seconds, "s"));
+  return {{"metrics", m}, {"scenario", r.scenario}, {"assumptions", res.assumptions}};
+}
+
+void write_requests_csv(const ServeRun& r, std::ostream& o) {
+  o << "id,prompt_tokens,output_tokens,arrival_s,first_token_s,finish_s,ttft_s,tpot_s,e2el_s,max_itl_s,preemptions\n";
+  for (const auto& q : r.result.requests) {
+    o << q.id << ',' << q.prompt_tokens << ',' << q.output_tokens << ','
+      << text::printf("%.9f,%.9f,%.9f,%.9f,%.9f,%.9f,%.9f", q.arrival, q.first_token, q.finish, q.ttft(), q.tpot(),
+                      q.e2el(), q.max_itl)
+      << ',' << q.preemptions << '\n';
+  }
+}
+
+void write_steps_csv(const ServeRun& r, std::ostream& o) {
+  o << "start_s,duration_s,decode_sequences,prefill_tokens,waiting_requests,running_requests,kv_used_fraction\n";
+  for (const auto& s : r.result.steps) {
+    o << text::printf("%.9f,%.9f,", s.start, s.duration) << s.decode << ',' << s.prefill_tokens << ',' << s.waiting
+      << ',' << s.running << ',' << text::printf("%.6f", s.kv_used) << '\n';
+  }
+}
+
+namespace {
+
+std::vector<std::string> sweep_headers(const std::vector<SweepPoint>& points) {
+  std::vector<std::string> h;
+  if (!points.empty())
+    for (const auto& [k, v] : points.front().values) h.push_back(k);
+  for (const char* x : {"req/s", "out tok/s", "per-user tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
+                        "ITL p99 ms", "E2EL p50 s", "goodput req/s", "batch"})
+    h.emplace_back(x);
+  return h;
+}
+
+std::vector<std::string> sweep_cells(const SweepPoint& p, const ServeRun& r) {
+  std::vector<std::string> c;
+  for (const auto& [k, v] : p.values) c.push_back(label_of(v));
+  const auto& s = r.result;
+  c.push_back(fixed(s.request_throughput, 3));
+  c.push_back(fixed(s.output_throughput, 1));
+  c.push_back(fixed(s.tpot.mean > 0 ? 1.0 / s.tpot.mean : 0.0, 1));
+  c.push_back(ms(s.ttft.median));
+  c.push_back(ms(s.ttft.p99));
+  c.push_back(ms(s.itl.median));
+  c.push_back(ms(s.itl.p99));
+  c.push_back(fixed(s.e2el.median, 2));
+  c.push_back(fixed(s.goodput, 3));
+  c.push_back(fixed(s.mean_decode_batch, 1));
+  return c;
+}
+
+}  // namespace
+
+void print_sweep_table(const std::vector<SweepPoint>& points, const std::vector<ServeRun>& runs, std::ostream& out,
+                       bool markdown) {
+  Table t(sweep_headers(points));
+  for (std::size_t i = 0; i < runs.size(); ++i) t.add_row(sweep_cells(points[i], runs[i]));
+  if (markdown) {
+    t.print_markdown(out);
+  } else {
+    t.print_text(out);
+  }
+}
+
+void write_sweep_csv(const std::vector<SweepPoint>& points, const std::vector<ServeRun>& runs, std::ostream& out) {
+  auto csv = [](std::string s) {
+    for (char& ch : s)
+      if (ch == ',') ch = ';';
+    return s;
+  };
+  std::vector<std::string> h;
+  if (!points.empty())
+    for (const auto& [k, v] : points.front().values) h.push_back(k);
+  for (const char* x :
+       {"request_throughput_per_s", "output_tokens_per_s", "per_user_tokens_per_s", "ttft_median_s", "ttft_p99_s",
+        "itl_median_s", "itl_p99_s", "e2el_median_s", "goodput_per_s", "mean_decode_batch"})
+    h.emplace_back(x);
+  out << text::join(h, ",") << "\n";
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    std::vector<std::string> c;
+    for (const auto& [k, v] : points[i].values) c.push_back(csv(label_of(v)));
+    const auto& s = runs[i].result;
+    for (double x : {s.request_throughput, s.output_throughput, s.tpot.mean > 0 ? 1.0 / s.tpot.mean : 0.0,
+                     s.ttft.median, s.ttft.p99, s.itl.median, s.itl.p99, s.e2el.median, s.goodput, s.mean_decode_batch})
+      c.push_back(text::printf("%.9g", x));
+    out << text::join(c, ",") << "\n";
+  }
+}
+
+}  // namespace moesim::reports
