@@ -1,0 +1,63 @@
+// The serving simulator's speed (issue 6): simulated requests per second of wall time for a
+// continuous-batching scenario, Mixtral-8x7B on one 8xH100 server (TP 8), 10,000 Poisson requests of
+// 64-1024 prompt and 16-256 output tokens (examples/serve-mixtral-bench.json). Goal: at least 100,000
+// requests per second on one core (Vidur, the best-known LLM-serving simulator, reports about 1,000).
+//
+//   build/bench/moesim_bench --benchmark_filter=Serve --benchmark_repetitions=5
+//       --benchmark_report_aggregates_only=true
+//
+// The routing trace and the request list are made once, outside the timed loop; each iteration runs
+// sim::run_serving (scheduler, cost model, metrics). Counter: requests_per_second.
+
+#include <benchmark/benchmark.h>
+
+#include "moesim/model/architecture.hpp"
+#include "moesim/model/hardware.hpp"
+#include "moesim/model/precision.hpp"
+#include "moesim/sim/serving.hpp"
+#include "moesim/sim/trace_gen.hpp"
+#include "moesim/sim/workload.hpp"
+
+namespace {
+
+using namespace moesim;
+
+void BM_ServeMixtralContinuous(benchmark::State& state) {
+  static const model::Architecture arch = model::load_model("mixtral-8x7b");
+  static const model::NodeProfile node = model::load_node("dgx-h100");
+  static const model::NicProfile nvlink = model::load_nic(*node.intra_node_link);
+  static const sim::RoutingTrace trace = [] {
+    sim::TraceGenOptions o = sim::gen_options_for(arch, 16384, 1);
+    o.weights = false;
+    return sim::generate_trace(o);
+  }();
+  sim::ServingConfig c;
+  c.arch = &arch;
+  c.weights = &model::precision("bf16");
+  c.node = &node;
+  c.intra_link = &nvlink;
+  c.trace = &trace;
+  sim::ParallelPlan plan;
+  plan.tp = 8;
+  c.plan = sim::resolve_plan(plan, arch, node, "bench");
+  c.scheduler.kind = sim::SchedulerKind::Continuous;
+  c.scheduler.max_num_seqs = 256;
+  c.scheduler.max_num_batched_tokens = 8192;
+  c.workload.arrival = sim::ArrivalKind::Poisson;
+  c.workload.rate = 20.0;
+  c.workload.requests = 10000;
+  c.workload.prompt = {sim::LengthKind::Uniform, 0, 64, 1024, 0, 0};
+  c.workload.output = {sim::LengthKind::Uniform, 0, 16, 256, 0, 0};
+  c.requests = sim::open_loop_requests(c.workload);
+  std::int64_t requests = 0;
+  for (auto _ : state) {
+    const sim::ServingResult r = sim::run_serving(c);
+    requests += static_cast<std::int64_t>(r.requests.size());
+    benchmark::DoNotOptimize(r.ttft.mean);
+  }
+  state.counters["requests_per_second"] =
+      benchmark::Counter(static_cast<double>(requests), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_ServeMixtralContinuous)->Unit(benchmark::kMillisecond);
+
+}  // namespace
