@@ -559,10 +559,9 @@ class Engine final : public EventHandler {
     const auto& w = c_.workload;
     if (w.arrival == ArrivalKind::ClosedLoop) {
       total_ = w.requests;
-      const std::int64_t users = std::min(w.users, w.requests);
-      for (std::int64_t u = 0; u < users; ++u) {
-        sim_.schedule(to_sim_time(units::seconds(w.user_interval_s * static_cast<double>(u))), handler_, kUserSend,
-                      static_cast<std::uint64_t>(u));
+      users_.emplace(w);
+      for (std::int64_t u = 0; u < users_->users(); ++u) {
+        sim_.schedule(users_->join_time(u), handler_, kUserSend, static_cast<std::uint64_t>(u));
       }
     } else {
       total_ = static_cast<std::int64_t>(c_.requests.size());
@@ -584,11 +583,10 @@ class Engine final : public EventHandler {
         waiting_.push_back(static_cast<std::int64_t>(arg));
         break;
       case kUserSend: {
-        if (sent_ >= total_) return;
-        const auto [prompt, output] = lengths_for(c_.workload, sent_);
-        Request q{sent_, sim_.now(), prompt, output, static_cast<std::int64_t>(arg)};
-        check_fits(prompt, output, sent_);
-        waiting_.push_back(add_seq(q));
+        const std::optional<Request> q = users_->send(static_cast<std::int64_t>(arg), sim_.now());
+        if (!q) return;
+        check_fits(q->prompt_tokens, q->output_tokens, q->id);
+        waiting_.push_back(add_seq(*q));
         break;
       }
       case kStageFree:
@@ -912,8 +910,7 @@ class Engine final : public EventHandler {
       c_.progress(static_cast<double>(completed_) / static_cast<double>(total_));
     }
     if (s.user >= 0 && sent_ < total_) {
-      sim_.schedule(sim_.now() + to_sim_time(units::seconds(c_.workload.think_time_s)), handler_, kUserSend,
-                    static_cast<std::uint64_t>(s.user));
+      sim_.schedule(users_->next_send_time(sim_.now()), handler_, kUserSend, static_cast<std::uint64_t>(s.user));
     }
   }
 
@@ -937,6 +934,7 @@ class Engine final : public EventHandler {
   std::vector<SimTime> stage_free_;
   bool stage0_busy_ = false;
   std::int64_t total_ = 0, sent_ = 0, completed_ = 0;
+  std::optional<ClosedLoopUsers> users_;  ///< closed loop: who sends what when
 };
 
 }  // namespace
