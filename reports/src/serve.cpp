@@ -141,12 +141,14 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
   if (node.nics_per_node) plan.nics_per_node = node.nics_per_node->value;
   if (auto p = root.optional_child("plan")) {
     p->expect_only({"tp", "pp", "moe_tp", "moe_ep", "attention_dp", "devices_per_node", "nics_per_node"});
-    if (auto v = p->optional_integer("tp", 1)) plan.tp = *v;
     if (auto v = p->optional_integer("pp", 1)) plan.pp = *v;
+    if (auto v = p->optional_integer("devices_per_node", 1)) plan.devices_per_node = *v;
+    // No tp: every device of a stage (the devices over the pipeline stages).
+    const std::int64_t devices = (plan.devices_per_node > 0 ? plan.devices_per_node : node.devices.count) * plan.nodes;
+    plan.tp = p->optional_integer("tp", 1).value_or(std::max<std::int64_t>(1, devices / plan.pp));
     if (auto v = p->optional_integer("moe_tp", 1)) plan.moe_tp = *v;
     if (auto v = p->optional_integer("moe_ep", 1)) plan.moe_ep = *v;
     if (auto v = p->optional_boolean("attention_dp")) plan.attention_dp = *v;
-    if (auto v = p->optional_integer("devices_per_node", 1)) plan.devices_per_node = *v;
     if (auto v = p->optional_integer("nics_per_node", 1)) plan.nics_per_node = *v;
   } else {
     plan.tp = node.devices.count * plan.nodes;
