@@ -248,7 +248,15 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
   c.progress = progress;
 
   const auto t0 = std::chrono::steady_clock::now();
-  run.result = sim::run_serving(c);
+  try {
+    run.result = sim::run_serving(c);
+  } catch (const UserError& e) {
+    // The engine's refusals (a request larger than the cache, a prompt beyond the step budget, a model
+    // that does not fit) name what is wrong; say which scenario it came from.
+    const std::string what = e.what();
+    if (what.starts_with(s.source)) throw;
+    throw UserError(s.source + ": " + what);
+  }
   run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   resolved["model"] = run.model_id;

@@ -182,6 +182,9 @@ TEST(GoldenServe, BadInputs) {
       {"unknown scheduler", "serve --model llama-3.1-8b --hw h100-sxm --scheduler fifo", {"scheduler", "chunked"}},
       {"multi-node plan without a NIC", "serve --model mixtral-8x7b --hw dgx-h100 --nodes 2", {"nic"}},
       {"missing scenario", "serve --scenario " + s.path("nope.json"), {"nope.json"}},
+      {"prompt beyond the step budget without chunking",
+       "serve --model llama-3.1-8b --hw h100-sxm --scheduler continuous --max-num-batched-tokens 512 --prompt 1000",
+       {"command line", "1000-token prompt", "max_num_batched_tokens 512", "chunked"}},
   };
   for (const auto& c : cases) expect_bad_input(c);
 }
