@@ -378,7 +378,7 @@ std::vector<std::string> sweep_headers(const std::vector<SweepPoint>& points) {
   if (!points.empty())
     for (const auto& [k, v] : points.front().values) h.push_back(k);
   for (const char* x : {"req/s", "out tok/s", "per-user tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
-                        "ITL p99 ms", "E2EL p50 s", "goodput req/s", "batch"})
+                        "ITL p99 ms", "E2EL p50 s", "goodput req/s", "decode batch seqs"})
     h.emplace_back(x);
   return h;
 }

@@ -241,9 +241,7 @@ class CostModel {
     starts_.resize(batch.size());
     for (std::size_t b = 0; b < batch.size(); ++b) starts_[b] = batch[b].trace_at;  // already in [0, T)
     const std::int64_t E = a_.routed_experts;
-    const bool need_counts = p_.moe_ep > 1 || c_.experts == ExpertExecution::Sequential ||
-                             c_.experts == ExpertExecution::SequentialRouted || c_.streaming.has_value();
-    if (need_counts || E > 64) return;
+    if (need_counts_ || E > 64) return;
     const std::int64_t L = trace->header.layers;
     const std::uint64_t all = E == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << E) - 1;
     if (token_masks_.empty()) {
@@ -410,13 +408,12 @@ class CostModel {
     const std::int64_t T = trace->tokens();
     const std::int64_t ep = p_.moe_ep;
     const std::int64_t local = E / ep;
-    const bool need_counts = ep > 1 || c_.experts == ExpertExecution::Sequential ||
-                             c_.experts == ExpertExecution::SequentialRouted || c_.streaming.has_value();
-    // The routed tokens and the distinct experts they chose: the fast path (one EP group, fused or
-    // parallel kernels, at most 64 experts) took them from prepare_routing's masks; otherwise count.
+    const bool need_counts = need_counts_;
+    // The distinct experts the step's tokens chose (cost() takes the bit-mask fast path itself, so this
+    // runs only with per-expert counts or more than 64 experts); without counts the walk stops once
+    // every expert has been chosen.
     seen_.clear();
-    const double routed = routed_;
-    if (need_counts || !masks_ready_) {
+    {
       for (std::size_t b = 0; b < batch.size(); ++b) {
         const Entry& e = batch[b];
         std::int64_t t = starts_[b];
@@ -441,18 +438,7 @@ class CostModel {
       last_gpu_bytes_ = attn_bytes_ + dense_bytes_ + static_cast<double>(seen_.size()) * expert_bytes_;
     }
     if (!need_counts) {
-      const std::size_t di = masks_ready_
-                                 ? static_cast<std::size_t>(std::popcount(masks_[static_cast<std::size_t>(layer)]))
-                                 : seen_.size();
-      if (di < by_distinct_.size() && by_distinct_[di] >= 0) {
-        m.gpu = by_distinct_[di];
-      } else {
-        const auto d = static_cast<double>(di);
-        const double work = roof(d * expert_bytes_, routed * flop_per_token, expert_rate_, dequant_);
-        m.gpu = c_.experts == ExpertExecution::Parallel ? std::max(work, d * kExpertKernels * ko)
-                                                        : work + kExpertKernels * ko;
-        if (di < by_distinct_.size()) by_distinct_[di] = m.gpu;
-      }
+      m.gpu = fused_expert_time(static_cast<double>(seen_.size()));
     } else {
       double worst = 0;
       double worst_tokens = 0;
@@ -480,7 +466,7 @@ class CostModel {
       if (p_.attention_dp && ep > 1) {
         // Dispatch (and, symmetrically, combine): each device sends its tokens' copies to the devices
         // holding their experts, (ep − 1)/ep of them leaving the device, all pairs at once.
-        const double out_bytes = routed / tp_ * static_cast<double>(a_.hidden) * c_.activation_bytes *
+        const double out_bytes = routed_ / tp_ * static_cast<double>(a_.hidden) * c_.activation_bytes *
                                  (static_cast<double>(ep) - 1.0) / static_cast<double>(ep);
         m.all_to_all =
             tp_latency_ + std::max(out_bytes, worst_tokens * static_cast<double>(a_.hidden) * c_.activation_bytes *
