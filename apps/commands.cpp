@@ -1,7 +1,12 @@
 #include "commands.hpp"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <boost/program_options.hpp>
 #include <charconv>
+#include <chrono>
 #include <iostream>
 
 #include "moesim/model/analytic.hpp"
@@ -307,6 +312,7 @@ int cmd_cost(const Args& args, std::ostream& out) {
                         {"metrics",
                          {{{"name", "cost_nodes"}, {"value", row.cost.nodes.base()}, {"unit", "USD"}},
                           {{"name", "cost_nics"}, {"value", row.cost.nics.base()}, {"unit", "USD"}},
+                          {{"name", "cost_switches"}, {"value", row.cost.switches.base()}, {"unit", "USD"}},
                           {{"name", "cost"}, {"value", row.cost.total().base()}, {"unit", "USD"}}}}};
     if (p.tokens_per_second > 0) {
       j["metrics"].push_back({{"name", "tokens_per_second"}, {"value", p.tokens_per_second}, {"unit", "tokens/s"}});
@@ -316,8 +322,12 @@ int cmd_cost(const Args& args, std::ostream& out) {
     out << j.dump(2) << "\n";
     return 0;
   }
-  out << "nodes " << units::format(row.cost.nodes) << " + NICs " << units::format(row.cost.nics) << " = "
-      << units::format(row.cost.total()) << "\n";
+  out << "nodes " << units::format(row.cost.nodes) << " + NICs " << units::format(row.cost.nics);
+  if (row.cost.switch_count > 0)
+    out << " + " << row.cost.switch_count << " switch" << (row.cost.switch_count > 1 ? "es " : " ")
+        << units::format(row.cost.switches);
+  out << " = " << units::format(row.cost.total()) << "\n";
+  for (const auto& n : row.cost.notes) out << "note: " << n << "\n";
   if (p.tokens_per_second > 0) {
     out << text::printf("%.1f tokens/s / %.0f USD = %.6f tokens/s per USD\n", p.tokens_per_second,
                         row.cost.total().base(), row.tokens_per_second_per_usd);
@@ -345,6 +355,59 @@ int cmd_study(const Args& args, std::ostream& out) {
     reports::print_study_text(study, out);
   }
   return 0;
+}
+
+namespace {
+std::atomic<bool> g_interrupted{false};
+struct sigaction g_old_int {
+}, g_old_term{};
+extern "C" void on_interrupt(int /*signal*/) { g_interrupted.store(true); }
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+InterruptGuard::InterruptGuard() {
+  g_interrupted.store(false);
+  struct sigaction sa {};
+  sa.sa_handler = on_interrupt;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &g_old_int);
+  sigaction(SIGTERM, &sa, &g_old_term);
+}
+
+InterruptGuard::~InterruptGuard() {
+  sigaction(SIGINT, &g_old_int, nullptr);
+  sigaction(SIGTERM, &g_old_term, nullptr);
+}
+
+bool InterruptGuard::interrupted() { return g_interrupted.load(); }
+
+void ProgressLine::update(const std::string& what, std::size_t done, std::size_t total) {
+  if (!enabled_ || total == 0) return;
+  const double t = now_seconds();
+  if (what != stage_) {
+    if (shown_ && isatty(STDERR_FILENO)) std::cerr << "\n";
+    stage_ = what;
+    start_ = t;
+    last_ = -1;
+  }
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  if (done < total && last_ >= 0 && t - last_ < (tty ? 0.1 : 1.0)) return;
+  last_ = t;
+  const double elapsed = t - start_;
+  std::string line =
+      what + ": " + std::to_string(done) + "/" + std::to_string(total) + " points, " + text::printf("%.1f s", elapsed);
+  if (done > 0 && done < total)
+    line +=
+        text::printf(", about %.1f s left", elapsed / static_cast<double>(done) * static_cast<double>(total - done));
+  std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
+  shown_ = true;
+}
+
+void ProgressLine::finish() {
+  if (enabled_ && shown_ && isatty(STDERR_FILENO)) std::cerr << "\n" << std::flush;
+  shown_ = false;
 }
 
 }  // namespace moesim::apps

@@ -33,6 +33,33 @@ std::uint64_t parse_byte_size(const std::string& text, const std::string& flag);
 /// "moesim <command> <args...>" as the user typed it (arguments with spaces quoted), for provenance.
 std::string command_line(const std::string& command, const Args& args);
 
+/// While alive, SIGINT and SIGTERM set a flag instead of killing the process, so a long run can stop
+/// between units of work, remove what it had started to write, and exit 2 with a message.
+class InterruptGuard {
+ public:
+  InterruptGuard();
+  ~InterruptGuard();
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+  /// True once SIGINT or SIGTERM arrived.
+  [[nodiscard]] static bool interrupted();
+};
+
+/// Progress with an ETA on stderr: "\r<what>: 40/100 points, 2.1 s, about 3.2 s left" (a line per
+/// call when stderr is not a terminal, at most one a second).
+class ProgressLine {
+ public:
+  explicit ProgressLine(bool enabled) : enabled_(enabled) {}
+  void update(const std::string& what, std::size_t done, std::size_t total);
+  void finish();
+
+ private:
+  bool enabled_;
+  double start_ = -1, last_ = -1;
+  std::string stage_;
+  bool shown_ = false;
+};
+
 int cmd_models(const Args& args, std::ostream& out);
 int cmd_hw(const Args& args, std::ostream& out);
 int cmd_estimate(const Args& args, std::ostream& out);
@@ -40,6 +67,8 @@ int cmd_cost(const Args& args, std::ostream& out);
 int cmd_study(const Args& args, std::ostream& out);
 int cmd_simulate(const Args& args, std::ostream& out);  // apps/simulate_cmd.cpp
 int cmd_serve(const Args& args, std::ostream& out);     // apps/serve_cmd.cpp
+int cmd_sweep(const Args& args, std::ostream& out);     // apps/sweep_cmd.cpp
+int cmd_report(const Args& args, std::ostream& out);    // apps/report_cmd.cpp
 /// `moesim trace gen|stats|convert` (apps/trace_cmd.cpp).
 int cmd_trace(const Args& args, std::ostream& out);
 /// `moesim calibrate kernels|memory|storage|net|all|fit` (apps/calibrate_cmd.cpp dispatches).

@@ -181,19 +181,4 @@ units::Duration tensor_parallel_allreduce_time(const Architecture& a, const Node
          units::bytes(per_allreduce_bytes * allreduces) / link.bandwidth.value;
 }
 
-CapitalCost capital_cost(const NodeProfile& node, const NicProfile* nic, std::int64_t nodes) {
-  CapitalCost c;
-  c.nodes = node.node_price().value * static_cast<double>(nodes);
-  if (nodes > 1) {
-    MOESIM_CHECK(nic != nullptr, "a multi-node cost needs a NIC");
-    c.nics = nic->nic_price().value * static_cast<double>(nodes);
-  }
-  return c;
-}
-
-double tokens_per_second_per_usd(double tokens_per_second, units::Money cost) {
-  if (cost.base() <= 0) return 0;
-  return tokens_per_second / cost.base();
-}
-
 }  // namespace moesim::model

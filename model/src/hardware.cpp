@@ -111,7 +111,7 @@ double percent(const json::Node& n, std::string_view key) {
 NodeProfile parse_node(const json::Node& n, std::string origin) {
   auto p = profile_header<NodeProfile>(n, "node",
                                        {"id", "kind", "name", "devices", "intra_node_link", "nics_per_node", "price",
-                                        "power", "residency", "notes", "calibration"},
+                                        "power", "cloud_price", "residency", "notes", "calibration"},
                                        std::move(origin));
   const json::Node d = n.child("devices");
   d.expect_only({"count", "name", "memory", "memory_bandwidth", "peak_flops", "kernel_overhead", "layer_overhead",
@@ -133,6 +133,19 @@ NodeProfile parse_node(const json::Node& n, std::string origin) {
   p.price = optional_sourced<Dimension::Money>(n, "price", true);
   p.price_date = date_of(n, "price");
   p.power = optional_sourced<Dimension::Power>(n, "power");
+  if (n.has("cloud_price")) {
+    const json::Node c = n.child("cloud_price");
+    c.expect_only({"value", "source", "date", "note"});
+    const std::string v = c.string("value");
+    constexpr std::string_view kPerHour = "/h";
+    if (v.size() <= kPerHour.size() || v.substr(v.size() - kPerHour.size()) != kPerHour)
+      throw c.error("value", "\"" + v + "\" must be a price per hour, e.g. \"98.32USD/h\"");
+    const double usd =
+        units::parse(std::string_view(v).substr(0, v.size() - kPerHour.size()), Dimension::Money, c.where("value"));
+    if (usd <= 0) throw c.error("value", "must be positive (USD per hour of one node)");
+    p.cloud_price_per_hour = Sourced<units::Money>{units::usd(usd), c.string("source")};
+    p.cloud_price_date = c.optional_string("date").value_or("");
+  }
   p.devices.kernel_overhead = optional_sourced<Dimension::Time>(d, "kernel_overhead", true);
   p.devices.layer_overhead = optional_sourced<Dimension::Time>(d, "layer_overhead", true);
   if (auto q = d.optional_child("dequant_overhead")) {
@@ -171,7 +184,7 @@ NodeProfile parse_node(const json::Node& n, std::string origin) {
 
 NicProfile parse_nic(const json::Node& n, std::string origin) {
   auto p = profile_header<NicProfile>(
-      n, "nic", {"id", "kind", "name", "latency", "overhead", "bandwidth", "price", "notes", "calibration"},
+      n, "nic", {"id", "kind", "name", "latency", "overhead", "bandwidth", "price", "switch", "notes", "calibration"},
       std::move(origin));
   p.latency = sourced<Dimension::Time>(n, "latency");
   p.overhead = optional_sourced<Dimension::Time>(n, "overhead", true);
@@ -183,6 +196,16 @@ NicProfile parse_nic(const json::Node& n, std::string origin) {
   p.bandwidth = sourced<Dimension::Bandwidth>(n, "bandwidth");
   p.price = optional_sourced<Dimension::Money>(n, "price", true);
   p.price_date = date_of(n, "price");
+  if (n.has("switch")) {
+    const json::Node sw = n.child("switch");
+    sw.expect_only({"name", "ports", "price", "note"});
+    NicProfile::Switch s;
+    s.name = sw.string("name");
+    s.ports = sw.integer("ports", 3);
+    s.price = sourced<Dimension::Money>(sw, "price", true);
+    s.price_date = date_of(sw, "price");
+    p.switch_spec = std::move(s);
+  }
   return p;
 }
 

@@ -199,6 +199,8 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
                       " s per token of fixed per-layer overhead (devices.layer_overhead of " + r.node.id + ")");
     for (const auto& n : row.estimate.notes)
       if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
+    for (const auto& n : row.cost.notes)
+      if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
   }
   for (const auto& n : notes) out << "\nnote: " << n;
   if (!notes.empty()) out << "\n";
@@ -283,6 +285,7 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
     m.push_back(metric("memory_per_node", e.memory_available.base(), "B"));
     m.push_back(metric("cost_nodes", row.cost.nodes.base(), "USD"));
     m.push_back(metric("cost_nics", row.cost.nics.base(), "USD"));
+    m.push_back(metric("cost_switches", row.cost.switches.base(), "USD"));
     m.push_back(metric("cost", row.cost.total().base(), "USD"));
     m.push_back(metric("tokens_per_second_per_usd", row.tokens_per_second_per_usd, "tokens/s/USD"));
     rows.push_back({{"nodes", row.nodes},

@@ -38,16 +38,17 @@ Study study_from_json(const nlohmann::json& doc, const std::string& source) {
   return s;
 }
 
+nlohmann::json builtin_example(const std::string& file) {
+  for (const auto& f : example_data::embedded_files()) {
+    if (f.path == file) return json::parse_text(f.contents, "built-in examples/" + file);
+  }
+  MOESIM_CHECK(false, "the built-in examples/" + file + " is not compiled in");
+  return {};
+}
+
 Study load_study(const std::string& path) {
   if (!path.empty()) return study_from_json(json::load_file(path), path);
-  for (const auto& f : example_data::embedded_files()) {
-    if (f.path == "dbrx-mac-studio.json") {
-      const std::string origin = "built-in examples/dbrx-mac-studio.json";
-      return study_from_json(json::parse_text(f.contents, origin), origin);
-    }
-  }
-  MOESIM_CHECK(false, "the built-in study examples/dbrx-mac-studio.json is not compiled in");
-  return {};
+  return study_from_json(builtin_example("dbrx-mac-studio.json"), "built-in examples/dbrx-mac-studio.json");
 }
 
 CostRow price_point(const CostPoint& p) {
@@ -72,7 +73,8 @@ void print_study_text(const Study& s, std::ostream& out) {
   out << "\n";
   print_estimate_text(run_estimate(s.estimate), out);
   if (!s.cost_comparison.empty()) {
-    out << "\nCost efficiency of measured throughputs (capital cost = node price x nodes + NIC price x nodes):\n\n";
+    out << "\nCost efficiency of measured throughputs (capital cost = node price x nodes + NIC price x nodes + a "
+           "switch for 3 or more nodes):\n\n";
     Table t({"system", "hw", "nodes", "tokens/s (measured)", "cost USD", "tok/s/USD", "throughput source"});
     for (const auto& p : s.cost_comparison) {
       const CostRow r = price_point(p);

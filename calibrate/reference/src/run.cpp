@@ -395,6 +395,14 @@ void World::agree(const std::string& error) const {
     if (!errors[r].empty()) throw UserError("rank " + std::to_string(r) + " failed: " + errors[r]);
 }
 
+std::vector<std::string> World::all_gather(const std::string& mine) const {
+  if (!mpi()) return {mine};
+  mpi::communicator world;
+  std::vector<std::string> all;
+  mpi::all_gather(world, mine, all);
+  return all;
+}
+
 // ---- RunResult ----
 
 double RunResult::prefill_seconds() const { return steps.empty() ? 0 : steps.front().seconds; }

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "moesim/model/architecture.hpp"
+#include "moesim/model/cost.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/registry.hpp"
@@ -115,16 +116,5 @@ std::int64_t recursive_doubling_steps(std::int64_t n);
 /// d_model activation vector per decoder layer (Megatron-LM, Shoeybi et al. 2019, §3) over `link`.
 units::Duration tensor_parallel_allreduce_time(const Architecture& a, const NodeProfile& node, const NicProfile& link,
                                                double activation_bytes);
-
-/// Capital cost: node price × nodes + NIC price × nodes (NICs only when nodes > 1).
-struct CapitalCost {
-  units::Money nodes;
-  units::Money nics;
-  [[nodiscard]] units::Money total() const { return nodes + nics; }
-};
-CapitalCost capital_cost(const NodeProfile& node, const NicProfile* nic, std::int64_t nodes);
-
-/// Throughput per dollar of capital cost (seed 000 Table 5: TP./USD).
-double tokens_per_second_per_usd(double tokens_per_second, units::Money cost);
 
 }  // namespace moesim::model

@@ -104,7 +104,10 @@ struct NodeProfile {
   std::optional<Sourced<std::int64_t>> nics_per_node;
   std::optional<Sourced<units::Money>> price;  ///< whole node
   std::string price_date;
-  std::optional<Sourced<units::Power>> power;
+  std::optional<Sourced<units::Power>> power;  ///< whole node under load, at the wall
+  /// On-demand cloud rental of one such node, USD per hour ("98.32USD/h" in the profile).
+  std::optional<Sourced<units::Money>> cloud_price_per_hour;
+  std::string cloud_price_date;
   std::optional<ResidencyProfile> residency;
 
   /// Memory of all devices. UserError naming the missing field if the profile lacks it.
@@ -127,6 +130,15 @@ struct NicProfile {
   Sourced<units::Bandwidth> bandwidth;         ///< per direction, per port
   std::optional<Sourced<units::Money>> price;  ///< per NIC
   std::string price_date;
+  /// The switch this NIC's nodes plug into when there are more than two of them ("switch" in the
+  /// profile: {"name", "ports", "price": {value, source, date}}). Absent: the switch is not priced.
+  struct Switch {
+    std::string name;
+    std::int64_t ports = 0;
+    Sourced<units::Money> price;
+    std::string price_date;
+  };
+  std::optional<Switch> switch_spec;
 
   [[nodiscard]] const Sourced<units::Money>& nic_price() const;
 };

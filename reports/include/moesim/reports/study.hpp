@@ -30,6 +30,10 @@ struct Study {
   std::vector<CostPoint> cost_comparison;
 };
 
+/// A file of examples/ compiled into the binary (so the default jobs run from any directory), parsed;
+/// its origin for messages is "built-in examples/<file>".
+nlohmann::json builtin_example(const std::string& file);
+
 Study study_from_json(const nlohmann::json& doc, const std::string& source);
 /// A study file, or the built-in default (examples/dbrx-mac-studio.json) when path is empty.
 Study load_study(const std::string& path);

@@ -53,6 +53,8 @@ class World {
   /// Raises on every rank when any rank failed: `error` is this rank's message or empty. Ranks whose
   /// own step succeeded throw UserError naming the failed rank and its message.
   void agree(const std::string& error) const;
+  /// Every rank's `mine`, in rank order (just `mine` without MPI).
+  [[nodiscard]] std::vector<std::string> all_gather(const std::string& mine) const;
 
  private:
   void* env_ = nullptr;  ///< boost::mpi::environment*

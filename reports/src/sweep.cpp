@@ -1,0 +1,838 @@
+#include "moesim/reports/sweep.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "moesim/model/analytic.hpp"
+#include "moesim/model/architecture.hpp"
+#include "moesim/model/error.hpp"
+#include "moesim/model/hardware.hpp"
+#include "moesim/model/json_reader.hpp"
+#include "moesim/model/precision.hpp"
+#include "moesim/model/text.hpp"
+#include "moesim/reports/estimate.hpp"
+#include "moesim/reports/serve.hpp"
+#include "moesim/reports/simulate.hpp"
+#include "moesim/reports/study.hpp"
+#include "moesim/reports/table.hpp"
+#include "moesim/sim/decode.hpp"
+#include "moesim/sim/placement.hpp"
+
+namespace moesim::reports {
+
+namespace {
+
+constexpr double kGiB = 1073741824.0;
+
+/// "5tokens/s" -> 5: a number followed by exactly `suffix` (no other unit is meaningful here).
+double number_with_suffix(const json::Node& n, std::string_view key, const std::vector<std::string>& suffixes,
+                          const std::string& example) {
+  const std::string text = n.string(key);
+  for (const auto& suffix : suffixes) {
+    if (text.size() > suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      const std::string num = text.substr(0, text.size() - suffix.size());
+      std::size_t used = 0;
+      double v = 0;
+      try {
+        v = std::stod(num, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == num.size() && std::isfinite(v) && v > 0) return v;
+      throw n.error(key,
+                    "\"" + text + "\" is not a positive number followed by " + suffix + ", e.g. \"" + example + "\"");
+    }
+  }
+  throw n.error(key, "\"" + text + "\" needs its unit, e.g. \"" + example + "\"");
+}
+
+std::vector<std::string> string_axis(const json::Node& root, std::string_view key, std::vector<std::string> dflt) {
+  if (!root.has(key)) return dflt;
+  std::vector<std::string> out;
+  if (root.raw().at(std::string(key)).is_string()) {
+    out.push_back(root.string(key));
+  } else {
+    for (const auto& e : root.elements(key)) {
+      if (!e.raw().is_string()) throw e.error("must be a string (a name or a path)");
+      out.push_back(e.raw().get<std::string>());
+    }
+  }
+  if (out.empty())
+    throw root.error(key, "is empty: the grid has no points along it; give at least one value or leave the key out");
+  return out;
+}
+
+std::vector<nlohmann::json> named_objects(const json::Node& root, std::string_view key,
+                                          const std::vector<std::string>& forbidden) {
+  std::vector<nlohmann::json> out;
+  if (!root.has(key)) return out;
+  std::vector<std::string> names;
+  for (const auto& e : root.elements(key)) {
+    if (!e.raw().is_object()) throw e.error("must be an object with a \"name\" and serve scenario keys");
+    const std::string name = e.string("name");
+    if (std::find(names.begin(), names.end(), name) != names.end())
+      throw e.error("name", "\"" + name + "\" is used twice; each entry needs its own name");
+    names.push_back(name);
+    for (const auto& f : forbidden) {
+      if (e.has(f))
+        throw e.error(
+            f, "is a grid axis; put it in the grid's own \"" + f + "s\" list (or \"" + f + "\" for nodes) instead");
+    }
+    out.push_back(e.raw());
+  }
+  if (out.empty()) throw root.error(key, "is empty: the grid has no points along it; give at least one entry");
+  return out;
+}
+
+std::string fmt(double v) { return text::printf("%.6g", v); }
+
+/// Caches of everything a point's analytic estimate needs, resolved once for the whole grid.
+struct Resolved {
+  std::map<std::string, model::Architecture> models;
+  std::map<std::string, model::NodeProfile> nodes;
+  std::map<std::string, model::NicProfile> nics;                           ///< grid NICs and intra-node links
+  std::map<std::pair<std::string, std::string>, model::ModelCosts> costs;  ///< (model, precision)
+};
+
+Resolved resolve(const Grid& g) {
+  Resolved r;
+  for (const auto& m : g.models) r.models.emplace(m, model::load_model(m));
+  for (const auto& h : g.hw) {
+    auto node = model::load_node(h);
+    (void)node.node_price();  // a sweep prices every point: say now which profile lacks a price
+    if (node.intra_node_link && !r.nics.count(*node.intra_node_link))
+      r.nics.emplace(*node.intra_node_link, model::load_nic(*node.intra_node_link));
+    r.nodes.emplace(h, std::move(node));
+  }
+  for (const auto& n : g.nics) {
+    auto nic = model::load_nic(n);
+    (void)nic.nic_price();
+    r.nics.emplace(n, std::move(nic));
+  }
+  for (const auto& p : g.precisions) {
+    const auto& prec = model::precision(p);
+    for (const auto& [id, a] : r.models) r.costs.emplace(std::make_pair(id, p), model::model_costs(a, prec));
+  }
+  return r;
+}
+
+void analytic_point(const Grid& g, const Resolved& res, PointResult& out) {
+  const GridPoint& p = out.point;
+  try {
+    const auto& arch = res.models.at(p.model);
+    const auto& node = res.nodes.at(p.hw);
+    const model::NicProfile* nic = p.nodes > 1 ? &res.nics.at(p.nic) : nullptr;
+    const model::NicProfile* intra = node.intra_node_link ? &res.nics.at(*node.intra_node_link) : nullptr;
+    if (p.nodes > 1 && !arch.is_moe())
+      throw UserError(arch.id + " is dense: expert parallelism across nodes needs routed experts");
+    model::DecodeScenario s;
+    s.arch = &arch;
+    s.costs = &res.costs.at({p.model, p.precision});
+    s.node = &node;
+    s.nic = nic;
+    s.intra_link = intra;
+    s.nodes = p.nodes;
+    s.weights = &model::precision(p.precision);
+    if (arch.is_moe()) {
+      const sim::Placement pl = sim::resolve_placement(p.placement, arch.routed_experts, p.nodes, {2, {}}, "");
+      s.expected_active_experts = sim::expected_max_active_experts(pl, arch.top_k);
+      s.max_experts_per_node = pl.max_experts_per_node();
+    }
+    const model::DecodeEstimate e = model::estimate_decode(s);
+    out.fits = e.fits;
+    out.memory_needed = e.memory_needed.base();
+    out.memory_available = e.memory_available.base();
+    out.analytic_tokens_per_s = e.tokens_per_second;
+    out.capital = model::capital_cost(node, nic, p.nodes);
+  } catch (const UserError& e) {
+    out.status = std::string("invalid: ") + e.what();
+  }
+  (void)g;
+}
+
+nlohmann::json serve_doc(const Grid& g, const GridPoint& p) {
+  nlohmann::json doc = nlohmann::json::object();
+  const auto find = [](const std::vector<nlohmann::json>& list, const std::string& name) -> const nlohmann::json& {
+    for (const auto& e : list)
+      if (e.at("name") == name) return e;
+    MOESIM_CHECK(false, "named grid entry vanished");
+    return list.front();
+  };
+  for (const auto& [k, v] : find(g.workloads, p.workload).items())
+    if (k != "name") doc[k] = v;
+  if (!p.plan.empty())
+    for (const auto& [k, v] : find(g.plans, p.plan).items())
+      if (k != "name") doc[k] = v;
+  doc["model"] = p.model;
+  doc["hw"] = p.hw;
+  doc["nodes"] = p.nodes;
+  if (!p.nic.empty()) doc["nic"] = p.nic;
+  doc["precision"] = p.precision;
+  if (!doc.contains("generate") && !doc.contains("trace"))
+    doc["generate"] = {{"tokens", g.simulate_tokens}, {"seed", g.seed}};
+  return doc;
+}
+
+SimulateRequest decode_request(const Grid& g, const GridPoint& p) {
+  SimulateRequest r;
+  r.model = p.model;
+  r.hw = p.hw;
+  if (!p.nic.empty()) r.nic = p.nic;
+  r.nodes = p.nodes;
+  r.placement = p.placement;
+  r.precision = p.precision;
+  r.strategy = p.strategy;
+  r.generate.tokens = g.simulate_tokens;
+  r.generate.seed = g.seed;
+  return r;
+}
+
+void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
+  const GridPoint& p = out.point;
+  try {
+    if (g.serving()) {
+      ServeScenario s;
+      s.doc = serve_doc(g, p);
+      s.source = g.origin + " (point " + std::to_string(p.index) + ": " + describe_point(p) + ")";
+      s.base_dir = g.base_dir;
+      const ServeRun run = run_serve(s);
+      const auto& res = run.result;
+      out.output_tokens_per_s = res.output_throughput;
+      out.per_user_tokens_per_s = res.tpot.mean > 0 ? 1.0 / res.tpot.mean : 0;
+      out.ttft_p50 = res.ttft.median;
+      out.ttft_p99 = res.ttft.p99;
+      out.itl_p50 = res.itl.median;
+      out.itl_p99 = res.itl.p99;
+      out.goodput = res.goodput;
+    } else {
+      SimulateOutputs outputs;
+      if (!o.traces_dir.empty())
+        outputs.chrome_trace = (o.traces_dir / ("point-" + std::to_string(p.index) + ".json")).string();
+      const SimulateResult r = run_simulate(decode_request(g, p), outputs);
+      const TimeSplit split = mean_split(r.run);
+      out.sim_tokens_per_s = r.run.tokens_per_second;
+      out.split_moe = split.moe;
+      out.split_comm = split.comm;
+      out.split_misc = split.misc;
+    }
+    out.simulated = true;
+  } catch (const UserError& e) {
+    out.status = std::string("invalid: ") + e.what();
+  }
+}
+
+/// The per-point fields a stage computes, as JSON (doubles round-trip exactly through nlohmann's
+/// shortest representation, so a gathered result equals a local one bit for bit).
+nlohmann::json stage_blob(const PointResult& r) {
+  return {{"i", r.point.index},
+          {"status", r.status},
+          {"fits", r.fits},
+          {"mem", r.memory_needed},
+          {"avail", r.memory_available},
+          {"atps", r.analytic_tokens_per_s},
+          {"cn", r.capital.nodes.base()},
+          {"cc", r.capital.nics.base()},
+          {"cs", r.capital.switches.base()},
+          {"sc", r.capital.switch_count},
+          {"notes", r.capital.notes},
+          {"sim", r.simulated},
+          {"stps", r.sim_tokens_per_s},
+          {"moe", r.split_moe},
+          {"comm", r.split_comm},
+          {"misc", r.split_misc},
+          {"otps", r.output_tokens_per_s},
+          {"utps", r.per_user_tokens_per_s},
+          {"t50", r.ttft_p50},
+          {"t99", r.ttft_p99},
+          {"i50", r.itl_p50},
+          {"i99", r.itl_p99},
+          {"good", r.goodput}};
+}
+
+void apply_blob(const nlohmann::json& j, PointResult& r) {
+  r.status = j.at("status").get<std::string>();
+  r.fits = j.at("fits").get<bool>();
+  r.memory_needed = j.at("mem").get<double>();
+  r.memory_available = j.at("avail").get<double>();
+  r.analytic_tokens_per_s = j.at("atps").get<double>();
+  r.capital.nodes = units::usd(j.at("cn").get<double>());
+  r.capital.nics = units::usd(j.at("cc").get<double>());
+  r.capital.switches = units::usd(j.at("cs").get<double>());
+  r.capital.switch_count = j.at("sc").get<std::int64_t>();
+  r.capital.notes = j.at("notes").get<std::vector<std::string>>();
+  r.simulated = j.at("sim").get<bool>();
+  r.sim_tokens_per_s = j.at("stps").get<double>();
+  r.split_moe = j.at("moe").get<double>();
+  r.split_comm = j.at("comm").get<double>();
+  r.split_misc = j.at("misc").get<double>();
+  r.output_tokens_per_s = j.at("otps").get<double>();
+  r.per_user_tokens_per_s = j.at("utps").get<double>();
+  r.ttft_p50 = j.at("t50").get<double>();
+  r.ttft_p99 = j.at("t99").get<double>();
+  r.itl_p50 = j.at("i50").get<double>();
+  r.itl_p99 = j.at("i99").get<double>();
+  r.goodput = j.at("good").get<double>();
+}
+
+/// Runs `work` on the listed point indices that belong to this rank, on `threads` threads, then
+/// gathers every rank's results into `points`.
+void run_stage(const char* stage, const std::vector<std::int64_t>& todo, std::vector<PointResult>& points,
+               const SweepOptions& o, const SweepComm& comm, const std::function<void(PointResult&)>& work) {
+  std::vector<std::int64_t> mine;
+  for (std::size_t k = 0; k < todo.size(); ++k)
+    if (static_cast<int>(k % static_cast<std::size_t>(comm.size)) == comm.rank) mine.push_back(todo[k]);
+  unsigned threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, mine.size())));
+  std::atomic<std::size_t> next{0}, done{0};
+  std::atomic<bool> stop{false};
+  std::mutex progress_mutex;
+  std::exception_ptr failure;
+  const auto worker = [&] {
+    for (;;) {
+      if (stop.load()) return;
+      const std::size_t k = next.fetch_add(1);
+      if (k >= mine.size()) return;
+      try {
+        work(points[static_cast<std::size_t>(mine[k])]);
+      } catch (...) {
+        std::lock_guard lock(progress_mutex);
+        if (!failure) failure = std::current_exception();
+        stop = true;
+        return;
+      }
+      const std::size_t d = done.fetch_add(1) + 1;
+      if (o.progress) {
+        std::lock_guard lock(progress_mutex);
+        o.progress(stage, d, mine.size());
+      }
+      if (o.cancelled && o.cancelled()) stop = true;
+    }
+  };
+  if (threads <= 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
+    for (auto& t : pool) t.join();
+  }
+  if (failure) std::rethrow_exception(failure);
+  if (o.cancelled && o.cancelled())
+    throw UserError(std::string("interrupted during the ") + stage + " stage after " + std::to_string(done.load()) +
+                    " of " + std::to_string(mine.size()) + " points; nothing was written");
+  if (comm.size > 1) {
+    nlohmann::json local = nlohmann::json::array();
+    for (auto i : mine) local.push_back(stage_blob(points[static_cast<std::size_t>(i)]));
+    const auto blobs = comm.allgather(local.dump());
+    for (const auto& b : blobs)
+      for (const auto& j : nlohmann::json::parse(b)) apply_blob(j, points.at(j.at("i").get<std::size_t>()));
+  }
+}
+
+bool starts_with(const std::string& s, std::string_view p) { return s.rfind(p, 0) == 0; }
+
+}  // namespace
+
+std::string describe_point(const GridPoint& p) {
+  std::string s = std::to_string(p.nodes) + " × " + p.hw;
+  if (!p.nic.empty()) s += " over " + p.nic;
+  s += ", " + p.model + " " + p.precision;
+  if (!p.strategy.empty()) s += ", " + p.strategy;
+  if (!p.plan.empty()) s += ", plan " + p.plan;
+  if (!p.workload.empty()) s += ", workload " + p.workload;
+  return s;
+}
+
+Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const std::filesystem::path& base_dir) {
+  const json::Node root(doc, origin);
+  if (!doc.is_object()) throw root.error("a grid file is a JSON object (see `moesim sweep --help`)");
+  root.expect_only({"description", "models", "hw", "nodes", "nics", "precisions", "placements", "strategies", "plans",
+                    "workloads", "constraints", "costs", "simulate"});
+  Grid g;
+  g.origin = origin;
+  g.base_dir = base_dir;
+  g.description = root.optional_string("description").value_or("");
+  if (!root.has("models"))
+    throw root.error("models", "is missing: name the models to compare, e.g. [\"dbrx-instruct\"]");
+  if (!root.has("hw")) throw root.error("hw", "is missing: name the node profiles to compare, e.g. [\"dgx-h100\"]");
+  g.models = string_axis(root, "models", {});
+  g.hw = string_axis(root, "hw", {});
+  g.nics = string_axis(root, "nics", {});
+  g.precisions = string_axis(root, "precisions", {"bf16"});
+  g.placements = string_axis(root, "placements", {"replicated-groups"});
+  if (root.has("nodes")) {
+    const auto& raw = doc.at("nodes");
+    if (raw.is_string()) {
+      g.nodes = parse_node_list(raw.get<std::string>(), root.where("nodes"));
+    } else {
+      for (const auto& e : root.elements("nodes")) {
+        if (!e.raw().is_number_integer() || e.raw().get<std::int64_t>() < 1) throw e.error("must be a node count >= 1");
+        g.nodes.push_back(e.raw().get<std::int64_t>());
+      }
+      if (g.nodes.empty()) throw root.error("nodes", "is empty: give at least one node count, e.g. [1, 2, 4]");
+    }
+  } else {
+    g.nodes = {1};
+  }
+  const bool multi = std::any_of(g.nodes.begin(), g.nodes.end(), [](auto n) { return n > 1; });
+  if (multi && g.nics.empty())
+    throw root.error("nics", "is missing: node counts above 1 need NIC profiles, e.g. [\"10gbe-grpc\"]");
+  g.workloads = named_objects(root, "workloads", {"model", "hw", "nic", "nodes", "precision", "sweep"});
+  g.plans = named_objects(root, "plans", {"model", "hw", "nic", "nodes", "precision", "sweep", "workload"});
+  if (!g.plans.empty() && g.workloads.empty())
+    throw root.error("plans",
+                     "are for the serving simulator: give \"workloads\" too, or use \"strategies\" for "
+                     "single-user decode");
+  if (root.has("strategies") && !g.workloads.empty())
+    throw root.error("strategies",
+                     "are the decode simulator's (seed 000) and \"workloads\" the serving "
+                     "simulator's; split them into two grids");
+  g.strategies = g.workloads.empty() ? string_axis(root, "strategies", {"P-LR-D"}) : std::vector<std::string>{};
+  for (const auto& s : g.strategies) (void)sim::strategy_by_name(s);
+  for (const auto& p : g.placements) {
+    std::vector<std::string> names;
+    for (const auto& info : sim::placements()) names.emplace_back(info.name);
+    if (std::find(names.begin(), names.end(), p) == names.end())
+      throw root.error("placements", "\"" + p + "\" is not a placement" + text::did_you_mean(p, names) + " (one of " +
+                                         text::join(names) + ")");
+  }
+  for (const auto& p : g.precisions) (void)model::precision(p);
+
+  if (root.has("constraints")) {
+    const json::Node c = root.child("constraints");
+    c.expect_only({"budget", "min_tokens_per_s", "max_ttft", "max_itl"});
+    if (c.has("budget")) g.constraints.budget_usd = c.quantity<units::Dimension::Money>("budget").base();
+    if (c.has("min_tokens_per_s"))
+      g.constraints.min_tokens_per_s = number_with_suffix(c, "min_tokens_per_s", {"tokens/s", "tok/s"}, "5tokens/s");
+    if (c.has("max_ttft")) g.constraints.max_ttft_s = c.quantity<units::Dimension::Time>("max_ttft").base();
+    if (c.has("max_itl")) g.constraints.max_itl_s = c.quantity<units::Dimension::Time>("max_itl").base();
+    if ((g.constraints.max_ttft_s || g.constraints.max_itl_s) && g.workloads.empty())
+      throw c.error("max_ttft/max_itl need a serving grid (\"workloads\"); a decode grid has one user and no queue");
+  }
+  if (root.has("costs")) {
+    const json::Node c = root.child("costs");
+    c.expect_only({"energy_price", "amortisation", "utilisation", "source"});
+    if (c.has("energy_price")) g.costs.usd_per_kwh = number_with_suffix(c, "energy_price", {"USD/kWh"}, "0.15USD/kWh");
+    if (c.has("amortisation")) g.costs.years = number_with_suffix(c, "amortisation", {"years", "year", "y"}, "3years");
+    if (c.has("utilisation")) {
+      g.costs.utilisation = number_with_suffix(c, "utilisation", {"%"}, "50%") / 100.0;
+      if (g.costs.utilisation > 1) throw c.error("utilisation", "is above 100%");
+    }
+  }
+  if (root.has("simulate")) {
+    const json::Node s = root.child("simulate");
+    s.expect_only({"points", "tokens", "seed"});
+    if (s.has("points")) {
+      if (doc.at("simulate").at("points").is_string()) {
+        if (s.string("points") != "all") throw s.error("points", "is a count of points or \"all\"");
+        g.simulate_points = -1;
+      } else {
+        g.simulate_points = s.integer("points", 0);
+      }
+    }
+    if (s.has("tokens")) g.simulate_tokens = s.integer("tokens", 1);
+    if (s.has("seed")) g.seed = static_cast<std::uint64_t>(s.integer("seed", 0));
+  }
+  if (g.serving() && g.simulate_points == 0)
+    throw root.error("simulate",
+                     "points is 0, but TTFT and ITL come only from the serving simulator; simulate "
+                     "at least one point or drop \"workloads\"");
+  return g;
+}
+
+Grid load_grid(const std::string& path) {
+  if (path.empty()) {
+    const std::string file = "grid-dbrx-purchase.json";
+    return grid_from_json(builtin_example(file), "built-in examples/" + file, ".");
+  }
+  const std::filesystem::path p(path);
+  return grid_from_json(json::load_file(p), path, p.has_parent_path() ? p.parent_path() : ".");
+}
+
+nlohmann::json grid_to_json(const Grid& g) {
+  nlohmann::json j = {{"description", g.description}, {"models", g.models},        {"hw", g.hw}, {"nodes", g.nodes},
+                      {"precisions", g.precisions},   {"placements", g.placements}};
+  if (!g.nics.empty()) j["nics"] = g.nics;
+  if (!g.strategies.empty()) j["strategies"] = g.strategies;
+  if (!g.plans.empty()) j["plans"] = g.plans;
+  if (!g.workloads.empty()) j["workloads"] = g.workloads;
+  nlohmann::json c = nlohmann::json::object();
+  if (g.constraints.budget_usd) c["budget"] = {{"value", *g.constraints.budget_usd}, {"unit", "USD"}};
+  if (g.constraints.min_tokens_per_s)
+    c["min_tokens_per_s"] = {{"value", *g.constraints.min_tokens_per_s}, {"unit", "tokens/s"}};
+  if (g.constraints.max_ttft_s) c["max_ttft"] = {{"value", *g.constraints.max_ttft_s}, {"unit", "s"}};
+  if (g.constraints.max_itl_s) c["max_itl"] = {{"value", *g.constraints.max_itl_s}, {"unit", "s"}};
+  j["constraints"] = c;
+  nlohmann::json costs = {{"amortisation", {{"value", g.costs.years}, {"unit", "years"}}},
+                          {"utilisation", {{"value", g.costs.utilisation * 100}, {"unit", "%"}}}};
+  if (g.costs.usd_per_kwh) costs["energy_price"] = {{"value", *g.costs.usd_per_kwh}, {"unit", "USD/kWh"}};
+  j["costs"] = costs;
+  j["simulate"] = {{"points", g.simulate_points < 0 ? nlohmann::json("all") : nlohmann::json(g.simulate_points)},
+                   {"tokens", g.simulate_tokens},
+                   {"seed", g.seed}};
+  return j;
+}
+
+std::vector<GridPoint> expand_grid(const Grid& g) {
+  std::vector<GridPoint> out;
+  const std::vector<std::string> none{""};
+  const auto& strategies = g.strategies.empty() ? none : g.strategies;
+  std::vector<std::string> plan_names, workload_names;
+  for (const auto& p : g.plans) plan_names.push_back(p.at("name").get<std::string>());
+  for (const auto& w : g.workloads) workload_names.push_back(w.at("name").get<std::string>());
+  if (plan_names.empty()) plan_names = none;
+  if (workload_names.empty()) workload_names = none;
+  for (const auto& m : g.models)
+    for (const auto& h : g.hw)
+      for (const auto n : g.nodes) {
+        const std::vector<std::string>& nics = n > 1 ? g.nics : none;
+        for (const auto& nic : nics)
+          for (const auto& prec : g.precisions)
+            for (const auto& pl : g.placements)
+              for (const auto& st : strategies)
+                for (const auto& plan : plan_names)
+                  for (const auto& w : workload_names) {
+                    GridPoint p;
+                    p.index = static_cast<std::int64_t>(out.size());
+                    p.model = m;
+                    p.hw = h;
+                    p.nodes = n;
+                    p.nic = nic;
+                    p.precision = prec;
+                    p.placement = pl;
+                    p.strategy = st;
+                    p.plan = plan;
+                    p.workload = w;
+                    out.push_back(std::move(p));
+                  }
+      }
+  if (out.empty()) throw UserError(g.origin + ": the grid has no points");
+  return out;
+}
+
+SweepResult run_sweep(const Grid& g, const SweepOptions& o, const SweepComm& comm_in) {
+  SweepComm comm = comm_in;
+  if (!comm.allgather) comm.allgather = [](const std::string& s) { return std::vector<std::string>{s}; };
+  SweepResult r;
+  r.grid = g;
+  const std::vector<GridPoint> grid_points = expand_grid(g);
+  const Resolved res = resolve(g);
+  r.points.resize(grid_points.size());
+  std::vector<std::int64_t> all(grid_points.size());
+  for (std::size_t i = 0; i < grid_points.size(); ++i) {
+    r.points[i].point = grid_points[i];
+    all[i] = static_cast<std::int64_t>(i);
+  }
+
+  // Stage 1: the analytic screen.
+  run_stage("analytic", all, r.points, o, comm, [&](PointResult& p) { analytic_point(g, res, p); });
+  const auto& c = g.constraints;
+  std::vector<std::int64_t> candidates;
+  for (auto& p : r.points) {
+    if (p.status != "ok") continue;
+    if (!p.fits) {
+      p.status = "removed: does not fit in memory";
+    } else if (c.budget_usd && p.capital.total().base() > *c.budget_usd) {
+      p.status = "removed: over the budget";
+    } else if (!g.serving() && c.min_tokens_per_s && p.analytic_tokens_per_s < *c.min_tokens_per_s) {
+      p.status = "removed: below the tokens/s SLO (analytic bound)";
+    } else {
+      candidates.push_back(p.point.index);
+    }
+  }
+  r.screened_in = static_cast<std::int64_t>(candidates.size());
+
+  // Stage 2: simulate the most promising points (analytic tokens/s per USD, then index).
+  const std::int64_t want = o.simulate ? *o.simulate : g.simulate_points;
+  if (g.serving() && want == 0)
+    throw UserError("--simulate 0: a serving grid's TTFT and ITL come only from the simulator; simulate at least 1");
+  if (want != 0) {
+    std::stable_sort(candidates.begin(), candidates.end(), [&](std::int64_t a, std::int64_t b) {
+      const auto& pa = r.points[static_cast<std::size_t>(a)];
+      const auto& pb = r.points[static_cast<std::size_t>(b)];
+      return pa.analytic_tokens_per_s / pa.capital.total().base() >
+             pb.analytic_tokens_per_s / pb.capital.total().base();
+    });
+    std::vector<std::int64_t> chosen = candidates;
+    if (want > 0 && static_cast<std::int64_t>(chosen.size()) > want) chosen.resize(static_cast<std::size_t>(want));
+    std::sort(chosen.begin(), chosen.end());
+    run_stage("simulate", chosen, r.points, o, comm, [&](PointResult& p) { simulate_point(g, o, p); });
+    for (auto i : candidates) {
+      auto& p = r.points[static_cast<std::size_t>(i)];
+      if (!p.simulated && p.status == "ok") p.status = "not simulated: ranked below the simulated points";
+    }
+  }
+
+  // Headline figures, SLO on the simulated numbers, answers.
+  r.answers.over = want != 0 ? "simulated" : "analytic";
+  for (auto& p : r.points) {
+    if (p.simulated) ++r.simulated;
+    p.instrument = p.simulated ? "simulated" : "analytic";
+    if (p.simulated)
+      p.tokens_per_s = g.serving() ? p.output_tokens_per_s : p.sim_tokens_per_s;
+    else
+      p.tokens_per_s = p.analytic_tokens_per_s;
+    if (starts_with(p.status, "invalid")) continue;
+    p.tokens_per_s_per_usd = model::tokens_per_second_per_usd(p.tokens_per_s, p.capital.total());
+    p.running = model::running_cost(res.nodes.at(p.point.hw), p.point.nodes, p.capital, p.tokens_per_s, g.costs);
+    if (p.status != "ok" || !p.simulated) continue;
+    if (g.serving()) {
+      if (c.min_tokens_per_s && p.per_user_tokens_per_s < *c.min_tokens_per_s)
+        p.status = "removed: below the tokens/s SLO per user (simulated)";
+      else if (c.max_ttft_s && p.ttft_p99 > *c.max_ttft_s)
+        p.status = "removed: p99 TTFT above the SLO (simulated)";
+      else if (c.max_itl_s && p.itl_p99 > *c.max_itl_s)
+        p.status = "removed: p99 ITL above the SLO (simulated)";
+    } else if (c.min_tokens_per_s && p.sim_tokens_per_s < *c.min_tokens_per_s) {
+      p.status = "removed: below the tokens/s SLO (simulated)";
+    }
+  }
+  std::vector<std::int64_t> ok;
+  for (const auto& p : r.points)
+    if (p.status == "ok") ok.push_back(p.point.index);
+  if (ok.empty()) {
+    std::map<std::string, std::int64_t> why;
+    for (const auto& p : r.points) ++why[starts_with(p.status, "invalid") ? std::string("invalid") : p.status];
+    std::vector<std::string> parts;
+    for (const auto& [k, n] : why) parts.push_back(std::to_string(n) + " " + k);
+    throw UserError(g.origin + ": no configuration meets the constraints (" + std::to_string(r.points.size()) +
+                    " points: " + text::join(parts, "; ") + "); relax a constraint or widen the grid");
+  }
+  const auto at = [&](std::int64_t i) -> PointResult& { return r.points[static_cast<std::size_t>(i)]; };
+  std::vector<std::int64_t> by_cost = ok;
+  std::stable_sort(by_cost.begin(), by_cost.end(), [&](std::int64_t a, std::int64_t b) {
+    const double ca = at(a).capital.total().base(), cb = at(b).capital.total().base();
+    if (ca != cb) return ca < cb;
+    return at(a).tokens_per_s > at(b).tokens_per_s;
+  });
+  r.answers.cheapest_meeting_slo = by_cost.front();
+  double best = -1;
+  for (auto i : by_cost) {
+    if (at(i).tokens_per_s > best) {
+      best = at(i).tokens_per_s;
+      at(i).pareto = true;
+      r.answers.pareto.push_back(i);
+    }
+  }
+  r.answers.best_per_usd = ok.front();
+  r.answers.fastest = ok.front();
+  for (auto i : ok) {
+    if (at(i).tokens_per_s_per_usd > at(r.answers.best_per_usd).tokens_per_s_per_usd) r.answers.best_per_usd = i;
+    if (at(i).tokens_per_s > at(r.answers.fastest).tokens_per_s) r.answers.fastest = i;
+  }
+  return r;
+}
+
+namespace {
+
+struct Column {
+  const char* name;
+  std::function<std::optional<double>(const PointResult&)> value;
+};
+
+std::optional<double> opt(bool have, double v) { return have ? std::optional<double>(v) : std::nullopt; }
+
+const std::vector<Column>& metric_columns() {
+  static const std::vector<Column> cols = {
+      {"memory_needed_GiB", [](const PointResult& p) { return opt(p.memory_available > 0, p.memory_needed / kGiB); }},
+      {"memory_per_node_GiB",
+       [](const PointResult& p) { return opt(p.memory_available > 0, p.memory_available / kGiB); }},
+      {"analytic_tokens_per_s",
+       [](const PointResult& p) { return opt(p.analytic_tokens_per_s > 0, p.analytic_tokens_per_s); }},
+      {"simulated_tokens_per_s", [](const PointResult& p) { return opt(p.sim_tokens_per_s > 0, p.sim_tokens_per_s); }},
+      {"moe_s_per_token", [](const PointResult& p) { return opt(p.sim_tokens_per_s > 0, p.split_moe); }},
+      {"comm_s_per_token", [](const PointResult& p) { return opt(p.sim_tokens_per_s > 0, p.split_comm); }},
+      {"misc_s_per_token", [](const PointResult& p) { return opt(p.sim_tokens_per_s > 0, p.split_misc); }},
+      {"output_tokens_per_s",
+       [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.output_tokens_per_s); }},
+      {"per_user_tokens_per_s",
+       [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.per_user_tokens_per_s); }},
+      {"ttft_p50_s", [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.ttft_p50); }},
+      {"ttft_p99_s", [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.ttft_p99); }},
+      {"itl_p50_s", [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.itl_p50); }},
+      {"itl_p99_s", [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.itl_p99); }},
+      {"goodput_requests_per_s", [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.goodput); }},
+      {"tokens_per_s", [](const PointResult& p) { return opt(p.tokens_per_s > 0, p.tokens_per_s); }},
+      {"cost_nodes_usd", [](const PointResult& p) { return opt(p.memory_available > 0, p.capital.nodes.base()); }},
+      {"cost_nics_usd", [](const PointResult& p) { return opt(p.memory_available > 0, p.capital.nics.base()); }},
+      {"cost_switches_usd",
+       [](const PointResult& p) { return opt(p.memory_available > 0, p.capital.switches.base()); }},
+      {"cost_usd", [](const PointResult& p) { return opt(p.memory_available > 0, p.capital.total().base()); }},
+      {"tokens_per_s_per_usd",
+       [](const PointResult& p) { return opt(p.tokens_per_s_per_usd > 0, p.tokens_per_s_per_usd); }},
+      {"power_W", [](const PointResult& p) { return p.running.power_watts; }},
+      {"usd_per_million_tokens", [](const PointResult& p) { return p.running.usd_per_million_tokens; }},
+      {"energy_usd_per_million_tokens", [](const PointResult& p) { return p.running.energy_usd_per_million_tokens; }},
+      {"cloud_usd_per_hour", [](const PointResult& p) { return p.running.cloud_usd_per_hour; }},
+      {"cloud_usd_per_million_tokens", [](const PointResult& p) { return p.running.cloud_usd_per_million_tokens; }},
+  };
+  return cols;
+}
+
+/// Name and unit of a column ("ttft_p50_s" -> "ttft_p50", "s").
+std::pair<std::string, std::string> name_unit(const std::string& col) {
+  static const std::vector<std::pair<std::string, std::string>> suffixes = {{"_GiB", "GiB"},
+                                                                            {"_tokens_per_s_per_usd", "tokens/s/USD"},
+                                                                            {"_per_s_per_usd", "tokens/s/USD"},
+                                                                            {"_usd_per_million_tokens", "USD/Mtoken"},
+                                                                            {"_usd_per_hour", "USD/h"},
+                                                                            {"_tokens_per_s", "tokens/s"},
+                                                                            {"_requests_per_s", "requests/s"},
+                                                                            {"_s_per_token", "s/token"},
+                                                                            {"_usd", "USD"},
+                                                                            {"_W", "W"},
+                                                                            {"_s", "s"}};
+  if (col == "tokens_per_s") return {col, "tokens/s"};
+  if (col == "tokens_per_s_per_usd") return {col, "tokens/s/USD"};
+  if (col == "usd_per_million_tokens") return {col, "USD/Mtoken"};
+  for (const auto& [suf, unit] : suffixes)
+    if (col.size() > suf.size() && col.compare(col.size() - suf.size(), suf.size(), suf) == 0)
+      return {col.substr(0, col.size() - suf.size()), unit};
+  return {col, ""};
+}
+
+std::string csv_cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
+  return q + "\"";
+}
+
+}  // namespace
+
+void write_sweep_points_csv(const SweepResult& r, std::ostream& out) {
+  out << "index,model,hw,nodes,nic,precision,placement,strategy,plan,workload,status,instrument,fits,pareto";
+  for (const auto& c : metric_columns()) out << "," << c.name;
+  out << "\n";
+  for (const auto& p : r.points) {
+    const auto& g = p.point;
+    out << g.index << "," << csv_cell(g.model) << "," << csv_cell(g.hw) << "," << g.nodes << "," << csv_cell(g.nic)
+        << "," << g.precision << "," << g.placement << "," << g.strategy << "," << csv_cell(g.plan) << ","
+        << csv_cell(g.workload) << "," << csv_cell(p.status) << "," << p.instrument << "," << (p.fits ? "yes" : "no")
+        << "," << (p.pareto ? "yes" : "no");
+    for (const auto& c : metric_columns()) {
+      const auto v = c.value(p);
+      out << "," << (v ? fmt(*v) : std::string());
+    }
+    out << "\n";
+  }
+}
+
+nlohmann::json sweep_to_json(const SweepResult& r) {
+  nlohmann::json j;
+  j["command"] = "sweep";
+  j["grid"] = grid_to_json(r.grid);
+  j["grid"]["origin"] = r.grid.origin;
+  j["points_total"] = r.points.size();
+  j["screened_in"] = r.screened_in;
+  j["simulated"] = r.simulated;
+  nlohmann::json pts = nlohmann::json::array();
+  for (const auto& p : r.points) {
+    const auto& g = p.point;
+    nlohmann::json m = nlohmann::json::array();
+    for (const auto& c : metric_columns()) {
+      const auto v = c.value(p);
+      if (!v) continue;
+      const auto [name, unit] = name_unit(c.name);
+      m.push_back({{"name", name}, {"value", *v}, {"unit", unit}});
+    }
+    nlohmann::json scenario;
+    if (r.grid.serving()) {
+      scenario = serve_doc(r.grid, g);
+    } else {
+      scenario = simulate_request_to_json(decode_request(r.grid, g));
+    }
+    nlohmann::json e = {{"index", g.index},         {"model", g.model},   {"hw", g.hw},
+                        {"nodes", g.nodes},         {"nic", g.nic},       {"precision", g.precision},
+                        {"placement", g.placement}, {"status", p.status}, {"instrument", p.instrument},
+                        {"pareto", p.pareto},       {"metrics", m},       {"scenario", scenario}};
+    if (!g.strategy.empty()) e["strategy"] = g.strategy;
+    if (!g.plan.empty()) e["plan"] = g.plan;
+    if (!g.workload.empty()) e["workload"] = g.workload;
+    if (!p.capital.notes.empty()) e["notes"] = p.capital.notes;
+    pts.push_back(std::move(e));
+  }
+  j["points"] = std::move(pts);
+  const auto idx = [](std::int64_t i) { return i < 0 ? nlohmann::json(nullptr) : nlohmann::json(i); };
+  j["answers"] = {{"over", r.answers.over},
+                  {"cheapest_meeting_slo", idx(r.answers.cheapest_meeting_slo)},
+                  {"best_tokens_per_s_per_usd", idx(r.answers.best_per_usd)},
+                  {"fastest", idx(r.answers.fastest)},
+                  {"pareto", r.answers.pareto}};
+  return j;
+}
+
+void print_sweep_summary(const SweepResult& r, std::ostream& out, bool markdown, std::size_t max_rows) {
+  const auto& pts = r.points;
+  const auto at = [&](std::int64_t i) -> const PointResult& { return pts[static_cast<std::size_t>(i)]; };
+  const auto money = [](double v) { return units::format(v, units::Dimension::Money, 4); };
+  const auto line = [&](const char* what, std::int64_t i) {
+    if (i < 0) return;
+    const auto& p = at(i);
+    out << (markdown ? "- **" : "") << what << (markdown ? ":** " : ": ") << describe_point(p.point) << ": "
+        << text::printf("%.1f", p.tokens_per_s) << " tokens/s for " << money(p.capital.total().base()) << " ("
+        << text::printf("%.3f", p.tokens_per_s_per_usd * 1000) << " tokens/s per 1,000 USD";
+    if (p.running.usd_per_million_tokens)
+      out << ", " << text::printf("%.2f", *p.running.usd_per_million_tokens) << " USD per million tokens";
+    out << ")\n";
+  };
+  const auto& c = r.grid.constraints;
+  std::vector<std::string> cons;
+  if (c.budget_usd) cons.push_back("budget " + money(*c.budget_usd));
+  if (c.min_tokens_per_s) cons.push_back(text::printf("at least %.3g tokens/s", *c.min_tokens_per_s));
+  if (c.max_ttft_s) cons.push_back("p99 TTFT at most " + units::format(*c.max_ttft_s, units::Dimension::Time));
+  if (c.max_itl_s) cons.push_back("p99 ITL at most " + units::format(*c.max_itl_s, units::Dimension::Time));
+  out << r.points.size() << " points, " << r.screened_in << " through the analytic screen (fits in memory"
+      << (c.budget_usd ? ", within budget" : "") << "), " << r.simulated << " simulated; answers over the "
+      << r.answers.over << " points" << (cons.empty() ? "" : " meeting " + text::join(cons, ", ")) << "\n"
+      << (markdown ? "\n" : "");
+  line("Best tokens/s per USD", r.answers.best_per_usd);
+  line(c.min_tokens_per_s || c.max_ttft_s || c.max_itl_s ? "Cheapest meeting the SLO" : "Cheapest",
+       r.answers.cheapest_meeting_slo);
+  line("Fastest", r.answers.fastest);
+  out << "\n";
+  std::vector<std::int64_t> ok;
+  for (const auto& p : pts)
+    if (p.status == "ok") ok.push_back(p.point.index);
+  std::stable_sort(ok.begin(), ok.end(), [&](std::int64_t a, std::int64_t b) {
+    return at(a).tokens_per_s_per_usd > at(b).tokens_per_s_per_usd;
+  });
+  const bool serving = r.grid.serving();
+  std::vector<std::string> headers = {"configuration",  "tokens/s",   "source", "cost USD",
+                                      "tok/s per kUSD", "USD/Mtoken", "Pareto"};
+  if (serving) headers.insert(headers.begin() + 2, {"per user tok/s", "TTFT p99 s", "ITL p99 ms"});
+  Table t(headers);
+  for (std::size_t k = 0; k < ok.size() && k < max_rows; ++k) {
+    const auto& p = at(ok[k]);
+    std::vector<std::string> row = {
+        describe_point(p.point),
+        text::printf("%.1f", p.tokens_per_s),
+        p.instrument,
+        text::printf("%.0f", p.capital.total().base()),
+        text::printf("%.3f", p.tokens_per_s_per_usd * 1000),
+        p.running.usd_per_million_tokens ? text::printf("%.2f", *p.running.usd_per_million_tokens) : std::string("-"),
+        p.pareto ? "yes" : ""};
+    if (serving)
+      row.insert(row.begin() + 2, {text::printf("%.1f", p.per_user_tokens_per_s), text::printf("%.3f", p.ttft_p99),
+                                   text::printf("%.1f", p.itl_p99 * 1000)});
+    t.add_row(row);
+  }
+  if (markdown)
+    t.print_markdown(out);
+  else
+    t.print_text(out);
+  if (ok.size() > max_rows) out << "(" << ok.size() - max_rows << " more meet the constraints; see the CSV)\n";
+  std::map<std::string, std::int64_t> removed;
+  for (const auto& p : pts)
+    if (p.status != "ok") ++removed[starts_with(p.status, "invalid") ? std::string("refused by the model") : p.status];
+  if (!removed.empty()) {
+    out << "\n";
+    for (const auto& [k, n] : removed)
+      out << (markdown ? "- " : "") << n << (n == 1 ? " point " : " points ") << k << "\n";
+  }
+}
+
+}  // namespace moesim::reports
