@@ -32,7 +32,10 @@ const Command kCommands[] = {
     {"serve", moesim::apps::cmd_serve,
      "serving under load: workloads, batching, KV cache, TP/PP/EP plans; TTFT, TPOT, ITL, throughput, goodput"},
     {"sweep", moesim::apps::cmd_sweep,
-     "the purchase question over a grid: cheapest meeting an SLO, best tokens/s per USD, Pareto front; splits under mpirun"},
+     "the purchase question over a grid: cheapest meeting an SLO, best tokens/s per USD, Pareto front; splits under "
+     "mpirun"},
+    {"report", moesim::apps::cmd_report,
+     "a report directory (Markdown, HTML, gnuplot PNG/SVG with data and scripts) answering what to buy"},
     {"trace", moesim::apps::cmd_trace, "routing traces: gen (synthetic), stats (load, reuse, LRU hits), convert"},
     {"calibrate", moesim::apps::cmd_calibrate,
      "measure this machine (kernels, memory, storage, network) into a profile; fit profiles to measured runs"},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -11,6 +12,7 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/text.hpp"
+#include "moesim/reports/study.hpp"
 #include "moesim/sim/decode.hpp"
 
 namespace moesim::calibrate {
@@ -19,8 +21,10 @@ using units::Dimension;
 
 double MeasuredRun::time() const { return time_per_token ? *time_per_token : 1.0 / *tokens_per_s; }
 
-MeasuredRuns load_measured_runs(const std::string& path) {
-  const nlohmann::json doc = json::load_file(path);
+namespace {
+
+MeasuredRuns measured_runs_from_json(const nlohmann::json& doc, const std::string& path,
+                                     const std::function<reports::SimulateRequest(const std::string&)>& scenario_file) {
   const json::Node root(doc, path);
   root.expect_only({"description", "source", "runs", "note"});
   MeasuredRuns out;
@@ -46,8 +50,7 @@ MeasuredRuns load_measured_runs(const std::string& path) {
     if (r.has("scenario")) {
       m.scenario = reports::load_simulate_scenario(r.child("scenario"));
     } else {
-      const auto file = std::filesystem::path(path).parent_path() / r.string("scenario_file");
-      m.scenario = reports::load_simulate_scenario(file.string());
+      m.scenario = scenario_file(r.string("scenario_file"));
     }
     try {
       (void)model::load_model(m.scenario.model);
@@ -84,6 +87,23 @@ MeasuredRuns load_measured_runs(const std::string& path) {
     out.runs.push_back(std::move(m));
   }
   return out;
+}
+
+}  // namespace
+
+MeasuredRuns load_measured_runs(const std::string& path) {
+  return measured_runs_from_json(json::load_file(path), path, [&](const std::string& rel) {
+    return reports::load_simulate_scenario((std::filesystem::path(path).parent_path() / rel).string());
+  });
+}
+
+MeasuredRuns builtin_measured_runs(const std::string& file) {
+  const std::string origin = "built-in examples/" + file;
+  return measured_runs_from_json(reports::builtin_example(file), origin, [&](const std::string& rel) {
+    const std::string name = std::filesystem::path(rel).filename().string();
+    const nlohmann::json scenario = reports::builtin_example(name);
+    return reports::load_simulate_scenario(json::Node(scenario, "built-in examples/" + name));
+  });
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -51,6 +51,9 @@ struct MeasuredRuns {
 /// Reads and checks a measured-runs file: unknown keys, a run without a measured speed, a split that
 /// exceeds the time, duplicate names: UserError naming the file and the JSON path.
 MeasuredRuns load_measured_runs(const std::string& path);
+/// The same for a file of examples/ compiled into the binary ("measured/seed000-tables-3-4.json"); its
+/// scenario_file paths resolve among the compiled-in examples.
+MeasuredRuns builtin_measured_runs(const std::string& file);
 
 /// A named parameter the fit can move, and how it maps onto the profiles.
 struct FitParameter {

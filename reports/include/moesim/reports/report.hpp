@@ -1,0 +1,67 @@
+#pragma once
+// `moesim report` as a library: a directory that answers the purchase question in words at the top,
+// then shows why, with plots and tables:
+//   report.md and report.html (self-contained: plots embedded as PNG), for every plot its .png, .svg,
+//   .csv (data) and .gp (gnuplot script), sweep.csv / sweep.json (every point, every metric with its
+//   unit, the resolved scenario), serving.csv, and traces/ (Chrome/Perfetto traces, one track per node,
+//   device and NIC, linked from the report).
+// Plots: tokens/s against node count per NIC with the measured points (seed 000 Figure 8); the
+// per-token time split, measured against simulated (Tables 3-4); tokens/s per USD per configuration with
+// the measured throughputs (Table 5); the Pareto front of throughput against capital cost; TTFT and ITL
+// percentiles against arrival rate; expert-cache hit rate against cache size.
+//
+// The directory is built under "<out>.tmp-<pid>" and renamed onto <out> only when complete: an error
+// or an interrupt leaves either the previous report or none, never a half-written one.
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "moesim/reports/simulate.hpp"
+#include "moesim/reports/study.hpp"
+#include "moesim/reports/sweep.hpp"
+
+namespace moesim::reports {
+
+/// A measured run to put beside its simulation (a measured-runs file's entry, see calibrate/fit.hpp).
+struct MeasuredPoint {
+  std::string name, source;
+  SimulateRequest scenario;
+  std::optional<double> tokens_per_s;
+  std::optional<double> moe, comm, misc;  ///< seconds per token
+};
+
+struct ReportInputs {
+  Grid grid;                    ///< the decode grid: the purchase question
+  std::optional<Grid> serving;  ///< latency against arrival rate (a serving grid)
+  std::vector<MeasuredPoint> measured;
+  std::string measured_origin;
+  std::vector<CostPoint> cost_points;  ///< measured throughputs to price beside the grid (Table 5)
+  std::string cost_points_origin;
+};
+
+/// The built-in study: examples/grid-dbrx-purchase.json, examples/grid-dbrx-serving.json, Table 5's
+/// measured throughputs from examples/dbrx-mac-studio.json. (The measured runs come from the caller.)
+ReportInputs default_report_inputs();
+
+struct ReportOptions {
+  std::filesystem::path out = "moesim-report";
+  SweepOptions sweep;  ///< threads, progress, cancellation (shared by every stage)
+  SweepComm comm;
+  std::function<void(const std::string&)> stage;  ///< "simulating the measured runs", ...
+};
+
+struct ReportSummary {
+  std::filesystem::path dir;
+  std::vector<std::string> headline;  ///< the answers in words, as at the top of report.md
+  std::vector<std::string> files;     ///< relative paths written
+};
+
+/// Builds the report. UserError for an unwritable output directory, for no configuration meeting the
+/// grid's constraints, for a missing gnuplot, and when interrupted (nothing is left behind then).
+/// Under MPI every rank shares the sweeps; only rank 0 writes, and returns the summary.
+ReportSummary write_report(const ReportInputs& in, const ReportOptions& o);
+
+}  // namespace moesim::reports
