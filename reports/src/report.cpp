@@ -196,7 +196,10 @@ std::string render_html(const std::vector<Block>& doc, const fs::path& dir, cons
         break;
     }
   }
-  o << "</body></html>\n";
+  // report.html?figure=<name> shows that figure alone (for linking one plot, and for the screenshot test).
+  o << "<script>(function(){var f=new URLSearchParams(location.search).get('figure');if(!f)return;"
+       "var k=document.getElementById(f);if(!k)return;document.body.innerHTML='';document.body.appendChild(k);})();"
+       "</script>\n</body></html>\n";
   return o.str();
 }
 
@@ -659,7 +662,7 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
           << csvnum(p->pareto ? p->tokens_per_s : NAN) << "," << csv_field(hardware_words(p->point)) << "\n";
     const std::string gp =
         "set title 'Throughput against capital cost'\nset logscale x\nset xlabel 'capital cost (USD)'\n"
-        "set ylabel 'tokens/s'\nset key inside left top\nset format x '%.0f'\n"
+        "set ylabel 'tokens/s'\nset key inside left top\nset format x '%.0s%c'\n"
         "plot 'pareto.csv' using 1:2 with points pt 6 ps 1.3 lc rgb '#888888' title columnhead(2), "
         "'' using 1:3 with linespoints pt 7 ps 1.3 lw 2 lc rgb '#d62728' title columnhead(3)\n";
     figure({"pareto", "Pareto front of throughput against capital cost", csv.str(), gp},

@@ -15,6 +15,7 @@
 #include "moesim/model/precision.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/reports/estimate.hpp"
+#include "moesim/reports/plot.hpp"
 #include "moesim/reports/serve.hpp"
 #include "moesim/reports/simulate.hpp"
 #include "moesim/reports/study.hpp"
@@ -694,13 +695,6 @@ std::pair<std::string, std::string> name_unit(const std::string& col) {
   return {col, ""};
 }
 
-std::string csv_cell(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return q + "\"";
-}
-
 }  // namespace
 
 void write_sweep_points_csv(const SweepResult& r, std::ostream& out) {
@@ -709,9 +703,9 @@ void write_sweep_points_csv(const SweepResult& r, std::ostream& out) {
   out << "\n";
   for (const auto& p : r.points) {
     const auto& g = p.point;
-    out << g.index << "," << csv_cell(g.model) << "," << csv_cell(g.hw) << "," << g.nodes << "," << csv_cell(g.nic)
-        << "," << g.precision << "," << g.placement << "," << g.strategy << "," << csv_cell(g.plan) << ","
-        << csv_cell(g.workload) << "," << csv_cell(p.status) << "," << p.instrument << "," << (p.fits ? "yes" : "no")
+    out << g.index << "," << csv_field(g.model) << "," << csv_field(g.hw) << "," << g.nodes << "," << csv_field(g.nic)
+        << "," << g.precision << "," << g.placement << "," << g.strategy << "," << csv_field(g.plan) << ","
+        << csv_field(g.workload) << "," << csv_field(p.status) << "," << p.instrument << "," << (p.fits ? "yes" : "no")
         << "," << (p.pareto ? "yes" : "no");
     for (const auto& c : metric_columns()) {
       const auto v = c.value(p);
