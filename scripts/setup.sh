@@ -12,6 +12,8 @@ packages=(
   iproute2                        # network namespaces for the veth ping-pong test
   libgtest-dev                    # tests
   libbenchmark-dev                # bench/
+  gnuplot-nox libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev   # report plots (PNG, SVG)
+  chromium libpng-dev             # the report test: a headless screenshot of report.html, decoded
 )
 
 missing=()
