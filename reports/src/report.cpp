@@ -439,6 +439,26 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     }
   }
   for (const auto& w : nic_words) answers.push_back(w);
+  // How far the simulator is from the measured runs, so that no answer above reads as a measurement.
+  {
+    double lo = INFINITY, hi = -INFINITY;
+    std::string lo_name, hi_name;
+    std::size_t n = 0;
+    for (const auto& ms : msims) {
+      if (!ms.m->tokens_per_s) continue;
+      const double ratio = ms.tokens_per_s / *ms.m->tokens_per_s - 1;
+      ++n;
+      if (ratio < lo) lo = ratio, lo_name = ms.m->name;
+      if (ratio > hi) hi = ratio, hi_name = ms.m->name;
+    }
+    if (n > 0)
+      answers.push_back("**Against measurements:** over the " + std::to_string(n) + " measured runs of " +
+                        in.measured_origin + ", the simulator's tokens/s with these profiles is off by " +
+                        text::printf("%+.0f%%", lo * 100) + " (" + lo_name + ") to " +
+                        text::printf("%+.0f%%", hi * 100) + " (" + hi_name +
+                        ") against the measured ones (table below). Fit the profiles to runs on your own machines "
+                        "(`moesim calibrate fit`) before you buy on these figures.");
+  }
   // The measured comparison points (Table 5), priced the same way.
   for (const auto& cp : in.cost_points) {
     const CostRow row = price_point(cp);
