@@ -65,6 +65,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("requests-out", po::value<std::string>(), "write one CSV row per request")
     ("steps-out", po::value<std::string>(), "write one CSV row per engine step (queue depth, KV usage over time)")
     ("sweep-out", po::value<std::string>(), "write the sweep's table as CSV")
+    ("chrome-trace", po::value<std::string>(), "write a Chrome/Perfetto trace (engine steps, queue and KV counters, a track per request)")
     ("quiet,q", "no progress on stderr");
   // clang-format on
   po::variables_map vm;
@@ -139,7 +140,8 @@ int cmd_serve(const Args& args, std::ostream& out) {
   const bool quiet = vm.count("quiet") > 0;
   const auto points = reports::expand_sweep(s);
   // Output files are opened before the run, so a bad path fails at once and nothing half-written remains.
-  std::optional<OutputFile> requests_out, steps_out, sweep_out;
+  std::optional<OutputFile> requests_out, steps_out, sweep_out, chrome_out;
+  if (vm.count("chrome-trace")) chrome_out.emplace(vm["chrome-trace"].as<std::string>(), "--chrome-trace");
   if (vm.count("requests-out")) requests_out.emplace(vm["requests-out"].as<std::string>(), "--requests-out");
   if (vm.count("steps-out")) steps_out.emplace(vm["steps-out"].as<std::string>(), "--steps-out");
   if (vm.count("sweep-out")) sweep_out.emplace(vm["sweep-out"].as<std::string>(), "--sweep-out");
@@ -163,6 +165,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
     }
     if (requests_out) reports::write_requests_csv(runs.front(), requests_out->stream());
     if (steps_out) reports::write_steps_csv(runs.front(), steps_out->stream());
+    if (chrome_out) reports::write_serve_chrome_trace(runs.front(), chrome_out->stream());
   } else {
     if (vm.count("json")) {
       nlohmann::json all = nlohmann::json::array();
@@ -178,11 +181,13 @@ int cmd_serve(const Args& args, std::ostream& out) {
       if (s.doc.contains("description")) out << s.doc["description"].get<std::string>() << "\n\n";
       reports::print_sweep_table(points, runs, out);
     }
-    if (requests_out || steps_out) throw UserError("--requests-out and --steps-out need a scenario without a sweep");
+    if (requests_out || steps_out || chrome_out)
+      throw UserError("--requests-out, --steps-out and --chrome-trace need a scenario without a sweep");
   }
   if (sweep_out) reports::write_sweep_csv(points, runs, sweep_out->stream());
   if (requests_out) requests_out->commit();
   if (steps_out) steps_out->commit();
+  if (chrome_out) chrome_out->commit();
   if (sweep_out) sweep_out->commit();
   return 0;
 }

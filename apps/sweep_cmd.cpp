@@ -59,7 +59,7 @@ int cmd_sweep(const Args& args, std::ostream& out) {
     ("csv", po::value<std::string>(), "write one CSV row per point (every metric, unit in the column name)")
     ("json-out", po::value<std::string>(), "write the whole result as JSON (points, resolved scenarios, answers)")
     ("json", "print the JSON result instead of the summary")
-    ("traces", po::value<std::string>(), "directory: a Chrome/Perfetto trace per simulated decode point")
+    ("traces", po::value<std::string>(), "directory: a Chrome/Perfetto trace per simulated point (point-<index>.json)")
     ("rows", po::value<std::size_t>()->default_value(20), "rows of the summary table")
     ("quiet,q", "no progress on stderr");
   // clang-format on

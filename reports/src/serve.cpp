@@ -371,6 +371,65 @@ void write_steps_csv(const ServeRun& r, std::ostream& o) {
   }
 }
 
+void write_serve_chrome_trace(const ServeRun& r, std::ostream& o, std::size_t max_requests) {
+  // Chrome trace event format (the JSON array form): times in microseconds. Process 0 is the server:
+  // one track of engine steps (stage 0 of the plan), counters for the queue and the KV cache; process
+  // 1 holds one track per request (queued, prefill until the first token, decode until the last).
+  nlohmann::json ev = nlohmann::json::array();
+  const auto us = [](double s) { return s * 1e6; };
+  const auto& plan = r.result.plan;
+  const std::string server = r.model_id + " on " + std::to_string(plan.nodes) + " x " + r.hw_id + " (tp " +
+                             std::to_string(plan.tp) + ", pp " + std::to_string(plan.pp) + ")";
+  ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", server}}}});
+  ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", "engine steps"}}}});
+  ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "requests"}}}});
+  for (const auto& st : r.result.steps) {
+    ev.push_back({{"name", st.prefill_tokens > 0 ? "step (prefill + decode)" : "step (decode)"},
+                  {"ph", "X"},
+                  {"pid", 0},
+                  {"tid", 0},
+                  {"ts", us(st.start)},
+                  {"dur", us(st.duration)},
+                  {"args", {{"decode_sequences", st.decode}, {"prefill_tokens", st.prefill_tokens}}}});
+    ev.push_back({{"name", "queue"},
+                  {"ph", "C"},
+                  {"pid", 0},
+                  {"ts", us(st.start)},
+                  {"args", {{"waiting", st.waiting}, {"running", st.running}}}});
+    ev.push_back({{"name", "KV cache used %"},
+                  {"ph", "C"},
+                  {"pid", 0},
+                  {"ts", us(st.start)},
+                  {"args", {{"used", st.kv_used * 100}}}});
+  }
+  std::size_t n = 0;
+  for (const auto& q : r.result.requests) {
+    if (n++ >= max_requests) break;
+    const auto tid = q.id + 1;
+    ev.push_back({{"name", "thread_name"},
+                  {"ph", "M"},
+                  {"pid", 1},
+                  {"tid", tid},
+                  {"args", {{"name", "request " + std::to_string(q.id)}}}});
+    const nlohmann::json args = {{"prompt_tokens", q.prompt_tokens}, {"output_tokens", q.output_tokens}};
+    ev.push_back({{"name", "until first token"},
+                  {"ph", "X"},
+                  {"pid", 1},
+                  {"tid", tid},
+                  {"ts", us(q.arrival)},
+                  {"dur", us(q.first_token - q.arrival)},
+                  {"args", args}});
+    ev.push_back({{"name", "decode"},
+                  {"ph", "X"},
+                  {"pid", 1},
+                  {"tid", tid},
+                  {"ts", us(q.first_token)},
+                  {"dur", us(q.finish - q.first_token)},
+                  {"args", args}});
+  }
+  o << ev.dump() << "\n";
+}
+
 namespace {
 
 std::vector<std::string> sweep_headers(const std::vector<SweepPoint>& points) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 
 #include "moesim/model/analytic.hpp"
@@ -12,6 +13,7 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/json_reader.hpp"
+#include "moesim/model/output_file.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/reports/estimate.hpp"
@@ -201,6 +203,12 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
       s.source = g.origin + " (point " + std::to_string(p.index) + ": " + describe_point(p) + ")";
       s.base_dir = g.base_dir;
       const ServeRun run = run_serve(s);
+      if (!o.traces_dir.empty())
+        write_file_atomically((o.traces_dir / ("point-" + std::to_string(p.index) + ".json")).string(), [&] {
+          std::ostringstream t;
+          write_serve_chrome_trace(run, t);
+          return t.str();
+        }());
       const auto& res = run.result;
       out.output_tokens_per_s = res.output_throughput;
       out.per_user_tokens_per_s = res.tpot.mean > 0 ? 1.0 / res.tpot.mean : 0;

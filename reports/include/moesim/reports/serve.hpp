@@ -59,6 +59,9 @@ void print_serve_text(const ServeRun& r, std::ostream& out);
 nlohmann::json serve_to_json(const ServeRun& r);
 void write_requests_csv(const ServeRun& r, std::ostream& out);
 void write_steps_csv(const ServeRun& r, std::ostream& out);
+/// A Chrome/Perfetto trace: the engine's steps with queue and KV-cache counters, and one track per
+/// request (its first `max_requests`) from arrival to first token and on to its last token.
+void write_serve_chrome_trace(const ServeRun& r, std::ostream& out, std::size_t max_requests = 200);
 
 /// A sweep as a table (one row per point: the swept values, then the key metrics with units).
 void print_sweep_table(const std::vector<SweepPoint>& points, const std::vector<ServeRun>& runs, std::ostream& out,

@@ -120,7 +120,7 @@ struct SweepComm {
 struct SweepOptions {
   unsigned threads = 0;                  ///< 0: all cores
   std::optional<std::int64_t> simulate;  ///< overrides the grid's simulate.points
-  std::filesystem::path traces_dir;      ///< when set: a Chrome trace per simulated decode point
+  std::filesystem::path traces_dir;      ///< when set: a Chrome trace per simulated point (point-<index>.json)
   std::function<void(const char* stage, std::size_t done, std::size_t total)> progress;
   std::function<bool()> cancelled;  ///< polled between points; true stops the run (UserError)
 };
