@@ -49,6 +49,7 @@ RunningCost running_cost(const NodeProfile& node, std::int64_t nodes, const Capi
     if (r.power_watts) {
       r.energy_usd_per_million_tokens = *r.power_watts * per_million / kJoulesPerKwh * *a.usd_per_kwh;
       usd += *r.energy_usd_per_million_tokens;
+      if (nodes > 1) r.notes.push_back("energy counts the nodes' power only, not the NICs' and switches'");
     } else {
       r.notes.push_back(node.id + " gives no power: energy is not in its cost per token (add \"power\")");
     }

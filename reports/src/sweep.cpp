@@ -101,20 +101,38 @@ struct Resolved {
   std::map<std::pair<std::string, std::string>, model::ModelCosts> costs;  ///< (model, precision)
 };
 
+/// Runs `load` on an axis value; a UserError is re-raised naming the grid file and the entry.
+template <class F>
+auto on_axis(const Grid& g, const char* axis, const std::vector<std::string>& values, const std::string& value,
+             F&& load) {
+  try {
+    return load(value);
+  } catch (const UserError& e) {
+    const auto i = std::find(values.begin(), values.end(), value) - values.begin();
+    throw UserError(g.origin + ": $." + axis + "[" + std::to_string(i) + "]: " + e.what());
+  }
+}
+
 Resolved resolve(const Grid& g) {
   Resolved r;
-  for (const auto& m : g.models) r.models.emplace(m, model::load_model(m));
+  for (const auto& m : g.models)
+    r.models.emplace(m, on_axis(g, "models", g.models, m, [](const std::string& v) { return model::load_model(v); }));
   for (const auto& h : g.hw) {
-    auto node = model::load_node(h);
-    (void)node.node_price();  // a sweep prices every point: say now which profile lacks a price
+    auto node = on_axis(g, "hw", g.hw, h, [](const std::string& v) {
+      auto n = model::load_node(v);
+      (void)n.node_price();  // a sweep prices every point: say now which profile lacks a price
+      return n;
+    });
     if (node.intra_node_link && !r.nics.count(*node.intra_node_link))
       r.nics.emplace(*node.intra_node_link, model::load_nic(*node.intra_node_link));
     r.nodes.emplace(h, std::move(node));
   }
   for (const auto& n : g.nics) {
-    auto nic = model::load_nic(n);
-    (void)nic.nic_price();
-    r.nics.emplace(n, std::move(nic));
+    r.nics.emplace(n, on_axis(g, "nics", g.nics, n, [](const std::string& v) {
+                     auto nic = model::load_nic(v);
+                     (void)nic.nic_price();
+                     return nic;
+                   }));
   }
   for (const auto& p : g.precisions) {
     const auto& prec = model::precision(p);
@@ -130,8 +148,18 @@ void analytic_point(const Grid& g, const Resolved& res, PointResult& out) {
     const auto& node = res.nodes.at(p.hw);
     const model::NicProfile* nic = p.nodes > 1 ? &res.nics.at(p.nic) : nullptr;
     const model::NicProfile* intra = node.intra_node_link ? &res.nics.at(*node.intra_node_link) : nullptr;
-    if (p.nodes > 1 && !arch.is_moe())
-      throw UserError(arch.id + " is dense: expert parallelism across nodes needs routed experts");
+    out.capital = model::capital_cost(node, nic, p.nodes);
+    if (p.nodes > 1 && !arch.is_moe()) {
+      // Expert parallelism, which the analytic model and the decode simulator assume across nodes, needs
+      // routed experts; the serving simulator runs dense models tensor- and pipeline-parallel instead,
+      // and checks the memory fit itself (sim::plan_memory), so a serving grid passes such points on.
+      if (!g.serving())
+        throw UserError(arch.id +
+                        " is dense: expert parallelism across nodes needs routed experts (a serving "
+                        "grid, with workloads and plans, runs it tensor- or pipeline-parallel)");
+      out.fits = true;
+      return;
+    }
     model::DecodeScenario s;
     s.arch = &arch;
     s.costs = &res.costs.at({p.model, p.precision});
@@ -150,11 +178,9 @@ void analytic_point(const Grid& g, const Resolved& res, PointResult& out) {
     out.memory_needed = e.memory_needed.base();
     out.memory_available = e.memory_available.base();
     out.analytic_tokens_per_s = e.tokens_per_second;
-    out.capital = model::capital_cost(node, nic, p.nodes);
   } catch (const UserError& e) {
     out.status = std::string("invalid: ") + e.what();
   }
-  (void)g;
 }
 
 nlohmann::json serve_doc(const Grid& g, const GridPoint& p) {
@@ -400,7 +426,8 @@ Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const 
                      "are the decode simulator's (seed 000) and \"workloads\" the serving "
                      "simulator's; split them into two grids");
   g.strategies = g.workloads.empty() ? string_axis(root, "strategies", {"P-LR-D"}) : std::vector<std::string>{};
-  for (const auto& s : g.strategies) (void)sim::strategy_by_name(s);
+  for (const auto& s : g.strategies)
+    on_axis(g, "strategies", g.strategies, s, [](const std::string& v) { return sim::strategy_by_name(v).name; });
   for (const auto& p : g.placements) {
     std::vector<std::string> names;
     for (const auto& info : sim::placements()) names.emplace_back(info.name);
@@ -408,7 +435,8 @@ Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const 
       throw root.error("placements", "\"" + p + "\" is not a placement" + text::did_you_mean(p, names) + " (one of " +
                                          text::join(names) + ")");
   }
-  for (const auto& p : g.precisions) (void)model::precision(p);
+  for (const auto& p : g.precisions)
+    on_axis(g, "precisions", g.precisions, p, [](const std::string& v) { return model::precision(v).name; });
 
   if (root.has("constraints")) {
     const json::Node c = root.child("constraints");
@@ -424,6 +452,7 @@ Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const 
   if (root.has("costs")) {
     const json::Node c = root.child("costs");
     c.expect_only({"energy_price", "amortisation", "utilisation", "source"});
+    g.costs_source = c.optional_string("source").value_or("");
     if (c.has("energy_price")) g.costs.usd_per_kwh = number_with_suffix(c, "energy_price", {"USD/kWh"}, "0.15USD/kWh");
     if (c.has("amortisation")) g.costs.years = number_with_suffix(c, "amortisation", {"years", "year", "y"}, "3years");
     if (c.has("utilisation")) {
@@ -478,6 +507,7 @@ nlohmann::json grid_to_json(const Grid& g) {
   nlohmann::json costs = {{"amortisation", {{"value", g.costs.years}, {"unit", "years"}}},
                           {"utilisation", {{"value", g.costs.utilisation * 100}, {"unit", "%"}}}};
   if (g.costs.usd_per_kwh) costs["energy_price"] = {{"value", *g.costs.usd_per_kwh}, {"unit", "USD/kWh"}};
+  if (!g.costs_source.empty()) costs["source"] = g.costs_source;
   j["costs"] = costs;
   j["simulate"] = {{"points", g.simulate_points < 0 ? nlohmann::json("all") : nlohmann::json(g.simulate_points)},
                    {"tokens", g.simulate_tokens},
@@ -604,11 +634,19 @@ SweepResult run_sweep(const Grid& g, const SweepOptions& o, const SweepComm& com
     if (p.status == "ok") ok.push_back(p.point.index);
   if (ok.empty()) {
     std::map<std::string, std::int64_t> why;
-    for (const auto& p : r.points) ++why[starts_with(p.status, "invalid") ? std::string("invalid") : p.status];
+    std::string first_invalid;
+    for (const auto& p : r.points) {
+      const bool invalid = starts_with(p.status, "invalid");
+      if (invalid && first_invalid.empty()) first_invalid = p.status.substr(std::string("invalid: ").size());
+      ++why[invalid ? std::string("refused by the model") : p.status];
+    }
     std::vector<std::string> parts;
-    for (const auto& [k, n] : why) parts.push_back(std::to_string(n) + " " + k);
+    for (const auto& [k, n] : why)
+      parts.push_back(std::to_string(n) + " " + k +
+                      (k == "refused by the model" ? " (the first: " + first_invalid + ")" : std::string()));
     throw UserError(g.origin + ": no configuration meets the constraints (" + std::to_string(r.points.size()) +
-                    " points: " + text::join(parts, "; ") + "); relax a constraint or widen the grid");
+                    (r.points.size() == 1 ? " point: " : " points: ") + text::join(parts, "; ") +
+                    "); relax a constraint or widen the grid");
   }
   const auto at = [&](std::int64_t i) -> PointResult& { return r.points[static_cast<std::size_t>(i)]; };
   std::vector<std::int64_t> by_cost = ok;
@@ -637,8 +675,11 @@ SweepResult run_sweep(const Grid& g, const SweepOptions& o, const SweepComm& com
 
 namespace {
 
+/// A metric: its CSV column (unit in the name), its JSON name and unit, and its value when it has one.
 struct Column {
+  const char* csv;
   const char* name;
+  const char* unit;
   std::function<std::optional<double>(const PointResult&)> value;
 };
 
@@ -646,68 +687,60 @@ std::optional<double> opt(bool have, double v) { return have ? std::optional<dou
 
 const std::vector<Column>& metric_columns() {
   static const std::vector<Column> cols = {
-      {"memory_needed_GiB", [](const PointResult& p) { return opt(p.memory_available > 0, p.memory_needed / kGiB); }},
-      {"memory_per_node_GiB",
+      {"memory_needed_GiB", "memory_needed", "GiB",
+       [](const PointResult& p) { return opt(p.memory_available > 0, p.memory_needed / kGiB); }},
+      {"memory_per_node_GiB", "memory_per_node", "GiB",
        [](const PointResult& p) { return opt(p.memory_available > 0, p.memory_available / kGiB); }},
-      {"analytic_tokens_per_s",
+      {"analytic_tokens_per_s", "analytic_tokens_per_second", "tokens/s",
        [](const PointResult& p) { return opt(p.analytic_tokens_per_s > 0, p.analytic_tokens_per_s); }},
-      {"simulated_tokens_per_s", [](const PointResult& p) { return opt(p.sim_tokens_per_s > 0, p.sim_tokens_per_s); }},
-      {"moe_s_per_token", [](const PointResult& p) { return opt(p.sim_tokens_per_s > 0, p.split_moe); }},
-      {"comm_s_per_token", [](const PointResult& p) { return opt(p.sim_tokens_per_s > 0, p.split_comm); }},
-      {"misc_s_per_token", [](const PointResult& p) { return opt(p.sim_tokens_per_s > 0, p.split_misc); }},
-      {"output_tokens_per_s",
+      {"simulated_tokens_per_s", "simulated_tokens_per_second", "tokens/s",
+       [](const PointResult& p) { return opt(p.sim_tokens_per_s > 0, p.sim_tokens_per_s); }},
+      {"moe_s_per_token", "moe_time_per_token", "s",
+       [](const PointResult& p) { return opt(p.sim_tokens_per_s > 0, p.split_moe); }},
+      {"comm_s_per_token", "comm_time_per_token", "s",
+       [](const PointResult& p) { return opt(p.sim_tokens_per_s > 0, p.split_comm); }},
+      {"misc_s_per_token", "misc_time_per_token", "s",
+       [](const PointResult& p) { return opt(p.sim_tokens_per_s > 0, p.split_misc); }},
+      {"output_tokens_per_s", "output_tokens_per_second", "tokens/s",
        [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.output_tokens_per_s); }},
-      {"per_user_tokens_per_s",
+      {"per_user_tokens_per_s", "per_user_tokens_per_second", "tokens/s",
        [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.per_user_tokens_per_s); }},
-      {"ttft_p50_s", [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.ttft_p50); }},
-      {"ttft_p99_s", [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.ttft_p99); }},
-      {"itl_p50_s", [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.itl_p50); }},
-      {"itl_p99_s", [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.itl_p99); }},
-      {"goodput_requests_per_s", [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.goodput); }},
-      {"tokens_per_s", [](const PointResult& p) { return opt(p.tokens_per_s > 0, p.tokens_per_s); }},
-      {"cost_nodes_usd", [](const PointResult& p) { return opt(p.memory_available > 0, p.capital.nodes.base()); }},
-      {"cost_nics_usd", [](const PointResult& p) { return opt(p.memory_available > 0, p.capital.nics.base()); }},
-      {"cost_switches_usd",
-       [](const PointResult& p) { return opt(p.memory_available > 0, p.capital.switches.base()); }},
-      {"cost_usd", [](const PointResult& p) { return opt(p.memory_available > 0, p.capital.total().base()); }},
-      {"tokens_per_s_per_usd",
+      {"ttft_p50_s", "ttft_p50", "s", [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.ttft_p50); }},
+      {"ttft_p99_s", "ttft_p99", "s", [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.ttft_p99); }},
+      {"itl_p50_s", "itl_p50", "s", [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.itl_p50); }},
+      {"itl_p99_s", "itl_p99", "s", [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.itl_p99); }},
+      {"goodput_requests_per_s", "goodput", "requests/s",
+       [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.goodput); }},
+      {"tokens_per_s", "tokens_per_second", "tokens/s",
+       [](const PointResult& p) { return opt(p.tokens_per_s > 0, p.tokens_per_s); }},
+      {"cost_nodes_usd", "cost_nodes", "USD",
+       [](const PointResult& p) { return opt(p.capital.total().base() > 0, p.capital.nodes.base()); }},
+      {"cost_nics_usd", "cost_nics", "USD",
+       [](const PointResult& p) { return opt(p.capital.total().base() > 0, p.capital.nics.base()); }},
+      {"cost_switches_usd", "cost_switches", "USD",
+       [](const PointResult& p) { return opt(p.capital.total().base() > 0, p.capital.switches.base()); }},
+      {"cost_usd", "cost", "USD",
+       [](const PointResult& p) { return opt(p.capital.total().base() > 0, p.capital.total().base()); }},
+      {"tokens_per_s_per_usd", "tokens_per_second_per_usd", "tokens/s/USD",
        [](const PointResult& p) { return opt(p.tokens_per_s_per_usd > 0, p.tokens_per_s_per_usd); }},
-      {"power_W", [](const PointResult& p) { return p.running.power_watts; }},
-      {"usd_per_million_tokens", [](const PointResult& p) { return p.running.usd_per_million_tokens; }},
-      {"energy_usd_per_million_tokens", [](const PointResult& p) { return p.running.energy_usd_per_million_tokens; }},
-      {"cloud_usd_per_hour", [](const PointResult& p) { return p.running.cloud_usd_per_hour; }},
-      {"cloud_usd_per_million_tokens", [](const PointResult& p) { return p.running.cloud_usd_per_million_tokens; }},
+      {"power_W", "power", "W", [](const PointResult& p) { return p.running.power_watts; }},
+      {"usd_per_million_tokens", "cost_per_million_tokens", "USD/Mtoken",
+       [](const PointResult& p) { return p.running.usd_per_million_tokens; }},
+      {"energy_usd_per_million_tokens", "energy_cost_per_million_tokens", "USD/Mtoken",
+       [](const PointResult& p) { return p.running.energy_usd_per_million_tokens; }},
+      {"cloud_usd_per_hour", "cloud_cost_per_hour", "USD/h",
+       [](const PointResult& p) { return p.running.cloud_usd_per_hour; }},
+      {"cloud_usd_per_million_tokens", "cloud_cost_per_million_tokens", "USD/Mtoken",
+       [](const PointResult& p) { return p.running.cloud_usd_per_million_tokens; }},
   };
   return cols;
-}
-
-/// Name and unit of a column ("ttft_p50_s" -> "ttft_p50", "s").
-std::pair<std::string, std::string> name_unit(const std::string& col) {
-  static const std::vector<std::pair<std::string, std::string>> suffixes = {{"_GiB", "GiB"},
-                                                                            {"_tokens_per_s_per_usd", "tokens/s/USD"},
-                                                                            {"_per_s_per_usd", "tokens/s/USD"},
-                                                                            {"_usd_per_million_tokens", "USD/Mtoken"},
-                                                                            {"_usd_per_hour", "USD/h"},
-                                                                            {"_tokens_per_s", "tokens/s"},
-                                                                            {"_requests_per_s", "requests/s"},
-                                                                            {"_s_per_token", "s/token"},
-                                                                            {"_usd", "USD"},
-                                                                            {"_W", "W"},
-                                                                            {"_s", "s"}};
-  if (col == "tokens_per_s") return {col, "tokens/s"};
-  if (col == "tokens_per_s_per_usd") return {col, "tokens/s/USD"};
-  if (col == "usd_per_million_tokens") return {col, "USD/Mtoken"};
-  for (const auto& [suf, unit] : suffixes)
-    if (col.size() > suf.size() && col.compare(col.size() - suf.size(), suf.size(), suf) == 0)
-      return {col.substr(0, col.size() - suf.size()), unit};
-  return {col, ""};
 }
 
 }  // namespace
 
 void write_sweep_points_csv(const SweepResult& r, std::ostream& out) {
   out << "index,model,hw,nodes,nic,precision,placement,strategy,plan,workload,status,instrument,fits,pareto";
-  for (const auto& c : metric_columns()) out << "," << c.name;
+  for (const auto& c : metric_columns()) out << "," << c.csv;
   out << "\n";
   for (const auto& p : r.points) {
     const auto& g = p.point;
@@ -738,8 +771,7 @@ nlohmann::json sweep_to_json(const SweepResult& r) {
     for (const auto& c : metric_columns()) {
       const auto v = c.value(p);
       if (!v) continue;
-      const auto [name, unit] = name_unit(c.name);
-      m.push_back({{"name", name}, {"value", *v}, {"unit", unit}});
+      m.push_back({{"name", c.name}, {"value", *v}, {"unit", c.unit}});
     }
     nlohmann::json scenario;
     if (r.grid.serving()) {
@@ -754,7 +786,9 @@ nlohmann::json sweep_to_json(const SweepResult& r) {
     if (!g.strategy.empty()) e["strategy"] = g.strategy;
     if (!g.plan.empty()) e["plan"] = g.plan;
     if (!g.workload.empty()) e["workload"] = g.workload;
-    if (!p.capital.notes.empty()) e["notes"] = p.capital.notes;
+    std::vector<std::string> notes = p.capital.notes;
+    notes.insert(notes.end(), p.running.notes.begin(), p.running.notes.end());
+    if (!notes.empty()) e["notes"] = notes;
     pts.push_back(std::move(e));
   }
   j["points"] = std::move(pts);

@@ -48,6 +48,7 @@ struct Grid {
   std::vector<nlohmann::json> plans, workloads;
   SweepConstraints constraints;
   model::CostAssumptions costs;
+  std::string costs_source;           ///< where the energy price and the other assumptions come from
   std::int64_t simulate_points = 20;  ///< -1: every screened point
   std::int64_t simulate_tokens = 500;
   std::uint64_t seed = 1;

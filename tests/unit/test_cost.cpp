@@ -1,0 +1,396 @@
+// The cost model (model/cost.hpp) on figures that follow by hand, and the grid reader of `moesim sweep`
+// (reports/sweep.hpp) on the inputs it must refuse with a message naming the file and field.
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "moesim/model/cost.hpp"
+#include "moesim/model/error.hpp"
+#include "moesim/model/hardware.hpp"
+#include "moesim/reports/sweep.hpp"
+
+namespace {
+
+using namespace moesim;
+
+model::NodeProfile node(double price_usd, std::optional<double> watts = std::nullopt,
+                        std::optional<double> cloud_usd_per_hour = std::nullopt) {
+  model::NodeProfile n;
+  n.id = "test-node";
+  n.price = model::Sourced<units::Money>{units::usd(price_usd), "test"};
+  if (watts) n.power = model::Sourced<units::Power>{units::watts(*watts), "test"};
+  if (cloud_usd_per_hour)
+    n.cloud_price_per_hour = model::Sourced<units::Money>{units::usd(*cloud_usd_per_hour), "test"};
+  return n;
+}
+
+model::NicProfile nic(double price_usd, std::optional<std::int64_t> ports = std::nullopt, double switch_usd = 0) {
+  model::NicProfile n;
+  n.id = "test-nic";
+  n.price = model::Sourced<units::Money>{units::usd(price_usd), "test"};
+  if (ports) {
+    model::NicProfile::Switch sw;
+    sw.name = "test switch";
+    sw.ports = *ports;
+    sw.price = model::Sourced<units::Money>{units::usd(switch_usd), "test"};
+    n.switch_spec = sw;
+  }
+  return n;
+}
+
+// ---- capital_cost ----
+
+// One node: the node's price; no NIC, no switch (the NIC may be absent).
+TEST(CapitalCost, OneNodeIsTheNodePrice) {
+  const auto c = model::capital_cost(node(6599), nullptr, 1);
+  EXPECT_DOUBLE_EQ(c.nodes.base(), 6599);
+  EXPECT_DOUBLE_EQ(c.nics.base(), 0);
+  EXPECT_DOUBLE_EQ(c.switches.base(), 0);
+  EXPECT_EQ(c.switch_count, 0);
+  EXPECT_DOUBLE_EQ(c.total().base(), 6599);
+  EXPECT_TRUE(c.notes.empty());
+}
+
+// Two nodes are cabled back to back: 2 x (node + NIC), no switch even when the NIC profile has one.
+TEST(CapitalCost, TwoNodesNeedNoSwitch) {
+  const auto n = nic(339, 16, 799);
+  const auto c = model::capital_cost(node(6599), &n, 2);
+  EXPECT_DOUBLE_EQ(c.nodes.base(), 2 * 6599.0);
+  EXPECT_DOUBLE_EQ(c.nics.base(), 2 * 339.0);
+  EXPECT_DOUBLE_EQ(c.switches.base(), 0);
+  EXPECT_EQ(c.switch_count, 0);
+  EXPECT_DOUBLE_EQ(c.total().base(), 2 * 6599.0 + 2 * 339.0);
+  EXPECT_TRUE(c.notes.empty());
+}
+
+// Three nodes over the built-in 10gbe-grpc profile: the NIC is part of the node price (0 USD) and the
+// nodes plug into one 8-port MikroTik switch at 269 USD.
+TEST(CapitalCost, ThreeNodesOver10GbEBuyOneSwitch) {
+  const auto n = model::load_nic("10gbe-grpc");
+  const auto c = model::capital_cost(node(1000), &n, 3);
+  EXPECT_DOUBLE_EQ(c.nodes.base(), 3000);
+  EXPECT_DOUBLE_EQ(c.nics.base(), 0);
+  EXPECT_EQ(c.switch_count, 1);
+  EXPECT_DOUBLE_EQ(c.switches.base(), 269);
+  EXPECT_DOUBLE_EQ(c.total().base(), 3269);
+  EXPECT_TRUE(c.notes.empty());
+}
+
+// 16 nodes fill one 16-port switch; 17 need ceil(17 / 16) = 2, and the note says the link between them
+// is not priced.
+TEST(CapitalCost, SeventeenNodesOnSixteenPortsBuyTwoSwitches) {
+  const auto n = nic(339, 16, 799);
+  const auto c16 = model::capital_cost(node(100), &n, 16);
+  EXPECT_EQ(c16.switch_count, 1);
+  EXPECT_DOUBLE_EQ(c16.switches.base(), 799);
+  EXPECT_TRUE(c16.notes.empty());
+
+  const auto c = model::capital_cost(node(100), &n, 17);
+  EXPECT_EQ(c.switch_count, 2);
+  EXPECT_DOUBLE_EQ(c.switches.base(), 2 * 799.0);
+  EXPECT_DOUBLE_EQ(c.nodes.base(), 1700);
+  EXPECT_DOUBLE_EQ(c.nics.base(), 17 * 339.0);
+  EXPECT_DOUBLE_EQ(c.total().base(), 1700 + 17 * 339.0 + 2 * 799.0);
+  ASSERT_EQ(c.notes.size(), 1u);
+  EXPECT_NE(c.notes[0].find("17 nodes need 2"), std::string::npos) << c.notes[0];
+  EXPECT_NE(c.notes[0].find("not priced"), std::string::npos) << c.notes[0];
+}
+
+// A NIC profile without a switch: three nodes cost nodes + NICs, and a note says the switch is left out.
+TEST(CapitalCost, NicWithoutSwitchLeavesANote) {
+  const auto n = nic(1267);
+  const auto c = model::capital_cost(node(1000), &n, 3);
+  EXPECT_EQ(c.switch_count, 0);
+  EXPECT_DOUBLE_EQ(c.switches.base(), 0);
+  EXPECT_DOUBLE_EQ(c.total().base(), 3000 + 3 * 1267.0);
+  ASSERT_EQ(c.notes.size(), 1u);
+  EXPECT_NE(c.notes[0].find("test-nic"), std::string::npos) << c.notes[0];
+  EXPECT_NE(c.notes[0].find("switch"), std::string::npos) << c.notes[0];
+  // Two nodes need no switch, so there is nothing to note.
+  EXPECT_TRUE(model::capital_cost(node(1000), &n, 2).notes.empty());
+}
+
+TEST(CapitalCost, TokensPerSecondPerUsd) {
+  EXPECT_DOUBLE_EQ(model::tokens_per_second_per_usd(10, units::usd(20000)), 10.0 / 20000);
+  EXPECT_DOUBLE_EQ(model::tokens_per_second_per_usd(10, units::usd(0)), 0);
+}
+
+// ---- running_cost ----
+
+// Capital only: a Julian year is 365.25 x 86,400 s = 31,557,600 s, so 36,525 USD over one year is
+// 36,525 / 31,557,600 = 1/864 USD per second of serving. At 1 token/s and full use a million tokens take
+// 1e6 s: 1e6 / 864 = 1157.407... USD.
+TEST(RunningCost, AmortisedCapitalClosedForm) {
+  model::CapitalCost cap;
+  cap.nodes = units::usd(36525);
+  model::CostAssumptions a;
+  a.years = 1;
+  a.utilisation = 1.0;
+  const auto r = model::running_cost(node(36525), 1, cap, 1.0, a);
+  ASSERT_TRUE(r.usd_per_million_tokens);
+  EXPECT_NEAR(*r.usd_per_million_tokens, 1e6 / 864.0, 1e-9 * 1e6 / 864.0);
+  EXPECT_FALSE(r.energy_usd_per_million_tokens);  // no energy price
+  EXPECT_FALSE(r.power_watts);
+  EXPECT_FALSE(r.cloud_usd_per_hour);
+  EXPECT_FALSE(r.cloud_usd_per_million_tokens);
+
+  // Half the time in use: each served second carries twice the capital. Ten times the throughput: a tenth.
+  a.utilisation = 0.5;
+  EXPECT_NEAR(*model::running_cost(node(36525), 1, cap, 1.0, a).usd_per_million_tokens, 2e6 / 864.0, 1e-6);
+  a.utilisation = 1.0;
+  EXPECT_NEAR(*model::running_cost(node(36525), 1, cap, 10.0, a).usd_per_million_tokens, 1e5 / 864.0, 1e-6);
+  // Three years: a third.
+  a.years = 3;
+  EXPECT_NEAR(*model::running_cost(node(36525), 1, cap, 1.0, a).usd_per_million_tokens, 1e6 / 864.0 / 3, 1e-6);
+}
+
+// Energy: one 1,000 W node at 1 token/s spends 1,000 J per token; a million tokens are 1e9 J = 1e9 / 3.6e6
+// = 277.78 kWh, at 0.10 USD/kWh 27.78 USD. Two such nodes at 4 tokens/s: 2,000 W / 4 = 500 J per token,
+// half of it.
+TEST(RunningCost, EnergyClosedForm) {
+  model::CapitalCost cap;
+  cap.nodes = units::usd(36525);
+  model::CostAssumptions a;
+  a.years = 1;
+  a.usd_per_kwh = 0.10;
+  const double energy = 1e9 / 3.6e6 * 0.10;  // 27.777... USD per million tokens
+  const auto r = model::running_cost(node(36525, 1000.0), 1, cap, 1.0, a);
+  ASSERT_TRUE(r.power_watts);
+  EXPECT_DOUBLE_EQ(*r.power_watts, 1000);
+  ASSERT_TRUE(r.energy_usd_per_million_tokens);
+  EXPECT_NEAR(*r.energy_usd_per_million_tokens, energy, 1e-9 * energy);
+  ASSERT_TRUE(r.usd_per_million_tokens);
+  EXPECT_NEAR(*r.usd_per_million_tokens, 1e6 / 864.0 + energy, 1e-9 * (1e6 / 864.0 + energy));
+
+  model::CapitalCost cap2;
+  cap2.nodes = units::usd(2 * 36525.0);
+  const auto r2 = model::running_cost(node(36525, 1000.0), 2, cap2, 4.0, a);
+  ASSERT_TRUE(r2.power_watts);
+  EXPECT_DOUBLE_EQ(*r2.power_watts, 2000);
+  ASSERT_TRUE(r2.energy_usd_per_million_tokens);
+  EXPECT_NEAR(*r2.energy_usd_per_million_tokens, energy / 2, 1e-9 * energy);
+  EXPECT_NEAR(*r2.usd_per_million_tokens, 2 * 1e6 / 864.0 / 4 + energy / 2, 1e-6);
+}
+
+// An energy price on a node without power: the energy is left out and a note says so.
+TEST(RunningCost, NoPowerNoEnergyButANote) {
+  model::CapitalCost cap;
+  cap.nodes = units::usd(36525);
+  model::CostAssumptions a;
+  a.years = 1;
+  a.usd_per_kwh = 0.10;
+  const auto r = model::running_cost(node(36525), 1, cap, 1.0, a);
+  EXPECT_FALSE(r.energy_usd_per_million_tokens);
+  ASSERT_TRUE(r.usd_per_million_tokens);
+  EXPECT_NEAR(*r.usd_per_million_tokens, 1e6 / 864.0, 1e-6);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_NE(r.notes[0].find("test-node"), std::string::npos) << r.notes[0];
+  EXPECT_NE(r.notes[0].find("power"), std::string::npos) << r.notes[0];
+}
+
+// Cloud: 3.60 USD/h per node, two nodes = 7.20 USD/h = 0.002 USD/s; at 2 tokens/s a million tokens take
+// 500,000 s: 1,000 USD.
+TEST(RunningCost, CloudClosedForm) {
+  model::CapitalCost cap;
+  cap.nodes = units::usd(2000);
+  const auto r = model::running_cost(node(1000, std::nullopt, 3.60), 2, cap, 2.0, {});
+  ASSERT_TRUE(r.cloud_usd_per_hour);
+  EXPECT_NEAR(*r.cloud_usd_per_hour, 7.20, 1e-12);
+  ASSERT_TRUE(r.cloud_usd_per_million_tokens);
+  EXPECT_NEAR(*r.cloud_usd_per_million_tokens, 1000.0, 1e-9);
+}
+
+// No throughput: per-token figures are absent; the per-hour and power figures remain.
+TEST(RunningCost, ZeroThroughputHasNoPerTokenFigures) {
+  model::CapitalCost cap;
+  cap.nodes = units::usd(1000);
+  model::CostAssumptions a;
+  a.usd_per_kwh = 0.1;
+  const auto r = model::running_cost(node(1000, 300.0, 2.0), 3, cap, 0.0, a);
+  EXPECT_FALSE(r.usd_per_million_tokens);
+  EXPECT_FALSE(r.energy_usd_per_million_tokens);
+  EXPECT_FALSE(r.cloud_usd_per_million_tokens);
+  ASSERT_TRUE(r.power_watts);
+  EXPECT_DOUBLE_EQ(*r.power_watts, 900);
+  ASSERT_TRUE(r.cloud_usd_per_hour);
+  EXPECT_DOUBLE_EQ(*r.cloud_usd_per_hour, 6);
+}
+
+// ---- grid_from_json ----
+
+nlohmann::json base_grid() {
+  return {
+      {"models", {"dbrx-instruct"}}, {"hw", {"mac-studio-m2-ultra-192"}}, {"nodes", {2, 3}}, {"nics", {"10gbe-grpc"}}};
+}
+
+/// grid_from_json(doc) throws a UserError whose one line mentions every string in `mention`.
+void expect_grid_error(const nlohmann::json& doc, const std::vector<std::string>& mention) {
+  SCOPED_TRACE(doc.dump());
+  try {
+    (void)reports::grid_from_json(doc, "g.json", ".");
+    ADD_FAILURE() << "no error";
+  } catch (const UserError& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_NE(msg.find("g.json"), std::string::npos) << msg;
+    for (const auto& m : mention) EXPECT_NE(msg.find(m), std::string::npos) << "missing '" << m << "' in: " << msg;
+  }
+}
+
+TEST(GridFromJson, ReadsAxesConstraintsCostsAndDefaults) {
+  auto doc = base_grid();
+  doc["constraints"] = {{"budget", "50000USD"}, {"min_tokens_per_s", "5tokens/s"}};
+  doc["costs"] = {{"energy_price", "0.13USD/kWh"}, {"amortisation", "2years"}, {"utilisation", "50%"}};
+  doc["simulate"] = {{"points", "all"}, {"tokens", 100}, {"seed", 7}};
+  const auto g = reports::grid_from_json(doc, "g.json", ".");
+  EXPECT_EQ(g.models, std::vector<std::string>{"dbrx-instruct"});
+  EXPECT_EQ(g.nodes, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(g.precisions, std::vector<std::string>{"bf16"});
+  EXPECT_EQ(g.strategies, std::vector<std::string>{"P-LR-D"});
+  EXPECT_EQ(g.placements, std::vector<std::string>{"replicated-groups"});
+  ASSERT_TRUE(g.constraints.budget_usd);
+  EXPECT_DOUBLE_EQ(*g.constraints.budget_usd, 50000);
+  ASSERT_TRUE(g.constraints.min_tokens_per_s);
+  EXPECT_DOUBLE_EQ(*g.constraints.min_tokens_per_s, 5);
+  ASSERT_TRUE(g.costs.usd_per_kwh);
+  EXPECT_DOUBLE_EQ(*g.costs.usd_per_kwh, 0.13);
+  EXPECT_DOUBLE_EQ(g.costs.years, 2);
+  EXPECT_DOUBLE_EQ(g.costs.utilisation, 0.5);
+  EXPECT_EQ(g.simulate_points, -1);
+  EXPECT_EQ(g.simulate_tokens, 100);
+  EXPECT_EQ(g.seed, 7u);
+  EXPECT_FALSE(g.serving());
+  // 2 node counts x 1 NIC: 2 points; one node collapses the NIC axis.
+  EXPECT_EQ(reports::expand_grid(g).size(), 2u);
+  doc["nodes"] = {1, 2};
+  doc["nics"] = {"10gbe-grpc", "rocev2-25g"};
+  EXPECT_EQ(reports::expand_grid(reports::grid_from_json(doc, "g.json", ".")).size(), 3u);
+}
+
+TEST(GridFromJson, Errors) {
+  expect_grid_error(nlohmann::json::array(), {"JSON object"});
+  {
+    auto d = base_grid();
+    d.erase("models");
+    expect_grid_error(d, {"models", "missing"});
+  }
+  {
+    auto d = base_grid();
+    d["models"] = nlohmann::json::array();
+    expect_grid_error(d, {"$.models", "empty"});
+  }
+  {
+    auto d = base_grid();
+    d["nodes"] = nlohmann::json::array();
+    expect_grid_error(d, {"nodes", "empty"});
+  }
+  {
+    auto d = base_grid();
+    d["nodes"] = {0};
+    expect_grid_error(d, {"nodes", ">= 1"});
+  }
+  {
+    auto d = base_grid();
+    d.erase("nics");
+    expect_grid_error(d, {"nics", "missing"});
+  }
+  {
+    auto d = base_grid();
+    d["nodez"] = {2};
+    expect_grid_error(d, {"nodez", "not a known key"});
+  }
+  {
+    auto d = base_grid();
+    d["constraints"] = {{"min_tokens_per_s", "5"}};
+    expect_grid_error(d, {"$.constraints.min_tokens_per_s", "unit", "5tokens/s"});
+  }
+  {
+    auto d = base_grid();
+    d["constraints"] = {{"min_tokens_per_s", "-5tokens/s"}};
+    expect_grid_error(d, {"min_tokens_per_s", "positive"});
+  }
+  {
+    auto d = base_grid();
+    d["constraints"] = {{"budget", "-5USD"}};
+    expect_grid_error(d, {"$.constraints.budget"});
+  }
+  {
+    auto d = base_grid();
+    d["constraints"] = {{"max_ttft", "2s"}};
+    expect_grid_error(d, {"max_ttft", "workloads"});
+  }
+  {
+    auto d = base_grid();
+    d["constraints"] = {{"budgett", "5USD"}};
+    expect_grid_error(d, {"budgett"});
+  }
+  {
+    auto d = base_grid();
+    d["costs"] = {{"utilisation", "150%"}};
+    expect_grid_error(d, {"utilisation", "100%"});
+  }
+  {
+    auto d = base_grid();
+    d["costs"] = {{"energy_price", "0.13"}};
+    expect_grid_error(d, {"energy_price", "USD/kWh"});
+  }
+  {
+    auto d = base_grid();
+    d["placements"] = {"nowhere"};
+    expect_grid_error(d, {"placements", "nowhere"});
+  }
+  {
+    auto d = base_grid();
+    d["simulate"] = {{"points", "some"}};
+    expect_grid_error(d, {"points", "all"});
+  }
+  {
+    auto d = base_grid();
+    d["simulate"] = {{"points", -3}};
+    expect_grid_error(d, {"points"});
+  }
+  {
+    auto d = base_grid();
+    d["plans"] = {{{"name", "tp8"}, {"plan", {{"tp", 8}}}}};
+    expect_grid_error(d, {"plans", "workloads"});
+  }
+  {
+    auto d = base_grid();
+    d["workloads"] = {{{"name", "a"}, {"workload", {{"rate", "2/s"}}}}, {{"name", "a"}, {"workload", nullptr}}};
+    expect_grid_error(d, {"name", "used twice"});
+  }
+  {
+    auto d = base_grid();
+    d["workloads"] = {{{"name", "a"}, {"model", "mixtral-8x7b"}}};
+    expect_grid_error(d, {"model", "axis"});
+  }
+  {
+    auto d = base_grid();
+    d["workloads"] = {{{"name", "a"}, {"workload", {{"rate", "2/s"}}}}};
+    d["strategies"] = {"naive"};
+    expect_grid_error(d, {"strategies", "workloads"});
+  }
+  {
+    auto d = base_grid();
+    d["workloads"] = {{{"name", "a"}, {"workload", {{"rate", "2/s"}}}}};
+    d["simulate"] = {{"points", 0}};
+    expect_grid_error(d, {"simulate", "points is 0"});
+  }
+}
+
+// An unknown strategy or precision names the grid file and the axis like every other grid error.
+TEST(GridFromJson, UnknownIdsNameTheFileAndAxis) {
+  {
+    auto d = base_grid();
+    d["strategies"] = {"P-LR-X"};
+    expect_grid_error(d, {"strategies", "P-LR-X"});
+  }
+  {
+    auto d = base_grid();
+    d["precisions"] = {"bf17"};
+    expect_grid_error(d, {"precisions", "bf17"});
+  }
+}
+
+}  // namespace
