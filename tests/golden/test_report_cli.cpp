@@ -207,3 +207,18 @@ TEST(GoldenReport, UnwritableOutputDirectory) {
       {"unwritable", "report -q --out /proc/moesim-report", {"--out /proc/moesim-report", "cannot write"}});
   EXPECT_FALSE(fs::exists("/proc/moesim-report"));
 }
+
+// A report of the user's own grid, written to a relative --out: no measured runs, one model of several
+// with no multi-node point meeting the constraints; the report still comes out whole.
+TEST(GoldenReport, CustomGridAndRelativeOut) {
+  Scratch s("report");
+  s.write("mix.json", R"({"models": ["mixtral-8x7b", "qwen3-30b-a3b"], "hw": ["h100-sxm", "l4"], "nodes": [1, 2],
+    "nics": ["rocev2-25g"], "precisions": ["bf16", "fp8"], "constraints": {"min_tokens_per_s": "20tokens/s"},
+    "costs": {"energy_price": "0.2USD/kWh"}, "simulate": {"points": 6}})");
+  const auto r = s.shell("cd " + s.path() + " && " + MOESIM_BINARY + " report -q --grid mix.json --out rel");
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* f : {"report.md", "report.html", "pareto.png", "tokens-per-usd.svg", "cache-hit-rate.gp"})
+    EXPECT_TRUE(fs::exists(fs::path(s.path("rel")) / f)) << f;
+  EXPECT_NE(r.out.find("Fastest for the money"), std::string::npos) << r.out;
+  for (const auto& f : s.files()) EXPECT_EQ(f.find(".tmp-"), std::string::npos) << f;
+}
