@@ -801,6 +801,27 @@ nlohmann::json sweep_to_json(const SweepResult& r) {
   return j;
 }
 
+std::vector<std::int64_t> cheapest_per_workload(const SweepResult& r) {
+  std::vector<std::int64_t> out;
+  for (const auto& wl : r.grid.workloads) {
+    const std::string name = wl.at("name").get<std::string>();
+    std::int64_t best = -1;
+    for (const auto& p : r.points) {
+      if (p.status != "ok" || p.point.workload != name) continue;
+      if (best < 0) {
+        best = p.point.index;
+        continue;
+      }
+      const auto& b = r.points[static_cast<std::size_t>(best)];
+      if (p.capital.total().base() < b.capital.total().base() ||
+          (p.capital.total().base() == b.capital.total().base() && p.tokens_per_s > b.tokens_per_s))
+        best = p.point.index;
+    }
+    out.push_back(best);
+  }
+  return out;
+}
+
 void print_sweep_summary(const SweepResult& r, std::ostream& out, bool markdown, std::size_t max_rows) {
   const auto& pts = r.points;
   const auto at = [&](std::int64_t i) -> const PointResult& { return pts[static_cast<std::size_t>(i)]; };
@@ -861,6 +882,28 @@ void print_sweep_summary(const SweepResult& r, std::ostream& out, bool markdown,
   else
     t.print_text(out);
   if (ok.size() > max_rows) out << "(" << ok.size() - max_rows << " more meet the constraints; see the CSV)\n";
+  if (serving) {
+    // Throughput under an open-loop workload is capped by its arrival rate, so points of different
+    // workloads do not compete: the purchase question is asked again for each workload.
+    out << "\n" << (markdown ? "" : "Cheapest configuration meeting the constraints, per workload:\n\n");
+    Table w({"workload", "cheapest configuration", "cost USD", "output tok/s", "TTFT p99 s", "ITL p99 ms"});
+    const auto best = cheapest_per_workload(r);
+    for (std::size_t k = 0; k < best.size(); ++k) {
+      const std::string name = r.grid.workloads[k].at("name").get<std::string>();
+      if (best[k] < 0) {
+        w.add_row({name, "none meets the constraints", "-", "-", "-", "-"});
+        continue;
+      }
+      const auto& p = at(best[k]);
+      w.add_row({name, describe_point(p.point), text::printf("%.0f", p.capital.total().base()),
+                 text::printf("%.1f", p.tokens_per_s), text::printf("%.3f", p.ttft_p99),
+                 text::printf("%.1f", p.itl_p99 * 1000)});
+    }
+    if (markdown)
+      w.print_markdown(out);
+    else
+      w.print_text(out);
+  }
   std::map<std::string, std::int64_t> removed;
   for (const auto& p : pts)
     if (p.status != "ok") ++removed[starts_with(p.status, "invalid") ? std::string("refused by the model") : p.status];

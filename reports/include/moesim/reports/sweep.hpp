@@ -130,6 +130,10 @@ struct SweepOptions {
 /// (naming how many each constraint removed), or when `cancelled` says so.
 SweepResult run_sweep(const Grid& g, const SweepOptions& o, const SweepComm& comm = {});
 
+/// Serving grids: for each workload (in grid order), the cheapest point meeting the constraints (-1:
+/// none). Open-loop throughput is capped by the arrival rate, so the question is asked per workload.
+std::vector<std::int64_t> cheapest_per_workload(const SweepResult& r);
+
 /// One line per point with every metric and its unit in the column name.
 void write_sweep_points_csv(const SweepResult& r, std::ostream& out);
 nlohmann::json sweep_to_json(const SweepResult& r);
