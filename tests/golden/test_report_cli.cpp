@@ -155,7 +155,8 @@ TEST(GoldenReport, HtmlShowsEveryPlotInHeadlessChromium) {
 TEST(GoldenReport, InterruptLeavesTheEarlierReportOrNone) {
   Scratch s("report");
   const std::string dir = s.path("r");
-  for (int delay_ms : {150, 600}) {
+  // The signal comes after the process is up (ASan builds take ~0.4 s to reach main) and mid-run.
+  for (int delay_ms : {1000, 1600}) {
     SCOPED_TRACE(delay_ms);
     fs::remove_all(dir);
     const auto r = s.shell("( " + std::string(MOESIM_BINARY) + " report -q --out " + dir + " & pid=$!; sleep " +
@@ -173,7 +174,7 @@ TEST(GoldenReport, InterruptLeavesTheEarlierReportOrNone) {
   ASSERT_EQ(s.moesim("report -q --out " + dir).code, 0);
   const std::string before = slurp(fs::path(dir) / "report.md");
   const auto r = s.shell("( " + std::string(MOESIM_BINARY) + " report -q --out " + dir +
-                         " & pid=$!; sleep 0.15; kill -TERM $pid; wait $pid )");
+                         " & pid=$!; sleep 1; kill -TERM $pid; wait $pid )");
   if (r.code != 0) {
     EXPECT_EQ(r.code, 2) << r.err;
     EXPECT_EQ(slurp(fs::path(dir) / "report.md"), before);
