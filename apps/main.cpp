@@ -3,8 +3,13 @@
 //
 // Exit codes (DESIGN.md): 0 success, 2 bad input (one line: what, where, how to fix), 1 internal error.
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <boost/program_options/errors.hpp>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -12,6 +17,7 @@
 
 #include "commands.hpp"
 #include "moesim/model/error.hpp"
+#include "moesim/model/output_file.hpp"
 #include "moesim/model/text.hpp"
 
 namespace {
@@ -58,6 +64,34 @@ void usage(std::ostream& out) {
 
 }  // namespace
 
+namespace {
+
+char g_interrupt_message[256];
+std::size_t g_interrupt_length = 0;
+
+extern "C" void on_fatal_signal(int /*signal*/) {
+  // Async-signal-safe only: remove the unfinished output files, say so, exit 2. (sweep and report
+  // install their own handler and stop between units of work instead.)
+  moesim::remove_pending_outputs();
+  [[maybe_unused]] const auto n = ::write(STDERR_FILENO, g_interrupt_message, g_interrupt_length);
+  ::_exit(2);
+}
+
+/// SIGINT and SIGTERM stop any command cleanly: no partial output file stays behind.
+void install_interrupt_handler(const std::string& command) {
+  const std::string msg =
+      "moesim " + command + ": interrupted; unfinished output files were removed, nothing was written\n";
+  g_interrupt_length = std::min(msg.size(), sizeof g_interrupt_message);
+  std::memcpy(g_interrupt_message, msg.data(), g_interrupt_length);
+  struct sigaction sa {};
+  sa.sa_handler = on_fatal_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
@@ -71,9 +105,11 @@ int main(int argc, char** argv) {
   const std::string name = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   // Errors of a command with parts name the part: "moesim calibrate net: error: ...".
-  const std::string shown = (name == "calibrate" || name == "ref") && !rest.empty() && !rest[0].starts_with("-")
-                                ? name + " " + rest[0]
-                                : name;
+  const std::string shown =
+      (name == "calibrate" || name == "ref" || name == "trace") && !rest.empty() && !rest[0].starts_with("-")
+          ? name + " " + rest[0]
+          : name;
+  install_interrupt_handler(shown);
   for (const auto& c : kCommands) {
     if (name != c.name) continue;
     // Results go to a buffer and reach stdout only when the command succeeds: an error never leaves a

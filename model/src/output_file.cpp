@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +11,34 @@
 
 namespace moesim {
 namespace {
+
+// Temporary files being written, for remove_pending_outputs() (called from a signal handler: fixed
+// storage, no allocation, lock-free slot claims).
+constexpr int kSlots = 256;
+constexpr std::size_t kPathMax = 4096;
+struct Pending {
+  std::atomic<int> state{0};  // 0 free, 1 being filled, 2 live
+  char path[kPathMax];
+};
+Pending g_pending[kSlots];
+
+int register_pending(const std::string& path) {
+  if (path.size() >= kPathMax) return -1;
+  for (int i = 0; i < kSlots; ++i) {
+    int expected = 0;
+    if (g_pending[i].state.compare_exchange_strong(expected, 1)) {
+      std::memcpy(g_pending[i].path, path.c_str(), path.size() + 1);
+      g_pending[i].state.store(2);
+      return i;
+    }
+  }
+  return -1;  // more than kSlots files open at once: this one is not removed on a signal
+}
+
+void unregister_pending(int slot) {
+  if (slot >= 0) g_pending[slot].state.store(0);
+}
+
 std::string named(const std::string& path, const std::string& flag) {
   return flag.empty() ? path : path + " (" + flag + ")";
 }
@@ -23,6 +52,7 @@ OutputFile::OutputFile(std::string path, std::string flag, bool binary)
     throw UserError(named(path_, flag_) + ": cannot write here (" + std::strerror(errno) +
                     "); check that the directory exists and is writable");
   }
+  slot_ = register_pending(tmp_);
 }
 
 OutputFile::~OutputFile() {
@@ -30,6 +60,7 @@ OutputFile::~OutputFile() {
     out_.close();
     std::remove(tmp_.c_str());
   }
+  unregister_pending(slot_);
 }
 
 void OutputFile::commit() {
@@ -41,6 +72,13 @@ void OutputFile::commit() {
                     "); nothing was written");
   }
   committed_ = true;
+  unregister_pending(slot_);
+  slot_ = -1;
+}
+
+void remove_pending_outputs() noexcept {
+  for (auto& p : g_pending)
+    if (p.state.load() == 2) ::unlink(p.path);
 }
 
 void write_file_atomically(const std::string& path, const std::string& contents, const std::string& flag) {

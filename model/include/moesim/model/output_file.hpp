@@ -29,7 +29,13 @@ class OutputFile {
   std::string tmp_;
   std::ofstream out_;
   bool committed_ = false;
+  int slot_ = -1;  ///< its entry in the table remove_pending_outputs() reads
 };
+
+/// Removes every OutputFile's temporary file that is still open (not committed). Async-signal-safe (it
+/// only calls unlink on paths recorded when the files were opened): the SIGINT/SIGTERM handler of
+/// `moesim` calls it before exiting, so an interrupted run leaves no partial file behind.
+void remove_pending_outputs() noexcept;
 
 /// Writes `contents` to `path` through an OutputFile.
 void write_file_atomically(const std::string& path, const std::string& contents, const std::string& flag = "");
