@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "moesim/calibrate/efficiency.hpp"
+#include "moesim/calibrate/gpu.hpp"
 #include "moesim/calibrate/kernels.hpp"
 #include "moesim/calibrate/memory.hpp"
 #include "moesim/calibrate/progress.hpp"
@@ -84,6 +85,26 @@ void add_common(po::options_description& desc) {
   // clang-format on
 }
 
+/// --backend cpu|cuda, and the options that belong to one backend only given to the other: UserError.
+calibrate::Backend backend_of(const po::variables_map& vm, std::initializer_list<const char*> cpu_only,
+                              std::initializer_list<const char*> cuda_only) {
+  const auto b = vm.count("backend") ? calibrate::parse_backend(vm["backend"].as<std::string>(), "--backend")
+                                     : calibrate::Backend::Cpu;
+  for (const char* o : b == calibrate::Backend::Cpu ? cuda_only : cpu_only)
+    if (vm.count(o))
+      throw UserError(std::string("--") + o + " is for --backend " +
+                      (b == calibrate::Backend::Cpu ? "cuda (an NVIDIA GPU)" : "cpu (this machine's CPU)") +
+                      "; drop it or choose that backend");
+  return b;
+}
+
+int device_of(const po::variables_map& vm) {
+  if (!vm.count("device")) return 0;
+  const int d = vm["device"].as<int>();
+  if (d < 0) throw UserError("--device must be a CUDA device index >= 0 (see nvidia-smi -L)");
+  return d;
+}
+
 std::string host_id(const calibrate::Provenance& p, const po::variables_map& vm, const std::string& suffix) {
   if (vm.count("id")) {
     const std::string id = vm["id"].as<std::string>();
@@ -107,7 +128,12 @@ int cmd_calibrate_memory(const Args& args, std::ostream& out) {
     ("repeats", po::value<int>(), "timed passes per thread count, the best counts (default 5; --quick 2)")
     ("array-size", po::value<std::string>(), "bytes of EACH of the 3 arrays, e.g. 256MiB (default max(4 x last-level cache, 64MiB))")
     ("max-seconds", po::value<double>(), "budget: fewer passes when they would take longer (default 30; --quick 10)")
-    ("quick", "a short run: 2 passes per thread count, 10 s budget");
+    ("quick", "a short run: 2 passes per thread count, 10 s budget")
+    ("backend", po::value<std::string>(), "cpu (STREAM on this machine, the default) or cuda (an NVIDIA GPU: device-to-device copy, pinned host transfers, NCCL collectives with 2+ GPUs)")
+    ("device", po::value<int>(), "cuda: the CUDA device to measure (default 0)")
+    ("copy-size", po::value<std::string>(), "cuda: bytes of the device-to-device copy (default max(1GiB, 4 x L2))")
+    ("transfer-size", po::value<std::string>(), "cuda: bytes of each host-device transfer (default 256MiB)")
+    ("no-nccl", "cuda: skip the NCCL collectives");
   // clang-format on
   add_common(desc);
   po::variables_map vm;
@@ -124,6 +150,25 @@ int cmd_calibrate_memory(const Args& args, std::ostream& out) {
     return 0;
   }
   const bool quick = vm.count("quick") > 0;
+  if (backend_of(vm, {"threads", "array-size", "max-seconds", "quick"},
+                 {"device", "copy-size", "transfer-size", "no-nccl"}) == calibrate::Backend::Cuda) {
+    calibrate::GpuMemoryOptions g;
+    g.device = device_of(vm);
+    if (vm.count("copy-size")) g.copy_bytes = parse_byte_size(vm["copy-size"].as<std::string>(), "--copy-size");
+    if (vm.count("transfer-size"))
+      g.transfer_bytes = parse_byte_size(vm["transfer-size"].as<std::string>(), "--transfer-size");
+    g.repeats = positive_int(vm, "repeats", g.repeats);
+    g.nccl = !vm.count("no-nccl");
+    const auto prov = calibrate::current_provenance(command_line("calibrate memory", args));
+    auto file = open_out(vm);
+    auto progress = make_progress(vm);
+    const auto r = calibrate::run_gpu_memory(g, progress);
+    progress.done("GPU memory measured");
+    const auto profile = calibrate::gpu_memory_profile_json(r, prov, host_id(prov, vm, "-gpu"));
+    if (!vm.count("json")) calibrate::print_gpu_memory_report(r, out);
+    finish(vm, file, profile, out);
+    return 0;
+  }
   calibrate::MemoryOptions o;
   if (vm.count("threads")) o.threads = parse_threads(vm["threads"].as<std::string>(), "--threads");
   o.repeats = positive_int(vm, "repeats", quick ? 2 : 5);
@@ -160,7 +205,10 @@ int cmd_calibrate_kernels(const Args& args, std::ostream& out) {
     ("max-seconds", po::value<double>(), "budget of the measurements: what would not fit is skipped with a note (default 90; --quick 30)")
     ("memory-bandwidth", po::value<std::string>(), "the sustained memory bandwidth memory efficiencies are relative to, e.g. 12GB/s (default: measure the STREAM triad first, ~5-15 s)")
     ("pool-size", po::value<std::string>(), "bytes of rotating weight copies (default 3 x last-level cache; smaller measures cache-warm kernels)")
-    ("quick", "a short run: batches 1,16,256 at all CPUs, 2 repeats, 30 s budget");
+    ("quick", "a short run: batches 1,16,256 at all CPUs, 2 repeats, 30 s budget")
+    ("backend", po::value<std::string>(), "cpu (OpenBLAS on this machine, the default) or cuda (cuBLAS on an NVIDIA GPU: bf16, fp16, fp8 from compute capability 8.9; batches 1..512)")
+    ("device", po::value<int>(), "cuda: the CUDA device to measure (default 0)")
+    ("peak-flops", po::value<std::string>(), "cuda: datasheet peaks the compute bands are relative to, e.g. 989TFLOPS (bf16 and fp16) or bf16=989TFLOPS,fp8=1979TFLOPS (default: the best measured GEMM)");
   // clang-format on
   add_common(desc);
   po::variables_map vm;
@@ -186,7 +234,9 @@ int cmd_calibrate_kernels(const Args& args, std::ostream& out) {
   if (vm.count("shapes") + vm.count("sizes") + vm.count("model") > 1) {
     throw UserError("--model, --shapes and --sizes each choose the matrices; give one of them");
   }
+  const auto backend = backend_of(vm, {"threads", "quick"}, {"device", "peak-flops"});
   calibrate::KernelOptions o;
+  std::optional<model::Architecture> arch;
   if (vm.count("shapes")) {
     o.shapes = calibrate::parse_matrix_shapes(vm["shapes"].as<std::string>(), "--shapes");
     o.shapes_source = "--shapes";
@@ -196,9 +246,52 @@ int cmd_calibrate_kernels(const Args& args, std::ostream& out) {
     }
     o.shapes_source = "--sizes";
   } else {
-    const auto arch = model::load_model(vm.count("model") ? vm["model"].as<std::string>() : "dbrx-instruct");
-    o.shapes = calibrate::model_matrix_shapes(arch);
-    o.shapes_source = arch.id;
+    arch = model::load_model(vm.count("model") ? vm["model"].as<std::string>() : "dbrx-instruct");
+    o.shapes = calibrate::model_matrix_shapes(*arch);
+    o.shapes_source = arch->id;
+  }
+  if (backend == calibrate::Backend::Cuda) {
+    calibrate::GpuKernelOptions g;
+    g.device = device_of(vm);
+    g.shapes = o.shapes;
+    g.shapes_source = o.shapes_source;
+    if (vm.count("dtypes")) {
+      g.dtypes.clear();
+      for (const auto& d : text::split(vm["dtypes"].as<std::string>(), ','))
+        g.dtypes.push_back(calibrate::parse_gpu_dtype(d, "--dtypes"));
+    }
+    if (vm.count("batches"))
+      g.batches = parse_whole_numbers(vm["batches"].as<std::string>(), "--batches", 1, 1 << 20, "1,16,512");
+    g.repeats = positive_int(vm, "repeats", g.repeats);
+    g.max_seconds = positive(vm, "max-seconds", g.max_seconds);
+    if (vm.count("pool-size")) g.pool_bytes = parse_byte_size(vm["pool-size"].as<std::string>(), "--pool-size");
+    if (vm.count("peak-flops"))
+      g.peak_flops = calibrate::parse_peak_flops(vm["peak-flops"].as<std::string>(), "--peak-flops");
+    if (vm.count("memory-bandwidth")) {
+      g.memory_bandwidth =
+          units::parse(vm["memory-bandwidth"].as<std::string>(), units::Dimension::Bandwidth, "--memory-bandwidth");
+      if (!(g.memory_bandwidth > 0)) throw UserError("--memory-bandwidth must be > 0, e.g. 3TB/s");
+      g.memory_bandwidth_source = "given with --memory-bandwidth";
+    }
+    if (arch && arch->is_moe()) {
+      // The MoE chain: one token's top_k experts, each w1 and v1 (expert_ffn x hidden) then w2.
+      g.expert_shapes = {{"expert.w1", arch->expert_ffn, arch->hidden},
+                         {"expert.v1", arch->expert_ffn, arch->hidden},
+                         {"expert.w2", arch->hidden, arch->expert_ffn}};
+      g.top_k = arch->top_k;
+    }
+    const auto prov = calibrate::current_provenance(command_line("calibrate kernels", args));
+    auto file = open_out(vm);
+    auto progress = make_progress(vm);
+    const auto r = calibrate::run_gpu_kernels(g, progress);
+    progress.done("GPU kernels measured");
+    const auto profile = calibrate::gpu_kernels_profile_json(r, prov, host_id(prov, vm, "-gpu"));
+    if (!vm.count("json")) {
+      out << "shapes: " << g.shapes_source << "\n";
+      calibrate::print_gpu_kernels_report(r, out);
+    }
+    finish(vm, file, profile, out);
+    return 0;
   }
   if (vm.count("dtypes")) {
     o.dtypes.clear();

@@ -1,0 +1,632 @@
+// The measuring half of the CUDA backend (gpu.hpp): cuBLAS GEMV/GEMM, cuBLASLt fp8, device copies, host
+// transfers, launch overhead, an MoE chain of GEMVs, and NCCL collectives. Host C++ (compiled by the C++
+// compiler against the CUDA runtime); the device kernels are in cuda_kernels.cu. Built only when CMake
+// finds the CUDA toolkit (calibrate/cuda/CMakeLists.txt). Method: calibrate/BENCH.md "CUDA backend".
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuda_kernels.hpp"
+#include "moesim/calibrate/gpu.hpp"
+#include "moesim/model/error.hpp"
+#include "moesim/model/units.hpp"
+
+#ifdef MOESIM_HAVE_NCCL
+#include <nccl.h>
+#endif
+
+namespace moesim::calibrate {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::uint64_t kMiB = 1024ull * 1024ull;
+constexpr std::uint64_t kGiB = 1024ull * kMiB;
+constexpr std::size_t kWorkspace = 32 * kMiB;  // cuBLASLt workspace (cuBLAS's own recommendation for Hopper)
+
+double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+std::string size_text(double bytes) { return units::format_binary(units::bytes(bytes)); }
+
+[[noreturn]] void fail(const std::string& what, const std::string& detail) {
+  throw std::runtime_error("CUDA backend: " + what + " failed: " + detail);
+}
+void ck(cudaError_t e, const std::string& what) {
+  if (e != cudaSuccess) fail(what, cudaGetErrorString(e));
+}
+void ck(cublasStatus_t s, const std::string& what) {
+  if (s != CUBLAS_STATUS_SUCCESS) fail(what, cublasGetStatusString(s));
+}
+
+std::string version_text(int v, int major_div, int minor_div) {
+  return std::to_string(v / major_div) + "." + std::to_string((v % major_div) / minor_div);
+}
+
+// ---- RAII --------------------------------------------------------------------------------------------
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer(std::size_t bytes, const std::string& what) : bytes_(bytes) {
+    const cudaError_t e = cudaMalloc(&p_, std::max<std::size_t>(bytes, 256));
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw UserError("could not allocate " + size_text(static_cast<double>(bytes)) + " of GPU memory for " + what +
+                      ": " + cudaGetErrorString(e) +
+                      "; give fewer or smaller --shapes, smaller --batches or a smaller --pool-size / --size");
+    }
+  }
+  ~DeviceBuffer() { (void)cudaFree(p_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  [[nodiscard]] std::byte* get() const { return static_cast<std::byte*>(p_); }
+  [[nodiscard]] std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(std::size_t bytes) {
+    const cudaError_t e = cudaMallocHost(&p_, bytes);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw UserError("could not allocate " + size_text(static_cast<double>(bytes)) +
+                      " of pinned host memory: " + cudaGetErrorString(e) + "; give a smaller --transfer-size");
+    }
+    std::memset(p_, 0x5a, bytes);
+  }
+  ~PinnedBuffer() { (void)cudaFreeHost(p_); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  [[nodiscard]] void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+};
+
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  ~Stream() { (void)cudaStreamDestroy(s); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+};
+
+struct Event {
+  cudaEvent_t e = nullptr;
+  Event() { ck(cudaEventCreate(&e), "cudaEventCreate"); }
+  ~Event() { (void)cudaEventDestroy(e); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+};
+
+struct Blas {
+  cublasHandle_t h = nullptr;
+  explicit Blas(cudaStream_t s) {
+    ck(cublasCreate(&h), "cublasCreate");
+    ck(cublasSetStream(h, s), "cublasSetStream");
+  }
+  ~Blas() { (void)cublasDestroy(h); }
+  Blas(const Blas&) = delete;
+  Blas& operator=(const Blas&) = delete;
+};
+
+struct BlasLt {
+  cublasLtHandle_t h = nullptr;
+  BlasLt() { ck(cublasLtCreate(&h), "cublasLtCreate"); }
+  ~BlasLt() { (void)cublasLtDestroy(h); }
+  BlasLt(const BlasLt&) = delete;
+  BlasLt& operator=(const BlasLt&) = delete;
+};
+
+/// One fp8 GEMM configuration of cuBLASLt (descriptors, layouts and the heuristic's algorithm).
+class LtFp8Gemm {
+ public:
+  /// C (M×B, f32) = Aᵀ · B with A = W (K×M column-major, E4M3), B = X (K×B, E4M3). `ok()` false (with
+  /// `error()`) when cuBLASLt offers no algorithm for it.
+  LtFp8Gemm(cublasLtHandle_t lt, std::int64_t m, std::int64_t k, std::int64_t b) : lt_(lt) {
+    if (!step(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate")) return;
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    if (!step(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA")) return;
+    if (!step(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB")) return;
+    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+    if (!step(cublasLtMatrixLayoutCreate(&a_, CUDA_R_8F_E4M3, u(k), u(m), k), "layout A")) return;
+    if (!step(cublasLtMatrixLayoutCreate(&b_, CUDA_R_8F_E4M3, u(k), u(b), k), "layout B")) return;
+    if (!step(cublasLtMatrixLayoutCreate(&c_, CUDA_R_32F, u(m), u(b), m), "layout C")) return;
+    if (!step(cublasLtMatmulPreferenceCreate(&pref_), "cublasLtMatmulPreferenceCreate")) return;
+    const std::uint64_t ws = kWorkspace;
+    if (!step(cublasLtMatmulPreferenceSetAttribute(pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+              "workspace preference"))
+      return;
+    int found = 0;
+    if (!step(cublasLtMatmulAlgoGetHeuristic(lt_, op_, a_, b_, c_, c_, pref_, 1, &heur_, &found),
+              "cublasLtMatmulAlgoGetHeuristic"))
+      return;
+    if (found < 1) {
+      error_ = "cuBLASLt offers no fp8 (E4M3 x E4M3 -> f32) algorithm for this shape";
+      return;
+    }
+    ok_ = true;
+  }
+  ~LtFp8Gemm() {
+    if (pref_) (void)cublasLtMatmulPreferenceDestroy(pref_);
+    if (c_) (void)cublasLtMatrixLayoutDestroy(c_);
+    if (b_) (void)cublasLtMatrixLayoutDestroy(b_);
+    if (a_) (void)cublasLtMatrixLayoutDestroy(a_);
+    if (op_) (void)cublasLtMatmulDescDestroy(op_);
+  }
+  LtFp8Gemm(const LtFp8Gemm&) = delete;
+  LtFp8Gemm& operator=(const LtFp8Gemm&) = delete;
+  [[nodiscard]] bool ok() const { return ok_; }
+  [[nodiscard]] const std::string& error() const { return error_; }
+  cublasStatus_t run(const void* w, const void* x, void* y, void* workspace, cudaStream_t s) const {
+    const float alpha = 1.0f, beta = 0.0f;
+    return cublasLtMatmul(lt_, op_, &alpha, w, a_, x, b_, &beta, y, c_, y, c_, &heur_.algo, workspace, kWorkspace, s);
+  }
+
+ private:
+  bool step(cublasStatus_t st, const char* what) {
+    if (st == CUBLAS_STATUS_SUCCESS) return true;
+    error_ = std::string(what) + ": " + cublasGetStatusString(st);
+    return false;
+  }
+  cublasLtHandle_t lt_;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  cublasLtMatmulPreference_t pref_ = nullptr;
+  cublasLtMatmulHeuristicResult_t heur_{};
+  bool ok_ = false;
+  std::string error_;
+};
+
+// ---- the device --------------------------------------------------------------------------------------
+
+GpuDeviceInfo open_device(int index) {
+  int n = 0;
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    const std::string why = e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found 0 devices";
+    (void)cudaGetLastError();
+    throw UserError("no CUDA device: " + why +
+                    "; this moesim has the CUDA backend but the machine shows no usable NVIDIA GPU and driver "
+                    "(nvidia-smi -L lists them); run it on a GPU machine, or use --backend cpu to measure this "
+                    "machine's CPU");
+  }
+  if (index < 0 || index >= n) {
+    throw UserError("--device " + std::to_string(index) + " is out of range: this machine has " + std::to_string(n) +
+                    " CUDA device" + (n == 1 ? "" : "s") + " (0.." + std::to_string(n - 1) + ")");
+  }
+  ck(cudaSetDevice(index), "cudaSetDevice");
+  cudaDeviceProp prop{};
+  ck(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
+  GpuDeviceInfo d;
+  d.index = index;
+  d.count = n;
+  d.name = prop.name;
+  d.cc_major = prop.major;
+  d.cc_minor = prop.minor;
+  d.memory_bytes = prop.totalGlobalMem;
+  d.l2_bytes = static_cast<std::uint64_t>(std::max(prop.l2CacheSize, 0));
+  d.sm_count = prop.multiProcessorCount;
+  int v = 0;
+  if (cudaDriverGetVersion(&v) == cudaSuccess) d.driver = version_text(v, 1000, 10);
+  if (cudaRuntimeGetVersion(&v) == cudaSuccess) d.runtime = version_text(v, 1000, 10);
+  int major = 0, minor = 0, patch = 0;
+  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
+      cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS) {
+    d.cublas = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
+  }
+#ifdef MOESIM_HAVE_NCCL
+  if (ncclGetVersion(&v) == ncclSuccess) {
+    d.nccl = std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
+  }
+#else
+  d.nccl = "not built (CMake found no nccl.h / libnccl)";
+#endif
+  return d;
+}
+
+// ---- timing ------------------------------------------------------------------------------------------
+
+/// Times `call` (which enqueues work on `stream`) with CUDA events: two warm-up calls, then `repeats`
+/// repetitions of calls_per_repeat calls, each lasting >= min_repeat_seconds; per-call seconds.
+template <class F>
+TimeSamples time_calls(F&& call, cudaStream_t stream, int repeats, double min_repeat_seconds,
+                       std::int64_t* calls_out = nullptr) {
+  Event a, b;
+  call();
+  ck(cudaStreamSynchronize(stream), "warm-up");
+  ck(cudaEventRecord(a.e, stream), "cudaEventRecord");
+  call();
+  ck(cudaEventRecord(b.e, stream), "cudaEventRecord");
+  ck(cudaEventSynchronize(b.e), "cudaEventSynchronize");
+  float ms = 0;
+  ck(cudaEventElapsedTime(&ms, a.e, b.e), "cudaEventElapsedTime");
+  const double first = std::max(static_cast<double>(ms) * 1e-3, 1e-7);
+  const auto calls =
+      std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(min_repeat_seconds / first)), 1, 100000);
+  TimeSamples t;
+  for (int rep = 0; rep < repeats; ++rep) {
+    ck(cudaEventRecord(a.e, stream), "cudaEventRecord");
+    for (std::int64_t c = 0; c < calls; ++c) call();
+    ck(cudaEventRecord(b.e, stream), "cudaEventRecord");
+    ck(cudaEventSynchronize(b.e), "cudaEventSynchronize");
+    ck(cudaEventElapsedTime(&ms, a.e, b.e), "cudaEventElapsedTime");
+    t.seconds.push_back(static_cast<double>(ms) * 1e-3 / static_cast<double>(calls));
+  }
+  if (calls_out) *calls_out = calls;
+  return t;
+}
+
+GpuCopySample measure_copy(CopyKind kind, std::size_t size, int repeats, cudaStream_t stream) {
+  GpuCopySample c;
+  c.kind = kind;
+  c.size = size;
+  c.bytes = copy_counted_bytes(kind, size);
+  DeviceBuffer dev_a(size, "the copy benchmark");
+  ck(cuda::fill_pattern(dev_a.get(), size / 2, 2, true, 7, stream), "fill");
+  if (kind == CopyKind::D2D) {
+    DeviceBuffer dev_b(size, "the copy benchmark");
+    c.time = time_calls(
+        [&] {
+          ck(cudaMemcpyAsync(dev_b.get(), dev_a.get(), size, cudaMemcpyDeviceToDevice, stream), "cudaMemcpy D2D");
+        },
+        stream, repeats, 0.0);
+  } else {
+    PinnedBuffer host(size);
+    const bool h2d = kind == CopyKind::H2D;
+    c.time = time_calls(
+        [&] {
+          ck(h2d ? cudaMemcpyAsync(dev_a.get(), host.get(), size, cudaMemcpyHostToDevice, stream)
+                 : cudaMemcpyAsync(host.get(), dev_a.get(), size, cudaMemcpyDeviceToHost, stream),
+             "cudaMemcpy host");
+        },
+        stream, repeats, 0.0);
+  }
+  return c;
+}
+
+std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to * to; }
+
+}  // namespace
+
+// ---- kernels -----------------------------------------------------------------------------------------
+
+GpuKernelResult run_gpu_kernels(const GpuKernelOptions& o, Progress& progress) {
+  const auto t_start = Clock::now();
+  if (o.shapes.empty()) throw UserError("no matrix shapes to measure; give --model or --shapes");
+  for (const auto b : o.batches) {
+    if (b < 1) throw UserError("--batches: every batch must be at least 1");
+  }
+  if (o.batches.empty()) throw UserError("--batches is empty; give batch sizes, e.g. 1,16,256");
+  GpuKernelResult r;
+  r.device = open_device(o.device);
+  Stream stream;
+  Blas blas(stream.s);
+  BlasLt lt;
+  std::vector<GpuDtype> dtypes;
+  for (const auto d : o.dtypes) {
+    if (std::find(dtypes.begin(), dtypes.end(), d) != dtypes.end()) continue;
+    std::string why;
+    if (gpu_dtype_supported(d, r.device.cc_major, r.device.cc_minor, &why)) {
+      dtypes.push_back(d);
+    } else {
+      r.unsupported[d] = why;
+    }
+  }
+
+  // The reference of the memory bands: a device-to-device copy, measured first (as the CPU path measures
+  // the STREAM triad first), unless the user gave a bandwidth.
+  if (o.memory_bandwidth > 0) {
+    r.memory_bandwidth = o.memory_bandwidth;
+    r.memory_bandwidth_source = o.memory_bandwidth_source;
+  } else {
+    progress.update(0.0, "device-to-device copy");
+    std::size_t free_b = 0, total_b = 0;
+    ck(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    const std::size_t size = std::min<std::size_t>(std::max<std::uint64_t>(kGiB, 4 * r.device.l2_bytes), free_b / 4);
+    r.copy = measure_copy(CopyKind::D2D, size, 10, stream.s);
+    r.memory_bandwidth = r.copy->bandwidth();
+    r.memory_bandwidth_source = "device-to-device cudaMemcpy of " + size_text(static_cast<double>(size)) +
+                                " (2 x size counted) measured first by this command";
+  }
+
+  // The pool of rotating weight copies and the operands.
+  std::int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
+  std::size_t largest = 0, max_k = 0, max_m = 0;
+  for (const auto& s : o.shapes) {
+    largest = std::max(largest, static_cast<std::size_t>(s.rows * s.cols) * 2);
+    max_k = std::max(max_k, static_cast<std::size_t>(s.cols));
+    max_m = std::max(max_m, static_cast<std::size_t>(s.rows));
+  }
+  for (const auto& s : o.expert_shapes) {
+    largest = std::max(largest, static_cast<std::size_t>(s.rows * s.cols) * 2);
+    max_k = std::max(max_k, static_cast<std::size_t>(s.cols));
+    max_m = std::max(max_m, static_cast<std::size_t>(s.rows));
+  }
+  std::size_t pool = o.pool_bytes ? o.pool_bytes : std::max<std::size_t>(3 * r.device.l2_bytes, 3 * largest);
+  if (pool < 3 * r.device.l2_bytes) {
+    r.notes.push_back("--pool-size " + size_text(static_cast<double>(pool)) + " is below 3 x the L2 cache (" +
+                      size_text(3.0 * static_cast<double>(r.device.l2_bytes)) + "): weights may come from L2, not HBM");
+  }
+  if (pool < largest) pool = largest;
+  pool = round_up(pool, 256);
+  r.pool_bytes = pool;
+  const std::size_t x_bytes = round_up(static_cast<std::size_t>(max_batch) * max_k * 2, 256);
+  const std::size_t y_bytes = round_up(static_cast<std::size_t>(max_batch) * max_m * 4, 256);
+  {
+    std::size_t free_b = 0, total_b = 0;
+    ck(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+    const double need = static_cast<double>(pool + x_bytes + y_bytes + kWorkspace);
+    if (need > 0.9 * static_cast<double>(free_b)) {
+      throw UserError("the kernel benchmark needs " + size_text(need) + " of GPU memory (pool " +
+                      size_text(static_cast<double>(pool)) + ") but " + size_text(static_cast<double>(free_b)) +
+                      " is free; give a smaller --pool-size, smaller --batches or fewer --shapes");
+    }
+  }
+  DeviceBuffer pool_buf(pool, "the weight pool");
+  DeviceBuffer x_buf(x_bytes, "the inputs");
+  DeviceBuffer y_buf(y_bytes, "the outputs");
+  DeviceBuffer workspace(kWorkspace, "the cuBLASLt workspace");
+
+  const double total = static_cast<double>(dtypes.size() * o.shapes.size() * o.batches.size()) + 2.0;
+  double done = 0;
+  for (const auto d : dtypes) {
+    const double size = gpu_dtype_size(d);
+    const int esize = static_cast<int>(size);
+    ck(cuda::fill_pattern(pool_buf.get(), pool / static_cast<std::size_t>(esize), esize, d == GpuDtype::Bf16, 1234,
+                          stream.s),
+       "fill the pool");
+    ck(cuda::fill_pattern(x_buf.get(), x_bytes / static_cast<std::size_t>(esize), esize, d == GpuDtype::Bf16, 99,
+                          stream.s),
+       "fill the inputs");
+    ck(cudaStreamSynchronize(stream.s), "fill");
+    const cudaDataType_t type = d == GpuDtype::Bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    for (const auto& shape : o.shapes) {
+      const std::size_t stride =
+          round_up(static_cast<std::size_t>(static_cast<double>(shape.rows * shape.cols) * size), 256);
+      const std::size_t copies = std::max<std::size_t>(1, pool / stride);
+      for (const auto b : o.batches) {
+        done += 1;
+        GpuKernelSample s;
+        s.dtype = d;
+        s.shape = shape;
+        s.batch = b;
+        s.cost = gpu_kernel_cost(d, shape, b);
+        const std::string what = std::string(gpu_dtype_name(d)) + " " + kernel_name(b) + " " +
+                                 std::to_string(shape.rows) + "x" + std::to_string(shape.cols) + " batch " +
+                                 std::to_string(b);
+        progress.update(done / total, what);
+        if (secs(t_start, Clock::now()) > o.max_seconds) {
+          r.skipped.push_back({what, "the --max-seconds budget was spent"});
+          continue;
+        }
+        const int m = static_cast<int>(shape.rows), k = static_cast<int>(shape.cols), n = static_cast<int>(b);
+        std::size_t cursor = 0;
+        if (d == GpuDtype::Fp8) {
+          const LtFp8Gemm g(lt.h, m, k, n);
+          if (!g.ok()) {
+            r.skipped.push_back({what, g.error()});
+            continue;
+          }
+          s.time = time_calls(
+              [&] {
+                const std::byte* w = pool_buf.get() + (cursor++ % copies) * stride;
+                ck(g.run(w, x_buf.get(), y_buf.get(), workspace.get(), stream.s), "cublasLtMatmul");
+              },
+              stream.s, o.repeats, o.min_repeat_seconds, &s.calls_per_repeat);
+        } else {
+          const float alpha = 1.0f, beta = 0.0f;
+          s.time = time_calls(
+              [&] {
+                const std::byte* w = pool_buf.get() + (cursor++ % copies) * stride;
+                ck(cublasGemmEx(blas.h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, type, k, x_buf.get(), type, k,
+                                &beta, y_buf.get(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx");
+              },
+              stream.s, o.repeats, o.min_repeat_seconds, &s.calls_per_repeat);
+        }
+        r.samples.push_back(std::move(s));
+      }
+    }
+  }
+
+  // Launch overhead: an empty kernel back to back, and launch + synchronize one at a time.
+  progress.update((total - 1.5) / total, "launch overhead");
+  {
+    GpuLaunchSample l;
+    l.launches = 1000;
+    Event a, b;
+    for (int i = 0; i < 10; ++i) ck(cuda::launch_empty(stream.s), "empty kernel");
+    ck(cudaStreamSynchronize(stream.s), "warm-up");
+    for (int rep = 0; rep < o.repeats; ++rep) {
+      const auto t0 = Clock::now();
+      for (std::int64_t i = 0; i < l.launches; ++i) ck(cuda::launch_empty(stream.s), "empty kernel");
+      ck(cudaStreamSynchronize(stream.s), "cudaStreamSynchronize");
+      l.back_to_back.seconds.push_back(secs(t0, Clock::now()) / static_cast<double>(l.launches));
+      double best = 1e9;
+      for (int i = 0; i < 100; ++i) {
+        const auto t1 = Clock::now();
+        ck(cuda::launch_empty(stream.s), "empty kernel");
+        ck(cudaStreamSynchronize(stream.s), "cudaStreamSynchronize");
+        best = std::min(best, secs(t1, Clock::now()));
+      }
+      l.launch_sync.seconds.push_back(best);
+    }
+    r.launch = l;
+  }
+
+  // The MoE chain: top_k experts' w1, v1, w2 (batch 1) one after another, each from its own place in the
+  // pool, at the first 16-bit dtype measured.
+  progress.update((total - 0.5) / total, "MoE chain");
+  const auto chain_dtype = std::find_if(dtypes.begin(), dtypes.end(), [](GpuDtype d) { return d != GpuDtype::Fp8; });
+  if (o.expert_shapes.empty() || o.top_k < 1) {
+    r.notes.push_back("no MoE chain measured: the shapes are not a model's (--model gives the expert shape and top_k)");
+  } else if (chain_dtype == dtypes.end()) {
+    r.notes.push_back("no MoE chain measured: it runs at bf16 or fp16 and neither was measured");
+  } else {
+    const GpuDtype d = *chain_dtype;
+    const cudaDataType_t type = d == GpuDtype::Bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    ck(cuda::fill_pattern(pool_buf.get(), pool / 2, 2, d == GpuDtype::Bf16, 4321, stream.s), "fill the pool");
+    ck(cuda::fill_pattern(x_buf.get(), x_bytes / 2, 2, d == GpuDtype::Bf16, 98, stream.s), "fill the inputs");
+    GpuChainSample c;
+    c.dtype = d;
+    c.top_k = o.top_k;
+    for (std::int64_t e = 0; e < o.top_k; ++e) {
+      for (const auto& s : o.expert_shapes) c.kernels.push_back(s);
+    }
+    std::size_t slot = 0;
+    for (const auto& s : o.expert_shapes) slot = std::max(slot, static_cast<std::size_t>(s.rows * s.cols) * 2);
+    slot = round_up(slot, 256);
+    const std::size_t slots = std::max<std::size_t>(1, pool / slot);
+    std::size_t cursor = 0;
+    const float alpha = 1.0f, beta = 0.0f;
+    c.time = time_calls(
+        [&] {
+          for (const auto& s : c.kernels) {
+            const std::byte* w = pool_buf.get() + (cursor++ % slots) * slot;
+            const int m = static_cast<int>(s.rows), k = static_cast<int>(s.cols);
+            ck(cublasGemmEx(blas.h, CUBLAS_OP_T, CUBLAS_OP_N, m, 1, k, &alpha, w, type, k, x_buf.get(), type, k, &beta,
+                            y_buf.get(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx (MoE chain)");
+          }
+        },
+        stream.s, o.repeats, o.min_repeat_seconds);
+    r.chains.push_back(std::move(c));
+  }
+
+  fit_gpu_kernels(r, o.peak_flops);
+  bool any_measured_peak = false;
+  for (const auto& [d, given] : r.peak_given) any_measured_peak = any_measured_peak || !given;
+  if (any_measured_peak) {
+    r.notes.push_back(
+        "peak_flops without --peak-flops is the best GEMM rate measured here, not the datasheet figure; give "
+        "--peak-flops (e.g. 989TFLOPS for an H100 SXM's dense bf16/fp16) to make the compute bands relative to the "
+        "datasheet");
+  }
+  r.seconds = secs(t_start, Clock::now());
+  progress.update(1.0, "kernels done");
+  return r;
+}
+
+// ---- memory ------------------------------------------------------------------------------------------
+
+GpuMemoryResult run_gpu_memory(const GpuMemoryOptions& o, Progress& progress) {
+  const auto t_start = Clock::now();
+  GpuMemoryResult r;
+  r.device = open_device(o.device);
+  Stream stream;
+  std::size_t free_b = 0, total_b = 0;
+  ck(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  std::size_t copy = o.copy_bytes ? o.copy_bytes : std::max<std::uint64_t>(kGiB, 4 * r.device.l2_bytes);
+  if (2 * copy > free_b / 2) {
+    copy = free_b / 4;
+    r.notes.push_back("the device-to-device copy was shrunk to " + size_text(static_cast<double>(copy)) +
+                      " (a quarter of the free GPU memory)");
+  }
+  progress.update(0.05, "device-to-device copy");
+  r.copies.push_back(measure_copy(CopyKind::D2D, copy, o.repeats, stream.s));
+  const std::size_t transfer = o.transfer_bytes ? o.transfer_bytes : 256 * kMiB;
+  progress.update(0.3, "host to device (pinned)");
+  r.copies.push_back(measure_copy(CopyKind::H2D, transfer, o.repeats, stream.s));
+  progress.update(0.5, "device to host (pinned)");
+  r.copies.push_back(measure_copy(CopyKind::D2H, transfer, o.repeats, stream.s));
+
+  if (!o.nccl || o.nccl_bytes.empty()) {
+    r.notes.push_back("NCCL collectives not measured (--no-nccl)");
+  } else if (r.device.count < 2) {
+    r.notes.push_back("one GPU: NCCL all-reduce and all-to-all skipped (they need more than one GPU)");
+  } else {
+#ifdef MOESIM_HAVE_NCCL
+    const int n = r.device.count;
+    std::vector<ncclComm_t> comms(static_cast<std::size_t>(n));
+    if (ncclCommInitAll(comms.data(), n, nullptr) != ncclSuccess) {
+      r.notes.push_back("NCCL: ncclCommInitAll over " + std::to_string(n) + " GPUs failed; collectives skipped");
+    } else {
+      const std::uint64_t max_bytes = *std::max_element(o.nccl_bytes.begin(), o.nccl_bytes.end());
+      std::vector<std::unique_ptr<DeviceBuffer>> send, recv;
+      std::vector<cudaStream_t> streams(static_cast<std::size_t>(n));
+      for (int i = 0; i < n; ++i) {
+        ck(cudaSetDevice(i), "cudaSetDevice");
+        send.push_back(std::make_unique<DeviceBuffer>(max_bytes, "NCCL buffers"));
+        recv.push_back(std::make_unique<DeviceBuffer>(max_bytes, "NCCL buffers"));
+        ck(cudaStreamCreateWithFlags(&streams[static_cast<std::size_t>(i)], cudaStreamNonBlocking), "stream");
+      }
+      const auto nck = [](ncclResult_t res, const char* what) {
+        if (res != ncclSuccess) fail(what, ncclGetErrorString(res));
+      };
+      const auto sync_all = [&] {
+        for (int i = 0; i < n; ++i) {
+          ck(cudaSetDevice(i), "cudaSetDevice");
+          ck(cudaStreamSynchronize(streams[static_cast<std::size_t>(i)]), "NCCL synchronize");
+        }
+      };
+      for (const char* op : {"all_reduce", "all_to_all"}) {
+        for (const auto bytes : o.nccl_bytes) {
+          const auto once = [&] {
+            nck(ncclGroupStart(), "ncclGroupStart");
+            for (int i = 0; i < n; ++i) {
+              const auto ui = static_cast<std::size_t>(i);
+              if (std::string(op) == "all_reduce") {
+                nck(ncclAllReduce(send[ui]->get(), recv[ui]->get(), bytes / 2, ncclBfloat16, ncclSum, comms[ui],
+                                  streams[ui]),
+                    "ncclAllReduce");
+              } else {
+                // all-to-all as nccl-tests runs it: a send and a receive of bytes/n to and from every peer.
+                const std::size_t chunk = bytes / static_cast<std::size_t>(n);
+                for (int j = 0; j < n; ++j) {
+                  const auto off = static_cast<std::size_t>(j) * chunk;
+                  nck(ncclSend(send[ui]->get() + off, chunk, ncclChar, j, comms[ui], streams[ui]), "ncclSend");
+                  nck(ncclRecv(recv[ui]->get() + off, chunk, ncclChar, j, comms[ui], streams[ui]), "ncclRecv");
+                }
+              }
+            }
+            nck(ncclGroupEnd(), "ncclGroupEnd");
+          };
+          progress.update(0.7, std::string("NCCL ") + op + " " + size_text(static_cast<double>(bytes)));
+          once();
+          sync_all();
+          NcclSample s;
+          s.op = op;
+          s.gpus = n;
+          s.bytes = bytes;
+          for (int rep = 0; rep < o.repeats; ++rep) {
+            constexpr int kIters = 10;
+            const auto t0 = Clock::now();
+            for (int it = 0; it < kIters; ++it) once();
+            sync_all();
+            s.time.seconds.push_back(secs(t0, Clock::now()) / kIters);
+          }
+          r.nccl.push_back(std::move(s));
+        }
+      }
+      for (int i = 0; i < n; ++i) {
+        (void)cudaSetDevice(i);
+        (void)cudaStreamDestroy(streams[static_cast<std::size_t>(i)]);
+        (void)ncclCommDestroy(comms[static_cast<std::size_t>(i)]);
+      }
+      (void)cudaSetDevice(o.device);
+    }
+#else
+    r.notes.push_back("NCCL collectives skipped: this moesim was built without NCCL (CMake found no nccl.h)");
+#endif
+  }
+  r.seconds = secs(t_start, Clock::now());
+  progress.update(1.0, "memory done");
+  return r;
+}
+
+}  // namespace moesim::calibrate
