@@ -30,14 +30,15 @@ bool interrupt_and_check(const Scratch& s, const std::string& args, const char* 
 
 TEST(Signals, InterruptedRunsLeaveNoPartialFiles) {
   Scratch s("signals");
-  // Long enough that the signal lands mid-run on any machine this suite runs on (seconds in release).
+  // The signal comes after the process is up (an ASan build takes ~0.4 s to reach main) and, for trace
+  // gen and simulate, long before the end (tens of seconds in release).
   // 3 million DBRX tokens take seconds to generate: this one is always stopped mid-run.
   EXPECT_TRUE(interrupt_and_check(s, "trace gen --model dbrx-instruct --tokens 3000000 --out " + s.path("big.mtrace"),
-                                  "INT", 0.4, {"big.mtrace"}));
+                                  "INT", 1.0, {"big.mtrace"}));
   interrupt_and_check(
       s, "simulate --nodes 2 --tokens 400000 --per-token " + s.path("pt.csv") + " --chrome-trace " + s.path("ct.json"),
-      "TERM", 0.4, {"pt.csv", "ct.json"});
-  interrupt_and_check(s, "sweep -q --simulate all --csv " + s.path("sw.csv"), "INT", 0.15, {"sw.csv"});
+      "TERM", 1.0, {"pt.csv", "ct.json"});
+  interrupt_and_check(s, "sweep -q --simulate all --csv " + s.path("sw.csv"), "INT", 1.0, {"sw.csv"});
 }
 
 TEST(Determinism, SameScenarioSameBytes) {
