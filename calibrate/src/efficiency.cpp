@@ -155,4 +155,17 @@ std::string id_for_output(const std::string& out_path, const std::string& fallba
   return stem.empty() ? fallback : stem;
 }
 
+nlohmann::json quantity(double v, const char* unit) { return {{"value", v}, {"unit", unit}}; }
+
+nlohmann::json band_fit_json(const std::vector<EfficiencySample>& points, const BandFit& fit) {
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t i = 0; i < points.size(); ++i) {
+    out.push_back({{"label", points[i].label},
+                   {"weight_bytes", quantity(points[i].bytes, "B")},
+                   {"value", points[i].value},
+                   {"residual", fit.residuals[i]}});
+  }
+  return nlohmann::json{{"points", out}, {"bands", bands_json(fit.bands)}};
+}
+
 }  // namespace moesim::calibrate

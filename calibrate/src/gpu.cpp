@@ -16,8 +16,6 @@ namespace moesim::calibrate {
 
 namespace {
 
-nlohmann::json quantity(double v, const char* unit) { return {{"value", v}, {"unit", unit}}; }
-
 std::string shape_text(const MatrixShape& s) { return std::to_string(s.rows) + "x" + std::to_string(s.cols); }
 
 std::string sample_label(const GpuKernelSample& s) {
@@ -297,16 +295,6 @@ nlohmann::json gpu_kernels_calibration_json(const GpuKernelResult& r) {
     if (r.peak_flops.count(s.dtype)) j["compute_efficiency"] = s.flops_per_second() / r.peak_flops.at(s.dtype);
     samples.push_back(j);
   }
-  const auto fit_json = [](const std::vector<EfficiencySample>& pts, const BandFit& fit) {
-    nlohmann::json points = nlohmann::json::array();
-    for (std::size_t i = 0; i < pts.size(); ++i) {
-      points.push_back({{"label", pts[i].label},
-                        {"weight_bytes", quantity(pts[i].bytes, "B")},
-                        {"value", pts[i].value},
-                        {"residual", fit.residuals[i]}});
-    }
-    return nlohmann::json{{"points", points}, {"bands", bands_json(fit.bands)}};
-  };
   nlohmann::json peaks = nlohmann::json::object();
   for (const auto& [d, rate] : r.peak_flops) {
     peaks[std::string(gpu_dtype_name(d))] = {
@@ -343,7 +331,8 @@ nlohmann::json gpu_kernels_calibration_json(const GpuKernelResult& r) {
       {"peak_flops", peaks},
       {"unsupported", unsupported},
       {"fits",
-       {{"memory", fit_json(r.memory_points, r.memory_fit)}, {"compute", fit_json(r.compute_points, r.compute_fit)}}},
+       {{"memory", band_fit_json(r.memory_points, r.memory_fit)},
+        {"compute", band_fit_json(r.compute_points, r.compute_fit)}}},
       {"moe_chains", chains},
       {"skipped", skipped},
       {"notes", r.notes},

@@ -32,8 +32,6 @@ constexpr std::uint64_t kMiB = 1024ull * 1024ull;
 
 double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-nlohmann::json quantity(double v, const char* unit) { return {{"value", v}, {"unit", unit}}; }
-
 std::string shape_text(const MatrixShape& s) { return std::to_string(s.rows) + "x" + std::to_string(s.cols); }
 
 std::string threads_text(int t) { return std::to_string(t) + (t == 1 ? " thread" : " threads"); }
@@ -585,16 +583,6 @@ nlohmann::json kernels_calibration_json(const KernelResult& r) {
     if (r.peak_flops.count(s.dtype)) j["compute_efficiency"] = s.flops_per_second() / r.peak_flops.at(s.dtype);
     samples.push_back(j);
   }
-  const auto fit_json = [](const std::vector<EfficiencySample>& pts, const BandFit& fit) {
-    nlohmann::json points = nlohmann::json::array();
-    for (std::size_t i = 0; i < pts.size(); ++i) {
-      points.push_back({{"label", pts[i].label},
-                        {"weight_bytes", quantity(pts[i].bytes, "B")},
-                        {"value", pts[i].value},
-                        {"residual", fit.residuals[i]}});
-    }
-    return nlohmann::json{{"points", points}, {"bands", bands_json(fit.bands)}};
-  };
   nlohmann::json dtypes = nlohmann::json::object();
   for (const auto& [d, sup] : r.support) {
     dtypes[std::string(dtype_name(d))] = {{"measured", sup.available}};
@@ -617,7 +605,8 @@ nlohmann::json kernels_calibration_json(const KernelResult& r) {
       {"samples", samples},
       {"peak_flops", peaks},
       {"fits",
-       {{"memory", fit_json(r.memory_points, r.memory_fit)}, {"compute", fit_json(r.compute_points, r.compute_fit)}}},
+       {{"memory", band_fit_json(r.memory_points, r.memory_fit)},
+        {"compute", band_fit_json(r.compute_points, r.compute_fit)}}},
       {"skipped", skipped},
       {"notes", r.notes},
       {"wall_time", quantity(r.seconds, "s")}};

@@ -101,8 +101,6 @@ class Team {
   std::vector<std::thread> workers_;
 };
 
-nlohmann::json quantity(double v, const char* unit) { return {{"value", v}, {"unit", unit}}; }
-
 }  // namespace
 
 // ---- this machine ------------------------------------------------------------------------------------

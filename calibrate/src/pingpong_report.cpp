@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "moesim/calibrate/efficiency.hpp"
 #include "moesim/calibrate/pingpong.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/text.hpp"
@@ -36,8 +37,6 @@ std::vector<double> thin(const std::vector<double>& values, std::size_t max) {
   }
   return out;
 }
-
-nlohmann::json quantity(double value, const char* unit) { return {{"value", value}, {"unit", unit}}; }
 
 /// Display width of UTF-8 text: code points, not bytes ("µs" is 2 wide), so columns with units line up.
 std::size_t width(const std::string& s) {

@@ -43,8 +43,6 @@ double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::dura
 
 std::string binary(double bytes) { return units::format_binary(units::bytes(bytes)); }
 
-nlohmann::json quantity(double v, const char* unit) { return {{"value", v}, {"unit", unit}}; }
-
 struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };

@@ -51,6 +51,12 @@ std::string band_size_text(double bytes);
 /// [{"from": "...", "to": "...", "value": 0.81, "samples": 3}, ...] as model::load_node parses it.
 nlohmann::json bands_json(const std::vector<model::EfficiencyBand>& bands);
 
+/// {"value": v, "unit": unit}: a number in a calibration record (raw samples keep full precision).
+nlohmann::json quantity(double v, const char* unit);
+
+/// A fit for the calibration record: {"points": [{label, weight_bytes, value, residual}], "bands": [...]}.
+nlohmann::json band_fit_json(const std::vector<EfficiencySample>& points, const BandFit& fit);
+
 /// A figure's value string that units::parse reads back: 6 significant digits and an SI prefix with no
 /// space ("12.3457GB/s", "1.23457TFLOP/s", "84.2us"); sizes with an IEC prefix ("23.4712GiB").
 std::string figure_value(double base_value, units::Dimension d);
