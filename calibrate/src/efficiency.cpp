@@ -8,6 +8,8 @@
 #include <numeric>
 
 #include "moesim/model/error.hpp"
+#include "moesim/model/text.hpp"
+#include "moesim/reports/table.hpp"
 
 namespace moesim::calibrate {
 
@@ -166,6 +168,20 @@ nlohmann::json band_fit_json(const std::vector<EfficiencySample>& points, const 
                    {"residual", fit.residuals[i]}});
   }
   return nlohmann::json{{"points", out}, {"bands", bands_json(fit.bands)}};
+}
+
+void print_efficiency_bands(std::ostream& out, const char* name, const BandFit& fit, const std::string& relative) {
+  if (fit.bands.empty()) return;
+  out << "\n" << name << " efficiency bands (" << relative << "):\n";
+  reports::Table b({"from", "to", "efficiency", "samples"});
+  for (const auto& band : fit.bands) {
+    b.add_row({band_size_text(band.from.base()), band_size_text(band.to.base()), text::printf("%.3f", band.value),
+               std::to_string(band.samples)});
+  }
+  b.print_text(out);
+  out << "outside the measured range: weight matrices below " << band_size_text(fit.bands.front().from.base())
+      << " or above " << band_size_text(fit.bands.back().to.base())
+      << " use the nearest band, and the simulator says so; measure such sizes with --shapes\n";
 }
 
 }  // namespace moesim::calibrate

@@ -679,23 +679,10 @@ void print_kernels_report(const KernelResult& r, std::ostream& out) {
         << shape_text(s->shape) << " x batch " << s->batch << ", " << threads_text(s->threads)
         << " (the peak compute efficiencies are relative to)\n";
   }
-  const auto bands = [&](const char* name, const BandFit& fit, const char* relative) {
-    if (fit.bands.empty()) return;
-    out << "\n" << name << " efficiency bands (" << relative << "):\n";
-    reports::Table b({"from", "to", "efficiency", "samples"});
-    for (const auto& band : fit.bands) {
-      b.add_row({band_size_text(band.from.base()), band_size_text(band.to.base()), text::printf("%.3f", band.value),
-                 std::to_string(band.samples)});
-    }
-    b.print_text(out);
-    out << "outside the measured range: weight matrices below " << band_size_text(fit.bands.front().from.base())
-        << " or above " << band_size_text(fit.bands.back().to.base())
-        << " use the nearest band, and the simulator says so; measure such sizes with --shapes\n";
-  };
-  bands("memory", r.memory_fit, "GEMV bytes/s / memory bandwidth, by weight-matrix bytes");
-  bands("compute", r.compute_fit,
-        ("GEMM FLOP/s at batch " + std::to_string(r.max_batch) + " / the best GEMM rate, by weight-matrix bytes")
-            .c_str());
+  print_efficiency_bands(out, "memory", r.memory_fit, "GEMV bytes/s / memory bandwidth, by weight-matrix bytes");
+  print_efficiency_bands(
+      out, "compute", r.compute_fit,
+      "GEMM FLOP/s at batch " + std::to_string(r.max_batch) + " / the best GEMM rate, by weight-matrix bytes");
   if (!r.skipped.empty()) {
     out << "\nnot measured (" << r.skipped.size() << "):\n";
     for (const auto& s : r.skipped) out << "  " << s.what << ": " << s.reason << "\n";

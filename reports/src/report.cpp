@@ -497,7 +497,6 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
                                   "it; analytic ones from Equation 1 of seed 000 generalised. Every point: "
                                   "[sweep.csv](sweep.csv), [sweep.json](sweep.json)."});
 
-  std::vector<std::pair<std::string, std::string>> figures;  // for the summary
   const auto figure = [&](const PlotSpec& spec, const std::string& caption) {
     check_cancel(o, "drawing " + spec.name);
     draw_plot(dir, spec);

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,9 @@ std::string band_size_text(double bytes);
 
 /// [{"from": "...", "to": "...", "value": 0.81, "samples": 3}, ...] as model::load_node parses it.
 nlohmann::json bands_json(const std::vector<model::EfficiencyBand>& bands);
+
+/// The fitted bands as a text table ("<name> efficiency bands (<relative>)"), and what lies outside them.
+void print_efficiency_bands(std::ostream& out, const char* name, const BandFit& fit, const std::string& relative);
 
 /// {"value": v, "unit": unit}: a number in a calibration record (raw samples keep full precision).
 nlohmann::json quantity(double v, const char* unit);
