@@ -628,7 +628,7 @@ Checkpoint Checkpoint::open(const fs::path& path) {
       const fs::path file = path / shard;
       if (!fs::exists(file, ec)) {
         const auto holder = std::find_if(weight_map.begin(), weight_map.end(),
-                                         [&](const auto& entry) { return entry.second == shard; });
+                                         [&shard = shard](const auto& entry) { return entry.second == shard; });
         throw UserError(index.string() + ": shard '" + printable(shard) + "' (holding tensor '" +
                         printable(holder->first) + "', among others) is missing from " + path.string() +
                         "; download every shard the index lists");
