@@ -4,6 +4,8 @@
 #include <sstream>
 
 #include "moesim/model/error.hpp"
+#include "moesim/model/json_overflow.hpp"
+#include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
 
 namespace moesim::json {
@@ -47,6 +49,13 @@ std::string line_column(std::string_view text, std::size_t byte) {
 
 }  // namespace
 
+std::string number_overflow(const nlohmann::json::exception& e) {
+  // e.what() is "[json.exception.out_of_range.406] number overflow parsing '1E400'".
+  const std::string what = e.what();
+  const auto at = what.find("] ");
+  return "malformed JSON: " + (at == std::string::npos ? what : what.substr(at + 2));
+}
+
 nlohmann::json parse_text(std::string_view text, std::string_view source_name) {
   try {
     return nlohmann::json::parse(text.begin(), text.end());
@@ -58,6 +67,10 @@ nlohmann::json parse_text(std::string_view text, std::string_view source_name) {
     const std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
     throw UserError(std::string(source_name) + ": malformed JSON at " + line_column(text, e.byte ? e.byte - 1 : 0) +
                     ": " + detail + "; fix the JSON syntax (check quotes, commas and brackets)");
+  } catch (const nlohmann::json::out_of_range& e) {
+    // The parser's number overflow (out_of_range.406, "number overflow parsing '1E400'"): found by fuzz_hw_profile.
+    throw UserError(std::string(source_name) + ": " + number_overflow(e) +
+                    "; write numbers within a double's range (about 1.8e308)");
   }
 }
 
@@ -71,6 +84,16 @@ nlohmann::json load_file(const std::filesystem::path& path) {
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw UserError(path.string() + ": cannot be read; check its permissions");
+  if (std::filesystem::is_regular_file(path, ec)) {
+    // The text, and the parsed tree: nlohmann::json takes 16 bytes per value plus its containers' nodes,
+    // about 16 bytes per byte of text for the arrays of small numbers traces are made of (a value per 1-2
+    // characters), so a JSON file is held only when 17 times its size fits.
+    const auto size = std::filesystem::file_size(path, ec);
+    if (!ec) {
+      model::require_memory(units::bytes(17.0 * static_cast<double>(size)), path.string() + ": parsing it as JSON",
+                            "split the file, or use a machine with more memory");
+    }
+  }
   std::ostringstream ss;
   ss << in.rdbuf();
   return parse_text(ss.str(), path.string());

@@ -207,6 +207,11 @@ std::string format(double v, Dimension d, int digits) {
       std::snprintf(buf, sizeof buf, "%.2f USD", v);
       return buf;
     }
+    if (!(std::fabs(v) < 1e15)) {
+      // Beyond any price (and beyond long long, which llround needs): scientific (fuzz/regressions/units).
+      std::snprintf(buf, sizeof buf, "%.*g USD", digits, v);
+      return buf;
+    }
     long long whole = std::llround(v);
     std::string s = std::to_string(whole < 0 ? -whole : whole);
     for (int pos = static_cast<int>(s.size()) - 3; pos > 0; pos -= 3) s.insert(static_cast<std::size_t>(pos), ",");

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "moesim/model/error.hpp"
+#include "moesim/model/json_overflow.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/sim/trace_io.hpp"
@@ -368,6 +369,8 @@ RoutingTrace import_speculative_moe(const std::string& path, const ImportOptions
       throw UserError(where + ", column " + std::to_string(e.byte == 0 ? 1 : e.byte) +
                       ": malformed JSON; every line is one record {\"problem_id\", \"layer\", \"experts\", "
                       "\"gating_probs\", \"token_idx\"} (was the file cut short?)");
+    } catch (const nlohmann::json::out_of_range& e) {
+      throw UserError(where + ": " + json::number_overflow(e) + "; write numbers within a double's range");
     }
     if (!j.is_object()) throw UserError(where + ": is " + json::type_name(j) + ", expected a record object {...}");
     const json::Node n(j, where);

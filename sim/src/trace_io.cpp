@@ -15,8 +15,10 @@
 #include <sstream>
 
 #include "moesim/model/error.hpp"
+#include "moesim/model/json_overflow.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/output_file.hpp"
+#include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
 
 namespace moesim::sim {
@@ -127,6 +129,9 @@ nlohmann::json parse_line(const std::string& line, const std::string& name, std:
                     ": malformed JSON: " + detail +
                     "; every line of a trace is one complete JSON object (check brackets, commas and quotes, or "
                     "whether the file was cut short)");
+  } catch (const nlohmann::json::out_of_range& e) {
+    throw UserError(at_line(name, lineno) + ": " + json::number_overflow(e) +
+                    "; the file is damaged: regenerate it (`moesim trace gen`)");
   }
 }
 
@@ -280,6 +285,13 @@ std::uint64_t record_bytes(const TraceHeader& h, bool weights) {
   return 8 + 2 * n + (weights ? 4 * n : 0);
 }
 
+// Refuses a JSON-lines trace whose `tokens` records would not fit in memory.
+void require_jsonl_memory(std::int64_t tokens, const TraceHeader& h, bool weights, const std::string& name) {
+  model::require_memory(units::bytes(static_cast<double>(tokens) * static_cast<double>(record_bytes(h, weights))),
+                        name + ": holding " + std::to_string(tokens) + " token records",
+                        "use a shorter trace (`moesim trace gen --tokens N`), or a machine with more memory");
+}
+
 }  // namespace
 
 std::string trace_format_name(TraceFormat f) { return f == TraceFormat::Binary ? "binary" : "jsonl"; }
@@ -391,6 +403,7 @@ RoutingTrace read_trace_jsonl(std::istream& in, const std::string& name) {
       t.header = parse_header(json::Node(j, at_line(name, lineno)), declared_tokens);
       have_header = true;
       if (declared_tokens) {
+        require_jsonl_memory(*declared_tokens, t.header, false, name);
         // Reserve up front (a 100,000-token trace of a 60-layer top-10 model is 60 M ids), but no more than
         // 64 M ids: the count is the file's claim, and a damaged header must not exhaust memory.
         const std::int64_t per_token = t.header.layers * t.header.top_k;
@@ -402,6 +415,9 @@ RoutingTrace read_trace_jsonl(std::istream& in, const std::string& name) {
       continue;
     }
     read_record(j, t.header, name, lineno, weights_first, weights_line, t);
+    // Check before the vectors double: a trace far larger than memory is refused, not killed by the
+    // kernel. (The header's count, when given, was checked when the header was read.)
+    if ((t.tokens() & 0xFFFF) == 0) require_jsonl_memory(t.tokens() * 2, t.header, weights_first.value_or(false), name);
   }
   if (in.bad()) throw UserError(name + ": reading failed; check the file is readable");
   if (!have_header) throw UserError(name + ": is empty; a trace starts with a header line (see sim/TRACES.md)");
@@ -446,6 +462,8 @@ RoutingTrace read_trace_binary(std::istream& in, std::uint64_t size, const std::
   } catch (const nlohmann::json::parse_error& e) {
     throw UserError(name + ": header JSON (bytes 16-" + std::to_string(kFixedPrefix + header_len) +
                     ") is malformed at byte " + std::to_string(e.byte) + " of it; the file is damaged: regenerate it");
+  } catch (const nlohmann::json::out_of_range& e) {
+    throw UserError(name + ": header JSON: " + json::number_overflow(e) + "; the file is damaged: regenerate it");
   }
   std::optional<std::int64_t> declared;
   RoutingTrace t;
@@ -480,6 +498,10 @@ RoutingTrace read_trace_binary(std::istream& in, std::uint64_t size, const std::
                     (data % rec ? " and " + std::to_string(data % rec) + " bytes more" : std::string()) +
                     "); the file is damaged or was appended to: regenerate it");
   }
+  model::require_memory(units::bytes(static_cast<double>(n) * static_cast<double>(rec)),
+                        name + ": holding its " + std::to_string(n) + " token records",
+                        "use a shorter trace (`moesim trace gen --tokens N`), or a machine with more memory");
+
   if (declared && static_cast<std::uint64_t>(*declared) != n) {
     throw UserError(name + ": header: $.tokens: says " + std::to_string(*declared) + " but the token count is " +
                     std::to_string(n) + "; the file is damaged: regenerate it");

@@ -73,3 +73,55 @@ TEST(Determinism, SameScenarioSameBytes) {
   }
   // The sweep at 1 and 2 threads and under 1, 2 and 4 MPI ranks: tests/golden/test_sweep_cli.cpp.
 }
+
+// Inputs too large for memory are refused before they are allocated, with one line that says how much was
+// needed, how much is available and where that figure came from (model/resources.hpp); never an
+// out-of-memory kill.
+TEST(ResourceLimits, TraceLargerThanMemoryIsRefused) {
+  Scratch s("resources");
+  ASSERT_EQ(s.moesim("trace gen --model mixtral-8x7b --tokens 100 --out " + s.path("t.mtrace")).code, 0);
+  ASSERT_EQ(s.moesim("trace gen --model mixtral-8x7b --tokens 100 --out " + s.path("t.jsonl")).code, 0);
+
+  // A real trace under a memory limit set for the run: refused by the binary and the JSON-lines reader.
+  for (const char* f : {"t.mtrace", "t.jsonl"}) {
+    const auto r = s.shell("MOESIM_MEMORY_LIMIT=1KiB " + std::string(MOESIM_BINARY) + " trace stats " + s.path(f));
+    EXPECT_EQ(r.code, 2) << f << ": " << r.err;
+    EXPECT_NE(r.err.find("needs"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("MOESIM_MEMORY_LIMIT"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  const auto ok =
+      s.shell("MOESIM_MEMORY_LIMIT=1GiB " + std::string(MOESIM_BINARY) + " trace stats " + s.path("t.mtrace"));
+  EXPECT_EQ(ok.code, 0) << ok.err;
+  for (const char* bad : {"lots", "100", "-1GiB"}) {
+    const auto r =
+        s.shell(std::string("MOESIM_MEMORY_LIMIT=") + bad + " " + MOESIM_BINARY + " trace stats " + s.path("t.mtrace"));
+    EXPECT_EQ(r.code, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("MOESIM_MEMORY_LIMIT"), std::string::npos) << r.err;
+  }
+
+  // A binary trace of 2^30 token records (421 GB on disk as a sparse file, far beyond any test
+  // machine's memory) with a consistent header: refused from the machine's own figures.
+  const std::string small = slurp(s.path("t.mtrace"));
+  const auto header_len = static_cast<std::size_t>(static_cast<unsigned char>(small[12])) |
+                          static_cast<std::size_t>(static_cast<unsigned char>(small[13])) << 8 |
+                          static_cast<std::size_t>(static_cast<unsigned char>(small[14])) << 16 |
+                          static_cast<std::size_t>(static_cast<unsigned char>(small[15])) << 24;
+  const std::size_t count_at = 16 + header_len;
+  const std::uint64_t n = std::uint64_t{1} << 30;
+  const std::uint64_t rec = (small.size() - count_at - 9) / 100;  // 100 records were written
+  std::string big = small.substr(0, count_at + 9);
+  for (int i = 0; i < 8; ++i) big[count_at + static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  s.write("huge.mtrace", big);
+  std::error_code ec;
+  fs::resize_file(s.path("huge.mtrace"), count_at + 9 + n * rec, ec);
+  if (ec || fs::file_size(s.path("huge.mtrace")) != count_at + 9 + n * rec) {
+    GTEST_SKIP() << "this file system cannot hold a sparse file of " << n * rec << " bytes: " << ec.message();
+  }
+  const auto r = s.moesim("trace stats " + s.path("huge.mtrace"));
+  fs::remove(s.path("huge.mtrace"));
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.err.find("1073741824 token records needs"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is available"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}

@@ -97,6 +97,9 @@ TEST(Units, Format) {
   EXPECT_EQ(format(seconds(750e-9)), "750 ns");
   EXPECT_EQ(format(usd(289000)), "289,000 USD");
   EXPECT_EQ(format(flops_per_second(54e12)), "54.0 TFLOP/s");
+  // Found by fuzz_units ("3198EUSD" parses to 3.198e21 USD): beyond long long, llround was undefined.
+  EXPECT_EQ(format(usd(3.198e21)), "3.2e+21 USD");
+  EXPECT_EQ(format(usd(-1e300)), "-1e+300 USD");
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
+#include "moesim/model/resources.hpp"
 
 namespace moesim::reference {
 
@@ -64,6 +65,20 @@ Weights load_weights(const Checkpoint& ckpt, const DecoderShape& shape, bool den
   const std::int64_t h = a.hidden, hd = a.head_dim, inter = a.expert_ffn;
   const std::size_t total = (dense ? 3 + static_cast<std::size_t>(a.layers) * 7 : 0) +
                             static_cast<std::size_t>(a.layers) * experts.size() * 3;
+  // Every weight this rank holds, widened to f32, before the first is read: a checkpoint too large for this
+  // machine is refused here, not killed by the kernel part-way through loading.
+  {
+    const auto vocab = static_cast<double>(a.vocab), hh = static_cast<double>(h);
+    const double per_layer_dense = 2 * hh + static_cast<double>((a.heads + 2 * a.kv_heads) * hd) * hh +
+                                   hh * static_cast<double>(a.heads * hd) + static_cast<double>(a.routed_experts) * hh;
+    const double floats =
+        (dense ? 2 * vocab * hh + hh + static_cast<double>(a.layers) * per_layer_dense : 0) +
+        static_cast<double>(a.layers) * static_cast<double>(experts.size()) * 3 * hh * static_cast<double>(inter);
+    model::require_memory(units::bytes(4 * floats),
+                          ckpt.path().string() + ": this rank's weights in f32 (" + std::to_string(experts.size()) +
+                              " experts per layer" + (dense ? ", attention, router, embedding and LM head" : "") + ")",
+                          "spread the experts over more ranks (mpirun -np N), or use a machine with more memory");
+  }
   std::size_t done = 0;
   Weights w;
   w.dense = dense;
