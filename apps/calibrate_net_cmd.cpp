@@ -102,6 +102,8 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
      "server: largest ping it echoes; larger ones get an error frame")
     ("max-connections", po::value<std::int64_t>()->default_value(4),
      "server: clients served at once (each may hold a buffer of --max-message); more are refused")
+    ("max-session", po::value<std::string>()->default_value("900"),
+     "server: seconds one client's session may last; it then gets an error frame and is closed")
     ("once", "server: exit after the first client that completed the handshake")
     ("accept-timeout", po::value<std::string>()->default_value("0"),
      "server: fail if no client completes a handshake within this many seconds (0: wait forever)")
@@ -133,6 +135,7 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
     so.max_message = parse_bytes(vm["max-message"].as<std::string>(), "--max-message");
     so.timeout_s = timeout;
     so.max_connections = positive(vm, "max-connections");
+    so.max_session_s = parse_seconds(vm["max-session"].as<std::string>(), "--max-session", false);
     so.once = vm.count("once") > 0;
     so.accept_timeout_s = parse_seconds(vm["accept-timeout"].as<std::string>(), "--accept-timeout", true);
     calibrate::PingPongServer server(so, &std::cerr);
@@ -150,18 +153,20 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
                             {"protocol_errors", st.protocol_errors},
                             {"oversize", st.oversize},
                             {"vanished", st.vanished},
-                            {"timeouts", st.timeouts}}
+                            {"timeouts", st.timeouts},
+                            {"expired", st.expired}}
                  .dump(2)
           << "\n";
     } else {
       out << "served " << st.served << " client(s), " << st.pings << " pings, on " << server.local_endpoint()
           << "; refused " << st.refused_busy << " (busy), dropped " << st.protocol_errors << " (protocol), "
-          << st.oversize << " (oversize), " << st.vanished << " (vanished), " << st.timeouts << " (timeout)\n";
+          << st.oversize << " (oversize), " << st.vanished << " (vanished), " << st.timeouts << " (timeout), "
+          << st.expired << " (--max-session)\n";
     }
     return 0;
   }
 
-  for (const char* k : {"max-message", "max-connections", "once", "accept-timeout"}) {
+  for (const char* k : {"max-message", "max-connections", "max-session", "once", "accept-timeout"}) {
     if (given(k)) {
       throw UserError(std::string("--") + k + " is a server option; give it with --listen");
     }

@@ -250,7 +250,7 @@ struct Session {
 
 struct Counters {
   std::atomic<std::uint64_t> accepted{0}, served{0}, pings{0}, refused_busy{0}, protocol_errors{0}, oversize{0},
-      vanished{0}, timeouts{0}, active{0};
+      vanished{0}, timeouts{0}, expired{0}, active{0};
 };
 
 }  // namespace
@@ -466,8 +466,19 @@ struct PingPongServer::Impl {
       handshaken = true;
       had_client = true;
       log_line(s.peer + ": connected");
+      const auto started = std::chrono::steady_clock::now();
       for (;;) {
         stage = "its next frame";
+        if (std::chrono::steady_clock::now() - started > to_ns(opt.max_session_s)) {
+          ++n.expired;
+          log_line(s.peer + ": session older than --max-session " + secs(opt.max_session_s) + " after " +
+                   std::to_string(pings) + " pings; sent an error and closed");
+          send_error_and_close(ch, s.socket,
+                               "session ended: this server allows " + secs(opt.max_session_s) +
+                                   " per session (--max-session); measure fewer sizes or repeats per run, or "
+                                   "restart the server with a larger --max-session");
+          return handshaken;
+        }
         try {
           p = rd.next_header(ch, opt.max_message);
         } catch (const IoError& e) {
@@ -525,6 +536,7 @@ struct PingPongServer::Impl {
 PingPongServer::PingPongServer(ServerOptions options, std::ostream* log) : impl_(std::make_unique<Impl>()) {
   if (options.max_connections < 1) throw UserError("--max-connections must be at least 1");
   if (!(options.timeout_s > 0)) throw UserError("--timeout must be more than 0 seconds");
+  if (!(options.max_session_s > 0)) throw UserError("--max-session must be more than 0 seconds");
   impl_->opt = std::move(options);
   impl_->log = log;
   impl_->bind();
@@ -583,6 +595,7 @@ ServerStats PingPongServer::stats() const {
   s.oversize = c.oversize;
   s.vanished = c.vanished;
   s.timeouts = c.timeouts;
+  s.expired = c.expired;
   s.active = c.active;
   return s;
 }

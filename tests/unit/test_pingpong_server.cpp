@@ -126,12 +126,13 @@ PingPongOptions quick() {
 /// A server on 127.0.0.1:0 in a thread: max message 1 MiB, a 300 ms deadline, 2 clients at once.
 class ServerFixture : public ::testing::Test {
  protected:
-  void start(std::size_t max_connections = 2) {
+  void start(std::size_t max_connections = 2, double max_session_s = 900) {
     ServerOptions so;
     so.listen = "127.0.0.1:0";
     so.max_message = 1u << 20;
     so.timeout_s = 0.3;
     so.max_connections = max_connections;
+    so.max_session_s = max_session_s;
     server_ = std::make_unique<PingPongServer>(so, &log_);
     thread_ = std::thread([this] { server_->run(); });
   }
@@ -222,6 +223,36 @@ TEST_F(ServerFixture, DropsAClientThatStalls) {
   EXPECT_TRUE(eventually([&] { return server_->stats().timeouts == 1; }));
   good_client_is_served();
   EXPECT_NE(log_text().find("--timeout"), std::string::npos) << log_.str();
+}
+
+// A client that keeps pinging inside every per-frame deadline (one ping every 0.1 s, under the 0.3 s timeout)
+// cannot hold the server forever: past --max-session (0.5 s here) its next frame gets an Error frame naming the
+// limit, the connection closes, and the next client is served.
+TEST_F(ServerFixture, EndsASessionPastMaxSession) {
+  start(2, 0.5);
+  {
+    RawClient c(port());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.send(frame_bytes(FrameType::Hello, 0)));
+    ASSERT_EQ(c.frame().first, FrameType::Welcome);
+    std::pair<FrameType, std::string> reply{FrameType::Pong, ""};
+    int pongs = 0;
+    for (std::uint64_t seq = 1; seq < 200 && reply.first == FrameType::Pong; ++seq) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      auto ping = frame_bytes(FrameType::Ping, 4, seq);
+      ping.insert(ping.end(), {'a', 'b', 'c', 'd'});
+      if (!c.send(ping)) break;
+      reply = c.frame();
+      if (reply.first == FrameType::Pong) ++pongs;
+    }
+    EXPECT_GE(pongs, 1);
+    EXPECT_EQ(reply.first, FrameType::Error);
+    EXPECT_NE(reply.second.find("--max-session"), std::string::npos) << reply.second;
+    EXPECT_TRUE(c.closed_by_peer());
+  }
+  EXPECT_TRUE(eventually([&] { return server_->stats().expired == 1; }));
+  EXPECT_EQ(server_->stats().timeouts, 0u);
+  EXPECT_NE(log_text().find("older than --max-session"), std::string::npos) << log_.str();
 }
 
 // A client that announces 1000 bytes, sends 100 and closes: one log line, then the next client.

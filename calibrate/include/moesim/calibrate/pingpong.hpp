@@ -72,8 +72,12 @@ struct ServerOptions {
   std::uint64_t max_message = 64u << 20;  ///< largest Ping payload accepted, bytes
   double timeout_s = 10;                  ///< deadline of each read and write (and idle wait between frames)
   std::size_t max_connections = 4;        ///< clients served at once; more are refused with an Error frame
-  bool once = false;                      ///< run() returns after the first client that completed the handshake
-  double accept_timeout_s = 0;            ///< run() fails if no client completes a handshake in this long (0: wait)
+  /// A session's longest life, seconds: past it the server ends the session with an Error frame at the next
+  /// frame boundary. With `timeout_s` (each read and write) and `max_message` (each frame's size) it bounds
+  /// what one client can take from a shared server. A default client run takes a few seconds.
+  double max_session_s = 900;
+  bool once = false;            ///< run() returns after the first client that completed the handshake
+  double accept_timeout_s = 0;  ///< run() fails if no client completes a handshake in this long (0: wait)
 };
 
 /// What a server has seen (for logs and tests).
@@ -86,6 +90,7 @@ struct ServerStats {
   std::uint64_t oversize = 0;         ///< pings longer than --max-message
   std::uint64_t vanished = 0;         ///< closed or reset mid-frame or mid-handshake
   std::uint64_t timeouts = 0;         ///< a read or write past the deadline
+  std::uint64_t expired = 0;          ///< sessions ended at --max-session
   std::uint64_t active = 0;           ///< sessions running now
 };
 
