@@ -14,6 +14,7 @@ packages=(
   libbenchmark-dev                # bench/
   gnuplot-nox libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev   # report plots (PNG, SVG)
   chromium libpng-dev             # the report test: a headless screenshot of report.html, decoded
+  clang-14 libclang-rt-14-dev     # CI: ASan+UBSan with libFuzzer (fuzz/, scripts/fuzz.sh)
 )
 
 missing=()

@@ -1,0 +1,54 @@
+// Fuzz target: every routing-trace reader, as `moesim trace`, `simulate --trace` and `serve` read them
+// (sim/trace_io.hpp, sim/trace_import.hpp) plus the request-arrival CSV of open-loop workloads
+// (sim/workload.hpp). The first byte picks the reader; the rest is the file:
+//   0 moesim JSON lines   1 moesim binary (.mtrace)   2 moe-selection   3 speculative-moe   4 vLLM
+//   5 request-arrival CSV
+// A trace that loads must also pass validate_trace (the readers promise a consistent trace).
+#include <optional>
+
+#include "fuzz_support.hpp"
+#include "moesim/sim/trace_import.hpp"
+#include "moesim/sim/trace_io.hpp"
+#include "moesim/sim/workload.hpp"
+
+namespace sim = moesim::sim;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const auto sel = moesim::fuzz::select(data, size, 6);
+  const unsigned which = sel.which;
+  const std::string_view rest = sel.rest;
+  std::optional<sim::RoutingTrace> t;
+  moesim::fuzz::expect_user_errors_only([&] {
+    sim::ImportOptions opt;
+    opt.experts = 8;
+    switch (which) {
+      case 0:
+        t = sim::read_trace(moesim::fuzz::write_file("trace.jsonl", rest).string());
+        break;
+      case 1:
+        t = sim::read_trace(moesim::fuzz::write_file("trace.mtrace", rest).string());
+        break;
+      case 2:
+        t = sim::import_moe_selection({moesim::fuzz::write_file("sel.json", rest).string()}, opt);
+        break;
+      case 3:
+        t = sim::import_speculative_moe(moesim::fuzz::write_file("spec.jsonl", rest).string(), opt);
+        break;
+      case 4:
+        t = sim::import_vllm({moesim::fuzz::write_file("vllm.json", rest).string()}, opt);
+        break;
+      default:
+        (void)sim::load_request_trace(moesim::fuzz::write_file("arrivals.csv", rest), 1000);
+        break;
+    }
+  });
+  if (!t) return 0;
+  // A reader that returns a trace promises a consistent one: validate_trace refusing it is a finding.
+  try {
+    sim::validate_trace(*t, "fuzz");
+  } catch (const moesim::UserError&) {
+    __builtin_trap();
+  }
+  (void)sim::count_requests(*t);
+  return 0;
+}
