@@ -45,6 +45,8 @@ TEST(BadInputCatalogue, EveryCommandRefusesWithOneLineAndLeavesNothing) {
   s.write("nic-nounit.json", kNicNoUnit);
   s.write("config-negative.json", kConfigNegativeLayers);
   s.write("not-json.json", "this is not JSON");
+  // Found by fuzzing: a number beyond a double escaped the JSON readers as an uncaught exception (exit 1).
+  s.write("huge-number.json", R"({"model": "dbrx-instruct", "nodes": 1e400})");
   s.write("empty-axis.json", R"({"models": [], "hw": ["dgx-h100"]})");
   s.write("all-removed.json", R"({"models": ["dbrx-instruct"], "hw": ["mac-studio-m2-ultra-192"], "nodes": [2, 4],
     "nics": ["10gbe-grpc"], "constraints": {"budget": "1000USD"}})");
@@ -79,6 +81,10 @@ TEST(BadInputCatalogue, EveryCommandRefusesWithOneLineAndLeavesNothing) {
       {"unit-less latency",
        "estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192 --nodes 2 --nic {d}/nic-nounit.json",
        {"nic-nounit.json", "$.latency", "unit"},
+       {}},
+      {"number beyond a double",
+       "estimate --scenario {d}/huge-number.json",
+       {"huge-number.json", "malformed JSON", "number overflow", "1e400"},
        {}},
       {"truncated scenario JSON", "estimate --scenario {d}/trunc.json", {"trunc.json", "malformed JSON", "line"}, {}},
       {"missing scenario", "estimate --scenario {d}/missing.json", {"missing.json", "no such file"}, {}},
