@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "moesim/calibrate/net_fit.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/model/units.hpp"
@@ -138,10 +139,7 @@ double TimeSamples::best() const {
 
 double TimeSamples::median() const {
   MOESIM_CHECK(!seconds.empty(), "a time sample without repetitions");
-  std::vector<double> v = seconds;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  return sample_stats(seconds).median;
 }
 
 const char* copy_kind_name(CopyKind k) {
@@ -277,22 +275,11 @@ std::string gpu_measured_source(const Provenance& p, const GpuDeviceInfo& d, con
 nlohmann::json gpu_kernels_calibration_json(const GpuKernelResult& r) {
   nlohmann::json samples = nlohmann::json::array();
   for (const auto& s : r.samples) {
-    nlohmann::json j = {{"dtype", gpu_dtype_name(s.dtype)},
-                        {"routine", gpu_routine(s.dtype)},
-                        {"kernel", kernel_name(s.batch)},
-                        {"shape", {{"rows", s.shape.rows}, {"cols", s.shape.cols}, {"roles", s.shape.roles}}},
-                        {"batch", s.batch},
-                        {"calls_per_repeat", s.calls_per_repeat},
-                        {"seconds_per_call", s.time.seconds},
-                        {"best", quantity(s.time.best(), "s")},
-                        {"median", quantity(s.time.median(), "s")},
-                        {"weight_bytes", quantity(s.cost.weight_bytes, "B")},
-                        {"bytes", quantity(s.cost.bytes, "B")},
-                        {"flops", quantity(s.cost.flops, "FLOP")},
-                        {"bandwidth", quantity(s.bytes_per_second(), "B/s")},
-                        {"flop_rate", quantity(s.flops_per_second(), "FLOP/s")}};
-    if (r.memory_bandwidth > 0) j["memory_efficiency"] = s.bytes_per_second() / r.memory_bandwidth;
-    if (r.peak_flops.count(s.dtype)) j["compute_efficiency"] = s.flops_per_second() / r.peak_flops.at(s.dtype);
+    const double peak = r.peak_flops.count(s.dtype) ? r.peak_flops.at(s.dtype) : 0.0;
+    nlohmann::json j =
+        kernel_sample_json(s.shape, s.batch, s.calls_per_repeat, s.time.seconds, s.cost, r.memory_bandwidth, peak);
+    j["dtype"] = gpu_dtype_name(s.dtype);
+    j["routine"] = gpu_routine(s.dtype);
     samples.push_back(j);
   }
   nlohmann::json peaks = nlohmann::json::object();
@@ -355,20 +342,33 @@ nlohmann::json gpu_kernels_calibration_json(const GpuKernelResult& r) {
   return j;
 }
 
+namespace {
+// The profile's `devices`: the GPU's name and memory, and its memory bandwidth from the device-to-device
+// copy when one was measured (`d2d` may be null). Both GPU profiles (kernels and memory) start from it.
+nlohmann::json gpu_devices_json(const GpuDeviceInfo& device, const Provenance& p, const GpuCopySample* d2d) {
+  using units::Dimension;
+  nlohmann::json devices = nlohmann::json::object();
+  devices["name"] = device.name;
+  devices["memory"] = figure_json(static_cast<double>(device.memory_bytes), Dimension::Bytes,
+                                  gpu_measured_source(p, device, "device memory (cudaDeviceProp::totalGlobalMem)"));
+  if (d2d) {
+    devices["memory_bandwidth"] =
+        figure_json(d2d->bandwidth(), Dimension::Bandwidth,
+                    gpu_measured_source(p, device,
+                                        "device-to-device cudaMemcpy of " + gib(static_cast<double>(d2d->size)) +
+                                            ", counted as 2 x size (read and written), best of " +
+                                            std::to_string(d2d->time.seconds.size())),
+                    "the sustained HBM bandwidth the memory efficiency bands are relative to");
+  }
+  return devices;
+}
+}  // namespace
+
 nlohmann::json gpu_kernels_profile_json(const GpuKernelResult& r, const Provenance& p, const std::string& id) {
   using units::Dimension;
   const auto src = [&](const std::string& what) { return gpu_measured_source(p, r.device, what); };
-  nlohmann::json devices = nlohmann::json::object();
-  devices["name"] = r.device.name;
-  devices["memory"] = figure_json(static_cast<double>(r.device.memory_bytes), Dimension::Bytes,
-                                  src("device memory (cudaDeviceProp::totalGlobalMem)"));
-  if (r.copy) {
-    devices["memory_bandwidth"] = figure_json(
-        r.copy->bandwidth(), Dimension::Bandwidth,
-        src("device-to-device cudaMemcpy of " + gib(static_cast<double>(r.copy->size)) +
-            ", counted as 2 x size (read and written), best of " + std::to_string(r.copy->time.seconds.size())),
-        "the sustained HBM bandwidth the memory efficiency bands are relative to");
-  } else if (r.memory_bandwidth > 0) {
+  nlohmann::json devices = gpu_devices_json(r.device, p, r.copy ? &*r.copy : nullptr);
+  if (!r.copy && r.memory_bandwidth > 0) {
     devices["memory_bandwidth"] =
         figure_json(r.memory_bandwidth, Dimension::Bandwidth,
                     "given by the user with --memory-bandwidth to `" + p.command + "` on " + p.host + ", " + p.day,
@@ -529,17 +529,7 @@ nlohmann::json gpu_memory_calibration_json(const GpuMemoryResult& r) {
 
 nlohmann::json gpu_memory_profile_json(const GpuMemoryResult& r, const Provenance& p, const std::string& id) {
   using units::Dimension;
-  const auto src = [&](const std::string& what) { return gpu_measured_source(p, r.device, what); };
-  nlohmann::json devices = nlohmann::json::object();
-  devices["name"] = r.device.name;
-  devices["memory"] = figure_json(static_cast<double>(r.device.memory_bytes), Dimension::Bytes,
-                                  src("device memory (cudaDeviceProp::totalGlobalMem)"));
-  if (const GpuCopySample* c = r.find(CopyKind::D2D)) {
-    devices["memory_bandwidth"] =
-        figure_json(c->bandwidth(), Dimension::Bandwidth,
-                    src("device-to-device cudaMemcpy of " + gib(static_cast<double>(c->size)) +
-                        ", counted as 2 x size (read and written), best of " + std::to_string(c->time.seconds.size())));
-  }
+  nlohmann::json devices = gpu_devices_json(r.device, p, r.find(CopyKind::D2D));
   std::string notes = "The GPU is the device. memory_bandwidth is a device-to-device copy.";
   for (const auto k : {CopyKind::H2D, CopyKind::D2H}) {
     if (const GpuCopySample* c = r.find(k)) {

@@ -18,6 +18,7 @@
 #include <tuple>
 
 #include "moesim/calibrate/memory.hpp"
+#include "moesim/calibrate/net_fit.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/model/units.hpp"
@@ -80,12 +81,6 @@ struct Plan {
   std::int64_t batch;
   int threads;
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 std::string sample_label(const KernelSample& s) {
   return std::string(dtype_name(s.dtype)) + " " + kernel_name(s.batch) + " " + shape_text(s.shape) + " (" +
@@ -273,7 +268,7 @@ double KernelSample::best_seconds() const {
 
 double KernelSample::median_seconds() const {
   MOESIM_CHECK(!seconds.empty(), "a kernel sample without repetitions");
-  return median(seconds);
+  return sample_stats(seconds).median;
 }
 
 const KernelSample* KernelResult::peak_sample(KernelDtype d) const {
@@ -562,25 +557,35 @@ nlohmann::json kernels_devices_json(const KernelResult& r, const Provenance& p) 
   return devices;
 }
 
+nlohmann::json kernel_sample_json(const MatrixShape& shape, std::int64_t batch, std::int64_t calls_per_repeat,
+                                  const std::vector<double>& seconds_per_call, const KernelCost& cost,
+                                  double memory_bandwidth, double peak_flops) {
+  const SampleStats t = sample_stats(seconds_per_call);
+  nlohmann::json j = {{"kernel", kernel_name(batch)},
+                      {"shape", {{"rows", shape.rows}, {"cols", shape.cols}, {"roles", shape.roles}}},
+                      {"batch", batch},
+                      {"calls_per_repeat", calls_per_repeat},
+                      {"seconds_per_call", seconds_per_call},
+                      {"best", quantity(t.min, "s")},
+                      {"median", quantity(t.median, "s")},
+                      {"weight_bytes", quantity(cost.weight_bytes, "B")},
+                      {"bytes", quantity(cost.bytes, "B")},
+                      {"flops", quantity(cost.flops, "FLOP")},
+                      {"bandwidth", quantity(cost.bytes / t.min, "B/s")},
+                      {"flop_rate", quantity(cost.flops / t.min, "FLOP/s")}};
+  if (memory_bandwidth > 0) j["memory_efficiency"] = cost.bytes / t.min / memory_bandwidth;
+  if (peak_flops > 0) j["compute_efficiency"] = cost.flops / t.min / peak_flops;
+  return j;
+}
+
 nlohmann::json kernels_calibration_json(const KernelResult& r) {
   nlohmann::json samples = nlohmann::json::array();
   for (const auto& s : r.samples) {
-    nlohmann::json j = {{"dtype", dtype_name(s.dtype)},
-                        {"kernel", kernel_name(s.batch)},
-                        {"shape", {{"rows", s.shape.rows}, {"cols", s.shape.cols}, {"roles", s.shape.roles}}},
-                        {"batch", s.batch},
-                        {"threads", s.threads},
-                        {"calls_per_repeat", s.calls_per_repeat},
-                        {"seconds_per_call", s.seconds},
-                        {"best", quantity(s.best_seconds(), "s")},
-                        {"median", quantity(s.median_seconds(), "s")},
-                        {"weight_bytes", quantity(s.cost.weight_bytes, "B")},
-                        {"bytes", quantity(s.cost.bytes, "B")},
-                        {"flops", quantity(s.cost.flops, "FLOP")},
-                        {"bandwidth", quantity(s.bytes_per_second(), "B/s")},
-                        {"flop_rate", quantity(s.flops_per_second(), "FLOP/s")}};
-    if (r.memory_bandwidth > 0) j["memory_efficiency"] = s.bytes_per_second() / r.memory_bandwidth;
-    if (r.peak_flops.count(s.dtype)) j["compute_efficiency"] = s.flops_per_second() / r.peak_flops.at(s.dtype);
+    const double peak = r.peak_flops.count(s.dtype) ? r.peak_flops.at(s.dtype) : 0.0;
+    nlohmann::json j =
+        kernel_sample_json(s.shape, s.batch, s.calls_per_repeat, s.seconds, s.cost, r.memory_bandwidth, peak);
+    j["dtype"] = dtype_name(s.dtype);
+    j["threads"] = s.threads;
     samples.push_back(j);
   }
   nlohmann::json dtypes = nlohmann::json::object();

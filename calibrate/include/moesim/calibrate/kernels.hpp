@@ -160,6 +160,12 @@ KernelResult run_kernels(const KernelOptions& options, Progress& progress);
 nlohmann::json kernels_devices_json(const KernelResult& r, const Provenance& p);
 /// The raw data: every sample (times, bytes/s, FLOP/s), the fits with each point's residual, the skips.
 nlohmann::json kernels_calibration_json(const KernelResult& r);
+/// One timed sample's record, the same for the CPU and the GPU reports: kernel, shape, batch, the per-call
+/// times with best and median, the bytes and FLOPs counted, the rates at the best time, and the efficiencies
+/// against `memory_bandwidth` and `peak_flops` (left out where 0). `seconds_per_call` is non-empty.
+nlohmann::json kernel_sample_json(const MatrixShape& shape, std::int64_t batch, std::int64_t calls_per_repeat,
+                                  const std::vector<double>& seconds_per_call, const KernelCost& cost,
+                                  double memory_bandwidth, double peak_flops);
 /// A node profile of this machine from kernels_devices_json plus `extra_devices` (e.g.
 /// memory_devices_json of the run that gave the reference bandwidth), with {"provenance", "kernels"}.
 nlohmann::json kernels_profile_json(const KernelResult& r, const Provenance& p, const std::string& id,
