@@ -89,10 +89,11 @@ int cmd_calibrate_all(const Args& args, std::ostream& out) {
   }
 
   // Every output is opened before the measurements and committed together after them.
-  OutputFile node_file(node_path, "--out");
-  std::optional<OutputFile> nic_file, storage_file;
-  if (do_net) nic_file.emplace(sibling(node_path, "nic"), "--out");
-  if (do_storage) storage_file.emplace(sibling(node_path, "storage"), "--out");
+  OutputSet outputs;
+  OutputFile& node_file = outputs.add(node_path, "--out");
+  OutputFile *nic_file = nullptr, *storage_file = nullptr;
+  if (do_net) nic_file = &outputs.add(sibling(node_path, "nic"), "--out");
+  if (do_storage) storage_file = &outputs.add(sibling(node_path, "storage"), "--out");
 
   const std::string command = command_line("calibrate all", args);
   const calibrate::Provenance prov = calibrate::current_provenance(command);
@@ -200,9 +201,7 @@ int cmd_calibrate_all(const Args& args, std::ostream& out) {
     if (storage_file) out << ", " << storage_file->path() << " (storage)";
     out << "\nuse them   moesim simulate --hw " << node_file.path() << " ...; moesim hw shows any profile's figures\n";
   }
-  node_file.commit();
-  if (nic_file) nic_file->commit();
-  if (storage_file) storage_file->commit();
+  outputs.commit();
   return 0;
 }
 

@@ -77,8 +77,9 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
   }
   o.leave_one_out = !vm.count("no-loo");
   // Outputs are opened before the fit, so a bad path fails at once; both are committed together.
-  std::optional<OutputFile> node_file, nic_file;
-  if (vm.count("out")) node_file.emplace(vm["out"].as<std::string>(), "--out");
+  OutputSet outputs;
+  OutputFile *node_file = nullptr, *nic_file = nullptr;
+  if (vm.count("out")) node_file = &outputs.add(vm["out"].as<std::string>(), "--out");
 
   const calibrate::Provenance prov = calibrate::current_provenance(command_line("calibrate fit", args));
   calibrate::FitResult r =
@@ -93,7 +94,7 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
       if (nic_path.size() > 5 && nic_path.ends_with(".json")) nic_path.resize(nic_path.size() - 5);
       nic_path += ".nic.json";
     }
-    nic_file.emplace(nic_path, "--nic-out");
+    nic_file = &outputs.add(nic_path, "--nic-out");
   }
 
   // What the fit did, in the profiles' calibration block and on screen.
@@ -202,8 +203,7 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
   }
   if (node_file) node_file->stream() << r.node_document.dump(2) << "\n";
   if (nic_file) nic_file->stream() << r.nic_document.dump(2) << "\n";
-  if (node_file) node_file->commit();
-  if (nic_file) nic_file->commit();
+  outputs.commit();
   return 0;
 }
 

@@ -184,17 +184,14 @@ int cmd_ref_run(const Args& args, std::ostream& out) {
   const auto r = run_on_every_rank(world, vm);
   if (world.rank() != 0) return 0;
   // Every output is opened first and committed together: none is left behind if another fails.
-  std::vector<std::unique_ptr<OutputFile>> files;
-  if (vm.count("trace-out")) sim::write_trace(r.trace, vm["trace-out"].as<std::string>(), std::nullopt, "--trace-out");
-  if (vm.count("timing-out")) {
-    files.push_back(std::make_unique<OutputFile>(vm["timing-out"].as<std::string>(), "--timing-out"));
-    reference::write_timing_csv(r, files.back()->stream());
-  }
-  if (vm.count("logits-out")) {
-    files.push_back(std::make_unique<OutputFile>(vm["logits-out"].as<std::string>(), "--logits-out"));
-    files.back()->stream() << reference::logits_json(r).dump() << "\n";
-  }
-  for (auto& f : files) f->commit();
+  OutputSet outputs;
+  if (vm.count("trace-out"))
+    sim::add_trace_output(outputs, r.trace, vm["trace-out"].as<std::string>(), std::nullopt, "--trace-out");
+  if (vm.count("timing-out"))
+    reference::write_timing_csv(r, outputs.add(vm["timing-out"].as<std::string>(), "--timing-out").stream());
+  if (vm.count("logits-out"))
+    outputs.add(vm["logits-out"].as<std::string>(), "--logits-out").stream() << reference::logits_json(r).dump() << "\n";
+  outputs.commit();
   if (vm.count("json")) {
     out << reference::run_summary_json(r).dump(2) << "\n";
   } else {

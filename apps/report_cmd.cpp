@@ -48,8 +48,10 @@ int cmd_report(const Args& args, std::ostream& out) {
                      "gnuplot script): tokens/s against nodes per NIC with measured points, the per-token time "
                      "split measured vs simulated, tokens/s per USD, the Pareto front, TTFT/ITL against arrival "
                      "rate, expert-cache hit rate against cache size; sweep.csv/json with every point; Chrome "
-                     "traces. Built under DIR.tmp-<pid> and renamed onto DIR when complete: an error or Ctrl-C "
-                     "leaves no half-written report.",
+                     "traces. Built under a temporary name beside DIR and renamed onto DIR when complete: an "
+                     "error or Ctrl-C leaves no half-written report. An existing DIR is replaced only if it is "
+                     "empty or an earlier moesim report (its .moesim-report file lists what moesim wrote) holding "
+                     "nothing else; any other directory is refused, never removed.",
                      "\nGrid files: see `moesim sweep --help`. Under mpirun the sweeps are split across ranks; rank 0 "
                      "writes.\n")) {
     return 0;

@@ -87,16 +87,31 @@ int cmd_sweep(const Args& args, std::ostream& out) {
     o.simulate = v == "all" ? -1 : parse_whole_numbers(v, "--simulate", 0, 1'000'000'000, "20 or all").front();
   }
   // Outputs are opened first (rank 0 only): a bad path fails before any work, and nothing half-written stays.
-  std::optional<OutputFile> csv, json_out;
-  if (root && vm.count("csv")) csv.emplace(vm["csv"].as<std::string>(), "--csv");
-  if (root && vm.count("json-out")) json_out.emplace(vm["json-out"].as<std::string>(), "--json-out");
+  OutputSet outputs;
+  OutputFile *csv = nullptr, *json_out = nullptr;
+  if (root && vm.count("csv")) csv = &outputs.add(vm["csv"].as<std::string>(), "--csv");
+  if (root && vm.count("json-out")) json_out = &outputs.add(vm["json-out"].as<std::string>(), "--json-out");
+  // The traces go to a directory built under a temporary name and put in place with the other outputs
+  // (moesim::OutputDir). Under mpirun every rank writes its points' traces there: rank 0 makes it and the
+  // others must see it (a shared file system).
+  std::optional<OutputDir> traces;
   if (vm.count("traces")) {
-    o.traces_dir = vm["traces"].as<std::string>();
+    std::string error;
+    if (root) {
+      try {
+        traces.emplace(vm["traces"].as<std::string>(), "--traces", "traces");
+      } catch (const UserError& e) {
+        error = e.what();
+      }
+    }
+    world.agree(error);
+    const auto paths = world.all_gather(root ? traces->path().string() : std::string());
+    o.traces_dir = paths.front();
     std::error_code ec;
-    std::filesystem::create_directories(o.traces_dir, ec);
-    if (ec || !std::filesystem::is_directory(o.traces_dir))
-      throw UserError("--traces " + o.traces_dir.string() + ": cannot create the directory (" + ec.message() +
-                      "); give a writable path");
+    world.agree(std::filesystem::is_directory(o.traces_dir, ec)
+                    ? std::string()
+                    : "--traces: rank " + std::to_string(world.rank()) + " cannot see " + o.traces_dir.string() +
+                          ", which rank 0 made; under mpirun across hosts give a directory on a shared file system");
   }
   ProgressLine progress(root && !vm.count("quiet"));
   o.progress = [&](const char* stage, std::size_t done, std::size_t total) {
@@ -122,13 +137,14 @@ int cmd_sweep(const Args& args, std::ostream& out) {
     out << "\n";
     reports::print_sweep_summary(r, out, false, vm["rows"].as<std::size_t>());
   }
-  if (csv) {
-    reports::write_sweep_points_csv(r, csv->stream());
-    csv->commit();
-  }
-  if (json_out) {
-    json_out->stream() << reports::sweep_to_json(r).dump(2) << "\n";
-    json_out->commit();
+  if (csv) reports::write_sweep_points_csv(r, csv->stream());
+  if (json_out) json_out->stream() << reports::sweep_to_json(r).dump(2) << "\n";
+  if (traces) {
+    const SignalsHeld held;  // the files and the directory together
+    outputs.commit();
+    traces->commit();
+  } else {
+    outputs.commit();
   }
   if (!vm.count("quiet"))
     std::cerr << text::printf("sweep: %zu points (%lld simulated) in %.3f s wall on %d rank%s\n", r.points.size(),

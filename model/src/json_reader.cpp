@@ -1,9 +1,10 @@
 #include "moesim/model/json_reader.hpp"
 
-#include <fstream>
+#include <set>
 #include <sstream>
 
 #include "moesim/model/error.hpp"
+#include "moesim/model/fd_io.hpp"
 #include "moesim/model/json_overflow.hpp"
 #include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
@@ -56,9 +57,62 @@ std::string number_overflow(const nlohmann::json::exception& e) {
   return "malformed JSON: " + (at == std::string::npos ? what : what.substr(at + 2));
 }
 
+nlohmann::json parse_strict(std::string_view text, const std::string& where) {
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos) {
+    throw UserError(where + ": holds a NUL byte at byte " + std::to_string(nul) + " (" + line_column(text, nul) +
+                    "); JSON text has none: the file is damaged or not JSON");
+  }
+  // Each open object or array: the keys seen so far (objects) and where its current child is.
+  struct Frame {
+    bool object = false;
+    std::set<std::string> keys;
+    std::string key;
+    std::size_t index = 0;
+  };
+  std::vector<Frame> frames;
+  const auto path_to_top = [&] {
+    std::string p = "$";
+    for (std::size_t i = 0; i + 1 < frames.size(); ++i)
+      p += frames[i].object ? "." + frames[i].key : "[" + std::to_string(frames[i].index) + "]";
+    return p;
+  };
+  const auto element_done = [&] {
+    if (!frames.empty() && !frames.back().object) ++frames.back().index;
+  };
+  const nlohmann::json::parser_callback_t check = [&](int, nlohmann::json::parse_event_t event,
+                                                      nlohmann::json& parsed) {
+    using E = nlohmann::json::parse_event_t;
+    switch (event) {
+      case E::object_start:
+      case E::array_start:
+        frames.push_back({event == E::object_start, {}, {}, 0});
+        break;
+      case E::key: {
+        auto& top = frames.back();
+        top.key = parsed.get<std::string>();
+        if (!top.keys.insert(top.key).second) {
+          throw UserError(where + ": " + path_to_top() + ": the key \"" + top.key +
+                          "\" appears twice in one object; keep one (JSON readers differ on which would win)");
+        }
+        break;
+      }
+      case E::object_end:
+      case E::array_end:
+        frames.pop_back();
+        element_done();
+        break;
+      case E::value:
+        element_done();
+        break;
+    }
+    return true;
+  };
+  return nlohmann::json::parse(text.begin(), text.end(), check);
+}
+
 nlohmann::json parse_text(std::string_view text, std::string_view source_name) {
   try {
-    return nlohmann::json::parse(text.begin(), text.end());
+    return parse_strict(text, std::string(source_name));
   } catch (const nlohmann::json::parse_error& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line 3, column 5: syntax error ...";
     // keep the part after "parse error" that explains, and give the position ourselves.
@@ -75,28 +129,11 @@ nlohmann::json parse_text(std::string_view text, std::string_view source_name) {
 }
 
 nlohmann::json load_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    throw UserError(path.string() + ": no such file; check the path (relative paths are from the current directory)");
-  }
-  if (std::filesystem::is_directory(path, ec)) {
-    throw UserError(path.string() + ": is a directory, not a JSON file; give the path of the .json file");
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(path.string() + ": cannot be read; check its permissions");
-  if (std::filesystem::is_regular_file(path, ec)) {
-    // The text, and the parsed tree: nlohmann::json takes 16 bytes per value plus its containers' nodes,
-    // about 16 bytes per byte of text for the arrays of small numbers traces are made of (a value per 1-2
-    // characters), so a JSON file is held only when 17 times its size fits.
-    const auto size = std::filesystem::file_size(path, ec);
-    if (!ec) {
-      model::require_memory(units::bytes(17.0 * static_cast<double>(size)), path.string() + ": parsing it as JSON",
-                            "split the file, or use a machine with more memory");
-    }
-  }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return parse_text(ss.str(), path.string());
+  // The text, and the parsed tree: nlohmann::json takes 16 bytes per value plus its containers' nodes,
+  // about 16 bytes per byte of text for the arrays of small numbers traces are made of (a value per 1-2
+  // characters), so a JSON file is held only when 17 times its size fits. read_input_file refuses
+  // anything but a regular file (a FIFO, /dev/zero) before reading, and stops at that bound.
+  return parse_text(read_input_file(path, 17.0, "parsing it as JSON"), path.string());
 }
 
 Node::Node(const nlohmann::json& value, std::string source, std::string path)
@@ -218,7 +255,9 @@ void Node::expect_only(std::initializer_list<std::string_view> allowed) const {
 }
 
 void Node::expect_only(const std::vector<std::string>& allowed) const {
-  if (!value_->is_object()) return;
+  // A value that should hold keys but is not an object (a scenario file holding [1, 2]) is refused here,
+  // where every reader of an object starts, rather than read as "no keys given" and run on defaults.
+  if (!value_->is_object()) throw error("is " + type_name(*value_) + ", expected an object { ... }");
   for (const auto& [k, v] : value_->items()) {
     bool ok = false;
     for (const auto& a : allowed) ok = ok || a == k;
@@ -227,6 +266,11 @@ void Node::expect_only(const std::vector<std::string>& allowed) const {
                   "is not a known key" + text::did_you_mean(k, allowed) + "; valid keys here: " + text::join(allowed));
     }
   }
+}
+
+void note_origins(Origins& origins, const Node& n, std::initializer_list<std::string_view> keys) {
+  for (const auto k : keys)
+    if (n.has(k)) origins[std::string(k)] = n.where(k);
 }
 
 }  // namespace moesim::json

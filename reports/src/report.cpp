@@ -222,25 +222,6 @@ std::string hardware_words(const GridPoint& p) {
 }
 
 /// Removes the temporary directory unless released.
-class TempDir {
- public:
-  explicit TempDir(fs::path p) : path_(std::move(p)) {}
-  ~TempDir() {
-    if (!released_) {
-      std::error_code ec;
-      fs::remove_all(path_, ec);
-    }
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  void release() { released_ = true; }
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-  bool released_ = false;
-};
-
 void check_cancel(const ReportOptions& o, const std::string& during) {
   if (o.sweep.cancelled && o.sweep.cancelled())
     throw UserError("interrupted while " + during + "; no report was written");
@@ -271,22 +252,13 @@ ReportInputs default_report_inputs() {
 ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
   const bool root = o.comm.rank == 0;
   const fs::path out = o.out.empty() ? fs::path("moesim-report") : o.out;
-  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  std::optional<TempDir> tmp;
+  // Built under a temporary directory and put in place whole; an existing --out is replaced only if it is
+  // an earlier moesim report holding nothing else (moesim/model/output_file.hpp, OutputDir).
+  std::optional<OutputDir> tmp;
   if (root) {
+    tmp.emplace(out, "--out", "report");
     std::error_code ec;
-    if (fs::exists(out) && !fs::is_directory(out))
-      throw UserError("--out " + out.string() + ": is a file, not a directory; give a directory path");
-    if (!fs::is_directory(parent, ec))
-      throw UserError("--out " + out.string() + ": the directory " + parent.string() +
-                      " does not exist; create it or give another --out");
-    const fs::path t = out.string() + ".tmp-" + std::to_string(getpid());
-    fs::remove_all(t, ec);
-    if (!fs::create_directory(t, ec) || ec)
-      throw UserError("--out " + out.string() + ": cannot write in " + parent.string() + " (" +
-                      (ec ? ec.message() : std::string("permission denied")) + "); give a writable --out");
-    tmp.emplace(t);
-    fs::create_directory(t / "traces", ec);
+    fs::create_directory(tmp->path() / "traces", ec);
   }
   const auto stage = [&](const std::string& s) {
     if (o.stage && root) o.stage(s);
@@ -899,20 +871,7 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
   check_cancel(o, "writing the report");
 
   // Replace an earlier report only now that this one is whole.
-  std::error_code ec;
-  const fs::path old = out.string() + ".old-" + std::to_string(getpid());
-  if (fs::exists(out)) {
-    fs::rename(out, old, ec);
-    if (ec) throw UserError("--out " + out.string() + ": cannot replace the earlier report (" + ec.message() + ")");
-  }
-  fs::rename(dir, out, ec);
-  if (ec) {
-    std::error_code ec2;
-    if (fs::exists(old)) fs::rename(old, out, ec2);
-    throw UserError("--out " + out.string() + ": cannot move the report into place (" + ec.message() + ")");
-  }
-  tmp->release();
-  fs::remove_all(old, ec);
+  tmp->commit();
   summary.dir = out;
   return summary;
 }

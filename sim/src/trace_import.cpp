@@ -1,3 +1,4 @@
+#include "moesim/model/fd_io.hpp"
 #include "moesim/sim/trace_import.hpp"
 
 #include <algorithm>
@@ -338,12 +339,8 @@ RoutingTrace import_moe_selection(const std::vector<std::string>& paths, const I
 
 RoutingTrace import_speculative_moe(const std::string& path, const ImportOptions& o) {
   require_experts(o);
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    throw UserError(path + ": no such file; check the path (relative paths are from the current directory)");
-  }
-  std::ifstream in(path);
-  if (!in) throw UserError(path + ": cannot be read; check its permissions");
+  InputFile file(path);  // a regular file, or a one-line refusal (no FIFO, device or directory)
+  std::istream& in = file.stream();
 
   struct Rec {
     std::int64_t line = 0;
@@ -364,7 +361,7 @@ RoutingTrace import_speculative_moe(const std::string& path, const ImportOptions
     const std::string where = path + ": line " + std::to_string(lineno);
     nlohmann::json j;
     try {
-      j = nlohmann::json::parse(line);
+      j = json::parse_strict(line, where);
     } catch (const nlohmann::json::parse_error& e) {
       throw UserError(where + ", column " + std::to_string(e.byte == 0 ? 1 : e.byte) +
                       ": malformed JSON; every line is one record {\"problem_id\", \"layer\", \"experts\", "

@@ -1,3 +1,4 @@
+#include "moesim/model/fd_io.hpp"
 #include "moesim/sim/trace_io.hpp"
 
 #include <algorithm>
@@ -118,7 +119,7 @@ std::string at_line(const std::string& name, std::int64_t line) { return name + 
 
 nlohmann::json parse_line(const std::string& line, const std::string& name, std::int64_t lineno) {
   try {
-    return nlohmann::json::parse(line);
+    return json::parse_strict(line, at_line(name, lineno));
   } catch (const nlohmann::json::parse_error& e) {
     // e.what() is "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ...";
     // keep the explanation, give the position in the file ourselves (e.byte counts from 1).
@@ -458,7 +459,7 @@ RoutingTrace read_trace_binary(std::istream& in, std::uint64_t size, const std::
   in.read(header_text.data(), static_cast<std::streamsize>(header_len));
   nlohmann::json hj;
   try {
-    hj = nlohmann::json::parse(header_text);
+    hj = json::parse_strict(header_text, name + ": header JSON");
   } catch (const nlohmann::json::parse_error& e) {
     throw UserError(name + ": header JSON (bytes 16-" + std::to_string(kFixedPrefix + header_len) +
                     ") is malformed at byte " + std::to_string(e.byte) + " of it; the file is damaged: regenerate it");
@@ -558,15 +559,9 @@ RoutingTrace read_trace_binary(std::istream& in, std::uint64_t size, const std::
 }
 
 RoutingTrace read_trace(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) {
-    throw UserError(path + ": no such file; check the path (relative paths are from the current directory)");
-  }
-  if (std::filesystem::is_directory(path, ec)) throw UserError(path + ": is a directory, not a trace file");
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec) throw UserError(path + ": cannot be read (" + ec.message() + ")");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UserError(path + ": cannot be read; check its permissions");
+  InputFile file(path);  // a regular file, or a one-line refusal (no FIFO, device or directory)
+  const auto size = file.size();
+  std::istream& in = file.stream();
   char magic[sizeof kMagic] = {};
   in.read(magic, sizeof magic);
   const bool binary = in.gcount() == sizeof magic && std::memcmp(magic, kMagic, sizeof kMagic) == 0;
@@ -659,16 +654,22 @@ void write_trace_binary(const RoutingTrace& t, std::ostream& out) {
   }
 }
 
-void write_trace(const RoutingTrace& trace, const std::string& path, std::optional<TraceFormat> format,
-                 const std::string& flag) {
+void add_trace_output(OutputSet& outputs, const RoutingTrace& trace, const std::string& path,
+                      std::optional<TraceFormat> format, const std::string& flag) {
   const TraceFormat f = format ? *format : trace_format_for_path(path, flag);
-  OutputFile file(path, flag, f == TraceFormat::Binary);
+  OutputFile& file = outputs.add(path, flag, f == TraceFormat::Binary);
   if (f == TraceFormat::Binary) {
     write_trace_binary(trace, file.stream());
   } else {
     write_trace_jsonl(trace, file.stream());
   }
-  file.commit();
+}
+
+void write_trace(const RoutingTrace& trace, const std::string& path, std::optional<TraceFormat> format,
+                 const std::string& flag) {
+  OutputSet outputs;
+  add_trace_output(outputs, trace, path, format, flag);
+  outputs.commit();
 }
 
 void check_trace_matches(const RoutingTrace& trace, const model::Architecture& arch, const std::string& where) {

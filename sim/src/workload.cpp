@@ -1,3 +1,4 @@
+#include "moesim/model/fd_io.hpp"
 #include "moesim/sim/workload.hpp"
 
 #include <algorithm>
@@ -755,15 +756,13 @@ std::vector<Request> open_loop_requests(const WorkloadSpec& w) {
 
 std::vector<Request> load_request_trace(const std::filesystem::path& csv, std::int64_t max_rows) {
   const std::string name = csv.string();
-  std::ifstream in(csv, std::ios::binary);
-  if (!in) {
-    std::error_code ec;
-    const bool exists = std::filesystem::exists(csv, ec);
-    throw UserError(name + ": " +
-                    (exists ? "cannot be read; check its permissions"
-                            : "no such request-trace file; check the path (relative paths are resolved against the "
-                              "scenario file's directory)"));
+  std::error_code ec;
+  if (!std::filesystem::exists(csv, ec) && !std::filesystem::is_symlink(csv, ec)) {
+    throw UserError(name + ": no such request-trace file; check the path (relative paths are resolved against the "
+                           "scenario file's directory)");
   }
+  InputFile file(csv);  // a regular file, or a one-line refusal (no FIFO, device or directory)
+  std::istream& in = file.stream();
   auto at = [&](std::int64_t line) { return name + ": line " + std::to_string(line); };
 
   std::string line;
@@ -799,6 +798,23 @@ std::vector<Request> load_request_trace(const std::filesystem::path& csv, std::i
   if (col_arrival_s < 0 && col_timestamp < 0) throw missing("arrival-time (arrival_s or TIMESTAMP)");
   if (col_prompt < 0) throw missing("prompt-length (prompt_tokens or ContextTokens)");
   if (col_output < 0) throw missing("output-length (output_tokens or GeneratedTokens)");
+  // A column given twice, or one quantity under two of its names, would make which value is read depend on
+  // column order: refused.
+  for (const auto& names : std::vector<std::vector<std::string>>{
+           {"arrival_s", "TIMESTAMP"}, {"prompt_tokens", "ContextTokens"}, {"output_tokens", "GeneratedTokens"}}) {
+    std::vector<std::string> given;
+    for (const auto& h : header)
+      if (std::find(names.begin(), names.end(), h) != names.end()) given.push_back(h);
+    if (given.size() > 1) {
+      throw UserError(at(header_line) + ": the header gives the " + names.front() + " column " +
+                      std::to_string(given.size()) + " times (" + text::join(given) + "); keep one");
+    }
+  }
+  for (std::size_t i = 0; i < header.size(); ++i)
+    for (std::size_t j = i + 1; j < header.size(); ++j)
+      if (!header[i].empty() && header[i] == header[j])
+        throw UserError(at(header_line) + ": the header names the column " + header[i] + " twice (columns " +
+                        std::to_string(i + 1) + " and " + std::to_string(j + 1) + "); keep one");
   const bool seconds_column = col_arrival_s >= 0;
   const std::int64_t col_time = seconds_column ? col_arrival_s : col_timestamp;
   const std::int64_t needed = std::max({col_time, col_prompt, col_output}) + 1;

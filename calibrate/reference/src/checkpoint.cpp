@@ -32,6 +32,7 @@
 #include <utility>
 
 #include "moesim/model/error.hpp"
+#include "moesim/model/fd_io.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/output_file.hpp"
 #include "moesim/model/text.hpp"
@@ -76,21 +77,6 @@ std::optional<std::uint64_t> checked_mul(std::uint64_t a, std::uint64_t b) {
   if (b != 0 && a > std::numeric_limits<std::uint64_t>::max() / b) return std::nullopt;
   return a * b;
 }
-
-/// Closes a file descriptor on scope exit.
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  [[nodiscard]] int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 /// Unmaps a mapping on scope exit unless released to its owner.
 class MappingGuard {
@@ -339,8 +325,8 @@ void write_tensor(OutputFile& out, const PlannedTensor& p, const InitOptions& op
 
 /// One .safetensors file: the 8-byte header length, the header (padded with spaces to a multiple of 8 as
 /// the reference implementation does, so the data section starts aligned), then the tensors in order.
-void write_shard(const fs::path& path, const std::vector<PlannedTensor>& tensors, const InitOptions& options,
-                 Progress& progress) {
+void write_shard(OutputSet& outputs, const fs::path& path, const std::vector<PlannedTensor>& tensors,
+                 const InitOptions& options, Progress& progress) {
   nlohmann::json header = nlohmann::json::object();
   header["__metadata__"] = {{"format", "pt"}, {"generator", "moesim ref init"}, {"seed", std::to_string(options.seed)}};
   std::uint64_t offset = 0;
@@ -353,7 +339,7 @@ void write_shard(const fs::path& path, const std::vector<PlannedTensor>& tensors
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');
 
-  OutputFile out(path.string(), "", true);
+  OutputFile& out = outputs.add(path.string(), "", true);
   std::array<char, 8> length{};
   for (std::size_t i = 0; i < 8; ++i) length[i] = static_cast<char>((text.size() >> (8 * i)) & 0xFF);
   out.stream().write(length.data(), length.size());
@@ -361,13 +347,10 @@ void write_shard(const fs::path& path, const std::vector<PlannedTensor>& tensors
   std::vector<float> values(kChunkElements);
   std::vector<std::byte> bytes(options.dtype == DType::F32 ? 0 : kChunkElements * 2);
   for (const auto& p : tensors) write_tensor(out, p, options, progress, values, bytes);
-  out.commit();
 }
 
-void write_json(const fs::path& path, const nlohmann::json& doc) {
-  OutputFile out(path.string(), "", true);
-  out.stream() << doc.dump(2) << '\n';
-  out.commit();
+void write_json(OutputSet& outputs, const fs::path& path, const nlohmann::json& doc) {
+  outputs.add(path.string(), "", true).stream() << doc.dump(2) << '\n';
 }
 
 /// Creates `dir` if absent (returns whether it did); UserError if it already holds a checkpoint.
@@ -505,24 +488,14 @@ void to_f32(DType dtype, std::span<const std::byte> bytes, float* out, std::size
 
 SafetensorsFile::SafetensorsFile(const fs::path& path) : path_(path) {
   const std::string file = path.string();
-  const Fd fd(::open(file.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    const int err = errno;
-    if (err == ENOENT) throw UserError(file + ": no such file; check the path of the .safetensors file");
-    throw UserError(file + ": cannot be opened (" + std::strerror(err) + "); check its permissions");
-  }
-  struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) {
-    throw UserError(file + ": cannot be inspected (" + std::strerror(errno) + "); check its permissions");
-  }
-  if (!S_ISREG(st.st_mode)) throw UserError(file + ": is not a regular file; give the path of a .safetensors file");
-  const auto size = static_cast<std::uint64_t>(st.st_size);
+  const InputFile fd(path);  // a regular file (links followed), opened without blocking on a FIFO
+  const auto size = fd.size();
   if (size < 8) {
     throw UserError(file + ": is " + std::to_string(size) + " bytes, shorter than the 8-byte header length; " +
                     "the file is truncated or not safetensors; download it again");
   }
   // Map exactly the file, read-only: every later access is checked to lie inside it.
-  void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.get(), 0);
+  void* mapped = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.fd(), 0);
   if (mapped == MAP_FAILED) {
     throw UserError(file + ": cannot be memory-mapped (" + std::strerror(errno) + "); check that it is a local file");
   }
@@ -793,8 +766,8 @@ InitResult write_random_checkpoint(const nlohmann::json& config, const fs::path&
   }
 
   const bool created = prepare_out_dir(out_dir);
-  // Every file goes through OutputFile (temporary + rename); on any failure the files this call already
-  // committed are removed too (and the directory, if this call created it), so no partial checkpoint remains.
+  // Every file is an output of one OutputSet, committed together at the end: on any failure none is in
+  // place, and the directory is removed too if this call created it, so no partial checkpoint remains.
   std::error_code ec;
   Progress reporter{progress, result.bytes, 0};
   try {
@@ -805,23 +778,24 @@ InitResult write_random_checkpoint(const nlohmann::json& config, const fs::path&
                       text::printf("%.3g", 1e-9 * static_cast<double>(space.available)) +
                       " GB are free; free some space or choose another directory");
     }
-    write_json(config_file, config);
+    OutputSet outputs;
+    write_json(outputs, config_file, config);
     result.files.push_back(config_file);
     nlohmann::json weight_map = nlohmann::json::object();
     for (std::size_t s = 0; s < shards.size(); ++s) {
       const std::string name = shards.size() == 1
                                    ? std::string(kSingleName)
                                    : text::printf("model-%05zu-of-%05zu.safetensors", s + 1, shards.size());
-      write_shard(out_dir / name, shards[s], options, reporter);
+      write_shard(outputs, out_dir / name, shards[s], options, reporter);
       result.files.push_back(out_dir / name);
       for (const auto& p : shards[s]) weight_map[p.tensor->name] = name;
     }
     if (shards.size() > 1) {
-      write_json(out_dir / kIndexName, {{"metadata", {{"total_size", result.bytes}}}, {"weight_map", weight_map}});
+      write_json(outputs, out_dir / kIndexName, {{"metadata", {{"total_size", result.bytes}}}, {"weight_map", weight_map}});
       result.files.push_back(out_dir / kIndexName);
     }
+    outputs.commit();
   } catch (...) {
-    for (const auto& f : result.files) fs::remove(f, ec);
     if (created) fs::remove(out_dir, ec);  // only if empty
     throw;
   }

@@ -11,7 +11,9 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -28,6 +30,13 @@ std::string type_name(const nlohmann::json& j);
 
 /// Reads and parses a JSON file. UserError if it is missing, unreadable or malformed (with line/column).
 nlohmann::json load_file(const std::filesystem::path& path);
+
+/// The one JSON parser of untrusted text. Beyond nlohmann's (whose parse_error / out_of_range it lets
+/// through for the caller to word), it refuses what nlohmann accepts silently: a key given twice in one
+/// object (nlohmann keeps the last; RFC 8259 section 4 leaves it undefined, so a typo'd duplicate would
+/// silently win) and a NUL byte (nlohmann stops reading at it, ignoring whatever follows). UserError
+/// prefixed with `where` ("file.json", "trace.jsonl: line 3").
+nlohmann::json parse_strict(std::string_view text, const std::string& where);
 
 /// Parses JSON text that came from `source_name` (a file path, or "built-in:<name>").
 nlohmann::json parse_text(std::string_view text, std::string_view source_name);
@@ -72,6 +81,17 @@ class Node {
     return quantity<D>(key, allow_zero);
   }
 
+  /// Runs `resolve` (which looks this key's value up: a model id, a profile, a placement) and puts the
+  /// key's location in front of a UserError it raises: "scenario.json: $.model: unknown model 'x'; ...".
+  template <class F>
+  auto resolving(std::string_view key, F&& resolve) const -> decltype(resolve()) {
+    try {
+      return resolve();
+    } catch (const UserError& e) {
+      throw error(key, e.what());
+    }
+  }
+
   /// Throws UserError for the first key not in `allowed`, suggesting the nearest allowed key.
   void expect_only(std::initializer_list<std::string_view> allowed) const;
   void expect_only(const std::vector<std::string>& allowed) const;
@@ -88,5 +108,22 @@ class Node {
   std::string source_;
   std::string path_;
 };
+
+/// Where the keys of a scenario file were given ("file.json: $.model"), kept with a request whose values
+/// are looked up later, so that an unknown id is reported where it was written, as resolving() does.
+using Origins = std::map<std::string, std::string, std::less<>>;
+/// Records where each of `keys` present in `n` was given.
+void note_origins(Origins& origins, const Node& n, std::initializer_list<std::string_view> keys);
+/// Runs `resolve`, prefixing a UserError it raises with where `key` was given, if it was given in a file.
+template <class F>
+auto resolving(const Origins& origins, std::string_view key, F&& resolve) -> decltype(resolve()) {
+  const auto it = origins.find(key);
+  if (it == origins.end()) return resolve();
+  try {
+    return resolve();
+  } catch (const UserError& e) {
+    throw UserError(it->second + ": " + e.what());
+  }
+}
 
 }  // namespace moesim::json

@@ -10,8 +10,10 @@
 // the measured throughputs (Table 5); the Pareto front of throughput against capital cost; TTFT and ITL
 // percentiles against arrival rate; expert-cache hit rate against cache size.
 //
-// The directory is built under "<out>.tmp-<pid>" and renamed onto <out> only when complete: an error
-// or an interrupt leaves either the previous report or none, never a half-written one.
+// The directory is built under a temporary name beside <out> and renamed onto it only when complete
+// (moesim::OutputDir): an error or an interrupt leaves either the previous report or none, never a
+// half-written one. It carries a marker, .moesim-report, listing its files; an existing <out> is replaced
+// only when it is empty or such a report holding nothing else, never a directory moesim did not write.
 
 #include <filesystem>
 #include <functional>

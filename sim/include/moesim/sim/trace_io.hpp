@@ -21,6 +21,7 @@
 #include <string_view>
 
 #include "moesim/model/architecture.hpp"
+#include "moesim/model/output_file.hpp"
 #include "moesim/sim/trace.hpp"
 
 namespace moesim::sim {
@@ -56,6 +57,10 @@ RoutingTrace read_trace_binary(std::istream& in, std::uint64_t size, const std::
 /// the option the path came from, for error messages ("--out").
 void write_trace(const RoutingTrace& trace, const std::string& path, std::optional<TraceFormat> format = std::nullopt,
                  const std::string& flag = "");
+/// Adds `path` to a run's outputs (committed with the others: moesim/model/output_file.hpp) and writes
+/// `trace` to it, in the format chosen as above.
+void add_trace_output(OutputSet& outputs, const RoutingTrace& trace, const std::string& path,
+                      std::optional<TraceFormat> format = std::nullopt, const std::string& flag = "");
 /// Writes the JSON-lines form to a stream. Gate weights are printed with 9 significant digits, which
 /// round-trips every float32 exactly.
 void write_trace_jsonl(const RoutingTrace& trace, std::ostream& out);
