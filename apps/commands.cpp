@@ -3,9 +3,11 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/program_options.hpp>
 #include <charconv>
+#include <cmath>
 #include <chrono>
 #include <iostream>
 
@@ -24,9 +26,42 @@ namespace po = boost::program_options;
 
 namespace moesim::apps {
 
+namespace {
+
+template <class T>
+bool is(const po::value_semantic* s) {
+  return dynamic_cast<const po::typed_value<T>*>(s) != nullptr;
+}
+
+/// What Boost.Program_options lets through for typed options: "-1" for an unsigned option wraps around to
+/// 4294967295 (boost::lexical_cast accepts a sign for unsigned types), and "inf" or "nan" are doubles.
+/// Every option of every command is checked here, once, after parsing.
+void check_typed_values(const po::parsed_options& parsed, const po::options_description& desc,
+                        const po::variables_map& vm) {
+  for (const auto& o : parsed.options) {
+    const auto* d = desc.find_nothrow(o.string_key, false);
+    if (d == nullptr || o.value.empty()) continue;
+    const po::value_semantic* sem = d->semantic().get();
+    const std::string shown = "--" + o.string_key + " " + o.value.front();
+    if (is<unsigned>(sem) || is<unsigned long>(sem) || is<unsigned long long>(sem) || is<unsigned short>(sem)) {
+      for (const auto& v : o.value) {
+        const auto first = v.find_first_not_of(" \t");
+        if (first != std::string::npos && v[first] == '-')
+          throw UserError("--" + o.string_key + " " + v + ": must be a whole number, 0 or more");
+      }
+    }
+    if (is<double>(sem) && vm.count(o.string_key) && !std::isfinite(vm[o.string_key].as<double>()))
+      throw UserError(shown + ": must be a finite number");
+  }
+}
+
+}  // namespace
+
 bool parse_options(const Args& args, const po::options_description& desc, po::variables_map& vm, std::ostream& out,
                    const std::string& usage, const std::string& footer) {
-  po::store(po::command_line_parser(args).options(desc).run(), vm);
+  const po::parsed_options parsed = po::command_line_parser(args).options(desc).run();
+  po::store(parsed, vm);
+  check_typed_values(parsed, desc, vm);
   if (vm.count("help")) {
     out << usage << "\n\n" << desc << footer;
     return false;
@@ -248,6 +283,14 @@ int cmd_estimate(const Args& args, std::ostream& out) {
   }
   reports::EstimateRequest r;
   if (vm.count("scenario")) r = reports::load_scenario(vm["scenario"].as<std::string>());
+  // A flag overrides the scenario file's key, and is reported as itself, not as the file's.
+  for (const char* k : {"model", "hw", "nic", "placement", "groups", "placement-file", "precision", "exchange"}) {
+    if (vm.count(k) && !vm[k].defaulted()) {
+      std::string key = k;
+      std::replace(key.begin(), key.end(), '-', '_');
+      r.origins.erase(key);
+    }
+  }
   auto given = [&](const char* k) { return vm.count(k) && !vm[k].defaulted(); };
   auto use_default = [&](const char* k) { return vm.count(k) && !vm.count("scenario"); };
   if (vm.count("model")) r.model = vm["model"].as<std::string>();

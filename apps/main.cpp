@@ -66,26 +66,37 @@ void usage(std::ostream& out) {
 
 namespace {
 
+// The line the handler prints. It is set twice: a generic one first thing in main(), the command's own once
+// it is known; signals are held back while it changes, so the handler never reads half of it.
 char g_interrupt_message[256];
 std::size_t g_interrupt_length = 0;
+volatile sig_atomic_t g_stopping = 0;
 
 extern "C" void on_fatal_signal(int /*signal*/) {
-  // Async-signal-safe only: remove the unfinished output files, say so, exit 2. (sweep and report
-  // install their own handler and stop between units of work instead.)
+  // Async-signal-safe only: remove the unfinished output files, say so once, exit 2. Both signals are
+  // blocked while this runs (sa_mask), and g_stopping covers a signal on another thread. (sweep and
+  // report install their own handler and stop between units of work instead.)
+  if (g_stopping) return;
+  g_stopping = 1;
   moesim::remove_pending_outputs();
   [[maybe_unused]] const auto n = ::write(STDERR_FILENO, g_interrupt_message, g_interrupt_length);
   ::_exit(2);
 }
 
-/// SIGINT and SIGTERM stop any command cleanly: no partial output file stays behind.
-void install_interrupt_handler(const std::string& command) {
-  const std::string msg =
-      "moesim " + command + ": interrupted; unfinished output files were removed, nothing was written\n";
+void set_interrupt_message(const std::string& msg) {
+  const moesim::SignalsHeld held;
   g_interrupt_length = std::min(msg.size(), sizeof g_interrupt_message);
   std::memcpy(g_interrupt_message, msg.data(), g_interrupt_length);
+}
+
+/// SIGINT and SIGTERM stop any command cleanly: no partial output file stays behind.
+void install_interrupt_handler() {
+  set_interrupt_message("moesim: interrupted; nothing was written\n");
   struct sigaction sa {};
   sa.sa_handler = on_fatal_signal;
   sigemptyset(&sa.sa_mask);
+  sigaddset(&sa.sa_mask, SIGINT);
+  sigaddset(&sa.sa_mask, SIGTERM);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
 }
@@ -93,6 +104,8 @@ void install_interrupt_handler(const std::string& command) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // First, before anything that takes time: a signal from here on stops moesim with exit 2 and a message.
+  install_interrupt_handler();
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     usage(std::cout);
@@ -105,11 +118,11 @@ int main(int argc, char** argv) {
   const std::string name = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   // Errors of a command with parts name the part: "moesim calibrate net: error: ...".
-  const std::string shown =
+  const std::string shown = moesim::text::one_line(
       (name == "calibrate" || name == "ref" || name == "trace") && !rest.empty() && !rest[0].starts_with("-")
           ? name + " " + rest[0]
-          : name;
-  install_interrupt_handler(shown);
+          : name);
+  set_interrupt_message("moesim " + shown + ": interrupted; unfinished output files were removed, nothing was written\n");
   for (const auto& c : kCommands) {
     if (name != c.name) continue;
     // Results go to a buffer and reach stdout only when the command succeeds: an error never leaves a
@@ -123,19 +136,20 @@ int main(int argc, char** argv) {
       // Under mpirun every rank raises the same error (reference::World::agree): rank 0 says it once.
       const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
       if (rank == nullptr || std::string_view(rank) == "0")
-        std::cerr << "moesim " << shown << ": error: " << e.what() << "\n";
+        std::cerr << "moesim " << shown << ": error: " << moesim::text::one_line(e.what()) << "\n";
       return 2;
     } catch (const boost::program_options::error& e) {
-      std::cerr << "moesim " << shown << ": error: " << e.what() << "; see `moesim " << shown << " --help`\n";
+      std::cerr << "moesim " << shown << ": error: " << moesim::text::one_line(e.what()) << "; see `moesim " << shown
+                << " --help`\n";
       return 2;
     } catch (const std::exception& e) {
-      std::cerr << "moesim " << name << ": " << e.what() << "\n";
+      std::cerr << "moesim " << shown << ": " << moesim::text::one_line(e.what()) << "\n";
       return 1;
     }
   }
   std::vector<std::string> names;
   for (const auto& c : kCommands) names.emplace_back(c.name);
-  std::cerr << "moesim: error: unknown command '" << name << "'" << moesim::text::did_you_mean(name, names)
+  std::cerr << "moesim: error: unknown command '" << moesim::text::one_line(name) << "'" << moesim::text::did_you_mean(name, names)
             << "; commands: " << moesim::text::join(names) << " (see `moesim --help`)\n";
   return 2;
 }

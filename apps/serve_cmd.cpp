@@ -66,7 +66,9 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("steps-out", po::value<std::string>(), "write one CSV row per engine step (queue depth, KV usage over time)")
     ("sweep-out", po::value<std::string>(), "write the sweep's table as CSV")
     ("chrome-trace", po::value<std::string>(), "write a Chrome/Perfetto trace (engine steps, queue and KV counters, a track per request)")
-    ("quiet,q", "no progress on stderr");
+    ("quiet,q", "no progress on stderr")
+    ("timing", "also print the simulation's wall time (left out by default so that the same inputs give "
+               "byte-identical output)");
   // clang-format on
   po::variables_map vm;
   if (!parse_options(args, desc, vm, out,
@@ -140,11 +142,13 @@ int cmd_serve(const Args& args, std::ostream& out) {
   const bool quiet = vm.count("quiet") > 0;
   const auto points = reports::expand_sweep(s);
   // Output files are opened before the run, so a bad path fails at once and nothing half-written remains.
-  std::optional<OutputFile> requests_out, steps_out, sweep_out, chrome_out;
-  if (vm.count("chrome-trace")) chrome_out.emplace(vm["chrome-trace"].as<std::string>(), "--chrome-trace");
-  if (vm.count("requests-out")) requests_out.emplace(vm["requests-out"].as<std::string>(), "--requests-out");
-  if (vm.count("steps-out")) steps_out.emplace(vm["steps-out"].as<std::string>(), "--steps-out");
-  if (vm.count("sweep-out")) sweep_out.emplace(vm["sweep-out"].as<std::string>(), "--sweep-out");
+  // All of them are committed together at the end (moesim/model/output_file.hpp).
+  OutputSet outputs;
+  OutputFile *requests_out = nullptr, *steps_out = nullptr, *sweep_out = nullptr, *chrome_out = nullptr;
+  if (vm.count("chrome-trace")) chrome_out = &outputs.add(vm["chrome-trace"].as<std::string>(), "--chrome-trace");
+  if (vm.count("requests-out")) requests_out = &outputs.add(vm["requests-out"].as<std::string>(), "--requests-out");
+  if (vm.count("steps-out")) steps_out = &outputs.add(vm["steps-out"].as<std::string>(), "--steps-out");
+  if (vm.count("sweep-out")) sweep_out = &outputs.add(vm["sweep-out"].as<std::string>(), "--sweep-out");
   std::vector<reports::ServeRun> runs;
   for (std::size_t i = 0; i < points.size(); ++i) {
     std::function<void(double)> progress;
@@ -159,9 +163,9 @@ int cmd_serve(const Args& args, std::ostream& out) {
   }
   if (points.size() == 1 && points.front().values.empty()) {
     if (vm.count("json")) {
-      out << reports::serve_to_json(runs.front()).dump(2) << "\n";
+      out << reports::serve_to_json(runs.front(), vm.count("timing") > 0).dump(2) << "\n";
     } else {
-      reports::print_serve_text(runs.front(), out);
+      reports::print_serve_text(runs.front(), out, vm.count("timing") > 0);
     }
     if (requests_out) reports::write_requests_csv(runs.front(), requests_out->stream());
     if (steps_out) reports::write_steps_csv(runs.front(), steps_out->stream());
@@ -170,7 +174,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
     if (vm.count("json")) {
       nlohmann::json all = nlohmann::json::array();
       for (std::size_t i = 0; i < runs.size(); ++i) {
-        nlohmann::json p = reports::serve_to_json(runs[i]);
+        nlohmann::json p = reports::serve_to_json(runs[i], vm.count("timing") > 0);
         nlohmann::json v = nlohmann::json::object();
         for (const auto& [k, x] : points[i].values) v[k] = x;
         p["sweep_values"] = v;
@@ -185,10 +189,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
       throw UserError("--requests-out, --steps-out and --chrome-trace need a scenario without a sweep");
   }
   if (sweep_out) reports::write_sweep_csv(points, runs, sweep_out->stream());
-  if (requests_out) requests_out->commit();
-  if (steps_out) steps_out->commit();
-  if (chrome_out) chrome_out->commit();
-  if (sweep_out) sweep_out->commit();
+  outputs.commit();
   return 0;
 }
 

@@ -1,5 +1,6 @@
 // `moesim simulate`: the discrete-event replay of expert-parallel decode (reports/simulate.hpp).
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 
 #include "commands.hpp"
@@ -77,7 +78,9 @@ int cmd_simulate(const Args& args, std::ostream& out) {
     ("json", "print results as JSON ({name, value, unit} per metric, with the resolved scenario)")
     ("per-token", po::value<std::string>(), "write one CSV row per token (time split in seconds) to this file")
     ("chrome-trace", po::value<std::string>(), "write a Chrome/Perfetto trace of the first tokens to this file")
-    ("chrome-tokens", po::value<std::int64_t>(), "tokens the Chrome trace covers (default 20)");
+    ("chrome-tokens", po::value<std::int64_t>(), "tokens the Chrome trace covers (default 20)")
+    ("timing", "also print the replay's wall time and events per second (left out by default so that the same "
+               "inputs give byte-identical output)");
   // clang-format on
   po::variables_map vm;
   if (!parse_options(args, desc, vm, out,
@@ -91,18 +94,33 @@ int cmd_simulate(const Args& args, std::ostream& out) {
   }
   reports::SimulateRequest r;
   if (vm.count("scenario")) r = reports::load_simulate_scenario(vm["scenario"].as<std::string>());
+  // A flag overrides the scenario file's key, and is reported as itself, not as the file's.
+  auto flag_given = [&](const char* k) {
+    std::string key = k;
+    std::replace(key.begin(), key.end(), '-', '_');
+    r.origins.erase(key);
+  };
   auto str = [&](const char* k, std::string& dst) {
-    if (vm.count(k)) dst = vm[k].as<std::string>();
+    if (vm.count(k)) {
+      dst = vm[k].as<std::string>();
+      flag_given(k);
+    }
   };
   auto opt = [&](const char* k, std::optional<std::string>& dst) {
-    if (vm.count(k)) dst = vm[k].as<std::string>();
+    if (vm.count(k)) {
+      dst = vm[k].as<std::string>();
+      flag_given(k);
+    }
   };
   str("model", r.model);
   str("hw", r.hw);
   str("nic", r.nic);
   if (vm.count("nodes")) r.nodes = vm["nodes"].as<std::int64_t>();
   str("placement", r.placement);
-  if (vm.count("groups")) r.groups = vm["groups"].as<std::int64_t>();
+  if (vm.count("groups")) {
+    r.groups = vm["groups"].as<std::int64_t>();
+    flag_given("groups");
+  }
   str("placement-file", r.placement_file);
   str("precision", r.precision);
   str("strategy", r.strategy);
@@ -146,7 +164,7 @@ int cmd_simulate(const Args& args, std::ostream& out) {
   if (vm.count("json")) {
     out << reports::simulate_to_json(result).dump(2) << "\n";
   } else {
-    reports::print_simulate_text(result, out);
+    reports::print_simulate_text(result, out, vm.count("timing") > 0);
   }
   return 0;
 }

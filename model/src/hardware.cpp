@@ -44,11 +44,18 @@ std::string date_of(const json::Node& parent, std::string_view key) {
   return parent.child(key).optional_string("date").value_or("");
 }
 
+/// "node", "NIC", "storage" for messages; the option that takes a profile of that kind.
+std::string kind_name(std::string_view kind) { return kind == "nic" ? "NIC" : std::string(kind); }
+std::string flag_of(std::string_view kind) {
+  return kind == "node" ? "--hw" : kind == "nic" ? "--nic" : kind == "storage" ? "the serve scenario key streaming.storage" : "a profile option";
+}
+
 void expect_kind(const json::Node& n, std::string_view kind) {
   const std::string k = n.string("kind");
   if (k != kind) {
-    throw n.error("kind", "is \"" + k + "\" but this is used as a " + std::string(kind) + " profile; give a " +
-                              std::string(kind) + " profile (\"kind\": \"" + std::string(kind) + "\")");
+    throw n.error("kind", "is \"" + k + "\": this is a " + kind_name(k) + " profile, given where a " +
+                              kind_name(kind) + " profile belongs; give a " + kind_name(kind) + " profile (" +
+                              flag_of(kind) + "), and this one with " + flag_of(k));
   }
 }
 
@@ -56,8 +63,8 @@ void expect_kind(const json::Node& n, std::string_view kind) {
 template <class P>
 P profile_header(const json::Node& n, std::string_view kind, std::initializer_list<std::string_view> keys,
                  std::string origin) {
+  expect_kind(n, kind);  // first: a NIC profile given as --hw is named as such, not as a list of bad keys
   n.expect_only(keys);
-  expect_kind(n, kind);
   P p;
   p.id = n.string("id");
   p.name = n.optional_string("name").value_or(p.id);
@@ -257,6 +264,16 @@ P load(std::string_view id_or_path, std::string_view folder, std::string_view wh
   if (std::filesystem::exists(path, ec) || path.extension() == ".json") {
     const nlohmann::json doc = json::load_file(path);
     return parse(json::Node(doc, path.string()), path.string());
+  }
+  // The id of a built-in profile of another kind (a NIC id given as --hw): say which.
+  for (const auto& f : hw_data::embedded_files()) {
+    if (f.path.substr(0, folder.size() + 1) == std::string(folder) + "/") continue;
+    const nlohmann::json doc = json::parse_text(f.contents, "built-in hwprofiles/" + std::string(f.path));
+    if (doc.value("id", std::string()) != id_or_path) continue;
+    const std::string other = doc.value("kind", std::string());
+    throw UserError("'" + std::string(id_or_path) + "' is a " + kind_name(other) + " profile, not a " +
+                    std::string(what) + "; give it with " + flag_of(other) + ", and a " + std::string(what) +
+                    " here (see `" + std::string(list_cmd) + "`)");
   }
   std::vector<std::string> ids;
   for (const auto& p : all) ids.push_back(p.id);

@@ -177,6 +177,12 @@ double parse(std::string_view text, Dimension d, std::string_view where) {
   if (!number.empty() && number.front() == '+') number.remove_prefix(1);
   double value = 0;
   const auto [ptr, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (!number.empty() && ec == std::errc::result_out_of_range) {
+    const auto e = number.find_first_of("eE");
+    const bool tiny = e != std::string_view::npos && e + 1 < number.size() && number[e + 1] == '-';
+    throw fail(tiny ? "is too small for a double (below about 2.2e-308)"
+                    : "overflows a double (beyond about 1.8e308)");
+  }
   if (number.empty() || ec != std::errc() || ptr != number.data() + number.size()) {
     throw fail("does not start with a number");
   }
@@ -196,7 +202,39 @@ double parse(std::string_view text, Dimension d, std::string_view where) {
     }
     throw fail("has an unknown unit '" + std::string(unit) + "'");
   }
-  return value * *factor;
+  const double base = value * *factor;
+  if (!std::isfinite(base)) throw fail("overflows a double once its prefix is applied");
+  // Beyond these a figure is no real hardware's, and later arithmetic (bytes / bandwidth, price x count)
+  // would overflow to infinity or lose every digit: 1e308PB/s, 1e308h and 5e-324GB/s are refused here
+  // rather than printed later as inf. The bounds are a factor 1000 or more past today's extremes (a
+  // GB200 NVL72 rack: ~1.4e18 FP4 FLOP/s, 576 TB/s of HBM; the largest clusters: ~1e9 USD, 1e8 W).
+  struct Range {
+    double lo, hi;
+    const char* shown;
+  };
+  const Range r = [&]() -> Range {
+    switch (d) {
+      case Dimension::Time:
+        return {1e-15, 1e9, "from 1 fs to 1e9 s (about 30 years)"};
+      case Dimension::Bytes:
+        return {1e-3, 1e21, "from 1 mB to 1 ZB"};
+      case Dimension::Bandwidth:
+        return {1e-3, 1e21, "from 1 mB/s to 1 ZB/s"};
+      case Dimension::Flops:
+        return {1e-3, 1e30, "from 1 mFLOP to 1e30 FLOP"};
+      case Dimension::FlopRate:
+        return {1e-3, 1e24, "from 1 mFLOP/s to 1e24 FLOP/s"};
+      case Dimension::Money:
+        return {1e-6, 1e15, "from 1e-6 USD to 1e15 USD"};
+      case Dimension::Power:
+        return {1e-6, 1e12, "from 1 uW to 1 TW"};
+    }
+    return {0, INFINITY, ""};
+  }();
+  if (base != 0 && (std::fabs(base) < r.lo || std::fabs(base) > r.hi))
+    throw fail(std::string("is outside any real ") + describe(d).substr(2, describe(d).find(',') - 2) + " (" +
+               r.shown + ")");
+  return base;
 }
 
 std::string format(double v, Dimension d, int digits) {

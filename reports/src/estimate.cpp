@@ -55,6 +55,8 @@ EstimateRequest scenario_from_json(const nlohmann::json& doc, const std::string&
   root.expect_only({"model", "hw", "nic", "nodes", "placement", "groups", "placement_file", "precision", "context",
                     "lm_head", "exchange", "description"});
   EstimateRequest r;
+  json::note_origins(r.origins, root,
+                     {"model", "hw", "nic", "placement", "groups", "placement_file", "precision", "exchange"});
   r.model = root.string("model");
   r.hw = root.string("hw");
   if (root.has("nic")) {
@@ -92,11 +94,13 @@ EstimateResult run_estimate(const EstimateRequest& request) {
   }
   EstimateResult r;
   r.request = request;
-  r.arch = model::load_model(request.model);
-  r.node = model::load_node(request.hw);
-  r.precision = &model::precision(request.precision);
-  const model::Exchange exchange = model::exchange_by_name(request.exchange);
-  for (const auto& n : request.nics) r.nics.push_back(model::load_nic(n));
+  const auto& at = request.origins;
+  r.arch = json::resolving(at, "model", [&] { return model::load_model(request.model); });
+  r.node = json::resolving(at, "hw", [&] { return model::load_node(request.hw); });
+  r.precision = json::resolving(at, "precision", [&] { return &model::precision(request.precision); });
+  const model::Exchange exchange =
+      json::resolving(at, "exchange", [&] { return model::exchange_by_name(request.exchange); });
+  for (const auto& n : request.nics) r.nics.push_back(json::resolving(at, "nic", [&] { return model::load_nic(n); }));
   if (r.node.intra_node_link) r.intra_link = model::load_nic(*r.node.intra_node_link);
 
   bool multi = false;
@@ -132,8 +136,10 @@ EstimateResult run_estimate(const EstimateRequest& request) {
       s.include_lm_head = request.lm_head;
       s.exchange = exchange;
       if (r.arch.is_moe()) {
-        const sim::Placement p = sim::resolve_placement(request.placement, r.arch.routed_experts, nodes,
-                                                        {request.groups, {}}, request.placement_file);
+        const sim::Placement p = json::resolving(at, "placement", [&] {
+          return sim::resolve_placement(request.placement, r.arch.routed_experts, nodes, {request.groups, {}},
+                                        request.placement_file);
+        });
         row.placement = p.describe();
         row.expected_active = sim::expected_max_active_experts(p, r.arch.top_k);
         s.expected_active_experts = row.expected_active;

@@ -117,18 +117,18 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
   run.model_id = root.optional_string("model").value_or("mixtral-8x7b");
   model::Architecture arch;
   if (auto o = root.optional_child("model_overrides")) {
-    nlohmann::json config = model::load_model_config(run.model_id);
+    nlohmann::json config = root.resolving("model", [&] { return model::load_model_config(run.model_id); });
     if (!o->raw().is_object()) throw o->error("must be an object of config.json keys, e.g. {\"num_local_experts\": 4}");
     for (const auto& [k, v] : o->raw().items()) config[k] = v;
     arch = model::parse_hf_config(config, s.source + ": $.model_overrides on " + run.model_id);
     arch.id = run.model_id + "+overrides";
   } else {
-    arch = model::load_model(run.model_id);
+    arch = root.resolving("model", [&] { return model::load_model(run.model_id); });
   }
   run.precision = root.optional_string("precision").value_or("bf16");
-  const model::Precision& prec = model::precision(run.precision);
+  const model::Precision& prec = *root.resolving("precision", [&] { return &model::precision(run.precision); });
   run.hw_id = root.optional_string("hw").value_or("dgx-h100");
-  const model::NodeProfile node = model::load_node(run.hw_id);
+  const model::NodeProfile node = root.resolving("hw", [&] { return model::load_node(run.hw_id); });
   (void)node.memory_total();  // UserError naming the field when the profile has no memory
   (void)node.bandwidth();
 
@@ -160,7 +160,7 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
     if (!id)
       throw root.error("nic", "is missing; a plan over " + std::to_string(c.plan.nodes) +
                                   " nodes needs a NIC profile (`moesim hw`)");
-    nic = model::load_nic(*id);
+    nic = root.resolving("nic", [&] { return model::load_nic(*id); });
     c.nic = &*nic;
   }
   if (node.intra_node_link) {
@@ -170,11 +170,13 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
     throw UserError(node.origin +
                     ": intra_node_link is missing; a node of several devices needs the link between them");
   }
-  if (auto v = root.optional_string("experts")) c.experts = sim::expert_execution_by_name(*v);
+  if (auto v = root.optional_string("experts"))
+    c.experts = root.resolving("experts", [&] { return sim::expert_execution_by_name(*v); });
 
   if (auto sc = root.optional_child("scheduler")) {
     sc->expect_only({"kind", "max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization"});
-    if (auto v = sc->optional_string("kind")) c.scheduler.kind = sim::scheduler_by_name(*v);
+    if (auto v = sc->optional_string("kind"))
+      c.scheduler.kind = sc->resolving("kind", [&] { return sim::scheduler_by_name(*v); });
     if (auto v = sc->optional_integer("max_num_seqs", 1)) c.scheduler.max_num_seqs = *v;
     if (auto v = sc->optional_integer("max_num_batched_tokens", 1)) c.scheduler.max_num_batched_tokens = *v;
     if (auto v = sc->optional_integer("block_size", 1)) c.scheduler.block_size = *v;
@@ -231,7 +233,7 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
   std::optional<model::StorageProfile> storage;
   if (auto st = root.optional_child("streaming")) {
     st->expect_only({"storage", "readers", "page_cache", "mode"});
-    storage = model::load_storage(st->string("storage"));
+    storage = st->resolving("storage", [&] { return model::load_storage(st->string("storage")); });
     const std::string mode = st->optional_string("mode").value_or("serial");
     if (mode != "serial" && mode != "overlapped")
       throw st->error("mode", "\"" + mode + "\" is not serial or overlapped");
@@ -282,7 +284,7 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
   return run;
 }
 
-void print_serve_text(const ServeRun& r, std::ostream& out) {
+void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
   const auto& res = r.result;
   const auto& p = res.plan;
   out << "model      " << r.model_id << " at " << r.precision << " on " << p.nodes << " × " << r.hw_id << "\n";
@@ -292,7 +294,7 @@ void print_serve_text(const ServeRun& r, std::ostream& out) {
       << units::format(units::bytes(res.memory.activations)) << " of activations, KV cache " << res.memory.kv_tokens
       << " tokens (" << res.memory.kv_blocks << " blocks)\n";
   out << "requests   " << res.requests.size() << " completed in " << fixed(res.duration, 2) << " s simulated ("
-      << fixed(r.wall_seconds, 3) << " s wall, " << res.events << " events)\n\n";
+      << (timing ? fixed(r.wall_seconds, 3) + " s wall, " : std::string()) << res.events << " events)\n\n";
   Table t({"metric", "mean ms", "median ms", "p90 ms", "p99 ms"});
   auto row = [&](const char* name, const sim::Percentiles& q) {
     t.add_row({name, ms(q.mean), ms(q.median), ms(q.p90), ms(q.p99)});
@@ -317,7 +319,7 @@ void print_serve_text(const ServeRun& r, std::ostream& out) {
   for (const auto& a : res.assumptions) out << "assumption  " << a << "\n";
 }
 
-nlohmann::json serve_to_json(const ServeRun& r) {
+nlohmann::json serve_to_json(const ServeRun& r, bool timing) {
   const auto& res = r.result;
   nlohmann::json m = nlohmann::json::array();
   auto pct = [&](const std::string& name, const sim::Percentiles& q) {
@@ -349,7 +351,7 @@ nlohmann::json serve_to_json(const ServeRun& r) {
     m.push_back(metric("layer_gpu", res.layer_split.gpu, "s"));
     m.push_back(metric("layer_cpu", res.layer_split.cpu, "s"));
   }
-  m.push_back(metric("wall_time", r.wall_seconds, "s"));
+  if (timing) m.push_back(metric("wall_time", r.wall_seconds, "s"));
   return {{"metrics", m}, {"scenario", r.scenario}, {"assumptions", res.assumptions}};
 }
 

@@ -105,6 +105,9 @@ SimulateRequest load_simulate_scenario(const json::Node& root, SimulateRequest r
                     "placement_file", "precision",  "strategy",  "packing",     "balancing", "attention",
                     "collective",     "contention", "residency", "start_wired", "context",   "lm_head",
                     "trace",          "generate",   "tokens",    "description"});
+  json::note_origins(r.origins, root,
+                     {"model", "hw", "nic", "placement", "groups", "placement_file", "precision", "strategy", "packing",
+                      "balancing", "attention", "collective", "trace"});
   if (auto v = root.optional_string("model")) r.model = *v;
   if (auto v = root.optional_string("hw")) r.hw = *v;
   if (auto v = root.optional_string("nic")) r.nic = *v;
@@ -253,22 +256,28 @@ PreparedSimulate prepare_simulate(const SimulateRequest& req) {
     throw UserError("--nodes " + std::to_string(req.nodes) + ": the simulator models up to " +
                     std::to_string(sim::kMaxNodes) + " nodes; use `moesim estimate` for larger clusters");
   }
-  r.arch = model::load_model(req.model);
+  const auto& at = req.origins;
+  r.arch = json::resolving(at, "model", [&] { return model::load_model(req.model); });
   if (!r.arch.is_moe()) {
     throw UserError(r.arch.id +
                     " is a dense model; `moesim simulate` replays expert routing and needs an MoE model "
                     "(see `moesim models`)");
   }
-  r.node = model::load_node(req.hw);
-  if (req.nodes > 1) r.nic = model::load_nic(req.nic);
+  r.node = json::resolving(at, "hw", [&] { return model::load_node(req.hw); });
+  if (req.nodes > 1) r.nic = json::resolving(at, "nic", [&] { return model::load_nic(req.nic); });
   if (r.node.intra_node_link) r.intra_link = model::load_nic(*r.node.intra_node_link);
-  r.precision = &model::precision(req.precision);
-  const auto& preset = sim::strategy_by_name(req.strategy);
-  r.packing = req.packing ? sim::packing_by_name(*req.packing) : preset.packing;
-  r.balancing = req.balancing ? sim::balancing_by_name(*req.balancing) : preset.balancing;
-  r.attention = req.attention ? sim::attention_mode_by_name(*req.attention) : preset.attention;
-  r.collective = sim::collective_by_name(req.collective);
-  r.trace = make_trace(req.generate, req.trace, r.arch);
+  r.precision = json::resolving(at, "precision", [&] { return &model::precision(req.precision); });
+  const auto& preset = *json::resolving(at, "strategy", [&] { return &sim::strategy_by_name(req.strategy); });
+  r.packing = req.packing ? json::resolving(at, "packing", [&] { return sim::packing_by_name(*req.packing); })
+                          : preset.packing;
+  r.balancing = req.balancing
+                    ? json::resolving(at, "balancing", [&] { return sim::balancing_by_name(*req.balancing); })
+                    : preset.balancing;
+  r.attention = req.attention
+                    ? json::resolving(at, "attention", [&] { return sim::attention_mode_by_name(*req.attention); })
+                    : preset.attention;
+  r.collective = json::resolving(at, "collective", [&] { return sim::collective_by_name(req.collective); });
+  r.trace = json::resolving(at, "trace", [&] { return make_trace(req.generate, req.trace, r.arch); });
   sim::PlacementOptions placement_options{req.groups, {}};
   if (req.placement == "load-aware") {
     // The load a load-aware placement balances: how often the replayed tokens chose each expert.
@@ -277,8 +286,10 @@ PreparedSimulate prepare_simulate(const SimulateRequest& req) {
     const auto ids = static_cast<std::size_t>(replayed * r.trace.header.layers * r.trace.header.top_k);
     for (std::size_t i = 0; i < ids; ++i) placement_options.expert_load[r.trace.experts[i]] += 1.0;
   }
-  r.placement =
-      sim::resolve_placement(req.placement, r.arch.routed_experts, req.nodes, placement_options, req.placement_file);
+  r.placement = json::resolving(at, "placement", [&] {
+    return sim::resolve_placement(req.placement, r.arch.routed_experts, req.nodes, placement_options,
+                                  req.placement_file);
+  });
   return r;
 }
 
@@ -342,9 +353,10 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   sim::DecodeConfig c = decode_config(p, p.node, p.nic ? &*p.nic : nullptr);
   // Output files are opened before the run, so an unwritable path fails at once rather than after a long
   // replay, and committed together at the end: a failed run leaves neither behind.
-  std::optional<OutputFile> csv_file, chrome_file;
-  if (!outputs.per_token_csv.empty()) csv_file.emplace(outputs.per_token_csv, "--per-token");
-  if (!outputs.chrome_trace.empty()) chrome_file.emplace(outputs.chrome_trace, "--chrome-trace");
+  OutputSet files;
+  OutputFile *csv_file = nullptr, *chrome_file = nullptr;
+  if (!outputs.per_token_csv.empty()) csv_file = &files.add(outputs.per_token_csv, "--per-token");
+  if (!outputs.chrome_trace.empty()) chrome_file = &files.add(outputs.chrome_trace, "--chrome-trace");
   std::optional<ChromeTrace> chrome;
   if (chrome_file) {
     chrome.emplace(outputs.chrome_tokens);
@@ -357,8 +369,7 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (csv_file) write_per_token_csv(r.run, csv_file->stream());
   if (chrome) chrome->write(chrome_file->stream());
-  if (csv_file) csv_file->commit();
-  if (chrome_file) chrome_file->commit();
+  files.commit();
   return r;
 }
 
@@ -375,7 +386,7 @@ TimeSplit mean_split(const sim::DecodeResult& r) {
   return {s.time / n, s.misc / n, s.moe / n, s.comm / n, s.rewire / n};
 }
 
-void print_simulate_text(const SimulateResult& r, std::ostream& out) {
+void print_simulate_text(const SimulateResult& r, std::ostream& out, bool timing) {
   const auto& q = r.request;
   const auto& run = r.run;
   out << "moesim simulate: expert-parallel decode replayed token by token (discrete-event), one user\n";
@@ -431,10 +442,12 @@ void print_simulate_text(const SimulateResult& r, std::ostream& out) {
   nodes.print_text(out);
   for (const auto& a : run.assumptions) out << "\nassumes    " << a;
   if (!run.assumptions.empty()) out << "\n";
-  out << "\nsimulator  " << run.events << " events, " << run.messages << " messages, "
-      << text::printf("%.3f s wall, %.2f M events/s", r.wall_seconds,
-                      r.wall_seconds > 0 ? static_cast<double>(run.events) / r.wall_seconds / 1e6 : 0.0)
-      << "\n";
+  out << "\nsimulator  " << run.events << " events, " << run.messages << " messages";
+  if (timing) {
+    out << text::printf(", %.3f s wall, %.2f M events/s", r.wall_seconds,
+                        r.wall_seconds > 0 ? static_cast<double>(run.events) / r.wall_seconds / 1e6 : 0.0);
+  }
+  out << "\n";
 }
 
 nlohmann::json simulate_to_json(const SimulateResult& r) {

@@ -120,6 +120,10 @@ namespace {
 Placement load_aware(std::int64_t experts, std::int64_t nodes, const PlacementOptions& options) {
   const std::int64_t groups = std::min(options.groups, nodes);
   if (groups < 1) throw UserError("placement load-aware: --groups must be at least 1");
+  if (options.groups > experts)
+    throw UserError("placement load-aware: --groups " + std::to_string(options.groups) + " is more than the " +
+                    std::to_string(experts) + " experts, so some group would hold none; give at most " +
+                    std::to_string(experts));
   std::vector<double> load = options.expert_load;
   if (load.empty()) load.assign(static_cast<std::size_t>(experts), 1.0);
   MOESIM_CHECK(static_cast<std::int64_t>(load.size()) == experts, "one load per expert");
@@ -184,6 +188,12 @@ Placement make_placement(std::string_view name, std::int64_t experts, std::int64
   require_positive(experts, nodes);
   if (name == "replicated-groups") {
     if (options.groups < 1) throw UserError("placement replicated-groups: --groups must be at least 1");
+    // More groups than nodes is clamped (the default 2 groups on one node is one group holding all); more
+    // groups than experts cannot be meant: a group would hold no expert.
+    if (options.groups > experts)
+      throw UserError("placement replicated-groups: --groups " + std::to_string(options.groups) + " is more than the " +
+                      std::to_string(experts) + " experts, so some group would hold none; give at most " +
+                      std::to_string(experts));
     return replicated_groups(experts, nodes, options.groups, "replicated-groups");
   }
   if (name == "contiguous" || name == "round-robin") {

@@ -19,6 +19,11 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
 /// Splits "2,3,4" on a separator; empty items are kept (so callers can reject them).
 std::vector<std::string> split(std::string_view s, char separator);
 
+/// `s` made safe to print as one line of a terminal: newlines, carriage returns, tabs, ESC and every other
+/// control character (C0, DEL) become visible escapes ("\\n", "\\x1b"). Error messages quote user input
+/// (a model name, a CSV field), which must not break the one-line format or drive the terminal.
+std::string one_line(std::string_view s);
+
 /// printf-style formatting to std::string.
 std::string printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "moesim/model/json_reader.hpp"
 #include "moesim/model/analytic.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/hardware.hpp"
@@ -24,6 +25,7 @@
 namespace moesim::reports {
 
 struct EstimateRequest {
+  json::Origins origins;            ///< where the scenario file gave each id (messages); flags have none
   std::string model;                ///< zoo id or config.json path
   std::string hw;                   ///< node profile id or path
   std::vector<std::string> nics;    ///< NIC profile ids or paths (may be empty for one node)

@@ -55,8 +55,10 @@ struct SweepPoint {
 };
 std::vector<SweepPoint> expand_sweep(const ServeScenario& s);
 
-void print_serve_text(const ServeRun& r, std::ostream& out);
-nlohmann::json serve_to_json(const ServeRun& r);
+/// The results; the simulation's wall time only with `timing` (`--timing`): without it the same inputs
+/// give byte-identical output.
+void print_serve_text(const ServeRun& r, std::ostream& out, bool timing = false);
+nlohmann::json serve_to_json(const ServeRun& r, bool timing = false);
 void write_requests_csv(const ServeRun& r, std::ostream& out);
 void write_steps_csv(const ServeRun& r, std::ostream& out);
 /// A Chrome/Perfetto trace: the engine's steps with queue and KV-cache counters, and one track per

@@ -51,6 +51,7 @@ void parse_generate(const json::Node& g, GenerateRequest& q);
 nlohmann::json generate_to_json(const GenerateRequest& g);
 
 struct SimulateRequest {
+  json::Origins origins;  ///< where the scenario file gave each id (messages); a flag's value has none
   std::string model = "dbrx-instruct";
   std::string hw = "mac-studio-m2-ultra-192";
   std::string nic = "10gbe-grpc";
@@ -140,7 +141,9 @@ struct SimulateOutputs {
 /// Resolves the request (UserError for unknown names, a trace that does not fit the model, ...) and runs.
 SimulateResult run_simulate(const SimulateRequest& request, const SimulateOutputs& outputs = {});
 
-void print_simulate_text(const SimulateResult& r, std::ostream& out);
+/// The results; the replay's wall time and events per second only with `timing` (`--timing`): without it
+/// the same inputs give byte-identical output.
+void print_simulate_text(const SimulateResult& r, std::ostream& out, bool timing = false);
 nlohmann::json simulate_to_json(const SimulateResult& r);
 /// The resolved scenario as a scenario file would write it.
 nlohmann::json simulate_request_to_json(const SimulateRequest& r);
