@@ -101,11 +101,12 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
      "sends must arrive within it of the server waiting for it (idle time included), and each answer be taken")
     ("handshake-timeout", po::value<std::string>()->default_value("3"),
      "server: seconds from connecting within which a client must send its whole Hello (a real client does at "
-     "once); past it the connection is closed")
+     "once); past it, or when a newcomer needs its slot, the connection is closed")
     ("max-message", po::value<std::string>()->default_value("64MiB"),
      "server: largest ping it echoes; larger ones get an error frame")
     ("max-connections", po::value<std::int64_t>()->default_value(4),
-     "server: clients served at once (each may hold a buffer of --max-message); more are refused")
+     "server: clients served at once (each may hold a buffer of --max-message); a newcomer evicts the oldest "
+     "connection that has not completed its handshake, or is refused when every client has")
     ("max-session", po::value<std::string>()->default_value("900"),
      "server: seconds one client's session may last; it then gets an error frame and is closed")
     ("once", "server: exit after the first client that completed the handshake")
@@ -156,6 +157,7 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
                             {"served", st.served},
                             {"pings", st.pings},
                             {"refused_busy", st.refused_busy},
+                            {"evicted", st.evicted},
                             {"protocol_errors", st.protocol_errors},
                             {"oversize", st.oversize},
                             {"vanished", st.vanished},
@@ -166,7 +168,8 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
           << "\n";
     } else {
       out << "served " << st.served << " client(s), " << st.pings << " pings, on " << server.local_endpoint()
-          << "; refused " << st.refused_busy << " (busy), dropped " << st.protocol_errors << " (protocol), " << st.oversize
+          << "; refused " << st.refused_busy << " (busy), evicted " << st.evicted
+          << " (no handshake, slot needed), dropped " << st.protocol_errors << " (protocol), " << st.oversize
           << " (oversize), " << st.vanished << " (vanished), " << st.timeouts << " (--timeout), "
           << st.handshake_timeouts << " (--handshake-timeout), " << st.expired << " (--max-session)\n";
     }

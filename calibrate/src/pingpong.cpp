@@ -181,8 +181,8 @@ std::array<std::uint8_t, kFrameHeaderBytes> header(FrameType t, std::uint64_t se
 /// closing with unread bytes would send a reset, which can discard the frame at the peer. The write and the
 /// linger share one 500 ms deadline (long enough for a loopback or LAN peer to read a 1 KiB frame, short
 /// enough that a hostile peer holds the thread for no longer), so a peer that trickles bytes cannot keep the
-/// linger going.
-void send_error_and_close(Channel& ch, tcp::socket& socket, const std::string& message) {
+/// linger going. `linger` false: no linger, for a peer that has sent nothing unread (an evicted one).
+void send_error_and_close(Channel& ch, tcp::socket& socket, const std::string& message, bool linger = true) {
   const std::string text = message.substr(0, net::kMaxErrorPayload);
   const auto h = header(FrameType::Error, 0, text.size());
   try {
@@ -192,7 +192,7 @@ void send_error_and_close(Channel& ch, tcp::socket& socket, const std::string& m
     socket.shutdown(tcp::socket::shutdown_send, ignored);
     std::array<std::uint8_t, 4096> sink{};
     // 1 MiB: a peer still sending after the Error frame is not worth reading further.
-    for (std::size_t drained = 0; drained < (1u << 20);) drained += ch.read_some(sink.data(), sink.size());
+    for (std::size_t drained = 0; linger && drained < (1u << 20);) drained += ch.read_some(sink.data(), sink.size());
   } catch (const IoError&) {
     // The peer is gone or silent: nothing more to tell it.
   }
@@ -243,12 +243,21 @@ HostPort parse_host_port(const std::string& text_in, const std::string& flag) {
 
 namespace {
 
+/// Where a session stands for eviction. Pending -> Handshaken (its thread, on a valid Hello) and Pending ->
+/// Evicted (the accept loop, when every slot is taken and a newcomer arrives) race; a compare-exchange makes
+/// exactly one of them win, so a client that completed its handshake is never evicted.
+enum class SessionState : int { Pending, Handshaken, Evicted };
+
 struct Session {
   asio::io_context io;
   tcp::socket socket{io};
   std::string peer;
   Clock::time_point connected;  ///< when the accept completed: the handshake's deadline counts from it
   std::atomic<bool> done{false};
+  std::atomic<SessionState> state{SessionState::Pending};
+  /// Session thread only (the thread that runs `io`): it is telling an evicted peer why, and the eviction's
+  /// cancel must not abort that.
+  bool telling_evicted = false;
 
   /// From any thread: closes the socket inside the session's own loop, aborting what it waits for.
   void stop() {
@@ -257,11 +266,28 @@ struct Session {
       socket.close(ignored);
     });
   }
+  /// Pending -> Handshaken; false when the accept loop evicted it first.
+  bool claim_slot() {
+    auto expected = SessionState::Pending;
+    return state.compare_exchange_strong(expected, SessionState::Handshaken);
+  }
+  /// From the accept loop: Pending -> Evicted, and abort what the session waits for (it then sends an Error
+  /// frame and ends); false when it completed its handshake first.
+  bool evict() {
+    auto expected = SessionState::Pending;
+    if (!state.compare_exchange_strong(expected, SessionState::Evicted)) return false;
+    asio::post(io, [this] {
+      error_code ignored;
+      if (!telling_evicted) socket.cancel(ignored);
+    });
+    return true;
+  }
+  [[nodiscard]] bool evicted() const { return state == SessionState::Evicted; }
 };
 
 struct Counters {
-  std::atomic<std::uint64_t> accepted{0}, served{0}, pings{0}, refused_busy{0}, protocol_errors{0}, oversize{0},
-      vanished{0}, timeouts{0}, handshake_timeouts{0}, expired{0}, active{0};
+  std::atomic<std::uint64_t> accepted{0}, served{0}, pings{0}, refused_busy{0}, evicted{0}, protocol_errors{0},
+      oversize{0}, vanished{0}, timeouts{0}, handshake_timeouts{0}, expired{0}, active{0};
 };
 
 }  // namespace
@@ -378,7 +404,7 @@ struct PingPongServer::Impl {
     session->peer =
         pe ? std::string("unknown peer") : remote.address().to_string() + ":" + std::to_string(remote.port());
     session->socket.set_option(tcp::no_delay(true), pe);
-    if (n.active >= opt.max_connections) {
+    if (!take_slot(*session)) {
       ++n.refused_busy;
       log_line(session->peer + ": refused, " + std::to_string(opt.max_connections) +
                " clients are being served already (--max-connections)");
@@ -396,6 +422,38 @@ struct PingPongServer::Impl {
       sessions.push_back(Slot{session, std::thread([this, session] { session_main(session); })});
     }
     start_accept();
+  }
+
+  /// Whether `newcomer` may have a slot. Every slot taken: the connection that has waited longest without
+  /// completing its handshake is evicted to make room (so idle or trickling connections cannot lock out a
+  /// client that speaks at once); when every slot holds a handshaken client, false (refused as busy).
+  bool take_slot(const Session& newcomer) {
+    std::shared_ptr<Session> victim;
+    {
+      std::lock_guard<std::mutex> lock(sessions_mu);
+      std::vector<std::shared_ptr<Session>> pending;
+      std::size_t occupied = 0;
+      for (const auto& slot : sessions) {
+        const auto& s = slot.session;
+        if (s->done || s->evicted()) continue;  // its slot is free, or being given up
+        ++occupied;
+        if (s->state == SessionState::Pending) pending.push_back(s);
+      }
+      if (occupied < opt.max_connections) return true;
+      std::sort(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return a->connected < b->connected; });
+      for (const auto& s : pending) {
+        if (s->evict()) {
+          victim = s;
+          break;
+        }
+      }
+    }
+    if (!victim) return false;
+    ++n.evicted;
+    log_line(victim->peer + ": evicted after " + text::printf("%.1f s", since(victim->connected)) +
+             " without completing the handshake, to make room for " + newcomer.peer + " (all " +
+             std::to_string(opt.max_connections) + " --max-connections slots were taken)");
+    return true;
   }
 
   void session_main(const std::shared_ptr<Session>& s) {
@@ -433,6 +491,18 @@ struct PingPongServer::Impl {
       limit_flag = "--timeout";
       writing = write;
       ch.set_deadline(Clock::now() + to_ns(opt.timeout_s));
+    };
+    // Evicted by the accept loop (every slot taken, a newcomer, this connection still short of a Hello): tell
+    // the peer why, without a linger (it sent nothing left unread), and free the thread at once.
+    const auto tell_evicted = [&] {
+      s.telling_evicted = true;
+      send_error_and_close(ch, s.socket,
+                           "evicted: this server was full (--max-connections " + std::to_string(opt.max_connections) +
+                               ") and this connection had not completed the moesim handshake after " +
+                               text::printf("%.1f s", since(s.connected)) +
+                               "; connect again and send Hello at once (calibrate/NET.md)",
+                           false);
+      return false;
     };
     const auto protocol_error = [&](const std::string& what, const std::string& tell) {
       ++n.protocol_errors;
@@ -485,6 +555,7 @@ struct PingPongServer::Impl {
       }
       rd.payload(ch);
       rd.consume();
+      if (!s.claim_slot()) return tell_evicted();
       std::array<std::uint8_t, net::kWelcomePayloadBytes> welcome{};
       net::store_u64(welcome.data(), opt.max_message);
       net::store_u64(welcome.data() + 8, static_cast<std::uint64_t>(to_ns(opt.timeout_s).count()));
@@ -532,6 +603,7 @@ struct PingPongServer::Impl {
         largest = std::max(largest, p.header.length);
       }
     } catch (const IoError& e) {
+      if (s.evicted()) return tell_evicted();  // whatever the eviction's cancel interrupted
       switch (e.kind) {
         case IoFailure::Aborted:
           return handshaken;  // stop()
@@ -634,6 +706,7 @@ ServerStats PingPongServer::stats() const {
   s.served = c.served;
   s.pings = c.pings;
   s.refused_busy = c.refused_busy;
+  s.evicted = c.evicted;
   s.protocol_errors = c.protocol_errors;
   s.oversize = c.oversize;
   s.vanished = c.vanished;

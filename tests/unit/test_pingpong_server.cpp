@@ -387,6 +387,79 @@ TEST_F(ServerFixture, CutsOffATricklingHandshake) {
   good_client_is_served();
 }
 
+// Every slot taken (2): one client that completed its handshake and one connection that never sent a byte;
+// the deadlines are long (10 s, 30 s), so only eviction can make room. A newcomer evicts the silent one (it
+// gets an Error frame saying why) and is served; the handshaken client is untouched and still answered.
+TEST_F(ServerFixture, EvictsTheOldestConnectionWithoutAHandshake) {
+  start(2, 900, 10, 30);
+  auto handshaken = handshaken_client(port());
+  RawClient silent(port());
+  ASSERT_TRUE(silent.ok());
+  ASSERT_TRUE(eventually([&] { return server_->stats().active == 2; }));
+  good_client_is_served();
+  EXPECT_EQ(server_->stats().evicted, 1u);
+  EXPECT_EQ(server_->stats().refused_busy, 0u);
+  const auto [type, text] = silent.frame();
+  EXPECT_EQ(type, FrameType::Error);
+  EXPECT_NE(text.find("evicted: this server was full (--max-connections 2)"), std::string::npos) << text;
+  EXPECT_TRUE(silent.closed_by_peer());
+  ASSERT_TRUE(handshaken->send(ping_frame(4, 1)));
+  EXPECT_EQ(handshaken->frame().first, FrameType::Pong);
+  EXPECT_NE(log_text().find("evicted after"), std::string::npos) << log_.str();
+}
+
+// The lockout this guards against: four hostile connections take every slot of a server with the default
+// --max-connections (4) and long deadlines (--timeout 10 s, --handshake-timeout 3 s): one that never sends,
+// one that trickles a Hello a byte per second, one that completes its handshake and then announces an
+// oversize ping and holds the connection without reading, one that sends half a Hello and stalls. A real
+// client must still be served, within 2 s of connecting (a tolerant bound: refused or made to wait for a
+// deadline, it would fail; served, it takes milliseconds even under a sanitizer).
+TEST_F(ServerFixture, ServesARealClientPastFourHostileOnes) {
+  const std::size_t slots = std::min<std::size_t>(ServerOptions{}.max_connections, 4);
+  start(slots, 900, 10, ServerOptions{}.handshake_timeout_s);
+  RawClient idle(port());
+  ASSERT_TRUE(idle.ok());
+  RawClient trickler(port());
+  ASSERT_TRUE(trickler.ok());
+  std::atomic<bool> stop_trickling{false};
+  std::thread trickling([&] {
+    const auto hello = frame_bytes(FrameType::Hello, 0);
+    for (std::size_t i = 0; i < hello.size() && !stop_trickling; ++i) {
+      if (!trickler.send(std::vector<std::uint8_t>{hello[i]})) return;
+      for (int t = 0; t < 100 && !stop_trickling; ++t) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  auto oversize = handshaken_client(port());
+  ASSERT_TRUE(oversize->send(frame_bytes(FrameType::Ping, 1ull << 40, 1)));
+  RawClient stalled(port());
+  ASSERT_TRUE(stalled.ok());
+  auto half_hello = frame_bytes(FrameType::Hello, 0);
+  half_hello.resize(12);
+  ASSERT_TRUE(stalled.send(half_hello));
+  ASSERT_TRUE(eventually([&] { return server_->stats().accepted == 4; }));
+
+  const auto t0 = std::chrono::steady_clock::now();
+  Progress quiet = Progress::quiet();
+  NetResult r;
+  try {
+    r = run_pingpong(server_->local_endpoint(), quick(), quiet);
+  } catch (const moesim::UserError& e) {
+    ADD_FAILURE() << "the real client was not served: " << e.what();
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stop_trickling = true;
+  trickling.join();
+  EXPECT_EQ(r.sizes.size(), 4u);
+  EXPECT_LT(waited, 2.0) << "the real client was served only after " << waited << " s";
+  EXPECT_EQ(server_->stats().refused_busy, 0u);
+  EXPECT_TRUE(eventually([&] { return server_->stats().served == 1; }));
+  // The oversize ping was refused at its header, whatever else happened.
+  const auto [type, text] = oversize->frame();
+  EXPECT_EQ(type, FrameType::Error);
+  EXPECT_NE(text.find("--max-message of 1 MiB"), std::string::npos) << text;
+  EXPECT_EQ(server_->stats().oversize, 1u);
+}
+
 // The real client against a port nobody listens on, and against a server that answers in another protocol:
 // each a UserError that says what happened and what to do.
 TEST(PingPongClient, ClosedPortAndForeignPeerAreUserErrors) {

@@ -81,7 +81,10 @@ struct ServerOptions {
   /// resent after TCP's initial retransmission timeout (RFC 6298); a connection that says nothing holds a
   /// slot for no longer than this.
   double handshake_timeout_s = 3;
-  std::size_t max_connections = 4;        ///< clients served at once; more are refused with an Error frame
+  /// Clients served at once. When every slot is taken, a newcomer evicts the connection that has waited
+  /// longest without completing its handshake (it gets an Error frame); when every slot holds a client that
+  /// completed its handshake, the newcomer is refused with an Error frame ("server busy").
+  std::size_t max_connections = 4;
   /// A session's longest life, seconds: past it the server ends the session with an Error frame at the next
   /// frame boundary. With `timeout_s` (each frame) and `max_message` (each frame's size) it bounds what one
   /// client can take from a shared server. A default client run takes a few seconds.
@@ -95,7 +98,8 @@ struct ServerStats {
   std::uint64_t accepted = 0;         ///< connections accepted
   std::uint64_t served = 0;           ///< clients that completed the handshake and left cleanly
   std::uint64_t pings = 0;            ///< pings answered
-  std::uint64_t refused_busy = 0;     ///< refused: --max-connections reached
+  std::uint64_t refused_busy = 0;     ///< refused: --max-connections clients that completed the handshake
+  std::uint64_t evicted = 0;          ///< closed before their handshake to make room for a newcomer
   std::uint64_t protocol_errors = 0;  ///< garbage, wrong version, unexpected frames
   std::uint64_t oversize = 0;         ///< pings longer than --max-message
   std::uint64_t vanished = 0;         ///< closed or reset mid-frame or mid-handshake
@@ -107,7 +111,8 @@ struct ServerStats {
 
 /// A ping-pong server: one thread per client (at most max_connections), every frame under a deadline, the
 /// handshake under a shorter one. A client that vanishes, stalls, trickles, sends garbage or an oversize frame
-/// costs one line on `log` and its connection, never the server.
+/// costs one line on `log` and its connection, never the server; connections that have not completed their
+/// handshake give up their slot to a newcomer, so they cannot lock a well-behaved client out.
 class PingPongServer {
  public:
   /// Binds and listens now (so local_endpoint() knows the port); UserError if it cannot. `log` (may be
