@@ -141,8 +141,7 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
     so.timeout_s = timeout;
     so.max_connections = positive(vm, "max-connections");
     so.max_session_s = parse_seconds(vm["max-session"].as<std::string>(), "--max-session", false);
-    so.handshake_timeout_s =
-        parse_seconds(vm["handshake-timeout"].as<std::string>(), "--handshake-timeout", false);
+    so.handshake_timeout_s = parse_seconds(vm["handshake-timeout"].as<std::string>(), "--handshake-timeout", false);
     so.once = vm.count("once") > 0;
     so.accept_timeout_s = parse_seconds(vm["accept-timeout"].as<std::string>(), "--accept-timeout", true);
     calibrate::PingPongServer server(so, &std::cerr);

@@ -440,7 +440,8 @@ struct PingPongServer::Impl {
         if (s->state == SessionState::Pending) pending.push_back(s);
       }
       if (occupied < opt.max_connections) return true;
-      std::sort(pending.begin(), pending.end(), [](const auto& a, const auto& b) { return a->connected < b->connected; });
+      std::sort(pending.begin(), pending.end(),
+                [](const auto& a, const auto& b) { return a->connected < b->connected; });
       for (const auto& s : pending) {
         if (s->evict()) {
           victim = s;
@@ -620,7 +621,8 @@ struct PingPongServer::Impl {
                                                      " of the server waiting for it (" + limit_flag + ")"
                                                : "a whole Hello frame must arrive within " + secs(limit_s) +
                                                      " of connecting (" + limit_flag + ")";
-          log_line(s.peer + ": did not send " + stage + " in time: " + bound + ", " + got + "; sent an error and closed");
+          log_line(s.peer + ": did not send " + stage + " in time: " + bound + ", " + got +
+                   "; sent an error and closed");
           send_error_and_close(ch, s.socket, "timed out: " + bound + "; " + got);
           return handshaken;
         }

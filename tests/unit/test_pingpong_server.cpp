@@ -11,11 +11,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <sstream>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -421,12 +421,13 @@ TEST_F(ServerFixture, ServesARealClientPastFourHostileOnes) {
   ASSERT_TRUE(idle.ok());
   RawClient trickler(port());
   ASSERT_TRUE(trickler.ok());
-  std::atomic<bool> stop_trickling{false};
-  std::thread trickling([&] {
+  // A jthread: stopped and joined when the test ends, also when an ASSERT below returns early.
+  std::jthread trickling([&trickler](const std::stop_token& stop) {
     const auto hello = frame_bytes(FrameType::Hello, 0);
-    for (std::size_t i = 0; i < hello.size() && !stop_trickling; ++i) {
+    for (std::size_t i = 0; i < hello.size() && !stop.stop_requested(); ++i) {
       if (!trickler.send(std::vector<std::uint8_t>{hello[i]})) return;
-      for (int t = 0; t < 100 && !stop_trickling; ++t) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      for (int t = 0; t < 100 && !stop.stop_requested(); ++t)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   });
   auto oversize = handshaken_client(port());
@@ -447,8 +448,7 @@ TEST_F(ServerFixture, ServesARealClientPastFourHostileOnes) {
     ADD_FAILURE() << "the real client was not served: " << e.what();
   }
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  stop_trickling = true;
-  trickling.join();
+  trickling.request_stop();
   EXPECT_EQ(r.sizes.size(), 4u);
   EXPECT_LT(waited, 2.0) << "the real client was served only after " << waited << " s";
   EXPECT_EQ(server_->stats().refused_busy, 0u);

@@ -95,18 +95,18 @@ struct ServerOptions {
 
 /// What a server has seen (for logs and tests).
 struct ServerStats {
-  std::uint64_t accepted = 0;         ///< connections accepted
-  std::uint64_t served = 0;           ///< clients that completed the handshake and left cleanly
-  std::uint64_t pings = 0;            ///< pings answered
-  std::uint64_t refused_busy = 0;     ///< refused: --max-connections clients that completed the handshake
-  std::uint64_t evicted = 0;          ///< closed before their handshake to make room for a newcomer
-  std::uint64_t protocol_errors = 0;  ///< garbage, wrong version, unexpected frames
-  std::uint64_t oversize = 0;         ///< pings longer than --max-message
-  std::uint64_t vanished = 0;         ///< closed or reset mid-frame or mid-handshake
-  std::uint64_t timeouts = 0;         ///< a frame (either way) past --timeout
+  std::uint64_t accepted = 0;            ///< connections accepted
+  std::uint64_t served = 0;              ///< clients that completed the handshake and left cleanly
+  std::uint64_t pings = 0;               ///< pings answered
+  std::uint64_t refused_busy = 0;        ///< refused: --max-connections clients that completed the handshake
+  std::uint64_t evicted = 0;             ///< closed before their handshake to make room for a newcomer
+  std::uint64_t protocol_errors = 0;     ///< garbage, wrong version, unexpected frames
+  std::uint64_t oversize = 0;            ///< pings longer than --max-message
+  std::uint64_t vanished = 0;            ///< closed or reset mid-frame or mid-handshake
+  std::uint64_t timeouts = 0;            ///< a frame (either way) past --timeout
   std::uint64_t handshake_timeouts = 0;  ///< no whole Hello within --handshake-timeout of connecting
-  std::uint64_t expired = 0;          ///< sessions ended at --max-session
-  std::uint64_t active = 0;           ///< sessions running now
+  std::uint64_t expired = 0;             ///< sessions ended at --max-session
+  std::uint64_t active = 0;              ///< sessions running now
 };
 
 /// A ping-pong server: one thread per client (at most max_connections), every frame under a deadline, the
