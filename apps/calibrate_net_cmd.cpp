@@ -97,11 +97,16 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
     ("time-per-size", po::value<std::string>()->default_value("0.15"),
      "seconds of timed pings per size, once --min-repeats are done")
     ("timeout", po::value<std::string>()->default_value("10"),
-     "seconds: deadline of each connect, read and write (server: also the idle wait between a client's frames)")
+     "seconds. client: deadline of the connect and of each read and write; server: each whole frame a client "
+     "sends must arrive within it of the server waiting for it (idle time included), and each answer be taken")
+    ("handshake-timeout", po::value<std::string>()->default_value("3"),
+     "server: seconds from connecting within which a client must send its whole Hello (a real client does at "
+     "once); past it, or when a newcomer needs its slot, the connection is closed")
     ("max-message", po::value<std::string>()->default_value("64MiB"),
      "server: largest ping it echoes; larger ones get an error frame")
     ("max-connections", po::value<std::int64_t>()->default_value(4),
-     "server: clients served at once (each may hold a buffer of --max-message); more are refused")
+     "server: clients served at once (each may hold a buffer of --max-message); a newcomer evicts the oldest "
+     "connection that has not completed its handshake, or is refused when every client has")
     ("max-session", po::value<std::string>()->default_value("900"),
      "server: seconds one client's session may last; it then gets an error frame and is closed")
     ("once", "server: exit after the first client that completed the handshake")
@@ -136,12 +141,13 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
     so.timeout_s = timeout;
     so.max_connections = positive(vm, "max-connections");
     so.max_session_s = parse_seconds(vm["max-session"].as<std::string>(), "--max-session", false);
+    so.handshake_timeout_s = parse_seconds(vm["handshake-timeout"].as<std::string>(), "--handshake-timeout", false);
     so.once = vm.count("once") > 0;
     so.accept_timeout_s = parse_seconds(vm["accept-timeout"].as<std::string>(), "--accept-timeout", true);
     calibrate::PingPongServer server(so, &std::cerr);
     std::cerr << "moesim calibrate net: listening on " << server.local_endpoint() << " (max message "
-              << calibrate::size_label(so.max_message) << ", timeout " << timeout << " s, " << so.max_connections
-              << " clients at once)" << std::endl;
+              << calibrate::size_label(so.max_message) << ", timeout " << timeout << " s, handshake timeout "
+              << so.handshake_timeout_s << " s, " << so.max_connections << " clients at once)" << std::endl;
     server.run();
     const auto st = server.stats();
     if (json) {
@@ -150,23 +156,27 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
                             {"served", st.served},
                             {"pings", st.pings},
                             {"refused_busy", st.refused_busy},
+                            {"evicted", st.evicted},
                             {"protocol_errors", st.protocol_errors},
                             {"oversize", st.oversize},
                             {"vanished", st.vanished},
                             {"timeouts", st.timeouts},
+                            {"handshake_timeouts", st.handshake_timeouts},
                             {"expired", st.expired}}
                  .dump(2)
           << "\n";
     } else {
       out << "served " << st.served << " client(s), " << st.pings << " pings, on " << server.local_endpoint()
-          << "; refused " << st.refused_busy << " (busy), dropped " << st.protocol_errors << " (protocol), "
-          << st.oversize << " (oversize), " << st.vanished << " (vanished), " << st.timeouts << " (timeout), "
-          << st.expired << " (--max-session)\n";
+          << "; refused " << st.refused_busy << " (busy), evicted " << st.evicted
+          << " (no handshake, slot needed), dropped " << st.protocol_errors << " (protocol), " << st.oversize
+          << " (oversize), " << st.vanished << " (vanished), " << st.timeouts << " (--timeout), "
+          << st.handshake_timeouts << " (--handshake-timeout), " << st.expired << " (--max-session)\n";
     }
     return 0;
   }
 
-  for (const char* k : {"max-message", "max-connections", "max-session", "once", "accept-timeout"}) {
+  for (const char* k :
+       {"max-message", "max-connections", "max-session", "handshake-timeout", "once", "accept-timeout"}) {
     if (given(k)) {
       throw UserError(std::string("--") + k + " is a server option; give it with --listen");
     }

@@ -86,7 +86,9 @@ class Channel {
     const std::array<asio::const_buffer, 2> bufs = {asio::buffer(a, na), asio::buffer(b, nb)};
     wait([&](auto handler) { asio::async_write(socket_, bufs, TransferAllLarge{}, handler); });
   }
-  void set_timeout(std::chrono::nanoseconds t) { timeout_ = t; }
+  /// Every operation from now on must also finish by `deadline`: one deadline over all the reads of a
+  /// frame, so a peer that trickles a byte now and then cannot stretch a frame past it.
+  void set_deadline(Clock::time_point deadline) { deadline_ = deadline; }
 
  private:
   template <class Initiate>
@@ -98,12 +100,14 @@ class Channel {
       n = k;
     });
     io_.restart();
-    io_.run_for(timeout_);
+    // run_until with a deadline already passed runs nothing: the operation times out even if its bytes
+    // are waiting.
+    io_.run_until(std::min(Clock::now() + timeout_, deadline_));
     if (ec == asio::error::would_block) {
-      // Past the deadline: closing the socket aborts the operation; run it to completion, since its
-      // handler refers to this frame.
+      // Past the deadline: cancelling aborts the operation (the socket stays open, so the server can still
+      // send an Error frame saying why); run it to completion, since its handler refers to this frame.
       error_code ignored;
-      socket_.close(ignored);
+      socket_.cancel(ignored);
       io_.restart();
       io_.run();
       throw IoError(IoFailure::Timeout, asio::error::timed_out, n);
@@ -115,6 +119,7 @@ class Channel {
   asio::io_context& io_;
   tcp::socket& socket_;
   std::chrono::nanoseconds timeout_;
+  Clock::time_point deadline_ = Clock::time_point::max();
 };
 
 // ------------------------------------------------------------------------------------------------------
@@ -172,17 +177,22 @@ std::array<std::uint8_t, kFrameHeaderBytes> header(FrameType t, std::uint64_t se
 }
 
 /// Best effort: an Error frame with one line of text, then a lingering close (shut down our side, read and
-/// drop what the peer still sends for a moment) so the peer reads the frame before the connection goes.
-void send_error_and_close(Channel& ch, tcp::socket& socket, const std::string& message) {
+/// drop what the peer still sends for a moment) so the peer reads the frame before the connection goes:
+/// closing with unread bytes would send a reset, which can discard the frame at the peer. The write and the
+/// linger share one 500 ms deadline (long enough for a loopback or LAN peer to read a 1 KiB frame, short
+/// enough that a hostile peer holds the thread for no longer), so a peer that trickles bytes cannot keep the
+/// linger going. `linger` false: no linger, for a peer that has sent nothing unread (an evicted one).
+void send_error_and_close(Channel& ch, tcp::socket& socket, const std::string& message, bool linger = true) {
   const std::string text = message.substr(0, net::kMaxErrorPayload);
   const auto h = header(FrameType::Error, 0, text.size());
   try {
-    ch.set_timeout(std::chrono::milliseconds(500));
+    ch.set_deadline(Clock::now() + std::chrono::milliseconds(500));
     ch.write_all(h.data(), h.size(), reinterpret_cast<const std::uint8_t*>(text.data()), text.size());
     error_code ignored;
     socket.shutdown(tcp::socket::shutdown_send, ignored);
     std::array<std::uint8_t, 4096> sink{};
-    for (std::size_t drained = 0; drained < (1u << 20);) drained += ch.read_some(sink.data(), sink.size());
+    // 1 MiB: a peer still sending after the Error frame is not worth reading further.
+    for (std::size_t drained = 0; linger && drained < (1u << 20);) drained += ch.read_some(sink.data(), sink.size());
   } catch (const IoError&) {
     // The peer is gone or silent: nothing more to tell it.
   }
@@ -233,11 +243,21 @@ HostPort parse_host_port(const std::string& text_in, const std::string& flag) {
 
 namespace {
 
+/// Where a session stands for eviction. Pending -> Handshaken (its thread, on a valid Hello) and Pending ->
+/// Evicted (the accept loop, when every slot is taken and a newcomer arrives) race; a compare-exchange makes
+/// exactly one of them win, so a client that completed its handshake is never evicted.
+enum class SessionState : int { Pending, Handshaken, Evicted };
+
 struct Session {
   asio::io_context io;
   tcp::socket socket{io};
   std::string peer;
+  Clock::time_point connected;  ///< when the accept completed: the handshake's deadline counts from it
   std::atomic<bool> done{false};
+  std::atomic<SessionState> state{SessionState::Pending};
+  /// Session thread only (the thread that runs `io`): it is telling an evicted peer why, and the eviction's
+  /// cancel must not abort that.
+  bool telling_evicted = false;
 
   /// From any thread: closes the socket inside the session's own loop, aborting what it waits for.
   void stop() {
@@ -246,11 +266,28 @@ struct Session {
       socket.close(ignored);
     });
   }
+  /// Pending -> Handshaken; false when the accept loop evicted it first.
+  bool claim_slot() {
+    auto expected = SessionState::Pending;
+    return state.compare_exchange_strong(expected, SessionState::Handshaken);
+  }
+  /// From the accept loop: Pending -> Evicted, and abort what the session waits for (it then sends an Error
+  /// frame and ends); false when it completed its handshake first.
+  bool evict() {
+    auto expected = SessionState::Pending;
+    if (!state.compare_exchange_strong(expected, SessionState::Evicted)) return false;
+    asio::post(io, [this] {
+      error_code ignored;
+      if (!telling_evicted) socket.cancel(ignored);
+    });
+    return true;
+  }
+  [[nodiscard]] bool evicted() const { return state == SessionState::Evicted; }
 };
 
 struct Counters {
-  std::atomic<std::uint64_t> accepted{0}, served{0}, pings{0}, refused_busy{0}, protocol_errors{0}, oversize{0},
-      vanished{0}, timeouts{0}, expired{0}, active{0};
+  std::atomic<std::uint64_t> accepted{0}, served{0}, pings{0}, refused_busy{0}, evicted{0}, protocol_errors{0},
+      oversize{0}, vanished{0}, timeouts{0}, handshake_timeouts{0}, expired{0}, active{0};
 };
 
 }  // namespace
@@ -360,13 +397,14 @@ struct PingPongServer::Impl {
       return;
     }
     ++n.accepted;
+    session->connected = Clock::now();  // before its thread starts, which then only reads it
     reap(false);
     error_code pe;
     const auto remote = session->socket.remote_endpoint(pe);
     session->peer =
         pe ? std::string("unknown peer") : remote.address().to_string() + ":" + std::to_string(remote.port());
     session->socket.set_option(tcp::no_delay(true), pe);
-    if (n.active >= opt.max_connections) {
+    if (!take_slot(*session)) {
       ++n.refused_busy;
       log_line(session->peer + ": refused, " + std::to_string(opt.max_connections) +
                " clients are being served already (--max-connections)");
@@ -384,6 +422,39 @@ struct PingPongServer::Impl {
       sessions.push_back(Slot{session, std::thread([this, session] { session_main(session); })});
     }
     start_accept();
+  }
+
+  /// Whether `newcomer` may have a slot. Every slot taken: the connection that has waited longest without
+  /// completing its handshake is evicted to make room (so idle or trickling connections cannot lock out a
+  /// client that speaks at once); when every slot holds a handshaken client, false (refused as busy).
+  bool take_slot(const Session& newcomer) {
+    std::shared_ptr<Session> victim;
+    {
+      std::lock_guard<std::mutex> lock(sessions_mu);
+      std::vector<std::shared_ptr<Session>> pending;
+      std::size_t occupied = 0;
+      for (const auto& slot : sessions) {
+        const auto& s = slot.session;
+        if (s->done || s->evicted()) continue;  // its slot is free, or being given up
+        ++occupied;
+        if (s->state == SessionState::Pending) pending.push_back(s);
+      }
+      if (occupied < opt.max_connections) return true;
+      std::sort(pending.begin(), pending.end(),
+                [](const auto& a, const auto& b) { return a->connected < b->connected; });
+      for (const auto& s : pending) {
+        if (s->evict()) {
+          victim = s;
+          break;
+        }
+      }
+    }
+    if (!victim) return false;
+    ++n.evicted;
+    log_line(victim->peer + ": evicted after " + text::printf("%.1f s", since(victim->connected)) +
+             " without completing the handshake, to make room for " + newcomer.peer + " (all " +
+             std::to_string(opt.max_connections) + " --max-connections slots were taken)");
+    return true;
   }
 
   void session_main(const std::shared_ptr<Session>& s) {
@@ -407,6 +478,33 @@ struct PingPongServer::Impl {
     bool handshaken = false;
     std::uint64_t pings = 0, largest = 0;
     std::string stage = "its Hello frame";
+    // Every frame, each way, is under one deadline over all its reads or its write: the Hello within
+    // --handshake-timeout of connecting (or --timeout when that is shorter), each later frame within --timeout
+    // of the server starting to wait for it (idle time included), each answer within --timeout. `limit_s` and
+    // `limit_flag` say which bound the current frame is under, for the log line and the Error frame.
+    const bool handshake_binds = opt.handshake_timeout_s < opt.timeout_s;
+    double limit_s = handshake_binds ? opt.handshake_timeout_s : opt.timeout_s;
+    const char* limit_flag = handshake_binds ? "--handshake-timeout" : "--timeout";
+    bool writing = false;  // the deadline that passes is on a frame the server sends, not one it reads
+    ch.set_deadline(s.connected + to_ns(limit_s));
+    const auto next_frame = [&](bool write) {
+      limit_s = opt.timeout_s;
+      limit_flag = "--timeout";
+      writing = write;
+      ch.set_deadline(Clock::now() + to_ns(opt.timeout_s));
+    };
+    // Evicted by the accept loop (every slot taken, a newcomer, this connection still short of a Hello): tell
+    // the peer why, without a linger (it sent nothing left unread), and free the thread at once.
+    const auto tell_evicted = [&] {
+      s.telling_evicted = true;
+      send_error_and_close(ch, s.socket,
+                           "evicted: this server was full (--max-connections " + std::to_string(opt.max_connections) +
+                               ") and this connection had not completed the moesim handshake after " +
+                               text::printf("%.1f s", since(s.connected)) +
+                               "; connect again and send Hello at once (calibrate/NET.md)",
+                           false);
+      return false;
+    };
     const auto protocol_error = [&](const std::string& what, const std::string& tell) {
       ++n.protocol_errors;
       log_line(s.peer + ": " + what + "; closed");
@@ -458,10 +556,12 @@ struct PingPongServer::Impl {
       }
       rd.payload(ch);
       rd.consume();
+      if (!s.claim_slot()) return tell_evicted();
       std::array<std::uint8_t, net::kWelcomePayloadBytes> welcome{};
       net::store_u64(welcome.data(), opt.max_message);
       net::store_u64(welcome.data() + 8, static_cast<std::uint64_t>(to_ns(opt.timeout_s).count()));
       const auto h = header(FrameType::Welcome, p.header.sequence, welcome.size());
+      writing = true;  // under the handshake's deadline still
       ch.write_all(h.data(), h.size(), welcome.data(), welcome.size());
       handshaken = true;
       had_client = true;
@@ -479,6 +579,7 @@ struct PingPongServer::Impl {
                                    "restart the server with a larger --max-session");
           return handshaken;
         }
+        next_frame(false);
         try {
           p = rd.next_header(ch, opt.max_message);
         } catch (const IoError& e) {
@@ -495,6 +596,7 @@ struct PingPongServer::Impl {
         rd.payload(ch);
         const auto pong = header(FrameType::Pong, p.header.sequence, p.header.length);
         std::memcpy(rd.frame(), pong.data(), pong.size());
+        next_frame(true);
         ch.write_all(rd.frame(), rd.frame_bytes());
         rd.consume();
         ++pings;
@@ -502,14 +604,28 @@ struct PingPongServer::Impl {
         largest = std::max(largest, p.header.length);
       }
     } catch (const IoError& e) {
+      if (s.evicted()) return tell_evicted();  // whatever the eviction's cancel interrupted
       switch (e.kind) {
         case IoFailure::Aborted:
           return handshaken;  // stop()
-        case IoFailure::Timeout:
-          ++n.timeouts;
-          log_line(s.peer + ": sent nothing for " + secs(opt.timeout_s) + " while the server waited for " + stage +
-                   " (--timeout); closed");
+        case IoFailure::Timeout: {
+          ++(limit_flag == std::string_view("--timeout") ? n.timeouts : n.handshake_timeouts);
+          if (writing) {
+            // Part of a frame may have gone out: an Error frame now would not parse at the peer.
+            log_line(s.peer + ": did not take the server's answer to " + stage + " within " + secs(limit_s) + " (" +
+                     limit_flag + "); closed");
+            return handshaken;
+          }
+          const std::string got = std::to_string(rd.have() + e.done) + " bytes of it received";
+          const std::string bound = handshaken ? "a whole frame must arrive within " + secs(limit_s) +
+                                                     " of the server waiting for it (" + limit_flag + ")"
+                                               : "a whole Hello frame must arrive within " + secs(limit_s) +
+                                                     " of connecting (" + limit_flag + ")";
+          log_line(s.peer + ": did not send " + stage + " in time: " + bound + ", " + got +
+                   "; sent an error and closed");
+          send_error_and_close(ch, s.socket, "timed out: " + bound + "; " + got);
           return handshaken;
+        }
         case IoFailure::Eof:
         case IoFailure::Reset:
           ++n.vanished;
@@ -537,6 +653,7 @@ PingPongServer::PingPongServer(ServerOptions options, std::ostream* log) : impl_
   if (options.max_connections < 1) throw UserError("--max-connections must be at least 1");
   if (!(options.timeout_s > 0)) throw UserError("--timeout must be more than 0 seconds");
   if (!(options.max_session_s > 0)) throw UserError("--max-session must be more than 0 seconds");
+  if (!(options.handshake_timeout_s > 0)) throw UserError("--handshake-timeout must be more than 0 seconds");
   impl_->opt = std::move(options);
   impl_->log = log;
   impl_->bind();
@@ -591,10 +708,12 @@ ServerStats PingPongServer::stats() const {
   s.served = c.served;
   s.pings = c.pings;
   s.refused_busy = c.refused_busy;
+  s.evicted = c.evicted;
   s.protocol_errors = c.protocol_errors;
   s.oversize = c.oversize;
   s.vanished = c.vanished;
   s.timeouts = c.timeouts;
+  s.handshake_timeouts = c.handshake_timeouts;
   s.expired = c.expired;
   s.active = c.active;
   return s;

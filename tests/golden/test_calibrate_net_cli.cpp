@@ -191,6 +191,12 @@ TEST(CalibrateNetCli, BadFlagsAreOneLine) {
       {"size over max", "calibrate net --sizes 1,2MiB --max-size 1MiB", {"--sizes '2MiB'", "--max-size"}},
       {"bad size", "calibrate net --sizes 1,lots", {"--sizes 'lots'"}},
       {"zero timeout", "calibrate net --timeout 0", {"--timeout"}},
+      {"zero handshake timeout",
+       "calibrate net --listen 127.0.0.1:0 --handshake-timeout 0",
+       {"--handshake-timeout 0", "above 0"}},
+      {"server timeout on client",
+       "calibrate net --connect 127.0.0.1:1 --handshake-timeout 5",
+       {"--handshake-timeout", "server option"}},
       {"bad port", "calibrate net --connect 127.0.0.1:http", {"--connect 127.0.0.1:http", "port"}},
       {"bad listen", "calibrate net --listen 127.0.0.1:70000", {"--listen 127.0.0.1:70000"}},
       {"foreign address",
@@ -235,6 +241,53 @@ TEST(CalibrateNetCli, LoopbackWritesAProfileThatLoads) {
   EXPECT_EQ(sim.code, 0) << sim.err;
 }
 
+/// A TCP connection to 127.0.0.1:port that sends nothing (closed when destroyed): a client that never speaks.
+class SilentConnection {
+ public:
+  explicit SilentConnection(std::uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~SilentConnection() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  SilentConnection(const SilentConnection&) = delete;
+  SilentConnection& operator=(const SilentConnection&) = delete;
+  bool ok = false;
+
+ private:
+  int fd_ = -1;
+};
+
+// A server process with one slot (--max-connections 1) and a long --handshake-timeout, taken by a connection
+// that never speaks: the client process is served anyway (the silent connection is evicted, and the server
+// says so on stderr), and the server's --json stats count it.
+TEST(CalibrateNetCli, ServerEvictsASilentConnectionForAClient) {
+  Scratch s("moesim_net_cli_evict");
+  Spawned server(kBin +
+                 " calibrate net --listen 127.0.0.1:0 --once --accept-timeout 60 --max-connections 1"
+                 " --handshake-timeout 60 --max-message 1MiB --json >" +
+                 s.path("server.out"));
+  const std::string at = server.listening_on();
+  ASSERT_FALSE(at.empty()) << server.err;
+  SilentConnection silent(static_cast<std::uint16_t>(std::stoi(at.substr(at.rfind(':') + 1))));
+  ASSERT_TRUE(silent.ok);
+  // The kernel queues connections in order, so the server accepts the silent one first.
+  const auto c = s.moesim("calibrate net --connect " + at + " --sizes small" + kQuick);
+  ASSERT_EQ(c.code, 0) << c.err;
+  EXPECT_EQ(server.wait(), 0) << server.err;
+  EXPECT_NE(server.err.find("without completing the handshake, to make room for"), std::string::npos) << server.err;
+  const auto stats = nlohmann::json::parse(slurp(s.path("server.out")));
+  EXPECT_EQ(stats.at("served"), 1) << stats.dump();
+  EXPECT_EQ(stats.at("evicted"), 1) << stats.dump();
+  EXPECT_EQ(stats.at("refused_busy"), 0) << stats.dump();
+  EXPECT_EQ(stats.at("handshake_timeouts"), 0) << stats.dump();
+}
+
 // A server process (--listen on port 0, --once) and a client process: the server prints its port on stderr,
 // the client prints a table with units, the server exits after that one client.
 TEST(CalibrateNetCli, ServerAndClientProcesses) {
@@ -251,6 +304,8 @@ TEST(CalibrateNetCli, ServerAndClientProcesses) {
   }
   EXPECT_EQ(server.wait(), 0) << server.err;
   EXPECT_NE(slurp(s.path("server.out")).find("served 1 client(s)"), std::string::npos) << slurp(s.path("server.out"));
+  EXPECT_NE(slurp(s.path("server.out")).find("evicted 0 (no handshake, slot needed)"), std::string::npos)
+      << slurp(s.path("server.out"));
   EXPECT_NE(server.err.find(": done, "), std::string::npos) << server.err;
 }
 

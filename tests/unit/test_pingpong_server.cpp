@@ -13,7 +13,9 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <sstream>
+#include <stop_token>
 #include <string>
 #include <thread>
 #include <vector>
@@ -87,6 +89,11 @@ class RawClient {
     }
     return false;
   }
+  /// True when the server has sent something (or closed) within `ms` milliseconds.
+  bool readable(int ms) {
+    pollfd p{fd_, POLLIN, 0};
+    return ::poll(&p, 1, ms) > 0;
+  }
   /// Reads one frame (header and payload): its type and payload as text.
   std::pair<FrameType, std::string> frame() {
     const auto h = recv(net::kFrameHeaderBytes);
@@ -123,14 +130,17 @@ PingPongOptions quick() {
   return o;
 }
 
-/// A server on 127.0.0.1:0 in a thread: max message 1 MiB, a 300 ms deadline, 2 clients at once.
+/// A server on 127.0.0.1:0 in a thread: max message 1 MiB, a 300 ms deadline per frame, 2 clients at once (the
+/// handshake's own deadline, 3 s by default, is then longer than the frame's, so the frame's binds).
 class ServerFixture : public ::testing::Test {
  protected:
-  void start(std::size_t max_connections = 2, double max_session_s = 900) {
+  void start(std::size_t max_connections = 2, double max_session_s = 900, double timeout_s = 0.3,
+             double handshake_timeout_s = ServerOptions{}.handshake_timeout_s) {
     ServerOptions so;
     so.listen = "127.0.0.1:0";
     so.max_message = 1u << 20;
-    so.timeout_s = 0.3;
+    so.timeout_s = timeout_s;
+    so.handshake_timeout_s = handshake_timeout_s;
     so.max_connections = max_connections;
     so.max_session_s = max_session_s;
     server_ = std::make_unique<PingPongServer>(so, &log_);
@@ -309,6 +319,145 @@ TEST_F(ServerFixture, BoundsConcurrentClients) {
   first.reset();
   EXPECT_TRUE(eventually([&] { return server_->stats().active == 0; }));
   good_client_is_served();
+}
+
+/// A client that completed its handshake (Hello, then the server's Welcome) and then does what the test says.
+std::unique_ptr<RawClient> handshaken_client(std::uint16_t port) {
+  auto c = std::make_unique<RawClient>(port);
+  EXPECT_TRUE(c->ok());
+  EXPECT_TRUE(c->send(frame_bytes(FrameType::Hello, 0)));
+  EXPECT_EQ(c->frame().first, FrameType::Welcome);
+  return c;
+}
+
+/// Sends `bytes` one at a time, `every` apart, until the server answers or closes (then returns what it sent)
+/// or every byte is out (then returns bytes.size()). Bounded: at most bytes.size() sends.
+std::size_t trickle(RawClient& c, const std::vector<std::uint8_t>& bytes, std::chrono::milliseconds every) {
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (c.readable(static_cast<int>(every.count()))) return i;
+    if (!c.send(std::vector<std::uint8_t>{bytes[i]})) return i;
+  }
+  return bytes.size();
+}
+
+/// A Ping frame of `length` payload bytes.
+std::vector<std::uint8_t> ping_frame(std::uint64_t length, std::uint64_t seq) {
+  std::vector<std::uint8_t> ping(net::kFrameHeaderBytes + length, 0x5a);
+  const auto h = frame_bytes(FrameType::Ping, length, seq);
+  std::copy(h.begin(), h.end(), ping.begin());
+  return ping;
+}
+
+// A client that trickles a ping one byte per 100 ms keeps every single read well inside the 300 ms deadline,
+// but the whole frame (88 bytes: 8.8 s) cannot arrive within it: the server cuts it off at the frame's deadline
+// with an Error frame naming --timeout, long before the frame is complete. (The margins are wide: the cut
+// comes after about 3 bytes; the test fails only if the server waits for most of the frame.)
+TEST_F(ServerFixture, CutsOffATricklingClientAtTheFrameDeadline) {
+  start();
+  auto c = handshaken_client(port());
+  const auto frame = ping_frame(64, 1);
+  const std::size_t sent = trickle(*c, frame, std::chrono::milliseconds(100));
+  EXPECT_LT(sent, frame.size() / 2) << "the server let a trickled frame run far past --timeout";
+  const auto [type, text] = c->frame();
+  EXPECT_EQ(type, FrameType::Error);
+  EXPECT_NE(text.find("a whole frame must arrive within 0.3 s"), std::string::npos) << text;
+  EXPECT_NE(text.find("(--timeout)"), std::string::npos) << text;
+  EXPECT_TRUE(c->closed_by_peer());
+  EXPECT_TRUE(eventually([&] { return server_->stats().timeouts == 1; }));
+  EXPECT_EQ(server_->stats().handshake_timeouts, 0u);
+  good_client_is_served();
+  EXPECT_NE(log_text().find("did not send its next frame in time"), std::string::npos) << log_.str();
+}
+
+// The same before the handshake: a Hello trickled a byte per 100 ms (2.4 s for 24 bytes) is cut off at
+// --handshake-timeout (0.5 s here, under the 10 s --timeout), counted apart from frame timeouts.
+TEST_F(ServerFixture, CutsOffATricklingHandshake) {
+  start(2, 900, 10, 0.5);
+  RawClient c(port());
+  ASSERT_TRUE(c.ok());
+  const auto hello = frame_bytes(FrameType::Hello, 0);
+  const std::size_t sent = trickle(c, hello, std::chrono::milliseconds(100));
+  EXPECT_LT(sent, hello.size()) << "the server let a trickled Hello run past --handshake-timeout";
+  const auto [type, text] = c.frame();
+  EXPECT_EQ(type, FrameType::Error);
+  EXPECT_NE(text.find("within 0.5 s of connecting (--handshake-timeout)"), std::string::npos) << text;
+  EXPECT_TRUE(c.closed_by_peer());
+  EXPECT_TRUE(eventually([&] { return server_->stats().handshake_timeouts == 1; }));
+  EXPECT_EQ(server_->stats().timeouts, 0u);
+  good_client_is_served();
+}
+
+// Every slot taken (2): one client that completed its handshake and one connection that never sent a byte;
+// the deadlines are long (10 s, 30 s), so only eviction can make room. A newcomer evicts the silent one (it
+// gets an Error frame saying why) and is served; the handshaken client is untouched and still answered.
+TEST_F(ServerFixture, EvictsTheOldestConnectionWithoutAHandshake) {
+  start(2, 900, 10, 30);
+  auto handshaken = handshaken_client(port());
+  RawClient silent(port());
+  ASSERT_TRUE(silent.ok());
+  ASSERT_TRUE(eventually([&] { return server_->stats().active == 2; }));
+  good_client_is_served();
+  EXPECT_EQ(server_->stats().evicted, 1u);
+  EXPECT_EQ(server_->stats().refused_busy, 0u);
+  const auto [type, text] = silent.frame();
+  EXPECT_EQ(type, FrameType::Error);
+  EXPECT_NE(text.find("evicted: this server was full (--max-connections 2)"), std::string::npos) << text;
+  EXPECT_TRUE(silent.closed_by_peer());
+  ASSERT_TRUE(handshaken->send(ping_frame(4, 1)));
+  EXPECT_EQ(handshaken->frame().first, FrameType::Pong);
+  EXPECT_NE(log_text().find("evicted after"), std::string::npos) << log_.str();
+}
+
+// The lockout this guards against: four hostile connections take every slot of a server with the default
+// --max-connections (4) and long deadlines (--timeout 10 s, --handshake-timeout 3 s): one that never sends,
+// one that trickles a Hello a byte per second, one that completes its handshake and then announces an
+// oversize ping and holds the connection without reading, one that sends half a Hello and stalls. A real
+// client must still be served, within 2 s of connecting (a tolerant bound: refused or made to wait for a
+// deadline, it would fail; served, it takes milliseconds even under a sanitizer).
+TEST_F(ServerFixture, ServesARealClientPastFourHostileOnes) {
+  const std::size_t slots = std::min<std::size_t>(ServerOptions{}.max_connections, 4);
+  start(slots, 900, 10, ServerOptions{}.handshake_timeout_s);
+  RawClient idle(port());
+  ASSERT_TRUE(idle.ok());
+  RawClient trickler(port());
+  ASSERT_TRUE(trickler.ok());
+  // A jthread: stopped and joined when the test ends, also when an ASSERT below returns early.
+  std::jthread trickling([&trickler](const std::stop_token& stop) {
+    const auto hello = frame_bytes(FrameType::Hello, 0);
+    for (std::size_t i = 0; i < hello.size() && !stop.stop_requested(); ++i) {
+      if (!trickler.send(std::vector<std::uint8_t>{hello[i]})) return;
+      for (int t = 0; t < 100 && !stop.stop_requested(); ++t)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  });
+  auto oversize = handshaken_client(port());
+  ASSERT_TRUE(oversize->send(frame_bytes(FrameType::Ping, 1ull << 40, 1)));
+  RawClient stalled(port());
+  ASSERT_TRUE(stalled.ok());
+  auto half_hello = frame_bytes(FrameType::Hello, 0);
+  half_hello.resize(12);
+  ASSERT_TRUE(stalled.send(half_hello));
+  ASSERT_TRUE(eventually([&] { return server_->stats().accepted == 4; }));
+
+  const auto t0 = std::chrono::steady_clock::now();
+  Progress quiet = Progress::quiet();
+  NetResult r;
+  try {
+    r = run_pingpong(server_->local_endpoint(), quick(), quiet);
+  } catch (const moesim::UserError& e) {
+    ADD_FAILURE() << "the real client was not served: " << e.what();
+  }
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  trickling.request_stop();
+  EXPECT_EQ(r.sizes.size(), 4u);
+  EXPECT_LT(waited, 2.0) << "the real client was served only after " << waited << " s";
+  EXPECT_EQ(server_->stats().refused_busy, 0u);
+  EXPECT_TRUE(eventually([&] { return server_->stats().served == 1; }));
+  // The oversize ping was refused at its header, whatever else happened.
+  const auto [type, text] = oversize->frame();
+  EXPECT_EQ(type, FrameType::Error);
+  EXPECT_NE(text.find("--max-message of 1 MiB"), std::string::npos) << text;
+  EXPECT_EQ(server_->stats().oversize, 1u);
 }
 
 // The real client against a port nobody listens on, and against a server that answers in another protocol:

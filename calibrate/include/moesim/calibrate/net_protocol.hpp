@@ -10,7 +10,7 @@
 //       16     8  length of the payload in bytes
 //
 // A session: the client sends Hello; the server answers Welcome (payload: its maximum message size and its
-// per-operation timeout, two u64) or Error (payload: one line of UTF-8 text) and closes. Then Ping frames,
+// per-frame timeout, two u64) or Error (payload: one line of UTF-8 text) and closes. Then Ping frames,
 // each answered by a Pong with the same sequence and payload, until the client sends Bye or closes.
 //
 // The header parser is a pure function over a byte span: it never reads past the span, never allocates for

@@ -70,11 +70,24 @@ struct NetResult {
 struct ServerOptions {
   std::string listen = "127.0.0.1:5201";  ///< ADDR:PORT (port 0: any free port)
   std::uint64_t max_message = 64u << 20;  ///< largest Ping payload accepted, bytes
-  double timeout_s = 10;                  ///< deadline of each read and write (and idle wait between frames)
-  std::size_t max_connections = 4;        ///< clients served at once; more are refused with an Error frame
+  /// Deadline of each whole frame, seconds: a frame the client sends must arrive in full within it of the
+  /// server starting to wait for it (the idle time before it included), however its bytes trickle in; a frame
+  /// the server sends must be taken within it. Past it: an Error frame naming --timeout, and the connection
+  /// closes.
+  double timeout_s = 10;
+  /// The handshake's deadline, seconds from the accept: the Hello must arrive whole within it (or within
+  /// `timeout_s` when that is shorter). 3 s: a real client sends Hello as soon as it connects, which takes
+  /// half a round trip (well under a second even between continents), plus 1 s if that packet is lost and
+  /// resent after TCP's initial retransmission timeout (RFC 6298); a connection that says nothing holds a
+  /// slot for no longer than this.
+  double handshake_timeout_s = 3;
+  /// Clients served at once. When every slot is taken, a newcomer evicts the connection that has waited
+  /// longest without completing its handshake (it gets an Error frame); when every slot holds a client that
+  /// completed its handshake, the newcomer is refused with an Error frame ("server busy").
+  std::size_t max_connections = 4;
   /// A session's longest life, seconds: past it the server ends the session with an Error frame at the next
-  /// frame boundary. With `timeout_s` (each read and write) and `max_message` (each frame's size) it bounds
-  /// what one client can take from a shared server. A default client run takes a few seconds.
+  /// frame boundary. With `timeout_s` (each frame) and `max_message` (each frame's size) it bounds what one
+  /// client can take from a shared server. A default client run takes a few seconds.
   double max_session_s = 900;
   bool once = false;            ///< run() returns after the first client that completed the handshake
   double accept_timeout_s = 0;  ///< run() fails if no client completes a handshake in this long (0: wait)
@@ -82,21 +95,24 @@ struct ServerOptions {
 
 /// What a server has seen (for logs and tests).
 struct ServerStats {
-  std::uint64_t accepted = 0;         ///< connections accepted
-  std::uint64_t served = 0;           ///< clients that completed the handshake and left cleanly
-  std::uint64_t pings = 0;            ///< pings answered
-  std::uint64_t refused_busy = 0;     ///< refused: --max-connections reached
-  std::uint64_t protocol_errors = 0;  ///< garbage, wrong version, unexpected frames
-  std::uint64_t oversize = 0;         ///< pings longer than --max-message
-  std::uint64_t vanished = 0;         ///< closed or reset mid-frame or mid-handshake
-  std::uint64_t timeouts = 0;         ///< a read or write past the deadline
-  std::uint64_t expired = 0;          ///< sessions ended at --max-session
-  std::uint64_t active = 0;           ///< sessions running now
+  std::uint64_t accepted = 0;            ///< connections accepted
+  std::uint64_t served = 0;              ///< clients that completed the handshake and left cleanly
+  std::uint64_t pings = 0;               ///< pings answered
+  std::uint64_t refused_busy = 0;        ///< refused: --max-connections clients that completed the handshake
+  std::uint64_t evicted = 0;             ///< closed before their handshake to make room for a newcomer
+  std::uint64_t protocol_errors = 0;     ///< garbage, wrong version, unexpected frames
+  std::uint64_t oversize = 0;            ///< pings longer than --max-message
+  std::uint64_t vanished = 0;            ///< closed or reset mid-frame or mid-handshake
+  std::uint64_t timeouts = 0;            ///< a frame (either way) past --timeout
+  std::uint64_t handshake_timeouts = 0;  ///< no whole Hello within --handshake-timeout of connecting
+  std::uint64_t expired = 0;             ///< sessions ended at --max-session
+  std::uint64_t active = 0;              ///< sessions running now
 };
 
-/// A ping-pong server: one thread per client (at most max_connections), every read and write under a
-/// deadline. A client that vanishes, stalls, sends garbage or an oversize frame costs one line on `log`
-/// and its connection, never the server.
+/// A ping-pong server: one thread per client (at most max_connections), every frame under a deadline, the
+/// handshake under a shorter one. A client that vanishes, stalls, trickles, sends garbage or an oversize frame
+/// costs one line on `log` and its connection, never the server; connections that have not completed their
+/// handshake give up their slot to a newcomer, so they cannot lock a well-behaved client out.
 class PingPongServer {
  public:
   /// Binds and listens now (so local_endpoint() knows the port); UserError if it cannot. `log` (may be
