@@ -48,6 +48,21 @@ int positive_int(const po::variables_map& vm, const char* key, int fallback) {
   return v;
 }
 
+/// --memory-bandwidth: the bandwidth memory efficiencies are divided by. Bounded to a plausible range, so
+/// that each efficiency (measured bytes/s / this) is a finite positive number the band fit can use: from
+/// 1 MB/s (far below any DRAM; a single DDR channel gives ~10 GB/s) to 1 PB/s (over a hundred times
+/// HBM3e's 8 TB/s per B200, NVIDIA's datasheet). `example` is a typical figure for the backend.
+double memory_bandwidth_flag(const po::variables_map& vm, const std::string& example) {
+  const std::string text = vm["memory-bandwidth"].as<std::string>();
+  const double v = units::parse(text, units::Dimension::Bandwidth, "--memory-bandwidth");
+  constexpr double kLowest = 1e6, kHighest = 1e15;  // bytes/s: 1 MB/s and 1 PB/s (see above)
+  if (!(v >= kLowest && v <= kHighest)) {
+    throw UserError("--memory-bandwidth " + text + " is outside the plausible range 1MB/s to 1PB/s; give the " +
+                    "sustained bandwidth of this machine's memory, e.g. " + example);
+  }
+  return v;
+}
+
 calibrate::Progress make_progress(const po::variables_map& vm) {
   return calibrate::Progress(vm.count("json") || vm.count("quiet") ? nullptr : &std::cerr);
 }
@@ -268,9 +283,7 @@ int cmd_calibrate_kernels(const Args& args, std::ostream& out) {
     if (vm.count("peak-flops"))
       g.peak_flops = calibrate::parse_peak_flops(vm["peak-flops"].as<std::string>(), "--peak-flops");
     if (vm.count("memory-bandwidth")) {
-      g.memory_bandwidth =
-          units::parse(vm["memory-bandwidth"].as<std::string>(), units::Dimension::Bandwidth, "--memory-bandwidth");
-      if (!(g.memory_bandwidth > 0)) throw UserError("--memory-bandwidth must be > 0, e.g. 3TB/s");
+      g.memory_bandwidth = memory_bandwidth_flag(vm, "3TB/s");
       g.memory_bandwidth_source = "given with --memory-bandwidth";
     }
     if (arch && arch->is_moe()) {
@@ -320,9 +333,7 @@ int cmd_calibrate_kernels(const Args& args, std::ostream& out) {
   nlohmann::json extra_calibration = nlohmann::json::object();
   std::optional<calibrate::MemoryResult> mem;
   if (vm.count("memory-bandwidth")) {
-    o.memory_bandwidth =
-        units::parse(vm["memory-bandwidth"].as<std::string>(), units::Dimension::Bandwidth, "--memory-bandwidth");
-    if (!(o.memory_bandwidth > 0)) throw UserError("--memory-bandwidth must be > 0, e.g. 12GB/s");
+    o.memory_bandwidth = memory_bandwidth_flag(vm, "12GB/s");
     o.memory_bandwidth_source = "given with --memory-bandwidth";
     extra_devices["memory_bandwidth"] = calibrate::figure_json(
         o.memory_bandwidth, units::Dimension::Bandwidth,

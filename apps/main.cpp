@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <new>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -142,6 +143,12 @@ int main(int argc, char** argv) {
       std::cerr << "moesim " << shown << ": error: " << moesim::text::one_line(e.what()) << "; see `moesim " << shown
                 << " --help`\n";
       return 2;
+    } catch (const std::bad_alloc&) {
+      // Sizes are checked against the memory budget before allocating (model/resources.hpp); reaching
+      // this is a missed check, so still exit 1, but say what happened and how to bound it.
+      std::cerr << "moesim " << shown << ": ran out of memory (a size moesim failed to check first: please report "
+                << "it); give smaller inputs, or set MOESIM_MEMORY_LIMIT (e.g. 8GiB) to be refused up front\n";
+      return 1;
     } catch (const std::exception& e) {
       std::cerr << "moesim " << shown << ": " << moesim::text::one_line(e.what()) << "\n";
       return 1;

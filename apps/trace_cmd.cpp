@@ -370,6 +370,7 @@ int trace_stats(Args args, std::ostream& out) {
                            {"max_active_per_node", metric(p.max_active, "experts")},
                            {"max_active_per_node_uniform_exact", metric(p.max_active_uniform, "experts")},
                            {"max_active_per_node_batch", metric(p.max_active_batch, "experts")}};
+      if (!p.max_active_uniform_note.empty()) pj["max_active_per_node_uniform_note"] = p.max_active_uniform_note;
       pj["nodes"] = nlohmann::json::array();
       for (const auto& n : p.nodes) {
         pj["nodes"].push_back({{"experts_held", metric(static_cast<double>(n.experts_held), "experts")},
@@ -427,9 +428,11 @@ int trace_stats(Args args, std::ostream& out) {
     }
     tn.print_text(out);
     out << "E[max over nodes of experts executed per token and layer] = " << reports::fixed(p.max_active, 3)
-        << " (uniform routing, exact: " << reports::fixed(p.max_active_uniform, 3) << "); per batch of " << st.batch
+        << " (uniform routing, " << (p.max_active_uniform_note.empty() ? "exact" : "sampled") << ": "
+        << reports::fixed(p.max_active_uniform, 3) << "); per batch of " << st.batch
         << " tokens, distinct experts on the busiest node = " << reports::fixed(p.max_active_batch, 3)
         << "; node load max/mean over windows = " << reports::fixed(st.overall.node_load_max_mean, 3) << "\n";
+    if (!p.max_active_uniform_note.empty()) out << "note: " << p.max_active_uniform_note << "\n";
   }
   return 0;
 }

@@ -20,6 +20,7 @@
 #include "moesim/calibrate/memory.hpp"
 #include "moesim/calibrate/net_fit.hpp"
 #include "moesim/model/error.hpp"
+#include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/model/units.hpp"
 #include "moesim/reports/table.hpp"
@@ -53,6 +54,10 @@ using AlignedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
 
 AlignedBuffer aligned_bytes(std::uint64_t bytes) {
   const std::uint64_t rounded = (std::max<std::uint64_t>(bytes, 4096) + 4095) / 4096 * 4096;
+  // Asked first: with overcommit, aligned_alloc of more than the machine has may succeed and the fill
+  // that follows end in the kernel's out-of-memory kill.
+  model::require_memory(units::bytes(static_cast<double>(rounded)), "the kernel benchmark's buffers",
+                        "give fewer or smaller --shapes, or a smaller --pool-size");
   void* p = std::aligned_alloc(4096, static_cast<std::size_t>(rounded));
   if (!p)
     throw UserError("could not allocate " + units::format_binary(units::bytes(static_cast<double>(rounded))) +

@@ -1,5 +1,8 @@
 #include "moesim/model/json_reader.hpp"
 
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <set>
 #include <sstream>
 
@@ -195,14 +198,23 @@ std::optional<std::string> Node::optional_string(std::string_view key) const {
 std::int64_t Node::integer(std::string_view key, std::int64_t min_value) const {
   const auto& v = at(key);
   if (!v.is_number_integer()) {
-    if (v.is_number_float() && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>()))) {
+    // Only a float within int64's range is converted (converting one outside it is undefined behaviour):
+    // 2^63 is exactly representable, and every float below it in magnitude converts exactly when integral.
+    const bool in_range = v.is_number_float() && std::fabs(v.get<double>()) < 9223372036854775808.0;
+    if (in_range && v.get<double>() == static_cast<double>(static_cast<std::int64_t>(v.get<double>()))) {
       // 4.0 is an integer written as a float; accept it.
       const auto n = static_cast<std::int64_t>(v.get<double>());
       if (n < min_value) throw error(key, "is " + std::to_string(n) + ", must be >= " + std::to_string(min_value));
       return n;
     }
+    if (v.is_number_float() && !in_range)
+      throw error(key, "is " + text::printf("%g", v.get<double>()) + ", too large for a count; give an integer >= " +
+                           std::to_string(min_value) + " within the field's limits");
     throw error(key, "is " + type_name(v) + ", expected an integer");
   }
+  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+    throw error(key, "is " + std::to_string(v.get<std::uint64_t>()) + ", too large for a count; give an integer >= " +
+                         std::to_string(min_value) + " within the field's limits");
   const std::int64_t n = v.get<std::int64_t>();
   if (n < min_value) throw error(key, "is " + std::to_string(n) + ", must be >= " + std::to_string(min_value));
   return n;

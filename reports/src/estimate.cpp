@@ -26,8 +26,9 @@ std::int64_t parse_count(std::string_view s, const std::string& flag, const std:
     throw UserError(flag + " " + whole + ": " + std::to_string(v) +
                     " nodes is not a cluster; node counts must be at least 1");
   }
-  if (v > 65536)
-    throw UserError(flag + " " + whole + ": " + std::to_string(v) + " nodes is more than moesim models (65536)");
+  if (v > kMaxClusterNodes)
+    throw UserError(flag + " " + whole + ": " + std::to_string(v) + " nodes is more than moesim models (" +
+                    std::to_string(kMaxClusterNodes) + ")");
   return v;
 }
 
@@ -122,6 +123,7 @@ EstimateResult run_estimate(const EstimateRequest& request) {
   for (const auto* nic : nic_list) {
     for (const auto nodes : request.nodes) {
       EstimateRow row;
+      std::string expected_active_note;  ///< when E[active] was sampled rather than computed exactly
       row.nic = (nic && nodes > 1) ? nic->id : "-";
       row.nodes = nodes;
       model::DecodeScenario s;
@@ -141,13 +143,16 @@ EstimateResult run_estimate(const EstimateRequest& request) {
                                         request.placement_file);
         });
         row.placement = p.describe();
-        row.expected_active = sim::expected_max_active_experts(p, r.arch.top_k);
+        const sim::ExpectedActive active = sim::expected_active_experts(p, r.arch.top_k);
+        row.expected_active = active.value;
+        if (!active.note.empty()) expected_active_note = active.note;
         s.expected_active_experts = row.expected_active;
         s.max_experts_per_node = p.max_experts_per_node();
       } else {
         row.placement = "dense (no experts)";
       }
       row.estimate = model::estimate_decode(s);
+      if (!expected_active_note.empty()) row.estimate.notes.push_back(expected_active_note);
       row.cost = model::capital_cost(r.node, s.nic, nodes);
       row.tokens_per_second_per_usd =
           model::tokens_per_second_per_usd(row.estimate.tokens_per_second, row.cost.total());

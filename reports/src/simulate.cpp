@@ -6,6 +6,7 @@
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/output_file.hpp"
 #include "moesim/model/precision.hpp"
+#include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/reports/json_out.hpp"
 #include "moesim/reports/table.hpp"
@@ -333,7 +334,8 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   r.trace = p.trace.header;
   r.trace_tokens = p.trace.tokens();
   r.placement = p.placement;
-  r.exact_expected_active = sim::expected_max_active_experts(r.placement, r.arch.top_k);
+  const sim::ExpectedActive active = sim::expected_active_experts(r.placement, r.arch.top_k);
+  r.exact_expected_active = active.value;
 
   // The analytic model on the same configuration, for the comparison line.
   model::DecodeScenario s;
@@ -359,6 +361,19 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   if (!outputs.chrome_trace.empty()) chrome_file = &files.add(outputs.chrome_trace, "--chrome-trace");
   std::optional<ChromeTrace> chrome;
   if (chrome_file) {
+    // The Chrome trace holds its events as JSON objects until the end, then a copy in one array and the
+    // dumped text: ~2.5 KiB per event (an 8-key object is a std::map of ~8 x 80 bytes, twice, plus ~200
+    // characters of text). Per token, each node and layer has at most the attention, router, combine and
+    // re-wire spans and one span per routed expert (top_k), and sends at most 2 (nodes - 1) messages (a ring).
+    const double tokens = static_cast<double>(
+        std::min(outputs.chrome_tokens, req.max_tokens > 0 ? std::min(req.max_tokens, r.trace_tokens) : r.trace_tokens));
+    const double n = static_cast<double>(req.nodes);
+    const double events = tokens * static_cast<double>(r.arch.layers) * n *
+                          (4.0 + static_cast<double>(r.arch.top_k) + 2.0 * (n - 1));
+    model::require_memory(units::bytes(2560.0 * events),
+                          "--chrome-trace of " + text::printf("%.0f", tokens) + " tokens (~" +
+                              text::printf("%.3g", events) + " events)",
+                          "give fewer --chrome-tokens, or use a machine with more memory");
     chrome.emplace(outputs.chrome_tokens);
     c.timeline = &*chrome;
     c.transfers = &*chrome;
@@ -366,6 +381,7 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   }
   const auto t0 = std::chrono::steady_clock::now();
   r.run = sim::run_decode(c, p.trace);
+  if (!active.note.empty()) r.run.assumptions.push_back(active.note);
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (csv_file) write_per_token_csv(r.run, csv_file->stream());
   if (chrome) chrome->write(chrome_file->stream());

@@ -15,6 +15,7 @@
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/output_file.hpp"
 #include "moesim/model/precision.hpp"
+#include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/reports/estimate.hpp"
 #include "moesim/reports/plot.hpp"
@@ -405,6 +406,10 @@ Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const 
     } else {
       for (const auto& e : root.elements("nodes")) {
         if (!e.raw().is_number_integer() || e.raw().get<std::int64_t>() < 1) throw e.error("must be a node count >= 1");
+        if (e.raw().is_number_unsigned() && e.raw().get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxClusterNodes))
+          throw e.error("is " + std::to_string(e.raw().get<std::uint64_t>()) + " nodes, more than moesim models (" +
+                        std::to_string(kMaxClusterNodes) + "); give a node count from 1 to " +
+                        std::to_string(kMaxClusterNodes));
         g.nodes.push_back(e.raw().get<std::int64_t>());
       }
       if (g.nodes.empty()) throw root.error("nodes", "is empty: give at least one node count, e.g. [1, 2, 4]");
@@ -524,6 +529,24 @@ std::vector<GridPoint> expand_grid(const Grid& g) {
   for (const auto& w : g.workloads) workload_names.push_back(w.at("name").get<std::string>());
   if (plan_names.empty()) plan_names = none;
   if (workload_names.empty()) workload_names = none;
+  {
+    // Points in all, counted in doubles before any is made (a product of axes can overflow 64 bits). Each
+    // point is held as a GridPoint here and again inside its PointResult in run_sweep, with an index in the
+    // stage lists; its names (model, hw, nic, ... ids) may outgrow std::string's inline buffer: 256 bytes
+    // of heap per copy is a generous allowance for ids of ~20-40 characters.
+    double multi_nics = 0;
+    for (const auto n : g.nodes) multi_nics += n > 1 ? static_cast<double>(g.nics.size()) : 1.0;
+    const double points = static_cast<double>(g.models.size()) * static_cast<double>(g.hw.size()) * multi_nics *
+                          static_cast<double>(g.precisions.size()) * static_cast<double>(g.placements.size()) *
+                          static_cast<double>(strategies.size()) * static_cast<double>(plan_names.size()) *
+                          static_cast<double>(workload_names.size());
+    const double per_point =
+        2.0 * (static_cast<double>(sizeof(GridPoint)) + 256.0) + static_cast<double>(sizeof(PointResult)) + 16.0;
+    model::require_memory(units::bytes(points * per_point),
+                          g.origin + ": the grid's " + text::printf("%.4g", points) + " points",
+                          "shorten the grid's lists (models, hw, nodes, nics, precisions, placements, strategies, "
+                          "plans, workloads), or use a machine with more memory");
+  }
   for (const auto& m : g.models)
     for (const auto& h : g.hw)
       for (const auto n : g.nodes) {

@@ -8,6 +8,7 @@
 
 #include "moesim/model/error.hpp"
 #include "moesim/model/precision.hpp"
+#include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/sim/network.hpp"
 #include "moesim/sim/residency.hpp"
@@ -313,6 +314,20 @@ void Engine::setup() {
   std::int32_t j = 0;
   for (const auto& spec : a.layer_specs) moe_index_.push_back(spec.moe && a.is_moe() ? j++ : -1);
   moe_layers_ = j;
+  {
+    // What this run holds beside the trace, from the members below: a TokenRecord per replayed token, the
+    // LRU stamps (an int64 per node, MoE layer and expert), the residency records (an int64 per node and
+    // weight buffer: layers + experts x MoE layers at most) and each node's local expert list (an int32
+    // per node and expert at most). Doubles, so absurd counts are refused rather than wrapped.
+    const double n = static_cast<double>(n_), e = static_cast<double>(experts_);
+    const double buffers = static_cast<double>(layers_) + e * static_cast<double>(moe_layers_);
+    const double bytes = static_cast<double>(tokens_) * static_cast<double>(sizeof(TokenRecord)) +
+                         n * (8.0 * e * static_cast<double>(moe_layers_) + 8.0 * buffers + 4.0 * e);
+    model::require_memory(units::bytes(bytes),
+                          "replaying " + std::to_string(tokens_) + " tokens on " + std::to_string(n_) + " nodes (" +
+                              std::to_string(moe_layers_) + " MoE layers x " + std::to_string(experts_) + " experts)",
+                          "replay fewer tokens (--tokens) or nodes, or use a machine with more memory");
+  }
 
   // Rooflines (seed 000 Eq. 1a per kernel): the node's devices together, as the analytic model counts them.
   const model::ModelCosts costs = model::model_costs(a, *cfg_.weights);

@@ -270,8 +270,22 @@ std::vector<std::int64_t> dispatch(const Placement& p, const std::vector<std::in
   return load;
 }
 
-double expected_max_active_experts(const Placement& p, std::int64_t top_k) {
-  MOESIM_CHECK(top_k >= 1 && top_k <= p.experts, "top_k out of range for the placement");
+double exact_expected_active_steps(const Placement& p, std::int64_t top_k) {
+  // The loops of exact_expected_active below: for each t < top_k and group, j over 0..top_k and m over
+  // 0..min(group size, top_k); plus the binomials, top_k multiplications for each of a group's min(size,
+  // top_k) + 1 entries. Doubles: the product may exceed 64 bits.
+  const double k = static_cast<double>(top_k);
+  double steps = 0;
+  for (const auto& g : p.groups) {
+    const double m = std::min(static_cast<double>(g.experts.size()), k) + 1;
+    steps += k * (k + 1) * m + m * k;
+  }
+  return steps;
+}
+
+namespace {
+
+double exact_expected_active(const Placement& p, std::int64_t top_k) {
   // binom[n][m] as long double: C(512, 10) ~ 3e20 is exact enough (64-bit mantissa) for a ratio.
   auto binom = [](std::int64_t n, std::int64_t m) {
     long double r = 1;
@@ -312,6 +326,30 @@ double expected_max_active_experts(const Placement& p, std::int64_t top_k) {
   return static_cast<double>(expectation);
 }
 
+}  // namespace
+
+ExpectedActive expected_active_experts(const Placement& p, std::int64_t top_k) {
+  MOESIM_CHECK(top_k >= 1 && top_k <= p.experts, "top_k out of range for the placement");
+  const double steps = exact_expected_active_steps(p, top_k);
+  if (steps <= kExactExpectedActiveSteps) return {exact_expected_active(p, top_k), ""};
+  // Sampled instead: each token costs ~experts + top_k steps (sampled_max_active_experts: the partial
+  // shuffle and the dispatch), so the tokens are what 2e7 steps buy (about 0.1 s), at least 200 and at
+  // most 20,000; the seed is fixed so that the figure is reproducible.
+  const double per_token = static_cast<double>(p.experts + top_k);
+  const auto tokens = static_cast<std::int64_t>(std::clamp(2e7 / per_token, 200.0, 20000.0));
+  const double value = sampled_max_active_experts(p, top_k, tokens, kSampledExpectedActiveSeed);
+  return {value, "E[active] is estimated from " + std::to_string(tokens) +
+                     " uniformly routed random tokens (seed " + std::to_string(kSampledExpectedActiveSeed) +
+                     "), not computed exactly: the exact sum for " + std::to_string(p.experts) + " experts, top-" +
+                     std::to_string(top_k) + " and " + std::to_string(p.groups.size()) + " groups would take " +
+                     text::printf("%.2g", steps) + " steps (the bound is " +
+                     text::printf("%.0g", kExactExpectedActiveSteps) + ")"};
+}
+
+double expected_max_active_experts(const Placement& p, std::int64_t top_k) {
+  return expected_active_experts(p, top_k).value;
+}
+
 double sampled_max_active_experts(const Placement& p, std::int64_t top_k, std::int64_t tokens, std::uint64_t seed) {
   MOESIM_CHECK(top_k >= 1 && top_k <= p.experts && tokens > 0, "bad arguments to sampled_max_active_experts");
   std::mt19937_64 rng(seed);
@@ -319,6 +357,9 @@ double sampled_max_active_experts(const Placement& p, std::int64_t top_k, std::i
   std::iota(ids.begin(), ids.end(), 0);
   std::int64_t sum = 0;
   std::vector<std::int64_t> chosen(static_cast<std::size_t>(top_k));
+  // One dispatcher for all tokens (it resets what a token touched), as dispatch() would give per token.
+  Dispatcher d(p);
+  std::vector<std::vector<std::int32_t>> lists(static_cast<std::size_t>(p.nodes));
   for (std::int64_t t = 0; t < tokens; ++t) {
     // Partial Fisher-Yates: the first top_k entries are a uniform random k-subset in random order.
     for (std::int64_t i = 0; i < top_k; ++i) {
@@ -326,8 +367,11 @@ double sampled_max_active_experts(const Placement& p, std::int64_t top_k, std::i
       std::swap(ids[static_cast<std::size_t>(i)], ids[static_cast<std::size_t>(pick(rng))]);
       chosen[static_cast<std::size_t>(i)] = ids[static_cast<std::size_t>(i)];
     }
-    const auto load = dispatch(p, chosen);
-    sum += *std::max_element(load.begin(), load.end());
+    for (auto& l : lists) l.clear();
+    d.assign(std::span<const std::int64_t>(chosen), lists);
+    std::size_t most = 0;
+    for (const auto& l : lists) most = std::max(most, l.size());
+    sum += static_cast<std::int64_t>(most);
   }
   return static_cast<double>(sum) / static_cast<double>(tokens);
 }

@@ -12,6 +12,8 @@
 
 #include "moesim/model/analytic.hpp"
 #include "moesim/model/error.hpp"
+#include "moesim/model/resources.hpp"
+#include "moesim/model/text.hpp"
 #include "moesim/sim/decode.hpp"
 
 namespace moesim::sim {
@@ -943,6 +945,35 @@ ServingResult run_serving(const ServingConfig& c) {
   }
   r.memory = plan_memory(c);
   if (r.memory.kv_blocks < 1) throw UserError("no room for a single KV-cache block on " + c.node->id);
+  {
+    // What the engine records as it runs, from the members above: a Seq and a RequestRecord per request,
+    // a float per inter-token gap (output - 1 per request), and a StepRecord per engine step (at most one
+    // per output token, when one sequence decodes alone, plus one per prompt chunk of
+    // max_num_batched_tokens). A closed loop draws its lengths as it runs: the mean of the output
+    // distribution stands in for them. Doubles, so absurd counts are refused rather than wrapped.
+    double requests = 0, outputs = 0, chunks = 0;
+    if (c.workload.arrival == ArrivalKind::ClosedLoop) {
+      requests = static_cast<double>(c.workload.requests);
+      outputs = requests * mean_length(c.workload.output);
+      chunks = requests * std::ceil(mean_length(c.workload.prompt) /
+                                    static_cast<double>(std::max<std::int64_t>(1, c.scheduler.max_num_batched_tokens)));
+    } else {
+      requests = static_cast<double>(c.requests.size());
+      for (const Request& q : c.requests) {
+        outputs += static_cast<double>(q.output_tokens);
+        chunks += std::ceil(static_cast<double>(q.prompt_tokens) /
+                            static_cast<double>(std::max<std::int64_t>(1, c.scheduler.max_num_batched_tokens)));
+      }
+    }
+    const double bytes = requests * static_cast<double>(sizeof(Seq) + sizeof(RequestRecord)) +
+                         outputs * (static_cast<double>(sizeof(float)) + static_cast<double>(sizeof(StepRecord))) +
+                         chunks * static_cast<double>(sizeof(StepRecord));
+    model::require_memory(units::bytes(bytes),
+                          "serving " + text::printf("%.0f", requests) + " requests with " +
+                              text::printf("%.4g", outputs) + " output tokens in all",
+                          "serve fewer requests (--requests, workload.requests) or shorter outputs (--output, "
+                          "workload.output), or use a machine with more memory");
+  }
   Engine engine(c, r);
   engine.run();
   std::sort(r.requests.begin(), r.requests.end(),

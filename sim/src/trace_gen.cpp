@@ -7,6 +7,7 @@
 #include <random>
 
 #include "moesim/model/error.hpp"
+#include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/sim/trace_io.hpp"
 #include "moesim/sim/trace_stats.hpp"
@@ -556,8 +557,30 @@ std::string describe_gen_options(const TraceGenOptions& o) {
   return s;
 }
 
+double generated_trace_bytes(const TraceGenOptions& o) {
+  // Doubles throughout: tokens x layers x top_k may exceed 64 bits for absurd inputs, and must be refused,
+  // not wrapped. What generate_trace allocates, from the data structures (sim/trace.hpp and above):
+  //  - per token: request and position, 4 bytes each;
+  //  - per token, layer and slot: a 16-bit expert id, and a float gate weight when weights are on;
+  //  - per popularity vector (a layer of each domain; redraw drift keeps one set per request at a time):
+  //    w and cdf, 8 bytes each per expert, and the struct itself;
+  //  - scratch: z (8 bytes per layer and slot), taken (a byte per expert), kept (a byte per slot).
+  const double T = static_cast<double>(o.tokens), L = static_cast<double>(o.layers);
+  const double k = static_cast<double>(o.top_k), E = static_cast<double>(o.experts);
+  const double ids = T * L * k;
+  const double vectors =
+      (o.drift == DriftKind::Mixture ? static_cast<double>(o.domains) : 1.0) * L;
+  const double per_vector = static_cast<double>(sizeof(Popularity)) + (o.popularity == PopularityKind::Uniform ? 0.0 : 16.0 * E);
+  return 8.0 * T + ids * (2.0 + (o.weights ? 4.0 : 0.0)) + vectors * per_vector + 8.0 * L * k + E + k;
+}
+
 RoutingTrace generate_trace(const TraceGenOptions& o, const std::function<void(double)>& progress) {
   validate_gen_options(o);
+  model::require_memory(units::bytes(generated_trace_bytes(o)),
+                        "generating a routing trace of " + std::to_string(o.tokens) + " tokens x " +
+                            std::to_string(o.layers) + " MoE layers x top-" + std::to_string(o.top_k),
+                        "generate fewer tokens (--tokens, generate.tokens or simulate.tokens) or layers, or use a "
+                        "machine with more memory");
   const auto rho = rho_per_layer(o);
   const auto T = static_cast<std::size_t>(o.tokens);
   const auto L = static_cast<std::size_t>(o.layers);

@@ -310,7 +310,9 @@ TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOption
     }
     ps.max_active = ov.max_active;
     ps.max_active_batch = ov.max_active_batch;
-    ps.max_active_uniform = expected_max_active_experts(*o.placement, h.top_k);
+    const ExpectedActive active = expected_active_experts(*o.placement, h.top_k);
+    ps.max_active_uniform = active.value;
+    ps.max_active_uniform_note = active.note;
     st.placement = std::move(ps);
   }
   return st;

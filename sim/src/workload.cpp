@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "moesim/model/error.hpp"
+#include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
 
 namespace moesim::sim {
@@ -718,11 +719,29 @@ std::pair<std::int64_t, std::int64_t> lengths_for(const WorkloadSpec& w, std::in
   return {draw_length(w.prompt, w.seed, kPromptStream, index), draw_length(w.output, w.seed, kOutputStream, index)};
 }
 
+double mean_length(const LengthSpec& spec) {
+  switch (spec.kind) {
+    case LengthKind::Fixed:
+      return static_cast<double>(spec.value);
+    case LengthKind::Uniform:
+      return 0.5 * (static_cast<double>(spec.min) + static_cast<double>(spec.max));
+    case LengthKind::Normal:
+    case LengthKind::Lognormal:
+      // The untruncated mean (validate_workload keeps it inside [min, max]); truncation shifts it a little.
+      return spec.mean;
+  }
+  return 0;
+}
+
 std::vector<Request> open_loop_requests(const WorkloadSpec& w) {
   MOESIM_CHECK(w.arrival != ArrivalKind::ClosedLoop,
                "open_loop_requests called for a closed-loop workload; use ClosedLoopUsers");
   if (w.arrival == ArrivalKind::Trace) return load_request_trace(w.trace_path, w.requests);
   MOESIM_CHECK(w.requests >= 1 && w.rate > 0, "open_loop_requests: workload not validated");
+  // The list itself: a Request per request.
+  model::require_memory(units::bytes(static_cast<double>(w.requests) * static_cast<double>(sizeof(Request))),
+                        "the workload's " + std::to_string(w.requests) + " requests",
+                        "give fewer requests (--requests, workload.requests), or use a machine with more memory");
   std::vector<Request> out(static_cast<std::size_t>(w.requests));
   // Mean gap in picoseconds; each gap is rounded to a whole picosecond and the times are summed as
   // integers, so the arrival times are exact sums and cannot drift with floating-point accumulation.

@@ -211,3 +211,86 @@ TEST(BadInputCatalogue, EveryCommandRefusesWithOneLineAndLeavesNothing) {
        {"estimate", "simulate", "serve", "trace", "cost", "calibrate", "ref", "validate", "sweep", "report", "models"})
     EXPECT_GT(commands[cmd], 0) << cmd;
 }
+
+// Issue 18 part 5: sizes beyond the memory budget are refused before anything is allocated (one line, exit
+// 2), not ended by std::bad_alloc or an internal check. MOESIM_MEMORY_LIMIT=1GiB makes the budget the same
+// on every machine; every case here asks for far more than that, and is refused before any work.
+TEST(BadInputCatalogue, SizesBeyondMemoryAreRefused) {
+  Scratch s("catalogue_memory");
+  const std::string d = s.path();
+  // A Mixtral-family config.json with five million experts per layer (a tiny model otherwise).
+  s.write("huge-experts.json",
+          R"({"model_type": "mixtral", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 5000000,
+              "num_experts_per_tok": 2, "vocab_size": 100})");
+  s.write("grid-nodes.json", R"({"models": ["dbrx-instruct"], "hw": ["dgx-h100"], "nodes": [1000000000000000000],
+    "nics": ["10gbe-grpc"]})");
+  s.write("grid-nodes-float.json", R"({"models": ["dbrx-instruct"], "hw": ["dgx-h100"], "nodes": [1e18],
+    "nics": ["10gbe-grpc"]})");
+  s.write("grid-tokens.json", R"({"models": ["dbrx-instruct"], "hw": ["dgx-h100"], "simulate": {"tokens": 1e12}})");
+  s.write("grid-tokens-huge.json",
+          R"({"models": ["dbrx-instruct"], "hw": ["dgx-h100"], "simulate": {"tokens": 1e30}})");
+  const std::vector<Case> cases = {
+      {"simulate: a generated trace too large",
+       "simulate --tokens 30000000 --per-token {d}/pt.csv",
+       {"30000000 tokens", "MOESIM_MEMORY_LIMIT", "--tokens"},
+       {"pt.csv"}},
+      {"simulate: a Chrome trace too large",
+       "simulate --tokens 100000 --chrome-tokens 100000 --chrome-trace {d}/ct.json",
+       {"--chrome-trace", "MOESIM_MEMORY_LIMIT", "--chrome-tokens"},
+       {"ct.json"}},
+      {"serve: outputs too long",
+       "serve --output 1000000000000 --requests-out {d}/r.csv",
+       {"output tokens", "MOESIM_MEMORY_LIMIT", "--output"},
+       {"r.csv"}},
+      {"trace gen: too many tokens",
+       "trace gen --model dbrx-instruct --tokens 1000000000000 --out {d}/t.mtrace",
+       {"1000000000000 tokens", "MOESIM_MEMORY_LIMIT", "--tokens"},
+       {"t.mtrace"}},
+      {"trace gen: too many layers",
+       "trace gen --model dbrx-instruct --layers 100000000 --out {d}/l.mtrace",
+       {"100000000 MoE layers", "MOESIM_MEMORY_LIMIT"},
+       {"l.mtrace"}},
+      {"ref init: millions of experts",
+       "ref init --config {d}/huge-experts.json --out {d}/ckpt",
+       {"5000000 experts", "MOESIM_MEMORY_LIMIT", "num_local_experts"},
+       {"ckpt"}},
+      {"sweep: a node count beyond the limit",
+       "sweep -q --grid {d}/grid-nodes.json --csv {d}/p.csv",
+       {"grid-nodes.json", "$.nodes[0]", "65536"},
+       {"p.csv"}},
+      {"sweep: a node count as a huge float", "sweep -q --grid {d}/grid-nodes-float.json", {"$.nodes[0]"}, {}},
+      {"sweep: simulate.tokens too large",
+       "sweep -q --grid {d}/grid-tokens.json --csv {d}/p2.csv",
+       {"1000000000000 tokens", "MOESIM_MEMORY_LIMIT"},
+       {"p2.csv"}},
+      {"sweep: simulate.tokens beyond a 64-bit count",
+       "sweep -q --grid {d}/grid-tokens-huge.json",
+       {"grid-tokens-huge.json", "tokens", "too large"},
+       {}},
+      {"report: simulate.tokens too large",
+       "report -q --grid {d}/grid-tokens.json --out {d}/rep",
+       {"1000000000000 tokens", "MOESIM_MEMORY_LIMIT"},
+       {"rep"}},
+      {"calibrate kernels: a memory bandwidth beyond any machine",
+       "calibrate kernels --memory-bandwidth 1e300PB/s --out {d}/k.json",
+       {"--memory-bandwidth", "1PB/s"},
+       {"k.json"}},
+      {"calibrate kernels: a memory bandwidth near zero",
+       "calibrate kernels --memory-bandwidth 1e-300B/s --out {d}/k2.json",
+       {"--memory-bandwidth", "1MB/s"},
+       {"k2.json"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    const auto r = s.shell("MOESIM_MEMORY_LIMIT=1GiB " + std::string(MOESIM_BINARY) + " " + expand(c.args, d));
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("moesim", 0), 0u) << "the line starts with moesim and the command: " << r.err;
+    for (const auto& m : c.must_mention)
+      EXPECT_NE(r.err.find(expand(m, d)), std::string::npos) << "missing '" << m << "' in: " << r.err;
+    for (const auto& o : c.outputs) EXPECT_FALSE(fs::exists(s.path(o))) << o << " was left behind";
+  }
+  for (const auto& f : s.files()) EXPECT_EQ(f.find(".tmp-"), std::string::npos) << f << " was left behind";
+}

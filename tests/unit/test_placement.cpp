@@ -106,3 +106,23 @@ TEST(Placement, LoadAwareBalancesGroupsAndReplicatesTheHeaviest) {
 }
 
 }  // namespace
+
+// Issue 18 part 5: 65,536 experts top-32,768 (within the config readers' limits) would take the exact
+// sum ~1e13 steps; beyond kExactExpectedActiveSteps it is sampled with a fixed seed and says so. The
+// result is still an expectation of the busiest node's share: between top_k / nodes and top_k.
+TEST(Placement, ExpectedActiveBeyondTheExactBoundIsSampledAndSaysSo) {
+  const std::int64_t experts = 65536, top_k = 32768, nodes = 4;
+  const auto p = make_placement("replicated-groups", experts, nodes);
+  EXPECT_GT(moesim::sim::exact_expected_active_steps(p, top_k), moesim::sim::kExactExpectedActiveSteps);
+  const auto a = moesim::sim::expected_active_experts(p, top_k);
+  EXPECT_GE(a.value, static_cast<double>(top_k) / nodes);
+  EXPECT_LE(a.value, static_cast<double>(top_k));
+  EXPECT_NE(a.note.find("estimated"), std::string::npos) << a.note;
+  EXPECT_NE(a.note.find("65536 experts"), std::string::npos) << a.note;
+  // Deterministic: the seed is fixed.
+  EXPECT_EQ(moesim::sim::expected_active_experts(p, top_k).value, a.value);
+  // The paper's configurations stay exact, with no note.
+  const auto dbrx = moesim::sim::expected_active_experts(make_placement("replicated-groups", 16, 2), 4);
+  EXPECT_TRUE(dbrx.note.empty());
+  EXPECT_NEAR(dbrx.value, 4816.0 / 1820.0, 1e-12);
+}

@@ -35,6 +35,7 @@
 #include "moesim/model/fd_io.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/output_file.hpp"
+#include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
 
 namespace moesim::reference {
@@ -674,6 +675,20 @@ std::vector<ExpectedTensor> mixtral_tensors(const model::Architecture& arch) {
   const std::int64_t q = arch.heads * arch.head_dim;
   const std::int64_t kv = arch.kv_heads * arch.head_dim;
   const std::int64_t ffn = arch.expert_ffn;
+  {
+    // The list: 3 tensors per layer and expert, 7 per layer, 3 more. Per entry, an ExpectedTensor (a name
+    // and a shape vector) with their heap buffers (a name of ~60 characters, two int64 dimensions) is
+    // ~170 bytes; writing a checkpoint also holds a PlannedTensor and an index entry (name -> file in a
+    // JSON object, ~250 bytes) per tensor: 420 bytes per tensor covers both. Doubles: layers x experts
+    // may be large.
+    const double tensors = static_cast<double>(arch.layers) * (3.0 * static_cast<double>(arch.routed_experts) + 7.0) + 3.0;
+    model::require_memory(units::bytes(420.0 * tensors),
+                          "the list of " + text::printf("%.4g", tensors) + " tensors (" +
+                              std::to_string(arch.layers) + " layers x " + std::to_string(arch.routed_experts) +
+                              " experts x 3)",
+                          "use a config.json with fewer layers or experts (num_hidden_layers, num_local_experts), "
+                          "or a machine with more memory");
+  }
   std::vector<ExpectedTensor> out;
   out.push_back({"model.embed_tokens.weight", {arch.vocab, h}});
   for (std::int64_t i = 0; i < arch.layers; ++i) {

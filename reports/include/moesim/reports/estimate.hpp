@@ -71,6 +71,10 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out);
 nlohmann::json estimate_to_json(const EstimateResult& r);
 
 /// "2,3,4" -> {2,3,4}; "2-8" -> {2,...,8}. UserError naming `flag` for anything else or a count < 1.
+/// The most nodes a cluster may have in `estimate` and in a sweep grid: a placement holds a list per node
+/// and a sweep a point per node count, so the count is bounded before anything is allocated for it.
+inline constexpr std::int64_t kMaxClusterNodes = 65536;
+
 std::vector<std::int64_t> parse_node_list(const std::string& text, const std::string& flag);
 
 }  // namespace moesim::reports

@@ -107,7 +107,12 @@ TraceGenOptions solve_targets(TraceGenOptions base, const TraceGenTargets& targe
 /// UserError naming the flag.
 void validate_gen_options(const TraceGenOptions& o);
 
+/// Bytes generate_trace(o) holds at its peak (the trace, the popularity vectors, scratch), estimated in
+/// double precision so that absurd sizes are refused rather than wrapped.
+double generated_trace_bytes(const TraceGenOptions& o);
+
 /// Generates the trace. `progress`, when given, is called with the fraction done (0..1) now and then.
+/// UserError (model::require_memory) when generated_trace_bytes(options) exceeds the memory budget.
 RoutingTrace generate_trace(const TraceGenOptions& options, const std::function<void(double)>& progress = {});
 
 /// "moesim trace gen: ..." with every parameter, for the header's `source`.

@@ -69,6 +69,7 @@ struct TracePlacementStats {
   std::vector<TraceNodeStats> nodes;
   double max_active = 0;          ///< E[max over nodes] per token and layer, measured on the trace
   double max_active_uniform = 0;  ///< the same under uniform routing, exact (expected_max_active_experts)
+  std::string max_active_uniform_note;  ///< non-empty when max_active_uniform was sampled, not exact: how
   double max_active_batch = 0;    ///< E[max over nodes] of distinct experts per batch of `batch` tokens
 };
 

@@ -146,6 +146,10 @@ std::vector<Request> open_loop_requests(const WorkloadSpec& spec);
 /// deterministic in (seed, index) and independent of every other request. Not for Trace.
 std::pair<std::int64_t, std::int64_t> lengths_for(const WorkloadSpec& spec, std::int64_t index);
 
+/// The mean length of `spec` in tokens (Normal, Lognormal: the untruncated mean), for estimating what a
+/// run will hold before it starts.
+double mean_length(const LengthSpec& spec);
+
 /// Reads a request-trace CSV (format in the comment at the top of this file): the first max_rows rows
 /// (0 = all), ids 0, 1, 2, ... in row order, user -1. UserError, one line naming the file, the line
 /// number, the column and the fix, for: a missing or unreadable file, an empty file, a header without an
