@@ -819,6 +819,11 @@ std::vector<Request> load_request_trace(const std::filesystem::path& csv, std::i
   if (col_output < 0) throw missing("output-length (output_tokens or GeneratedTokens)");
   // A column given twice, or one quantity under two of its names, would make which value is read depend on
   // column order: refused.
+  for (std::size_t i = 0; i < header.size(); ++i)
+    for (std::size_t j = i + 1; j < header.size(); ++j)
+      if (!header[i].empty() && header[i] == header[j])
+        throw UserError(at(header_line) + ": the header names the column " + header[i] + " twice (columns " +
+                        std::to_string(i + 1) + " and " + std::to_string(j + 1) + "); keep one");
   for (const auto& names : std::vector<std::vector<std::string>>{
            {"arrival_s", "TIMESTAMP"}, {"prompt_tokens", "ContextTokens"}, {"output_tokens", "GeneratedTokens"}}) {
     std::vector<std::string> given;
@@ -829,11 +834,6 @@ std::vector<Request> load_request_trace(const std::filesystem::path& csv, std::i
                       std::to_string(given.size()) + " times (" + text::join(given) + "); keep one");
     }
   }
-  for (std::size_t i = 0; i < header.size(); ++i)
-    for (std::size_t j = i + 1; j < header.size(); ++j)
-      if (!header[i].empty() && header[i] == header[j])
-        throw UserError(at(header_line) + ": the header names the column " + header[i] + " twice (columns " +
-                        std::to_string(i + 1) + " and " + std::to_string(j + 1) + "); keep one");
   const bool seconds_column = col_arrival_s >= 0;
   const std::int64_t col_time = seconds_column ? col_arrival_s : col_timestamp;
   const std::int64_t needed = std::max({col_time, col_prompt, col_output}) + 1;
