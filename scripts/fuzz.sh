@@ -2,6 +2,7 @@
 # Fuzzes moesim's parsers with libFuzzer (fuzz/README.md).
 #
 #   scripts/fuzz.sh [SECONDS] [TARGET ...]
+#   scripts/fuzz.sh --configure      # only configure the Clang build directory (CI builds all of it)
 #
 # Runs each target (default: all of them) for SECONDS (default 30) under AddressSanitizer and
 # UndefinedBehaviorSanitizer, starting from the seed corpus in fuzz/corpus/<target> and the regression
@@ -14,6 +15,11 @@
 #   MOESIM_FUZZ_JOBS   targets fuzzed at once (default 1; each uses one core)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+configure_only=0
+if [ "${1:-}" = "--configure" ]; then
+  configure_only=1
+  shift
+fi
 seconds=${1:-30}
 shift || true
 if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
@@ -35,6 +41,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Debug \
     "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" -DMOESIM_SANITIZE=ON -DMOESIM_FUZZ=ON -DMOESIM_BUILD_BENCH=OFF
 fi
+[ "$configure_only" -eq 1 ] && exit 0
 cmake --build "$build" --target $(printf 'fuzz_%s ' "${targets[@]}")
 
 run_one() {

@@ -186,4 +186,45 @@ std::string read_input_file(const std::filesystem::path& path, double memory_per
   return in.read_all(limit, what, fix);
 }
 
+bool read_line(std::istream& in, std::string& line, const LineBound& bound, const std::string& where,
+               std::int64_t lineno) {
+  line.clear();
+  bool any = false;
+  char chunk[4096];
+  for (;;) {
+    // get() stops before a '\n' or once the chunk is full; it sets failbit when it extracts nothing.
+    in.get(chunk, sizeof chunk, '\n');
+    const auto n = static_cast<std::size_t>(in.gcount());
+    if (n > 0) {
+      any = true;
+      if (line.size() + n > bound.max_bytes) {
+        throw UserError(where + ": line " + std::to_string(lineno) + " needs more than " +
+                        units::format_binary(units::bytes(static_cast<double>(bound.max_bytes) * bound.memory_per_byte)) +
+                        " in memory once parsed, but only " + units::format_binary(units::bytes(bound.budget)) +
+                        " is available (" + bound.source + "); is this the right file? (its lines end somewhere)");
+      }
+      line.append(chunk, n);
+    }
+    if (in.eof()) return any;
+    if (in.fail()) in.clear();  // nothing extracted: the next character is the '\n'
+    const int c = in.peek();
+    if (c == '\n') {
+      in.ignore();
+      return true;
+    }
+    if (c == std::char_traits<char>::eof()) return any;
+  }
+}
+
+LineBound line_bound(double memory_per_byte) {
+  const auto budget = model::memory_budget();
+  LineBound b;
+  b.memory_per_byte = std::max(1.0, memory_per_byte);
+  b.budget = budget.bytes.base();
+  b.source = budget.source;
+  const double max = b.budget / b.memory_per_byte;
+  b.max_bytes = max >= 1.8e19 ? UINT64_MAX : static_cast<std::uint64_t>(max);
+  return b;
+}
+
 }  // namespace moesim

@@ -354,7 +354,8 @@ RoutingTrace import_speculative_moe(const std::string& path, const ImportOptions
   std::size_t k = 0;
   std::int64_t k_line = 0;
   std::string line;
-  while (std::getline(in, line)) {
+  const LineBound max_line = line_bound(17.0);  // each line is parsed as JSON (json_reader.cpp)
+  while (read_line(in, line, max_line, path, lineno + 1)) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.find_first_not_of(" \t") == std::string::npos) continue;

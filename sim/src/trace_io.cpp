@@ -387,7 +387,8 @@ RoutingTrace read_trace_jsonl(std::istream& in, const std::string& name) {
   std::optional<std::int64_t> declared_tokens;
   std::optional<bool> weights_first;
   std::int64_t weights_line = 0;
-  while (std::getline(in, line)) {
+  const LineBound max_line = line_bound(17.0);  // each line is parsed as JSON (json_reader.cpp)
+  while (read_line(in, line, max_line, name, lineno + 1)) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();  // files written on Windows
     if (line.find_first_not_of(" \t") == std::string::npos) continue;

@@ -789,7 +789,9 @@ std::vector<Request> load_request_trace(const std::filesystem::path& csv, std::i
   // The header: the first non-blank line.
   std::vector<std::string> header;
   std::vector<std::string_view> fields;
-  while (std::getline(in, line)) {
+  // A line is held as text and split into views: about twice its size in memory.
+  const LineBound max_line = line_bound(2.0);
+  while (read_line(in, line, max_line, name, lineno + 1)) {
     ++lineno;
     std::string_view l = line;
     if (lineno == 1 && l.starts_with("\xEF\xBB\xBF")) l.remove_prefix(3);  // UTF-8 byte-order mark
@@ -842,7 +844,8 @@ std::vector<Request> load_request_trace(const std::filesystem::path& csv, std::i
   WallTime first;
   SimTime previous = 0;
   std::int64_t previous_line = 0;
-  while ((max_rows == 0 || static_cast<std::int64_t>(out.size()) < max_rows) && std::getline(in, line)) {
+  while ((max_rows == 0 || static_cast<std::int64_t>(out.size()) < max_rows) &&
+         read_line(in, line, max_line, name, lineno + 1)) {
     ++lineno;
     if (trim(line).empty()) continue;
     split_fields(line, fields);

@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 
+#include "../test_support.hpp"
 #include "cli_support.hpp"
 #include "moesim/model/hardware.hpp"
 
@@ -244,14 +245,7 @@ TEST(CalibrateNetCli, LoopbackWritesAProfileThatLoads) {
 /// A TCP connection to 127.0.0.1:port that sends nothing (closed when destroyed): a client that never speaks.
 class SilentConnection {
  public:
-  explicit SilentConnection(std::uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ok = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
+  explicit SilentConnection(std::uint16_t port) : ok(false), fd_(moesim::test::connect_loopback(port)) { ok = fd_ >= 0; }
   ~SilentConnection() {
     if (fd_ >= 0) ::close(fd_);
   }

@@ -24,11 +24,13 @@
 #include <string>
 #include <vector>
 
+#include "../test_support.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/reference/checkpoint.hpp"
 
+using moesim::test::error_of;
 namespace {
 
 namespace fs = std::filesystem;
@@ -83,16 +85,6 @@ nlohmann::json tiny_config() {
 
 moesim::model::Architecture tiny_arch(const nlohmann::json& config = tiny_config()) {
   return moesim::model::parse_hf_config(config, "tiny/config.json");
-}
-
-/// The UserError message `f` throws, or "" when it throws none.
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }

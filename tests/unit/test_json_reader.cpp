@@ -2,23 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include "../test_support.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
 
+using moesim::test::error_of;
 namespace {
 
 using moesim::UserError;
 using moesim::json::Node;
 using moesim::units::Dimension;
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // A missing file says "no such file" and names it.
 TEST(JsonReader, MissingFile) {

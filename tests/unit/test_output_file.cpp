@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../test_support.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/fd_io.hpp"
 #include "moesim/model/json_reader.hpp"
@@ -18,6 +19,7 @@
 #include "moesim/model/text.hpp"
 #include "moesim/model/units.hpp"
 
+using moesim::test::error_of;
 namespace fs = std::filesystem;
 using moesim::InputFile;
 using moesim::OutputDir;
@@ -55,16 +57,6 @@ std::vector<std::string> names(const fs::path& dir) {
   for (const auto& e : fs::directory_iterator(dir)) v.push_back(e.path().filename().string());
   std::sort(v.begin(), v.end());
   return v;
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace
@@ -248,4 +240,25 @@ TEST(UnitsRange, RefusesOverflowAndUnrealFigures) {
 TEST(TextOneLine, EscapesControlCharacters) {
   EXPECT_EQ(moesim::text::one_line("a\nb\r\tc\x1b[31m\x7f"), "a\\nb\\r\\tc\\x1b[31m\\x7f");
   EXPECT_EQ(moesim::text::one_line("plain, ünïcode"), "plain, ünïcode");
+}
+
+// Lines are read with a bound: a line past it is refused before it is held; lines, the last without its
+// newline, and empty lines read as std::getline reads them.
+TEST(ReadLine, BoundedLikeGetline) {
+  moesim::LineBound bound{1.0, 100, 100.0, "a test budget"};
+  std::istringstream in("ab\n\nlast");
+  std::string line;
+  std::vector<std::string> got;
+  std::int64_t n = 0;
+  while (moesim::read_line(in, line, bound, "t.csv", ++n)) got.push_back(line);
+  EXPECT_EQ(got, (std::vector<std::string>{"ab", "", "last"}));
+  bound = {2.0, 5000, 10000.0, "a test budget"};
+  std::istringstream big(std::string(10000, 'x') + "\nshort\n");
+  const auto m = error_of([&] { (void)moesim::read_line(big, line, bound, "big.jsonl", 1); });
+  EXPECT_EQ(m.find("big.jsonl: line 1 needs more than"), 0u) << m;
+  EXPECT_NE(m.find("(a test budget)"), std::string::npos) << m;
+  std::istringstream exact(std::string(5000, 'y') + "\n");
+  EXPECT_TRUE(moesim::read_line(exact, line, bound, "e", 1));
+  EXPECT_EQ(line.size(), 5000u);
+  EXPECT_FALSE(moesim::read_line(exact, line, bound, "e", 2));
 }

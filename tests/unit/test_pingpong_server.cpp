@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "../test_support.hpp"
 #include "moesim/calibrate/net_protocol.hpp"
 #include "moesim/calibrate/pingpong.hpp"
 #include "moesim/model/error.hpp"
@@ -43,14 +44,7 @@ bool eventually(const std::function<bool()>& done) {
 /// A raw TCP client socket.
 class RawClient {
  public:
-  explicit RawClient(std::uint16_t port) {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(port);
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ok_ = fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
+  explicit RawClient(std::uint16_t port) : fd_(moesim::test::connect_loopback(port)), ok_(fd_ >= 0) {}
   ~RawClient() { close(); }
   RawClient(const RawClient&) = delete;
   RawClient& operator=(const RawClient&) = delete;

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "../test_support.hpp"
 #include "moesim/calibrate/efficiency.hpp"
 #include "moesim/calibrate/storage.hpp"
 #include "moesim/model/architecture.hpp"
@@ -131,12 +132,8 @@ TEST(CalibrateStorage, FadviseColdMode) {
 /// The one-line message of the UserError `o` raises.
 std::string error_of(const StorageOptions& o) {
   auto progress = Progress::quiet();
-  try {
-    run_storage(o, progress);
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "(no error)";
+  const std::string m = moesim::test::error_of([&] { run_storage(o, progress); });
+  return m.empty() ? "(no error)" : m;
 }
 
 TEST(CalibrateStorage, BadDirectories) {

@@ -11,10 +11,12 @@
 #include <random>
 #include <sstream>
 
+#include "../test_support.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/sim/trace_io.hpp"
 
+using moesim::test::error_of;
 namespace {
 
 namespace fs = std::filesystem;
@@ -65,17 +67,6 @@ RoutingTrace from_jsonl(const std::string& text, const std::string& name = "t.js
 RoutingTrace from_binary(const std::string& bytes, const std::string& name = "t.mtrace") {
   std::istringstream s(bytes);
   return moesim::sim::read_trace_binary(s, bytes.size(), name);
-}
-
-/// The UserError message of `f`, or "" if it did not throw.
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 void expect_mentions(const std::string& message, const std::vector<std::string>& parts) {

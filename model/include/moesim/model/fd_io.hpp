@@ -105,6 +105,23 @@ class InputFile {
   std::istream stream_;
 };
 
+/// The longest line a line-by-line reader holds: the memory budget (model/resources.hpp) over
+/// `memory_per_byte`, the memory a byte of the line takes once parsed (17 for a JSON line; json_reader.cpp).
+struct LineBound {
+  double memory_per_byte = 1;
+  std::uint64_t max_bytes = 0;
+  double budget = 0;       ///< bytes
+  std::string source;      ///< where the budget came from, for the message
+};
+LineBound line_bound(double memory_per_byte);
+
+/// std::getline with a bound: reads one line (without its '\n') into `line`; false at the end of the input.
+/// Once a line passes the bound, before it is held: UserError "<where>: line N needs more than X in memory
+/// once parsed, but only Y is available (<source>); ..." (a file with no newline in gigabytes cannot take
+/// all memory one line at a time).
+bool read_line(std::istream& in, std::string& line, const LineBound& bound, const std::string& where,
+               std::int64_t lineno);
+
 /// Reads a whole input file (see InputFile) whose parsed form takes `memory_per_byte` times its size in
 /// memory: refused before reading when that exceeds the memory budget (model/resources.hpp).
 std::string read_input_file(const std::filesystem::path& path, double memory_per_byte, std::string_view what);
