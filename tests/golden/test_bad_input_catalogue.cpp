@@ -13,6 +13,15 @@
 //    nothing but what its .moesim-<kind> marker lists;
 //  - all outputs of a run or none: every output is finished (a full disk found) before any is put in place,
 //    and two flags naming one file are refused before the run.
+//
+// Issue 18's classes and their tests: 1 NeverRemovesADirectoryItDidNotWrite, 2 and 3
+// OutputsAreNeverFollowedOrReplacedUnsafely and AFullDiskWritesNoOutputAtAll, 4
+// InputsThatAreNotRegularFilesAreRefusedAtOnce, 5 SizesBeyondMemoryAreRefused, 6 NoSilentWrongValues,
+// 7 MessagesNameTheirPlaceAndStayOneLine (all below); 8 Signals.EarlyAndRepeatedSignalsStopOnceWithOneLine
+// and 10 Determinism.SameScenarioSameBytes (test_hardening.cpp, beside the other signal and determinism
+// tests); 9 ServerFixture.ServesARealClientPastFourHostileOnes (unit/test_pingpong_server.cpp) and
+// CalibrateNetCli.ServerEvictsASilentConnectionForAClient (test_calibrate_net_cli.cpp). The unit tests of
+// the mechanisms are in unit/test_output_file.cpp.
 
 #include <sys/stat.h>
 
