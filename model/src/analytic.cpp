@@ -1,3 +1,4 @@
+#include "moesim/model/collective.hpp"
 #include "moesim/model/analytic.hpp"
 
 #include <algorithm>
@@ -118,31 +119,25 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
   // (1b) communication between nodes, per MoE layer.
   const double act = static_cast<double>(a.hidden) * s.activation_bytes;  // one d_model vector, bytes
   if (s.nodes > 1 && a.is_moe()) {
-    const auto n = static_cast<double>(s.nodes);
-    const auto k = static_cast<double>(a.top_k);
-    std::int64_t steps = 0;
-    double bytes_per_layer = 0;
+    // One collective per MoE layer (moesim/model/collective.hpp).
+    cost::CollectiveShape per_layer;
     switch (s.exchange) {
       case Exchange::ExpertOutputs:
-        steps = 1;
-        bytes_per_layer = k * act;  // seed 000 Table 1 note (a): D_embed × 4 (top-k) × precision per layer
+        per_layer = cost::expert_outputs(act, a.top_k);  // seed 000 Table 1 note (a): D_embed × 4 (top-k) × precision
         break;
       case Exchange::Centralised:
-        steps = 2;
-        bytes_per_layer = 2.0 * k * act;
+        per_layer = cost::scatter_gather(act, a.top_k);
         break;
       case Exchange::RingAllReduce:
-        steps = 2 * (s.nodes - 1);
-        bytes_per_layer = 2.0 * (n - 1.0) / n * act;
+        per_layer = cost::ring_allreduce(act, s.nodes);
         break;
       case Exchange::RecursiveDoubling:
-        steps = recursive_doubling_steps(s.nodes);
-        bytes_per_layer = static_cast<double>(steps) * act;
+        per_layer = cost::recursive_doubling(act, s.nodes);
         break;
     }
-    r.messages = steps * c.moe_layers;
+    r.messages = per_layer.steps * c.moe_layers;
     r.latency = s.nic->latency.value * static_cast<double>(r.messages);
-    r.wire_bytes = units::bytes(bytes_per_layer * moe_layers);
+    r.wire_bytes = units::bytes(per_layer.bytes * moe_layers);
     r.transfer = r.wire_bytes / s.nic->bandwidth.value;
   }
   if (node.devices.count > 1) r.intra_node = tensor_parallel_allreduce_time(a, node, *s.intra_link, s.activation_bytes);
@@ -158,27 +153,12 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
   return r;
 }
 
-std::int64_t recursive_doubling_steps(std::int64_t n) {
-  MOESIM_CHECK(n >= 1, "recursive doubling over no nodes");
-  std::int64_t p = 1;
-  std::int64_t rounds = 0;
-  while (p * 2 <= n) {
-    p *= 2;
-    ++rounds;
-  }
-  return rounds + (n > p ? 2 : 0);
-}
-
 units::Duration tensor_parallel_allreduce_time(const Architecture& a, const NodeProfile& node, const NicProfile& link,
                                                double activation_bytes) {
-  const auto d = static_cast<double>(node.devices.count);
   if (node.devices.count <= 1) return units::seconds(0);
   const double act = static_cast<double>(a.hidden) * activation_bytes;
-  const double per_allreduce_steps = 2.0 * (d - 1.0);
-  const double per_allreduce_bytes = 2.0 * (d - 1.0) / d * act;
   const double allreduces = 2.0 * static_cast<double>(a.layers);
-  return link.latency.value * (per_allreduce_steps * allreduces) +
-         units::bytes(per_allreduce_bytes * allreduces) / link.bandwidth.value;
+  return cost::ring_allreduce(act, node.devices.count).time(link.latency.value, link.bandwidth.value, allreduces);
 }
 
 }  // namespace moesim::model

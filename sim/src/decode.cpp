@@ -1,3 +1,4 @@
+#include "moesim/model/collective.hpp"
 #include "moesim/sim/decode.hpp"
 
 #include <algorithm>
@@ -283,6 +284,7 @@ class Engine final : public EventHandler, public MessageSink {
   double layer_bytes_ = 0;  ///< non-expert weights of one layer (for residency)
   double out_bytes_ = 0;    ///< expert-outputs / scatter / gather message
   double ring_bytes_ = 0;
+  std::int32_t ring_steps_ = 0;  ///< 2(N-1) (cost::ring_allreduce)
   double vector_bytes_ = 0;
   std::size_t expert_buffer_base_ = 0;  ///< residency records: layers first, then experts
   std::int32_t rd_pow2_ = 1;            ///< largest power of two <= nodes
@@ -376,11 +378,11 @@ void Engine::setup() {
   const double act = static_cast<double>(a.hidden) * cfg_.activation_bytes;
   out_bytes_ = static_cast<double>(a.top_k) * act;
   vector_bytes_ = act;
-  ring_bytes_ = act / n_;
-  while (rd_pow2_ * 2 <= n_) {
-    rd_pow2_ *= 2;
-    ++rd_rounds_;
-  }
+  ring_bytes_ = act / n_;  // each of the ring's steps sends 1/N of the vector (cost::ring_allreduce)
+  ring_steps_ = static_cast<std::int32_t>(cost::ring_allreduce(act, n_).steps);
+  const auto rd = cost::recursive_doubling_plan(n_);
+  rd_pow2_ = static_cast<std::int32_t>(rd.pow2);
+  rd_rounds_ = static_cast<std::int32_t>(rd.rounds);
   if (n_ > 1) {
     if (!cfg_.nic) throw UserError("a cluster of " + std::to_string(n_) + " nodes needs a NIC profile; give --nic");
     NetworkConfig nc;
@@ -607,7 +609,7 @@ void Engine::ring_advance(std::int32_t n, std::uint64_t g) {
   // its own partial sum exists and it has received step s-1 from its left neighbour.
   Slot& slot = slot_of(n, g);
   if (!slot.started) return;
-  const std::int32_t steps = 2 * (n_ - 1);
+  const std::int32_t steps = ring_steps_;
   const SimTime at = std::max(sim_.now(), slot.done);
   while (slot.sent < steps && slot.arrivals >= slot.sent) {
     network_->send(at, n, (n + 1) % n_, ring_bytes_, make_tag(Msg::Ring, static_cast<std::uint64_t>(slot.sent), g));
@@ -646,7 +648,7 @@ bool Engine::exchange_complete(std::int32_t n, const Slot& s) const {
     case Collective::ExpertOutputs:
       return s.arrivals == n_ - 1;
     case Collective::RingAllReduce:
-      return s.arrivals == 2 * (n_ - 1);
+      return s.arrivals == ring_steps_;
     case Collective::RecursiveDoubling: {
       if (n >= rd_pow2_) return s.post_received;
       const std::uint32_t all = rd_rounds_ == 0 ? 0U : (1U << rd_rounds_) - 1U;

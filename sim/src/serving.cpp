@@ -1,5 +1,6 @@
 // The serving simulator: step cost model, schedulers, pipeline and metrics (sim/serving.hpp).
 
+#include "moesim/model/collective.hpp"
 #include "moesim/sim/serving.hpp"
 
 #include <algorithm>
@@ -78,13 +79,6 @@ struct Rate {
 
 double roof(double bytes, double flops, const Rate& r, double dequant) {
   return std::max(bytes / r.bw, flops / r.peak * (1.0 + dequant));
-}
-
-/// Ring all-reduce over p members (Patarasuk & Yuan 2009; NCCL's ring): 2(p−1) steps, each a message of
-/// bytes/p, so 2(p−1)·latency + 2(p−1)/p · bytes / bandwidth.
-double ring_allreduce(double bytes, double p, double latency, double bw) {
-  if (p <= 1) return 0;
-  return 2.0 * (p - 1.0) * latency + 2.0 * (p - 1.0) / p * bytes / bw;
 }
 
 class CostModel {
@@ -314,7 +308,10 @@ class CostModel {
                              : 0.0;
     const double ko = kernel_overhead_;
     const bool tp_collectives = p_.tp > 1 && !p_.attention_dp;
-    const double allreduce = tp_collectives ? ring_allreduce(T * h * c_.activation_bytes, tp_, tp_latency_, tp_bw_) : 0;
+    const double allreduce =
+        tp_collectives ? cost::ring_allreduce(T * h * c_.activation_bytes, static_cast<std::int64_t>(tp_))
+                             .seconds(tp_latency_, tp_bw_)
+                       : 0;
     double base_kernels = kAttentionKernels + (dense_params_ > 0 ? kExpertKernels : 0) + (tp_collectives ? 2 : 0);
 
     // Per stage: sum over its layers. MoE layers are walked one by one (the routing differs per layer).

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "moesim/model/collective.hpp"
 #include "moesim/model/cost.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/hardware.hpp"
@@ -394,3 +395,24 @@ TEST(GridFromJson, UnknownIdsNameTheFileAndAxis) {
 }
 
 }  // namespace
+
+// Collectives as data (model/collective.hpp), by hand: a ring over 4 members takes 2(4-1) = 6 steps of 1/4
+// of the vector (6/4 of it sent); recursive doubling over 6 takes log2(4) = 2 rounds plus the fold-in and
+// the result back, 4 steps of the whole vector; the time is latency × steps + bytes / bandwidth.
+TEST(Collective, ShapesAndTimeByHand) {
+  const auto ring = moesim::cost::ring_allreduce(1000.0, 4);
+  EXPECT_EQ(ring.steps, 6);
+  EXPECT_DOUBLE_EQ(ring.bytes, 1500.0);
+  EXPECT_EQ(moesim::cost::ring_allreduce(1000.0, 1).steps, 0);
+  const auto rd = moesim::cost::recursive_doubling(1000.0, 6);
+  EXPECT_EQ(rd.steps, 4);
+  EXPECT_DOUBLE_EQ(rd.bytes, 4000.0);
+  EXPECT_EQ(moesim::cost::recursive_doubling(1000.0, 8).steps, 3);
+  EXPECT_EQ(moesim::cost::recursive_doubling_plan(6).pow2, 4);
+  // 6 steps × 1 us + 1500 B / 1 GB/s = 6 us + 1.5 us; twice as many uses, twice the time.
+  EXPECT_NEAR(ring.seconds(1e-6, 1e9), 7.5e-6, 1e-18);
+  EXPECT_NEAR(ring.seconds(1e-6, 1e9, 2.0), 15e-6, 1e-18);
+  EXPECT_NEAR(ring.time(moesim::units::seconds(1e-6), moesim::units::bytes_per_second(1e9)).base(), 7.5e-6, 1e-18);
+  EXPECT_EQ(moesim::cost::expert_outputs(10.0, 4).bytes, 40.0);
+  EXPECT_EQ(moesim::cost::scatter_gather(10.0, 4).steps, 2);
+}

@@ -107,11 +107,6 @@ struct DecodeEstimate {
 /// Equation 1, generalised (see the file comment). UserError when the profiles lack a needed figure.
 DecodeEstimate estimate_decode(const DecodeScenario& s);
 
-/// Steps of a recursive-doubling all-reduce over n nodes: log2(p) exchanges of the whole vector among
-/// the largest power of two p <= n, plus one step before and one after when n > p (the extra nodes fold
-/// their vectors into partners first and get the result back last; Thakur, Rabenseifner & Gropp 2005, §4).
-std::int64_t recursive_doubling_steps(std::int64_t n);
-
 /// Per-token time of tensor parallelism inside one node of several devices: two ring all-reduces of one
 /// d_model activation vector per decoder layer (Megatron-LM, Shoeybi et al. 2019, §3) over `link`.
 units::Duration tensor_parallel_allreduce_time(const Architecture& a, const NodeProfile& node, const NicProfile& link,
