@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "moesim/model/analytic.hpp"
+#include "moesim/model/step_cost.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/hardware.hpp"
@@ -117,6 +118,8 @@ std::string registry_help() {
   for (const auto& p : sim::placements()) s += "  " + p.name + ": " + p.description + "\n";
   s += "\nexchanges (--exchange):\n";
   for (const auto& e : model::exchanges()) s += "  " + e.name + ": " + e.description + "\n";
+  s += "\nexpert execution (--experts):\n";
+  for (const auto& e : cost::expert_executions()) s += "  " + e.name + ": " + e.description + "\n";
   s += "\nprecisions (--precision):\n";
   for (const auto& p : model::precisions()) s += "  " + p.name + ": " + p.description + "\n";
   return s;
@@ -266,6 +269,8 @@ int cmd_estimate(const Args& args, std::ostream& out) {
       "lm-head", "count the LM head's weights (Equation 1 omits them)")(
       "exchange", po::value<std::string>()->default_value(defaults.exchange),
       "how nodes combine expert outputs (below)")(
+      "experts", po::value<std::string>()->default_value(defaults.experts),
+      "how a node runs the experts of a layer, which sets the kernel launches charged (below)")(
       "scenario", po::value<std::string>(),
       "a scenario JSON with the same keys as these flags; flags given override it")(
       "json", "print the result as JSON: every value with its unit, and the resolved inputs");
@@ -284,7 +289,8 @@ int cmd_estimate(const Args& args, std::ostream& out) {
   reports::EstimateRequest r;
   if (vm.count("scenario")) r = reports::load_scenario(vm["scenario"].as<std::string>());
   // A flag overrides the scenario file's key, and is reported as itself, not as the file's.
-  for (const char* k : {"model", "hw", "nic", "placement", "groups", "placement-file", "precision", "exchange"}) {
+  for (const char* k :
+       {"model", "hw", "nic", "placement", "groups", "placement-file", "precision", "exchange", "experts"}) {
     if (vm.count(k) && !vm[k].defaulted()) {
       std::string key = k;
       std::replace(key.begin(), key.end(), '-', '_');
@@ -305,6 +311,7 @@ int cmd_estimate(const Args& args, std::ostream& out) {
   if (given("context") || use_default("context")) r.context = vm["context"].as<std::int64_t>();
   if (vm.count("lm-head")) r.lm_head = true;
   if (given("exchange") || use_default("exchange")) r.exchange = vm["exchange"].as<std::string>();
+  if (given("experts") || use_default("experts")) r.experts = vm["experts"].as<std::string>();
   if (r.model.empty()) throw UserError("--model is missing; give a zoo id (see `moesim models`) or a config.json path");
   if (r.hw.empty()) throw UserError("--hw is missing; give a node profile id (see `moesim hw`) or a profile JSON path");
   if (r.context < 0)

@@ -31,6 +31,8 @@ std::string policies_help() {
   for (const auto& x : sim::attention_modes()) s += "  " + x.name + ": " + x.description + "\n";
   s += "\ncollectives (--collective, decentralised attention):\n";
   for (const auto& x : sim::collectives()) s += "  " + x.name + ": " + x.description + "\n";
+  s += "\nexpert execution (--experts):\n";
+  for (const auto& x : cost::expert_executions()) s += "  " + x.name + ": " + x.description + "\n";
   s += "\nplacements (--placement):\n";
   for (const auto& x : sim::placements()) s += "  " + x.name + ": " + x.description + "\n";
   s += "\nThe time split follows seed 000 Table 3: MoE = computing experts (re-wiring included), comm = waiting on "
@@ -60,6 +62,7 @@ int cmd_simulate(const Args& args, std::ostream& out) {
     ("balancing", po::value<std::string>(), "override the strategy's balancing")
     ("attention", po::value<std::string>(), "override the strategy's attention placement")
     ("collective", po::value<std::string>(), "exchange of decentralised nodes (default expert-outputs)")
+    ("experts", po::value<std::string>(), "how a node runs the experts of a layer: its kernel launches (default fused)")
     ("contention", po::value<std::string>(), "on|off: flows share NIC bandwidth and sender overheads queue (default on)")
     ("residency", po::value<std::string>(), "on|off: model weight wiring when the node profile has it (default on)")
     ("start-cold", "every weight buffer starts unwired (default: wired, as after a warm-up)")
@@ -128,6 +131,7 @@ int cmd_simulate(const Args& args, std::ostream& out) {
   opt("balancing", r.balancing);
   opt("attention", r.attention);
   str("collective", r.collective);
+  str("experts", r.experts);
   if (vm.count("contention")) r.contention = on_off(vm["contention"].as<std::string>(), "--contention");
   if (vm.count("residency")) r.residency = on_off(vm["residency"].as<std::string>(), "--residency");
   if (vm.count("start-cold")) r.start_wired = false;

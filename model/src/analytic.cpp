@@ -1,5 +1,6 @@
-#include "moesim/model/collective.hpp"
 #include "moesim/model/analytic.hpp"
+
+#include "moesim/model/collective.hpp"
 
 #include <algorithm>
 
@@ -32,11 +33,6 @@ Exchange exchange_by_name(std::string_view name) { return by_name(exchanges(), n
 
 std::string_view exchange_name(Exchange e) { return name_in(exchanges(), e); }
 
-std::string compute_dtype(const Precision& p) {
-  if (p.name == "fp16" || p.name == "fp32" || p.name == "fp8" || p.name == "int8") return p.name;
-  return "bf16";
-}
-
 ModelCosts model_costs(const Architecture& a, const Precision& weights) {
   ModelCosts c;
   c.arch = &a;
@@ -54,6 +50,7 @@ ModelCosts model_costs(const Architecture& a, const Precision& weights) {
   c.head_bytes = param_bytes(head, weights);
   c.resident_bytes = param_bytes(non_expert + params.embedding + params.lm_head, weights);
   c.recurrent_state = recurrent_state_bytes(a);
+  c.parts = cost::layer_parts(a, weights);
   return c;
 }
 
@@ -84,7 +81,8 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
   // weights (attention, router, norms, shared experts, dense FFN layers), plus its share of experts.
   units::Bytes weight_bytes = c.non_expert_bytes + c.expert_bytes * (e_active * moe_layers);
   if (s.include_lm_head) weight_bytes += c.head_bytes;
-  const units::Bytes kv = s.context > 0 ? kv_bytes_at_context(a, s.context, s.activation_bytes) : units::bytes(0);
+  // The new token attends to the cached context and to itself (cost::LayerCosts::sequence).
+  const units::Bytes kv = kv_bytes_at_context(a, s.context + 1, s.activation_bytes);
   // Gated DeltaNet layers read and write their fixed recurrent state every token.
   r.bytes_per_token = weight_bytes + kv + c.recurrent_state * 2.0;
 
@@ -92,28 +90,39 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
   // context (models_and_routing.md §A.4).
   double matmul_params = c.non_expert_params + e_active * moe_layers * c.expert_params;
   if (s.include_lm_head) matmul_params += c.head_params;
-  r.flops_per_token = units::flops(2.0 * matmul_params);
-  if (s.context > 0) r.flops_per_token += attention_context_flops(a, s.context);
+  r.flops_per_token = units::flops(2.0 * matmul_params) + attention_context_flops(a, s.context + 1);
 
-  // Rates per kernel size: the peaks times the profile's measured efficiency bands (devices.efficiency;
-  // none: 100%, seed 000 Eq. 1a as published). Experts are three matrices each; the non-expert weights are
-  // counted per decoder layer over its attention and router matrices (five: q, k, v, o, router).
-  r.compute_type = compute_dtype(*s.weights);
-  auto rates = [&](units::Bytes matrix, const char* what) {
-    KernelRates kr = kernel_rates(node, r.compute_type, matrix, what);
-    if (!kr.note.empty() && node.devices.efficiency) r.notes.push_back(kr.note);
-    return kr;
-  };
-  const KernelRates expert_rate = rates(c.expert_bytes * (1.0 / 3.0), "expert");
-  const KernelRates other_rate = rates(c.non_expert_bytes * (1.0 / (5.0 * static_cast<double>(a.layers))), "attention");
-  const units::Bytes expert_read = c.expert_bytes * (e_active * moe_layers);
-  const units::Bytes other_read = r.bytes_per_token - expert_read;
-  const units::Flops expert_flops = units::flops(2.0 * e_active * moe_layers * c.expert_params);
-  const units::Flops other_flops = r.flops_per_token - expert_flops;
-  r.load = expert_read / (expert_rate.bandwidth * devices) + other_read / (other_rate.bandwidth * devices);
-  r.compute = expert_flops / (expert_rate.peak * devices) + other_flops / (other_rate.peak * devices);
-  if (node.devices.layer_overhead) r.overhead = node.devices.layer_overhead->value * static_cast<double>(a.layers);
-  r.gpu = std::max(r.load, r.compute) + r.overhead;
+  // The time: one decode step at batch 1 priced by the shared cost model (moesim/model/step_cost.hpp), the
+  // node's devices splitting every weight matrix (tensor parallel; one device: the whole node).
+  const cost::DeviceSplit split{node.devices.count, node.devices.count, false};
+  const cost::LayerCosts lc(a, c.parts, *s.weights, node, split, s.activation_bytes, &r.notes);
+  r.compute_type = lc.path().dtype;
+  const cost::SeqWork w = lc.sequence(s.context, 1);
+  const bool tp = node.devices.count > 1;
+  const double ko = lc.kernel_overhead();
+  // The experts the busiest node runs per MoE layer, one token each: E[active], or every local one when
+  // they run in turn chosen or not (seed 001's FlexFlow).
+  const double executed =
+      s.experts == cost::ExpertExecution::Sequential ? static_cast<double>(s.max_experts_per_node) : e_active;
+  double experts = 0;
+  if (a.is_moe() && executed > 0) {
+    experts = s.experts == cost::ExpertExecution::Fused || s.experts == cost::ExpertExecution::Parallel
+                  ? lc.expert_group(s.experts, executed, executed)
+                  : executed * lc.expert(1) + lc.expert_kernels_time(s.experts, executed);
+  }
+  double roofs = 0, kernels = 0;
+  for (const LayerSpec& spec : a.layer_specs) {
+    roofs += lc.attention(1, w) + lc.dense(1);
+    if (spec.moe && a.is_moe()) roofs += lc.router(1) + experts;
+    kernels += lc.layer_kernels(spec, tp);
+  }
+  if (s.include_lm_head) roofs += lc.head(1);
+  r.overhead = units::seconds(kernels * ko + lc.layer_overhead() * static_cast<double>(a.layers));
+  r.gpu = units::seconds(roofs) + r.overhead;
+  // The two terms of (1a), reported beside the time: every byte at the full bandwidth, every FLOP at the
+  // full peak of the node's devices.
+  r.load = r.bytes_per_token / (node.bandwidth().value * devices);
+  r.compute = lc.path().has_peak ? r.flops_per_token / (node.peak(r.compute_type).value * devices) : units::seconds(0);
   r.bound = r.load >= r.compute ? "memory" : "compute";
 
   // (1b) communication between nodes, per MoE layer.

@@ -311,9 +311,9 @@ EfficiencyLookup efficiency_at(const std::vector<EfficiencyBand>& bands, units::
   return out;
 }
 
-KernelRates kernel_rates(const NodeProfile& node, std::string_view dtype, units::Bytes matrix_bytes,
+KernelRates kernel_rates(const NodeProfile& node, units::FlopRate peak, units::Bytes matrix_bytes,
                          std::string_view what) {
-  KernelRates r{node.bandwidth().value, node.peak(dtype).value, ""};
+  KernelRates r{node.bandwidth().value, peak, ""};
   if (!node.devices.efficiency) {
     r.note = node.origin + " has no devices.efficiency: kernels run at 100% of the peak bandwidth and FLOP rate " +
              "(measure them with `moesim calibrate kernels`, or fit them with `moesim calibrate fit`)";

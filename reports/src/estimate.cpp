@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "moesim/model/error.hpp"
+#include "moesim/model/step_cost.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/reports/json_out.hpp"
@@ -54,10 +55,10 @@ std::vector<std::int64_t> parse_node_list(const std::string& text, const std::st
 EstimateRequest scenario_from_json(const nlohmann::json& doc, const std::string& source) {
   const json::Node root(doc, source);
   root.expect_only({"model", "hw", "nic", "nodes", "placement", "groups", "placement_file", "precision", "context",
-                    "lm_head", "exchange", "description"});
+                    "lm_head", "exchange", "experts", "description"});
   EstimateRequest r;
   json::note_origins(r.origins, root,
-                     {"model", "hw", "nic", "placement", "groups", "placement_file", "precision", "exchange"});
+                     {"model", "hw", "nic", "placement", "groups", "placement_file", "precision", "exchange", "experts"});
   r.model = root.string("model");
   r.hw = root.string("hw");
   if (root.has("nic")) {
@@ -83,6 +84,7 @@ EstimateRequest scenario_from_json(const nlohmann::json& doc, const std::string&
   if (auto v = root.optional_integer("context", 0)) r.context = *v;
   if (auto v = root.optional_boolean("lm_head")) r.lm_head = *v;
   if (auto v = root.optional_string("exchange")) r.exchange = *v;
+  if (auto v = root.optional_string("experts")) r.experts = *v;
   return r;
 }
 
@@ -101,6 +103,8 @@ EstimateResult run_estimate(const EstimateRequest& request) {
   r.precision = json::resolving(at, "precision", [&] { return &model::precision(request.precision); });
   const model::Exchange exchange =
       json::resolving(at, "exchange", [&] { return model::exchange_by_name(request.exchange); });
+  const cost::ExpertExecution experts =
+      json::resolving(at, "experts", [&] { return cost::expert_execution_by_name(request.experts); });
   for (const auto& n : request.nics) r.nics.push_back(json::resolving(at, "nic", [&] { return model::load_nic(n); }));
   if (r.node.intra_node_link) r.intra_link = model::load_nic(*r.node.intra_node_link);
 
@@ -137,6 +141,7 @@ EstimateResult run_estimate(const EstimateRequest& request) {
       s.context = request.context;
       s.include_lm_head = request.lm_head;
       s.exchange = exchange;
+      s.experts = experts;
       if (r.arch.is_moe()) {
         const sim::Placement p = json::resolving(at, "placement", [&] {
           return sim::resolve_placement(request.placement, r.arch.routed_experts, nodes, {request.groups, {}},
@@ -162,6 +167,14 @@ EstimateResult run_estimate(const EstimateRequest& request) {
   return r;
 }
 
+namespace {
+/// "989 TFLOP/s fp8", or what the compute path lacks.
+std::string peak_text(const model::NodeProfile& node, const model::Precision& weights) {
+  const cost::ComputePath path = cost::compute_path(node, weights);
+  return path.has_peak ? units::format(node.peak(path.dtype).value) + " " + path.dtype : "no " + path.dtype + " peak";
+}
+}  // namespace
+
 void print_estimate_text(const EstimateResult& r, std::ostream& out) {
   const auto& a = r.arch;
   const auto p = model::parameter_counts(a);
@@ -175,14 +188,14 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
   }
   out << " at " << r.precision->name << "\n";
   out << "node       " << r.node.id << ": " << r.node.devices.count << " x " << units::format(r.node.bandwidth().value)
-      << ", " << units::format(r.node.peak(model::compute_dtype(*r.precision)).value) << " "
-      << model::compute_dtype(*r.precision) << ", " << units::format_binary(r.node.memory_total()) << " memory, "
+      << ", " << peak_text(r.node, *r.precision) << ", " << units::format_binary(r.node.memory_total()) << " memory, "
       << units::format(r.node.node_price().value) << "\n";
   for (const auto& n : r.nics) {
     out << "nic        " << n.id << ": " << units::format(n.latency.value) << " per message, "
         << units::format(n.bandwidth.value) << ", " << units::format(n.nic_price().value) << " per NIC\n";
   }
-  out << "assumes    placement " << r.request.placement << ", exchange " << r.request.exchange << ", context "
+  out << "assumes    placement " << r.request.placement << ", exchange " << r.request.exchange << ", experts "
+      << r.request.experts << ", context "
       << r.request.context << " tokens, LM head " << (r.request.lm_head ? "included" : "excluded (as in Equation 1)")
       << "\n\n";
   Table t({"nodes", "nic", "E[active]", "load s", "comp s", "lat s", "trans s", "time s", "tokens/s", "cost USD",
@@ -207,7 +220,8 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
   for (const auto& row : r.rows) {
     if (row.estimate.overhead.base() > 0 && notes.empty())
       notes.push_back("time s includes " + fixed(row.estimate.overhead.base(), 3) +
-                      " s per token of fixed per-layer overhead (devices.layer_overhead of " + r.node.id + ")");
+                      " s per token of kernel launches and per-layer overhead (devices.kernel_overhead and "
+                      "devices.layer_overhead of " + r.node.id + ")");
     for (const auto& n : row.estimate.notes)
       if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
     for (const auto& n : row.cost.notes)
@@ -244,6 +258,7 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
         metric("bytes_per_routed_expert", model::routed_expert_bytes(a, *r.precision).base(), "B");
   }
   const auto& n = r.node;
+  const cost::ComputePath path = cost::compute_path(n, *r.precision);
   inputs["hw"] = {
       {"id", n.id},
       {"origin", n.origin},
@@ -252,9 +267,9 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
       {"memory_per_device",
        sourced_json(n.memory_total().base() / static_cast<double>(n.devices.count), "B", n.devices.memory->source)},
       {"memory_bandwidth_per_device", sourced_json(n.bandwidth().value.base(), "B/s", n.bandwidth().source)},
-      {"peak_per_device", sourced_json(n.peak(model::compute_dtype(*r.precision)).value.base(), "FLOP/s",
-                                       n.peak(model::compute_dtype(*r.precision)).source)},
-      {"compute_dtype", model::compute_dtype(*r.precision)},
+      {"peak_per_device", path.has_peak ? sourced_json(n.peak(path.dtype).value.base(), "FLOP/s", n.peak(path.dtype).source)
+                                        : nlohmann::json(nullptr)},
+      {"compute_dtype", path.dtype},
       {"price", sourced_json(n.node_price().value.base(), "USD", n.node_price().source)}};
   inputs["nics"] = nlohmann::json::array();
   for (const auto& nic : r.nics) {
@@ -269,6 +284,7 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
   inputs["groups"] = r.request.groups;
   if (!r.request.placement_file.empty()) inputs["placement_file"] = r.request.placement_file;
   inputs["exchange"] = r.request.exchange;
+  inputs["experts"] = r.request.experts;
   inputs["context"] = metric("context", static_cast<double>(r.request.context), "tokens");
   inputs["lm_head"] = r.request.lm_head;
   inputs["phase"] = "decode";

@@ -105,10 +105,10 @@ SimulateRequest load_simulate_scenario(const json::Node& root, SimulateRequest r
   root.expect_only({"model",          "hw",         "nic",       "nodes",       "placement", "groups",
                     "placement_file", "precision",  "strategy",  "packing",     "balancing", "attention",
                     "collective",     "contention", "residency", "start_wired", "context",   "lm_head",
-                    "trace",          "generate",   "tokens",    "description"});
+                    "trace",          "generate",   "tokens",    "experts",     "description"});
   json::note_origins(r.origins, root,
                      {"model", "hw", "nic", "placement", "groups", "placement_file", "precision", "strategy", "packing",
-                      "balancing", "attention", "collective", "trace"});
+                      "balancing", "attention", "collective", "trace", "experts"});
   if (auto v = root.optional_string("model")) r.model = *v;
   if (auto v = root.optional_string("hw")) r.hw = *v;
   if (auto v = root.optional_string("nic")) r.nic = *v;
@@ -122,6 +122,7 @@ SimulateRequest load_simulate_scenario(const json::Node& root, SimulateRequest r
   if (auto v = root.optional_string("balancing")) r.balancing = *v;
   if (auto v = root.optional_string("attention")) r.attention = *v;
   if (auto v = root.optional_string("collective")) r.collective = *v;
+  if (auto v = root.optional_string("experts")) r.experts = *v;
   if (auto v = root.optional_boolean("contention")) r.contention = *v;
   if (auto v = root.optional_boolean("residency")) r.residency = *v;
   if (auto v = root.optional_boolean("start_wired")) r.start_wired = *v;
@@ -147,6 +148,7 @@ nlohmann::json simulate_request_to_json(const SimulateRequest& r) {
                       {"precision", r.precision},
                       {"strategy", r.strategy},
                       {"collective", r.collective},
+                      {"experts", r.experts},
                       {"contention", r.contention},
                       {"residency", r.residency},
                       {"start_wired", r.start_wired},
@@ -278,6 +280,7 @@ PreparedSimulate prepare_simulate(const SimulateRequest& req) {
                     ? json::resolving(at, "attention", [&] { return sim::attention_mode_by_name(*req.attention); })
                     : preset.attention;
   r.collective = json::resolving(at, "collective", [&] { return sim::collective_by_name(req.collective); });
+  r.experts = json::resolving(at, "experts", [&] { return cost::expert_execution_by_name(req.experts); });
   r.trace = json::resolving(at, "trace", [&] { return make_trace(req.generate, req.trace, r.arch); });
   sim::PlacementOptions placement_options{req.groups, {}};
   if (req.placement == "load-aware") {
@@ -309,6 +312,7 @@ sim::DecodeConfig decode_config(const PreparedSimulate& p, const model::NodeProf
   c.balancing = p.balancing;
   c.packing = p.packing;
   c.collective = p.collective;
+  c.experts = p.experts;
   c.contention = req.contention;
   c.residency = req.residency;
   c.start_wired = req.start_wired;
@@ -331,6 +335,7 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   r.balancing = p.balancing;
   r.attention = p.attention;
   r.collective = p.collective;
+  r.experts = p.experts;
   r.trace = p.trace.header;
   r.trace_tokens = p.trace.tokens();
   r.placement = p.placement;
@@ -350,6 +355,7 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   s.expected_active_experts = r.exact_expected_active;
   s.max_experts_per_node = r.placement.max_experts_per_node();
   s.exchange = sim::analytic_exchange(r.attention, r.collective);
+  s.experts = r.experts;
   r.estimate = model::estimate_decode(s);
 
   sim::DecodeConfig c = decode_config(p, p.node, p.nic ? &*p.nic : nullptr);
@@ -415,6 +421,7 @@ void print_simulate_text(const SimulateResult& r, std::ostream& out, bool timing
   out << "strategy   " << q.strategy << ": packing " << sim::name_of(r.packing) << ", balancing "
       << sim::name_of(r.balancing) << ", attention " << sim::name_of(r.attention);
   if (r.attention == sim::AttentionMode::Decentralised) out << ", collective " << sim::name_of(r.collective);
+  out << ", experts " << cost::name_of(r.experts);
   out << "; contention " << (q.contention ? "on" : "off") << ", residency " << (q.residency ? "on" : "off") << "\n";
   out << "trace      " << (q.trace.empty() ? "generated: " : q.trace + ": ") << r.trace.source << "\n";
   out << "replayed   " << run.tokens << " tokens\n\n";

@@ -1,5 +1,7 @@
-#include "moesim/model/collective.hpp"
 #include "moesim/sim/decode.hpp"
+
+#include "moesim/model/collective.hpp"
+#include "moesim/model/step_cost.hpp"
 
 #include <algorithm>
 #include <array>
@@ -127,11 +129,6 @@ std::uint64_t make_tag(Msg kind, std::uint64_t step, std::uint64_t g) {
 Msg tag_kind(std::uint64_t tag) { return static_cast<Msg>(tag & 0xF); }
 std::uint64_t tag_step(std::uint64_t tag) { return (tag >> 4) & 0xFFF; }
 std::uint64_t tag_g(std::uint64_t tag) { return tag >> 16; }
-
-SimTime roofline(double bytes, double flops, double bandwidth, double peak, SimTime overhead, int kernels) {
-  const double seconds = std::max(bytes / bandwidth, flops / peak);
-  return to_sim_time(units::seconds(seconds)) + overhead * kernels;
-}
 
 class Engine final : public EventHandler, public MessageSink {
  public:
@@ -278,6 +275,7 @@ class Engine final : public EventHandler, public MessageSink {
   // Per-operation times, computed once (the model is the same for every token).
   SimTime attention_ = 0;  ///< one decoder layer's non-expert work, router and intra-node all-reduces included
   SimTime expert_ = 0;     ///< one routed expert, one layer
+  SimTime expert_launch_ = 0;  ///< once per MoE layer a node computes experts in: the fused kernel set's launches
   SimTime combine_ = 0;
   SimTime head_ = 0;
   double expert_bytes_ = 0;
@@ -331,48 +329,46 @@ void Engine::setup() {
                           "replay fewer tokens (--tokens) or nodes, or use a machine with more memory");
   }
 
-  // Rooflines (seed 000 Eq. 1a per kernel): the node's devices together, as the analytic model counts them.
+  // The cost of each part from the shared cost model (moesim/model/step_cost.hpp), the node's devices
+  // splitting every weight matrix as the analytic model counts them. Non-expert work, KV-cache reads and
+  // attention are spread evenly over the decoder layers: the per-token total is exact (the analytic
+  // model's), the split between layers approximate.
   const model::ModelCosts costs = model::model_costs(a, *cfg_.weights);
-  const auto devices = static_cast<double>(node.devices.count);
-  SimTime overhead = 0;
-  if (node.devices.kernel_overhead) {
-    overhead = to_sim_time(node.devices.kernel_overhead->value);
-  } else {
-    assumptions_.push_back(node.origin + " gives no devices.kernel_overhead: kernels cost their roofline time only");
+  const cost::LayerCosts lc(a, costs.parts, *cfg_.weights, node,
+                            cost::DeviceSplit{node.devices.count, node.devices.count, false}, cfg_.activation_bytes,
+                            &assumptions_);
+  const double ko = lc.kernel_overhead();
+  const bool tp = node.devices.count > 1;
+  const cost::SeqWork w = lc.sequence(cfg_.context, 1);
+  double misc = 0;  // one token's non-expert work on a node, seconds
+  for (const auto& spec : a.layer_specs) {
+    const bool moe = spec.moe && a.is_moe();
+    misc += lc.attention(1, w) + lc.dense(1) + (moe ? lc.router(1) : 0.0) + lc.layer_overhead() +
+            (lc.layer_kernels(spec, tp) - (moe ? cost::kKernels.combine : 0)) * ko;
   }
-  // Non-expert weights, KV-cache reads and attention FLOPs are spread evenly over the decoder layers:
-  // the per-token total is exact (the analytic model's), the split between layers approximate.
-  const double kv = cfg_.context > 0 ? model::kv_bytes_at_context(a, cfg_.context, cfg_.activation_bytes).base() : 0.0;
-  const double ctx_flops = cfg_.context > 0 ? model::attention_context_flops(a, cfg_.context).base() : 0.0;
-  const double L = static_cast<double>(layers_);
-  layer_bytes_ = costs.non_expert_bytes.base() / L;
-  const double layer_read = layer_bytes_ + (kv + 2.0 * costs.recurrent_state.base()) / L;
-  const double layer_flops = (2.0 * costs.non_expert_params + ctx_flops) / L;
-  // Measured efficiency (devices.efficiency) by the size of one weight matrix: the layer's non-expert
-  // bytes over its kernels (an average: q, k, v, o and router matrices differ), an expert's over its three.
-  auto rates = [&](double matrix_bytes, const char* what) {
-    const model::KernelRates kr =
-        model::kernel_rates(node, model::compute_dtype(*cfg_.weights), units::bytes(matrix_bytes), what);
-    if (!kr.note.empty() && std::find(assumptions_.begin(), assumptions_.end(), kr.note) == assumptions_.end())
-      assumptions_.push_back(kr.note);
-    return std::pair{kr.bandwidth.base() * devices, kr.peak.base() * devices};
-  };
-  const auto [attn_bw, attn_peak] = rates(layer_bytes_ / (kAttentionKernels + kRouterKernels), "attention");
-  attention_ = roofline(layer_read, layer_flops, attn_bw, attn_peak, overhead, kAttentionKernels + kRouterKernels);
-  if (node.devices.layer_overhead) attention_ += to_sim_time(node.devices.layer_overhead->value);
-  if (node.devices.count > 1) {
+  if (tp) {
     MOESIM_CHECK(cfg_.intra_link != nullptr, "a multi-device node needs its intra-node link");
-    attention_ +=
-        to_sim_time(model::tensor_parallel_allreduce_time(a, node, *cfg_.intra_link, cfg_.activation_bytes) / L);
+    misc += model::tensor_parallel_allreduce_time(a, node, *cfg_.intra_link, cfg_.activation_bytes).base();
   }
+  attention_ = to_sim_time(units::seconds(misc / static_cast<double>(layers_)));
+  layer_bytes_ = costs.non_expert_bytes.base() / static_cast<double>(layers_);
   expert_bytes_ = costs.expert_bytes.base();
-  const auto [expert_bw, expert_peak] = rates(expert_bytes_ / kExpertKernels, "expert");
-  expert_ = roofline(expert_bytes_, 2.0 * costs.expert_params, expert_bw, expert_peak, overhead, kExpertKernels);
-  combine_ = overhead * kCombineKernels;
-  if (cfg_.lm_head) {
-    const auto [head_bw, head_peak] = rates(costs.head_bytes.base(), "LM head");
-    head_ = roofline(costs.head_bytes.base(), 2.0 * costs.head_params, head_bw, head_peak, overhead, 1);
+  // Each computed expert, and once per MoE layer the grouped launches of the fused mode (cost::ExpertExecution).
+  switch (cfg_.experts) {
+    case cost::ExpertExecution::Sequential:
+    case cost::ExpertExecution::SequentialRouted:
+      expert_ = to_sim_time(units::seconds(lc.expert(1) + lc.expert_kernels_time(cfg_.experts, 1)));
+      break;
+    case cost::ExpertExecution::Fused:
+      expert_ = to_sim_time(units::seconds(lc.expert(1)));
+      expert_launch_ = to_sim_time(units::seconds(lc.expert_kernels_time(cfg_.experts, 1)));
+      break;
+    case cost::ExpertExecution::Parallel:
+      expert_ = to_sim_time(units::seconds(lc.expert_group(cfg_.experts, 1, 1)));
+      break;
   }
+  combine_ = to_sim_time(units::seconds(cost::kKernels.combine * ko));
+  if (cfg_.lm_head) head_ = to_sim_time(units::seconds(lc.head(1)));
 
   // Messages.
   const double act = static_cast<double>(a.hidden) * cfg_.activation_bytes;
@@ -455,7 +451,7 @@ SimTime Engine::compute_experts(std::int32_t n, std::uint64_t g, SimTime t) {
     return std::find(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(routed), e) !=
            scratch_.begin() + static_cast<std::ptrdiff_t>(routed);
   };
-  if (cfg_.balancing == Balancing::BusyAll) {
+  if (cfg_.balancing == Balancing::BusyAll || cfg_.experts == cost::ExpertExecution::Sequential) {
     for (const auto e : local)
       if (!is_routed(e)) scratch_.push_back(e);
   } else if (cfg_.balancing == Balancing::LruFill && static_cast<std::int32_t>(routed) < as.max_routed) {
@@ -497,6 +493,10 @@ SimTime Engine::compute_experts(std::int32_t n, std::uint64_t g, SimTime t) {
     lru[e] = static_cast<std::int64_t>(g);
     moe += rewire + expert_;
     rewire_total += rewire;
+  }
+  if (!scratch_.empty()) {
+    t += expert_launch_;
+    moe += expert_launch_;
   }
   node.stats.moe += moe;
   node.stats.rewire += rewire_total;

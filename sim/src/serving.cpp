@@ -71,96 +71,18 @@ struct StepCost {
   double io = 0, gpu = 0, cpu = 0;  ///< seconds over the whole step (all layers), for the split
 };
 
-/// Roofline of one kernel group: max(bytes / bandwidth, FLOPs / peak · (1 + dequant)).
-struct Rate {
-  double bw = 0;    ///< bytes/s
-  double peak = 0;  ///< FLOP/s
-};
-
-double roof(double bytes, double flops, const Rate& r, double dequant) {
-  return std::max(bytes / r.bw, flops / r.peak * (1.0 + dequant));
-}
-
 class CostModel {
  public:
   CostModel(const ServingConfig& c, const ParallelPlan& p, std::vector<std::string>& assumptions)
-      : c_(c), p_(p), a_(*c.arch) {
-    const auto& node = *c.node;
-    const model::ComponentParams params = model::parameter_counts(a_);
-    const double L = static_cast<double>(a_.layers);
+      : c_(c),
+        p_(p),
+        a_(*c.arch),
+        lc_(*c.arch, *c.weights, *c.node, cost::DeviceSplit{p.tp, p.moe_tp, p.attention_dp}, c.kv_bytes, &assumptions) {
     tp_ = static_cast<double>(p.tp);
-    attn_tp_ = p.attention_dp ? 1.0 : tp_;
     layers_per_stage_ = a_.layers / p.pp;
-    auto bytes = [&](double n) {
-      return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), *c.weights).base();
-    };
-    // Per layer, per device (layer-averaged: a stage holds layers_per_stage of them).
-    attn_params_ = static_cast<double>(params.attention) / L;
-    attn_bytes_ = bytes(attn_params_) / attn_tp_;
-    router_params_ = static_cast<double>(params.router) / std::max<double>(1.0, static_cast<double>(moe_layers()));
-    dense_params_ = static_cast<double>(params.dense_ffn + params.shared_experts) / L;
-    dense_bytes_ = bytes(dense_params_) / attn_tp_;
-    head_params_ = static_cast<double>(params.lm_head > 0 ? params.lm_head : params.embedding);
-    head_bytes_ = bytes(head_params_) / tp_;
-    if (a_.is_moe()) {
-      expert_params_ = static_cast<double>(model::params_per_routed_expert(a_));
-      expert_bytes_ = model::routed_expert_bytes(a_, *c.weights).base() / static_cast<double>(p.moe_tp);
-    }
-    // KV-cache bytes and attention FLOPs per attended token, grouped by sliding window so a step costs
-    // O(sequences × windows), not O(sequences × layers).
-    std::map<std::int64_t, std::vector<model::LayerSpec>> by_window;
-    for (const auto& spec : a_.layer_specs) by_window[spec.sliding_window].push_back(spec);
-    double kv_share = 1.0;
-    if (!p.attention_dp && a_.kv_heads > 0 && a_.mla.kv_lora_rank == 0)
-      kv_share = std::max(1.0 / tp_, 1.0 / static_cast<double>(a_.kv_heads));
-    for (const auto& [window, specs] : by_window) {
-      model::Architecture sub = a_;
-      sub.layer_specs = specs;
-      Window w;
-      w.window = window;
-      w.kv_bytes = model::kv_bytes_per_token(sub, c.kv_bytes).base() * kv_share / L;
-      w.flops = model::attention_context_flops(sub, 1).base() / attn_tp_ / L;
-      windows_.push_back(w);
-    }
-    state_bytes_ = model::recurrent_state_bytes(a_).base() / L / attn_tp_;
-
-    // Overheads and rates from the profile.
-    if (node.devices.kernel_overhead) {
-      kernel_overhead_ = node.devices.kernel_overhead->value.base();
-    } else {
-      assumptions.push_back(node.origin + " gives no devices.kernel_overhead: kernels cost their roofline time only");
-    }
-    if (node.devices.layer_overhead) layer_overhead_ = node.devices.layer_overhead->value.base();
-    const std::string dtype = gemm_dtype(*c.weights);
-    if (c.weights->name != "bf16" && c.weights->name != "fp16" && c.weights->name != "fp32") {
-      auto it = node.devices.dequant_overhead.find(c.weights->name);
-      if (it != node.devices.dequant_overhead.end()) {
-        dequant_ = it->second.value;
-      } else {
-        assumptions.push_back(node.origin + " gives no devices.dequant_overhead for " + c.weights->name +
-                              ": dequantising inside the GEMM costs nothing extra");
-      }
-    }
-    // A profile without a peak for the GEMM dtype (Apple publishes none for the M3 Max) gets an unbounded
-    // one: every kernel is then memory-bound, which batch-1 decode is anyway; the run says so.
-    model::NodeProfile rated = node;
-    if (!rated.devices.peak_flops.count(dtype)) {
-      rated.devices.peak_flops[dtype] = {units::flops_per_second(1e30), "none"};
-      assumptions.push_back(node.origin + " has no devices.peak_flops." + dtype +
-                            ": compute time is not modelled (memory-bound rooflines only); prefill and large "
-                            "batches come out too fast");
-    }
-    auto rate = [&](double matrix_bytes, const char* what) {
-      const model::KernelRates kr = model::kernel_rates(rated, dtype, units::bytes(matrix_bytes), what);
-      if (!kr.note.empty() && std::find(assumptions.begin(), assumptions.end(), kr.note) == assumptions.end())
-        assumptions.push_back(kr.note);
-      return Rate{kr.bandwidth.base(), kr.peak.base()};
-    };
-    attn_rate_ = rate(attn_bytes_ / 4.0, "attention");
-    dense_rate_ = rate(std::max(dense_bytes_ / 3.0, 1.0), "dense FFN");
-    head_rate_ = rate(head_bytes_, "LM head");
-    expert_rate_ = rate(std::max(expert_bytes_ / 3.0, 1.0), "expert");
-    kv_rate_ = Rate{node.bandwidth().value.base(), rated.peak(dtype).value.base()};
+    expert_bytes_ = lc_.expert_bytes();
+    kernel_overhead_ = lc_.kernel_overhead();
+    layer_overhead_ = lc_.layer_overhead();
 
     // Links: the TP group inside a node uses the intra-node link; a group spanning nodes is a ring that
     // crosses them over the NICs, each device's share of the node's NIC ports.
@@ -209,14 +131,6 @@ class CostModel {
       counts_.assign(static_cast<std::size_t>(a_.routed_experts), 0);
       seen_.reserve(static_cast<std::size_t>(a_.routed_experts));
     }
-  }
-
-  /// The dtype GEMMs run in: weight-only quantised formats (fp8, int8, q4, q2, mxfp4) are dequantised
-  /// to bf16 inside the GEMM (seed 003's FP8 approach: "preserving the input's precision and using
-  /// higher-precision MMA"); fp16 and fp32 compute in their own type.
-  static std::string gemm_dtype(const model::Precision& p) {
-    if (p.name == "fp16" || p.name == "fp32") return p.name;
-    return "bf16";
   }
 
   [[nodiscard]] std::int64_t moe_layers() const { return model::moe_layer_count(a_); }
@@ -276,43 +190,36 @@ class CostModel {
     prepare_routing(batch, trace);
     const double h = static_cast<double>(a_.hidden);
     double T = 0, samples = 0;
-    double kv_read = 0, ctx_flops = 0, state = 0;
+    // Attention work per device: one group under TP; under attention data parallelism each of the tp
+    // devices holds and attends its own sequences (vLLM's DP attention balances requests over the ranks:
+    // here the step's sequences in turn), and the busiest device sets the layer's pace.
+    const std::size_t groups = p_.attention_dp ? static_cast<std::size_t>(p_.tp) : 1;
+    work_.assign(groups, cost::SeqWork{});
+    group_tokens_.assign(groups, 0.0);
+    std::size_t next = 0;
     for (const Entry& e : batch) {
       const auto n = static_cast<double>(e.tokens);
       T += n;
       samples += e.samples ? 1.0 : 0.0;
-      for (const Window& w : windows_) {
-        // Decode (n = 1) attends to context + 1 tokens; a prefill chunk's i-th token to context + i.
-        const double end = static_cast<double>(e.context) + n;
-        double attended = 0;
-        double read = 0;
-        if (w.window == 0) {
-          attended = n * static_cast<double>(e.context) + n * (n + 1.0) / 2.0;
-          read = end;
-        } else {
-          const double win = static_cast<double>(w.window);
-          attended = std::min(attended_sum(e.context, e.tokens), n * win);
-          read = std::min(end, win + n);
-        }
-        ctx_flops += w.flops * attended;
-        kv_read += w.kv_bytes * read;
-      }
-      state += 2.0 * state_bytes_;  // the recurrent state is read and written once per sequence and step
+      const cost::SeqWork w = lc_.sequence(e.context, e.tokens);
+      work_[next].kv_bytes += w.kv_bytes;
+      work_[next].flops += w.flops;
+      group_tokens_[next] += n;
+      next = next + 1 == groups ? 0 : next + 1;
     }
-    // Per layer (averaged), on one device.
-    const double tokens_dev = p_.attention_dp ? T / tp_ : T;
-    const double attn = roof(attn_bytes_, 2.0 * attn_params_ / attn_tp_ * tokens_dev, attn_rate_, dequant_) +
-                        roof(kv_read + state, ctx_flops, kv_rate_, 0.0);
-    const double dense = dense_params_ > 0
-                             ? roof(dense_bytes_, 2.0 * dense_params_ / attn_tp_ * tokens_dev, dense_rate_, dequant_)
-                             : 0.0;
+    // Per layer (averaged), on the busiest device.
+    double attn = 0, tokens_dev = 0;
+    for (std::size_t g = 0; g < groups; ++g) {
+      attn = std::max(attn, lc_.attention(group_tokens_[g], work_[g]));
+      tokens_dev = std::max(tokens_dev, group_tokens_[g]);
+    }
+    const double dense = lc_.dense(tokens_dev);
     const double ko = kernel_overhead_;
     const bool tp_collectives = p_.tp > 1 && !p_.attention_dp;
     const double allreduce =
         tp_collectives ? cost::ring_allreduce(T * h * c_.activation_bytes, static_cast<std::int64_t>(tp_))
                              .seconds(tp_latency_, tp_bw_)
                        : 0;
-    double base_kernels = kAttentionKernels + (dense_params_ > 0 ? kExpertKernels : 0) + (tp_collectives ? 2 : 0);
 
     // Per stage: sum over its layers. MoE layers are walked one by one (the routing differs per layer).
     out.stage.assign(static_cast<std::size_t>(p_.pp), 0);
@@ -322,15 +229,12 @@ class CostModel {
       double t = 0;
       for (std::int64_t l = s * layers_per_stage_; l < (s + 1) * layers_per_stage_; ++l) {
         const auto& spec = a_.layer_specs[static_cast<std::size_t>(l)];
-        double gpu = attn + (spec.moe && a_.is_moe() ? 0.0 : dense);
-        double kernels = base_kernels;
+        double gpu = attn + dense;
+        const double kernels = lc_.layer_kernels(spec, tp_collectives);
         double io = 0;
         double comm = 2.0 * allreduce;
         if (spec.moe && a_.is_moe()) {
-          gpu += roof(router_params_ * c_.weights->bits_per_weight / 8.0, 2.0 * router_params_ * tokens_dev, attn_rate_,
-                      0.0) +
-                 dense;
-          kernels += kRouterKernels + kCombineKernels;
+          gpu += lc_.router(tokens_dev);
           MoeCost m;
           if (masks_ready_) {
             // Fast path: the expert time depends only on the layer's distinct experts (memoised).
@@ -348,7 +252,7 @@ class CostModel {
         double layer = layer_gpu + comm + layer_overhead_ + io;
         if (c_.streaming && c_.streaming->overlapped && io > 0) {
           layer = to_seconds(
-                      overlapped_time(to_sim_time(units::seconds(layer_gpu)), last_gpu_bytes_, last_io_, kv_rate_.bw)) +
+                      overlapped_time(to_sim_time(units::seconds(layer_gpu)), last_gpu_bytes_, last_io_, lc_.memory_rate().bw)) +
                   comm + layer_overhead_;
         }
         t += layer;
@@ -357,7 +261,7 @@ class CostModel {
         cpu_total += layer_overhead_;
       }
       if (s + 1 == p_.pp && samples > 0) {
-        t += roof(head_bytes_, 2.0 * head_params_ / tp_ * samples, head_rate_, dequant_) + ko;
+        t += lc_.head(samples);
       }
       out.stage[static_cast<std::size_t>(s)] = to_sim_time(units::seconds(t));
     }
@@ -374,11 +278,6 @@ class CostModel {
   }
 
  private:
-  struct Window {
-    std::int64_t window = 0;
-    double kv_bytes = 0;  ///< per attended token, per layer (averaged), on one device
-    double flops = 0;     ///< per attended token, per layer (averaged), on one device
-  };
   struct Boundary {
     double latency = 0, bw = 0, gather_latency = 0, gather_bw = 0;
   };
@@ -386,19 +285,9 @@ class CostModel {
     double gpu = 0, io = 0, all_to_all = 0;
   };
 
-  /// Σ_{i=1..n} min(context + i, window) is bounded above by n·window; callers take the min.
-  static double attended_sum(std::int64_t context, std::int64_t n) {
-    const auto c = static_cast<double>(context);
-    const auto m = static_cast<double>(n);
-    return m * c + m * (m + 1.0) / 2.0;
-  }
-
   /// One EP group running `d` distinct experts over all the step's routed tokens, fused or parallel.
   double fused_expert_time(double d) const {
-    const double work = roof(d * expert_bytes_, routed_ * 2.0 * expert_params_ / static_cast<double>(p_.moe_tp),
-                             expert_rate_, dequant_);
-    return c_.experts == ExpertExecution::Parallel ? std::max(work, d * kExpertKernels * kernel_overhead_)
-                                                   : work + kExpertKernels * kernel_overhead_;
+    return lc_.expert_group(c_.experts, d, routed_);
   }
 
   MoeCost moe_cost(const std::vector<Entry>& batch, const RoutingTrace* trace, std::int64_t layer) {
@@ -428,13 +317,11 @@ class CostModel {
       }
     }
     MoeCost m;
-    const double ko = kernel_overhead_;
-    const double flop_per_token = 2.0 * expert_params_ / static_cast<double>(p_.moe_tp);
     if (c_.streaming) {
       const LayerIo io = streamer_->load(layer, std::span<const std::uint16_t>(seen_.data(), seen_.size()));
       m.io = to_seconds(io.time);
       last_io_ = io;
-      last_gpu_bytes_ = attn_bytes_ + dense_bytes_ + static_cast<double>(seen_.size()) * expert_bytes_;
+      last_gpu_bytes_ = lc_.weight_bytes_per_layer() + static_cast<double>(seen_.size()) * expert_bytes_;
     }
     if (!need_counts) {
       m.gpu = fused_expert_time(static_cast<double>(seen_.size()));
@@ -442,22 +329,18 @@ class CostModel {
       double worst = 0;
       double worst_tokens = 0;
       for (std::int64_t g = 0; g < ep; ++g) {
-        double t = 0, bytes = 0, flops = 0, d = 0, tokens = 0;
+        double t = 0, d = 0, tokens = 0;
         for (std::int64_t x = g * local; x < (g + 1) * local; ++x) {
           const double n = counts_[static_cast<std::size_t>(x)];
           tokens += n;
           if (n == 0 && c_.experts != ExpertExecution::Sequential) continue;
           d += 1;
           if (c_.experts == ExpertExecution::Sequential || c_.experts == ExpertExecution::SequentialRouted) {
-            t += roof(expert_bytes_, n * flop_per_token, expert_rate_, dequant_) + kExpertKernels * ko;
-          } else {
-            bytes += expert_bytes_;
-            flops += n * flop_per_token;
+            t += lc_.expert(n) + lc_.expert_kernels_time(c_.experts, 1);
           }
         }
-        if (c_.experts == ExpertExecution::Fused) t = roof(bytes, flops, expert_rate_, dequant_) + kExpertKernels * ko;
-        if (c_.experts == ExpertExecution::Parallel)
-          t = std::max(roof(bytes, flops, expert_rate_, dequant_), d * kExpertKernels * ko);
+        if (c_.experts == ExpertExecution::Fused || c_.experts == ExpertExecution::Parallel)
+          t = lc_.expert_group(c_.experts, d, tokens);
         worst = std::max(worst, t);
         worst_tokens = std::max(worst_tokens, tokens);
       }
@@ -480,13 +363,13 @@ class CostModel {
   const ServingConfig& c_;
   const ParallelPlan& p_;
   const model::Architecture& a_;
-  double tp_ = 1, attn_tp_ = 1;
+  cost::LayerCosts lc_;
+  double tp_ = 1;
   std::int64_t layers_per_stage_ = 0;
-  double attn_params_ = 0, attn_bytes_ = 0, router_params_ = 0, dense_params_ = 0, dense_bytes_ = 0;
-  double head_params_ = 0, head_bytes_ = 0, expert_params_ = 0, expert_bytes_ = 0, state_bytes_ = 0;
-  std::vector<Window> windows_;
-  double kernel_overhead_ = 0, layer_overhead_ = 0, dequant_ = 0;
-  Rate attn_rate_, dense_rate_, head_rate_, expert_rate_, kv_rate_;
+  double expert_bytes_ = 0;  ///< one expert, one layer, on one device
+  double kernel_overhead_ = 0, layer_overhead_ = 0;
+  std::vector<cost::SeqWork> work_;    ///< per attention group, this step
+  std::vector<double> group_tokens_;  ///< per attention group, this step
   double tp_latency_ = 0, tp_bw_ = 1;
   std::vector<Boundary> boundaries_;
   std::optional<ExpertStreamer> streamer_;

@@ -17,24 +17,6 @@ std::string gb(double bytes) { return units::format(units::bytes(bytes), 3); }
 
 }  // namespace
 
-const std::vector<NamedOption<ExpertExecution>>& expert_executions() {
-  static const std::vector<NamedOption<ExpertExecution>> all = {
-      {ExpertExecution::Sequential, "sequential",
-       "every local expert in turn with its own kernels, chosen or not (FlexFlow's for-loop, seed 001: 19 "
-       "Linear calls per MoE block of 6 experts)"},
-      {ExpertExecution::SequentialRouted, "sequential-routed",
-       "the chosen local experts in turn, each with its own kernels (Hugging Face, MLX)"},
-      {ExpertExecution::Fused, "fused",
-       "one grouped kernel set over the chosen experts (vLLM / TensorRT-LLM fused MoE)"},
-      {ExpertExecution::Parallel, "parallel",
-       "the chosen experts' kernels on concurrent streams: launch overheads overlap the execution"},
-  };
-  return all;
-}
-ExpertExecution expert_execution_by_name(std::string_view name) {
-  return by_name(expert_executions(), name, "expert execution");
-}
-std::string_view name_of(ExpertExecution e) { return name_in(expert_executions(), e); }
 
 const std::vector<NamedOption<SchedulerKind>>& scheduler_kinds() {
   static const std::vector<NamedOption<SchedulerKind>> all = {

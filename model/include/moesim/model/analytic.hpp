@@ -4,11 +4,13 @@
 // Per decode token, on the busiest node (expert parallelism across nodes, attention and router
 // replicated on every node — the paper's decentralised design, its Figure 7):
 //
-//   time = max(load, compute)                                            (1a)
-//        + latency × messages per MoE layer × MoE layers + bytes / link bandwidth   (1b)
-//   load    = (non-expert layer weights + E[active] × MoE layers × bytes per expert [+ LM head]
-//              [+ KV cache at context] [+ recurrent state]) / memory bandwidth of the node
-//   compute = (2 FLOP per weight read for matmuls + attention over the context) / peak FLOP rate
+//   time = Σ over the token's kernels of max(bytes / bandwidth, FLOPs / peak) + their launch overheads  (1a)
+//        + latency × messages per MoE layer × MoE layers + bytes / link bandwidth                  (1b)
+// where the kernels read the non-expert layer weights, E[active] × MoE layers experts [, the LM head]
+// [, the KV cache at context] [, the recurrent state], and do 2 FLOP per weight read plus attention over the
+// context. (1a) is one decode step at batch 1 of the shared cost model (moesim/model/step_cost.hpp), which
+// the decode and serving simulators price the same way; with a profile that gives no kernel overheads and
+// no efficiency table every kernel is memory-bound at batch 1 and (1a) is seed 000's max(load, compute).
 //
 // E[active] = E[max over nodes of experts executed per MoE layer] comes from the placement
 // (sim::expected_max_active_experts), never from a table. Everything else comes from the architecture
@@ -26,6 +28,7 @@
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/registry.hpp"
+#include "moesim/model/step_cost.hpp"
 #include "moesim/model/units.hpp"
 
 namespace moesim::model {
@@ -44,10 +47,6 @@ const std::vector<ExchangeInfo>& exchanges();
 Exchange exchange_by_name(std::string_view name);
 std::string_view exchange_name(Exchange e);
 
-/// The compute dtype a weight precision runs its matmuls in: q4/q2/mxfp4 are dequantised to bf16
-/// inside the kernel (as MLX and flash-moe do, seed 004), the others compute in their own type.
-std::string compute_dtype(const Precision& p);
-
 /// What the analytic model needs from an architecture at a precision, summed over layers once: a sweep
 /// evaluates the same model at many points, and re-walking the layers each time would dominate.
 struct ModelCosts {
@@ -62,6 +61,7 @@ struct ModelCosts {
   units::Bytes head_bytes;
   units::Bytes resident_bytes;   ///< weights every node holds: non-expert layers, embedding, LM head
   units::Bytes recurrent_state;  ///< Gated DeltaNet state per sequence (fp32)
+  cost::LayerParts parts;        ///< per layer, for the shared cost model
 };
 ModelCosts model_costs(const Architecture& a, const Precision& weights);
 
@@ -79,15 +79,16 @@ struct DecodeScenario {
   std::int64_t context = 0;               ///< tokens already in the KV cache (0: Equation 1, no attention over context)
   bool include_lm_head = false;           ///< Equation 1 omits the LM head; set to count it
   Exchange exchange = Exchange::ExpertOutputs;
+  cost::ExpertExecution experts = cost::ExpertExecution::Fused;  ///< how a node runs its experts (kernel launches)
 };
 
 struct DecodeEstimate {
   units::Bytes bytes_per_token;  ///< bytes the busiest node reads per token
   units::Flops flops_per_token;  ///< FLOPs the busiest node does per token
-  units::Duration load;          ///< bytes / memory bandwidth
-  units::Duration compute;       ///< FLOPs / peak rate
-  units::Duration overhead;      ///< devices.layer_overhead × decoder layers (0 when the profile has none)
-  units::Duration gpu;           ///< max(load, compute) + overhead
+  units::Duration load;          ///< bytes / memory bandwidth (all bytes at the full bandwidth)
+  units::Duration compute;       ///< FLOPs / peak rate (0 when the profile gives no peak for compute_type)
+  units::Duration overhead;      ///< kernel launches and devices.layer_overhead × decoder layers
+  units::Duration gpu;           ///< Σ kernel rooflines + overhead
   std::int64_t messages = 0;     ///< latency-bound steps per token between nodes
   units::Duration latency;       ///< messages × NIC latency
   units::Bytes wire_bytes;       ///< bytes each node sends per token
@@ -99,8 +100,9 @@ struct DecodeEstimate {
   units::Bytes memory_available;  ///< the node's memory
   bool fits = false;
   std::string bound;         ///< "memory" or "compute": which term of (1a) is larger
-  std::string compute_type;  ///< dtype of the peak used
-  /// Kernel sizes outside the profile's measured efficiency bands (model::kernel_rates), one line each.
+  std::string compute_type;  ///< dtype the matmuls run in (cost::compute_path)
+  /// What the estimate assumes (a missing efficiency table, kernel overhead or peak; kernel sizes outside
+  /// the measured bands), one line each.
   std::vector<std::string> notes;
 };
 

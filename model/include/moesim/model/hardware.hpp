@@ -54,15 +54,16 @@ EfficiencyLookup efficiency_at(const std::vector<EfficiencyBand>& bands, units::
 
 struct NodeProfile;
 
-/// The rates a kernel whose weight matrices hold `matrix_bytes` each gets on one device of `node`: the
-/// peaks times the measured efficiency bands (seed 000 Eq. 1a's roofline with calibrated efficiency).
-/// `note` says when the profile has no table or the size lies outside it (`what` names the kernel).
+/// The rates a kernel whose weight matrices hold `matrix_bytes` each gets on one device of `node`: its
+/// memory bandwidth and `peak` (the compute path's, cost::compute_path) times the measured efficiency bands
+/// (seed 000 Eq. 1a's roofline with calibrated efficiency). `note` says when the profile has no table or
+/// the size lies outside it (`what` names the kernel). The one caller is cost::LayerCosts.
 struct KernelRates {
   units::Bandwidth bandwidth;
   units::FlopRate peak;
   std::string note;  ///< empty when the size lies inside the measured bands
 };
-KernelRates kernel_rates(const NodeProfile& node, std::string_view dtype, units::Bytes matrix_bytes,
+KernelRates kernel_rates(const NodeProfile& node, units::FlopRate peak, units::Bytes matrix_bytes,
                          std::string_view what);
 
 struct DeviceSpec {

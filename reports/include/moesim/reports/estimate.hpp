@@ -37,6 +37,7 @@ struct EstimateRequest {
   std::int64_t context = 0;
   bool lm_head = false;
   std::string exchange = "expert-outputs";
+  std::string experts = "fused";  ///< cost::ExpertExecution by name
 };
 
 /// Reads a scenario file into a request (unknown keys and bare numbers are errors with their path).

@@ -5,7 +5,7 @@
 // the resolved scenario), as a per-token CSV and as a Chrome/Perfetto trace.
 //
 // Scenario keys: model, hw, nic, nodes, placement, groups, placement_file, precision, strategy, packing,
-// balancing, attention, collective, contention, residency, start_wired, context, lm_head, trace (a path),
+// balancing, attention, collective, experts, contention, residency, start_wired, context, lm_head, trace (a path),
 // generate ({tokens, seed, requests, popularity, zipf_s, dirichlet_alpha, reuse, max_mean_load, window}),
 // tokens (replay at most this many), description.
 
@@ -65,6 +65,7 @@ struct SimulateRequest {
   std::optional<std::string> balancing;  ///< overrides the strategy's
   std::optional<std::string> attention;  ///< overrides the strategy's
   std::string collective = "expert-outputs";
+  std::string experts = "fused";  ///< cost::ExpertExecution by name
   bool contention = true;
   bool residency = true;
   bool start_wired = true;
@@ -95,6 +96,7 @@ struct SimulateResult {
   sim::Balancing balancing{};
   sim::Packing packing{};
   sim::Collective collective{};
+  cost::ExpertExecution experts{};
   double exact_expected_active = 0;  ///< the placement's E[max routed] for uniform routing (for comparison)
   model::DecodeEstimate estimate;    ///< the analytic model on the same configuration
   sim::DecodeResult run;
@@ -116,6 +118,7 @@ struct PreparedSimulate {
   sim::Balancing balancing{};
   sim::Packing packing{};
   sim::Collective collective{};
+  cost::ExpertExecution experts{};
 };
 
 /// Resolves the request (UserError for unknown names, a trace that does not fit the model, ...).

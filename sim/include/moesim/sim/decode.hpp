@@ -5,9 +5,10 @@
 //   attention + router  on every node (decentralised, Fig. 7) or on the driver, node 0 (centralised, Fig. 3);
 //   dispatch            the router's chosen experts go to the nodes holding them (the placement and its
 //                       dispatch rule, sim/placement.hpp); centralised: the driver sends each node the input;
-//   experts             each node computes its experts one after another (MLX and Metal run them as
-//                       separate kernels), each a roofline: max(bytes / bandwidth, FLOPs / peak) plus a
-//                       per-kernel overhead, plus the re-wire time of any weight buffer that went cold;
+//   experts             each node computes its experts, each a roofline max(bytes / bandwidth, FLOPs /
+//                       peak), with the launch overheads of the expert-execution mode (cost::ExpertExecution:
+//                       per expert, or once per layer when fused), plus the re-wire time of any weight
+//                       buffer that went cold;
 //   exchange            decentralised: every node sends its expert outputs to every other (or an
 //                       all-reduce of partial sums: ring or recursive doubling); centralised: every node
 //                       returns its outputs to the driver;
@@ -18,9 +19,9 @@
 // (P-L_B, busy full loading, §4.2), or up to the layer's maximum count with its least-recently-used
 // experts (P-L_R-D, router-aided dynamic loading, §4.2).
 //
-// Everything physical comes from the model architecture and the hardware profiles; the simulator adds
-// no constants of its own except the kernel counts below, which only matter when a profile gives a
-// per-kernel overhead.
+// Every per-operation time comes from the shared cost model (moesim/model/step_cost.hpp), the same
+// function the analytic model sums and the serving simulator prices steps with; the simulator adds only
+// what is dynamic: NIC contention, residency, balancing and waiting.
 
 #include <cstdint>
 #include <string>
@@ -31,6 +32,7 @@
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/registry.hpp"
+#include "moesim/model/step_cost.hpp"
 #include "moesim/sim/event_core.hpp"
 #include "moesim/sim/placement.hpp"
 #include "moesim/sim/trace.hpp"
@@ -74,14 +76,6 @@ std::string_view name_of(Collective v);
 /// contention off: the oracle test's pairing.
 model::Exchange analytic_exchange(AttentionMode a, Collective c);
 
-/// Kernels per operation, counted after the Mixtral MoE block's operators in seed 001 (Linear, SiLU,
-/// Softmax, TopK, GroupBy, Aggregate) and a GQA attention block; they multiply the profile's per-kernel
-/// overhead.
-inline constexpr int kAttentionKernels = 8;  ///< RMSNorm, QKV, RoPE, attention, O, residual, RMSNorm, residual
-inline constexpr int kRouterKernels = 3;     ///< Linear, Softmax, TopK
-inline constexpr int kExpertKernels = 4;     ///< w1 and w3 Linear, SiLU·mul, w2 Linear
-inline constexpr int kCombineKernels = 1;    ///< Aggregate (weighted sum)
-
 /// Spans of the timeline (Chrome trace): one track per node compute device and per NIC.
 class TimelineObserver {
  public:
@@ -106,6 +100,7 @@ struct DecodeConfig {
   Balancing balancing = Balancing::LruFill;
   Packing packing = Packing::Prestacked;
   Collective collective = Collective::ExpertOutputs;
+  cost::ExpertExecution experts = cost::ExpertExecution::Fused;  ///< how a node runs its experts (kernel launches)
   bool contention = true;         ///< flows share bandwidth and sender overheads queue (sim/network.hpp)
   bool residency = true;          ///< model weight wiring when the node profile describes it
   bool start_wired = true;        ///< weights wired at t = 0 (after a warm-up), else every buffer starts cold

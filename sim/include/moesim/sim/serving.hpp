@@ -45,6 +45,7 @@
 
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/hardware.hpp"
+#include "moesim/model/step_cost.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/registry.hpp"
 #include "moesim/sim/event_core.hpp"
@@ -65,16 +66,11 @@ struct ParallelPlan {
   std::int64_t nics_per_node = 1;     ///< inter-node NIC ports per node (rails): cross-node traffic spreads over them
 };
 
-/// How the experts of one MoE layer run on one device (seed 001).
-enum class ExpertExecution {
-  Sequential,        ///< every local expert in turn, each its own kernels, chosen or not (FlexFlow's for-loop)
-  SequentialRouted,  ///< the chosen local experts in turn, each its own kernels (HF, MLX)
-  Fused,             ///< one grouped kernel set over the chosen experts (vLLM/TRT-LLM fused MoE)
-  Parallel,          ///< the chosen experts' kernels on concurrent streams: launches overlap execution
-};
-const std::vector<NamedOption<ExpertExecution>>& expert_executions();
-ExpertExecution expert_execution_by_name(std::string_view name);
-std::string_view name_of(ExpertExecution e);
+/// How the experts of one MoE layer run on one device: one option for every instrument (model/step_cost.hpp).
+using cost::ExpertExecution;
+using cost::expert_execution_by_name;
+using cost::expert_executions;
+using cost::name_of;
 
 enum class SchedulerKind { Static, Continuous, Chunked };
 const std::vector<NamedOption<SchedulerKind>>& scheduler_kinds();

@@ -1,0 +1,189 @@
+#pragma once
+// One physics (issue 19): what one decoder layer, one expert set and one engine step cost on one device.
+// The analytic model (model/analytic.hpp) sums it at batch 1, the decode simulator (sim/decode.hpp)
+// schedules its per-layer and per-expert parts in time, and the serving simulator (sim/serving.hpp)
+// prices every engine step with it at batch > 1. Nothing else in moesim computes a kernel's time.
+//
+// The model, and where each piece comes from:
+//   - A kernel group's time is a roofline (Williams, Waterman & Patterson, CACM 2009):
+//       max(bytes / bandwidth, FLOPs / peak × (1 + dequant)) + kernels × kernel_overhead,
+//     seed 000 Eq. 1a applied per kernel group, with the per-launch overhead of seed 001 (§5: 19 Linear
+//     calls per MoE block are what makes FlexFlow slow) and seed 004's per-layer CPU time (layer_overhead).
+//   - Rates are the profile's peaks times its measured efficiency (devices.efficiency, issue 4), looked up
+//     by ONE size key: the bytes of one weight matrix of the kernel on one device, i.e. the part's bytes
+//     on that device over its weight matrices (attention 4: q, k, v, o; router 1; an FFN or expert 3:
+//     w1, w3, w2; the LM head 1).
+//   - The compute path of a weight format (compute_path): storage at the format's bits per weight
+//     (model/precision.hpp); the matmuls run at the format's own peak when the profile gives one (FP8 and
+//     INT8 tensor cores, FP4 on Blackwell), else dequantised to bf16 inside the kernel at the profile's
+//     dequant_overhead (MLX and flash-moe for q4/q2, seed 004; Marlin-style W4A16 on Hopper).
+//   - Kernels per layer part: one table (kKernels) counted after the Mixtral MoE block's operators in
+//     seed 001 (Linear, SiLU, Softmax, TopK, GroupBy, Aggregate) and a GQA attention block.
+//   - The experts of one MoE layer on one device run in one of four ways (ExpertExecution, seed 001).
+//   - KV-cache reads and attention FLOPs per sequence: each new token attends to every cached token and
+//     itself, sliding-window layers to at most their window (attended_sum below).
+// Collectives are in model/collective.hpp, the memory plan in the serving simulator's plan.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "moesim/model/architecture.hpp"
+#include "moesim/model/hardware.hpp"
+#include "moesim/model/precision.hpp"
+#include "moesim/model/registry.hpp"
+
+namespace moesim::cost {
+
+/// How the experts of one MoE layer run on one device (seed 001).
+enum class ExpertExecution {
+  Sequential,        ///< every local expert in turn, each its own kernels, chosen or not (FlexFlow's for-loop)
+  SequentialRouted,  ///< the chosen local experts in turn, each its own kernels (HF, MLX)
+  Fused,             ///< one grouped kernel set over the chosen experts (vLLM/TRT-LLM fused MoE)
+  Parallel,          ///< the chosen experts' kernels on concurrent streams: launches overlap execution
+};
+const std::vector<NamedOption<ExpertExecution>>& expert_executions();
+ExpertExecution expert_execution_by_name(std::string_view name);
+std::string_view name_of(ExpertExecution e);
+
+/// Kernels per layer part, the one table every instrument counts (they multiply the profile's
+/// devices.kernel_overhead).
+struct KernelTable {
+  int attention = 8;      ///< RMSNorm, QKV, RoPE, attention, O, residual, RMSNorm, residual
+  int router = 3;         ///< Linear, Softmax, TopK
+  int ffn = 4;            ///< w1 and w3 Linear, SiLU·mul, w2 Linear: a dense FFN, a shared expert, one expert
+  int combine = 1;        ///< Aggregate (the weighted sum of the expert outputs)
+  int tp_collectives = 2;  ///< the two all-reduces of a tensor-parallel layer (Megatron-LM, §3)
+  int head = 1;           ///< the LM head's Linear
+};
+inline constexpr KernelTable kKernels{};
+
+/// Weight matrices per part, for the efficiency size key.
+inline constexpr double kAttentionMatrices = 4;  ///< q, k, v, o
+inline constexpr double kFfnMatrices = 3;        ///< w1, w3, w2
+
+/// The dtype a weight format's matmuls run in on a node, and the dequantisation they pay.
+struct ComputePath {
+  std::string dtype;     ///< key of devices.peak_flops
+  double dequant = 0;    ///< extra fraction of the compute time (devices.dequant_overhead); 0 when native
+  bool native = true;    ///< the weights' own format is the compute dtype
+  bool has_peak = true;  ///< the profile gives a peak for `dtype`; else compute time is not modelled
+};
+/// fp8/int8 run natively where the profile gives their peak, mxfp4/nvfp4 where it gives "fp4"; every other
+/// quantised format (and those without their peak) is dequantised to bf16; bf16/fp16/fp32 run as is.
+/// Appends to `notes` what the path assumes (a missing dequant_overhead or peak).
+ComputePath compute_path(const model::NodeProfile& node, const model::Precision& weights,
+                         std::vector<std::string>* notes = nullptr);
+
+/// A roofline rate: bytes/s and FLOP/s of the devices one kernel runs on.
+struct Rate {
+  double bw = 0;
+  double peak = 0;
+};
+/// Seconds of one kernel group (no launch overhead): max(bytes / bw, FLOPs / peak × (1 + dequant)).
+double roofline(double bytes, double flops, const Rate& r, double dequant = 0);
+
+/// Σ_{i=1..n} min(context + i, window): the tokens a chunk of n new tokens after `context` cached ones
+/// attends to in a layer (window 0: unbounded). Exact (closed form).
+double attended_sum(std::int64_t context, std::int64_t n, std::int64_t window);
+/// Tokens whose K and V that chunk reads in the layer: context + n, or at most window + n − 1.
+double kv_tokens_read(std::int64_t context, std::int64_t n, std::int64_t window);
+
+/// How one pipeline stage's weights are split over its devices.
+struct DeviceSplit {
+  std::int64_t tp = 1;        ///< devices sharing attention and dense weights (tensor parallel)
+  std::int64_t moe_tp = 1;    ///< devices sharing each routed expert's width
+  bool attention_dp = false;  ///< attention and dense weights replicated, each device its own sequences
+};
+
+/// The work of one sequence in one step, per layer (averaged over the decoder layers) on one device.
+struct SeqWork {
+  double kv_bytes = 0;  ///< KV cache (and recurrent state) read
+  double flops = 0;     ///< attention score and value FLOPs
+};
+
+/// A model's weights and attention per decoder layer (averaged over the layers, exact in their sum), whole
+/// (not yet split over devices), at one weight format: what LayerCosts needs from the architecture,
+/// computed once per model and format (a sweep prices the same model at many points).
+struct LayerParts {
+  struct Window {
+    std::int64_t window = 0;   ///< 0: full attention
+    double kv_elements = 0;    ///< KV-cache elements per attended token, per layer (averaged)
+    double flops = 0;          ///< attention FLOPs per attended token, per layer (averaged)
+  };
+  double attn_params = 0, attn_bytes = 0;      ///< attention projections and norms
+  double router_params = 0, router_bytes = 0;  ///< one MoE layer's router
+  double dense_params = 0, dense_bytes = 0;    ///< dense FFN layers and shared experts, averaged over all layers
+  double head_params = 0, head_bytes = 0;      ///< the LM head (the embedding when tied)
+  double expert_params = 0, expert_bytes = 0;  ///< one routed expert, one layer
+  double state_bytes = 0;                      ///< Gated DeltaNet recurrent state, fp32, per layer (averaged)
+  bool ffn_on_moe_layers = false;              ///< shared experts run beside the routed ones
+  bool kv_split_by_heads = false;              ///< GQA KV heads split over TP devices (not MLA's latent)
+  double kv_heads = 0;
+  std::vector<Window> windows;  ///< grouped by sliding window: a step costs O(sequences × windows)
+};
+LayerParts layer_parts(const model::Architecture& a, const model::Precision& weights);
+
+/// The cost of the parts of a layer on one device, for a model, a weight format, a node and a split.
+/// Per-layer figures are averages over the decoder layers (exact in their sum over the layers); the
+/// serving simulator and the analytic model walk the layers to add the MoE parts where they are.
+class LayerCosts {
+ public:
+  /// `kv_element_bytes`: bytes per KV-cache element (bf16: 2). Appends to `notes` what the costs assume
+  /// (no efficiency table, no kernel overhead, kernel sizes outside the measured bands, a missing peak).
+  LayerCosts(const model::Architecture& a, const model::Precision& weights, const model::NodeProfile& node,
+             const DeviceSplit& split, double kv_element_bytes, std::vector<std::string>* notes = nullptr);
+  /// The same from parts computed before (layer_parts(a, weights)).
+  LayerCosts(const model::Architecture& a, const LayerParts& parts, const model::Precision& weights,
+             const model::NodeProfile& node, const DeviceSplit& split, double kv_element_bytes,
+             std::vector<std::string>* notes = nullptr);
+
+  /// Attention weights for `tokens` on this device, plus the KV reads and context FLOPs of its sequences.
+  [[nodiscard]] double attention(double tokens, const SeqWork& w) const;
+  /// Dense FFN and shared experts for `tokens` (averaged over the layers; 0 when the model has none).
+  [[nodiscard]] double dense(double tokens) const;
+  /// The router of one MoE layer for `tokens`.
+  [[nodiscard]] double router(double tokens) const;
+  /// One routed expert's roofline for `tokens` routed to it (its kernels' overhead not included).
+  [[nodiscard]] double expert(double tokens) const;
+  /// `distinct` experts over `routed` token-expert pairs as one grouped kernel set: fused or parallel.
+  [[nodiscard]] double expert_group(ExpertExecution mode, double distinct, double routed) const;
+  /// The LM head for `samples` sampled tokens, its kernel included.
+  [[nodiscard]] double head(double samples) const;
+  /// One sequence's work in one layer for a chunk of n new tokens after `context` cached ones.
+  [[nodiscard]] SeqWork sequence(std::int64_t context, std::int64_t n) const;
+  /// Kernels of a decoder layer other than its experts: attention, the FFN when the layer has one, the
+  /// router and combine on MoE layers, the TP collectives when `tp_collectives`.
+  [[nodiscard]] int layer_kernels(const model::LayerSpec& layer, bool tp_collectives) const;
+  /// Launch overhead of the experts of one MoE layer run `mode` over `distinct` experts (parallel: the
+  /// part that does not overlap is decided by expert_group, which includes it).
+  [[nodiscard]] double expert_kernels_time(ExpertExecution mode, double distinct) const;
+
+  [[nodiscard]] double kernel_overhead() const { return kernel_overhead_; }
+  [[nodiscard]] double layer_overhead() const { return layer_overhead_; }
+  [[nodiscard]] const ComputePath& path() const { return path_; }
+  [[nodiscard]] double expert_bytes() const { return expert_bytes_; }   ///< one expert, one layer, this device
+  [[nodiscard]] double expert_params() const { return expert_params_; }  ///< one expert, one layer, all devices
+  [[nodiscard]] double weight_bytes_per_layer() const { return attn_bytes_ + dense_bytes_; }
+  [[nodiscard]] const Rate& memory_rate() const { return kv_rate_; }  ///< the device's bandwidth and peak
+
+ private:
+  struct Window {
+    std::int64_t window = 0;
+    double kv_bytes = 0;  ///< per attended token, per layer (averaged), on one device
+    double flops = 0;     ///< per attended token, per layer (averaged), on one device
+  };
+  const model::Architecture& a_;
+  ComputePath path_;
+  double tp_ = 1, attn_tp_ = 1, moe_tp_ = 1;
+  bool has_ffn_on_moe_layers_ = false;
+  double attn_params_ = 0, attn_bytes_ = 0, router_params_ = 0, router_bytes_ = 0;
+  double dense_params_ = 0, dense_bytes_ = 0, head_params_ = 0, head_bytes_ = 0;
+  double expert_params_ = 0, expert_bytes_ = 0, state_bytes_ = 0;
+  std::vector<Window> windows_;
+  double kernel_overhead_ = 0, layer_overhead_ = 0;
+  Rate attn_rate_, router_rate_, dense_rate_, head_rate_, expert_rate_, kv_rate_;
+};
+
+}  // namespace moesim::cost

@@ -1,0 +1,259 @@
+// One physics: the cost of a layer's parts on one device (model/step_cost.hpp explains the model).
+
+#include "moesim/model/step_cost.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "moesim/model/error.hpp"
+
+namespace moesim::cost {
+
+const std::vector<NamedOption<ExpertExecution>>& expert_executions() {
+  static const std::vector<NamedOption<ExpertExecution>> all = {
+      {ExpertExecution::Sequential, "sequential",
+       "every local expert in turn with its own kernels, chosen or not (FlexFlow's for-loop, seed 001: 19 "
+       "Linear calls per MoE block of 6 experts)"},
+      {ExpertExecution::SequentialRouted, "sequential-routed",
+       "the chosen local experts in turn, each with its own kernels (Hugging Face, MLX, llama.cpp's CPU path)"},
+      {ExpertExecution::Fused, "fused",
+       "one grouped kernel set over the chosen experts (vLLM / TensorRT-LLM fused MoE, llama.cpp mul_mat_id)"},
+      {ExpertExecution::Parallel, "parallel",
+       "the chosen experts' kernels on concurrent streams: launch overheads overlap the execution"},
+  };
+  return all;
+}
+ExpertExecution expert_execution_by_name(std::string_view name) {
+  return by_name(expert_executions(), name, "expert execution");
+}
+std::string_view name_of(ExpertExecution e) { return name_in(expert_executions(), e); }
+
+namespace {
+void note(std::vector<std::string>* notes, std::string line) {
+  if (notes && std::find(notes->begin(), notes->end(), line) == notes->end()) notes->push_back(std::move(line));
+}
+}  // namespace
+
+ComputePath compute_path(const model::NodeProfile& node, const model::Precision& weights,
+                         std::vector<std::string>* notes) {
+  ComputePath p;
+  const auto& peaks = node.devices.peak_flops;
+  const std::string& w = weights.name;
+  if (w == "bf16" || w == "fp16" || w == "fp32") {
+    p.dtype = w;
+  } else {
+    // The format's own tensor-core type: FP8 (Hopper, Ada), INT8 (every tensor-core GPU since Turing; the
+    // CUDA MMQ kernels of llama.cpp run Q8_0 in it), FP4 (Blackwell's NVFP4 and MXFP4).
+    const std::string own = w == "fp8" ? "fp8" : w == "int8" ? "int8" : (w == "mxfp4" || w == "nvfp4") ? "fp4" : "";
+    if (!own.empty() && peaks.count(own)) {
+      p.dtype = own;
+    } else {
+      p.dtype = "bf16";
+      p.native = false;
+      if (auto it = node.devices.dequant_overhead.find(w); it != node.devices.dequant_overhead.end()) {
+        p.dequant = it->second.value;
+      } else {
+        note(notes, node.origin + " gives no devices.dequant_overhead for " + w + ": its weights are dequantised to " +
+                        "bf16 inside the matmuls at no extra cost");
+      }
+    }
+  }
+  p.has_peak = peaks.count(p.dtype) > 0;
+  if (!p.has_peak)
+    note(notes, node.origin + " has no devices.peak_flops." + p.dtype +
+                    ": compute time is not modelled (kernels are memory-bound); batch-1 decode is, prefill and "
+                    "large batches come out too fast (add the peak, or measure it with `moesim calibrate kernels`)");
+  return p;
+}
+
+double roofline(double bytes, double flops, const Rate& r, double dequant) {
+  return std::max(bytes / r.bw, flops / r.peak * (1.0 + dequant));
+}
+
+double attended_sum(std::int64_t context, std::int64_t n, std::int64_t window) {
+  const auto c = static_cast<double>(context);
+  const auto m = static_cast<double>(n);
+  const double full = m * c + m * (m + 1.0) / 2.0;  // Σ (c + i)
+  if (window <= 0 || context + n <= window) return full;
+  const auto w = static_cast<double>(window);
+  // Tokens i <= window − c attend to c + i; the rest attend to the window.
+  const double below = static_cast<double>(std::max<std::int64_t>(0, window - context));
+  return below * c + below * (below + 1.0) / 2.0 + (m - below) * w;
+}
+
+double kv_tokens_read(std::int64_t context, std::int64_t n, std::int64_t window) {
+  const auto end = static_cast<double>(context + n);
+  if (window <= 0) return end;
+  return std::min(end, static_cast<double>(window + n - 1));
+}
+
+LayerParts layer_parts(const model::Architecture& a, const model::Precision& weights) {
+  MOESIM_CHECK(a.layers > 0, "a layer cost needs layers");
+  LayerParts p;
+  const model::ComponentParams params = model::parameter_counts(a);
+  const auto L = static_cast<double>(a.layers);
+  auto bytes = [&](double n) {
+    return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), weights).base();
+  };
+  // The norms ride with the attention block (its two RMSNorm kernels).
+  p.attn_params = static_cast<double>(params.attention + params.norms) / L;
+  p.attn_bytes = bytes(p.attn_params);
+  const auto moe_layers = static_cast<double>(std::max<std::int64_t>(1, model::moe_layer_count(a)));
+  p.router_params = static_cast<double>(params.router) / moe_layers;
+  p.router_bytes = bytes(p.router_params);
+  p.dense_params = static_cast<double>(params.dense_ffn + params.shared_experts) / L;
+  p.dense_bytes = bytes(p.dense_params);
+  p.head_params = static_cast<double>(params.lm_head > 0 ? params.lm_head : params.embedding);
+  p.head_bytes = bytes(p.head_params);
+  if (a.is_moe()) {
+    p.expert_params = static_cast<double>(model::params_per_routed_expert(a));
+    p.expert_bytes = model::routed_expert_bytes(a, weights).base();
+  }
+  p.ffn_on_moe_layers = a.shared_experts > 0;
+  p.kv_split_by_heads = a.kv_heads > 0 && a.mla.kv_lora_rank == 0;
+  p.kv_heads = static_cast<double>(a.kv_heads);
+  std::map<std::int64_t, std::vector<model::LayerSpec>> by_window;
+  for (const auto& spec : a.layer_specs) by_window[spec.sliding_window].push_back(spec);
+  for (const auto& [window, specs] : by_window) {
+    model::Architecture sub = a;
+    sub.layer_specs = specs;
+    p.windows.push_back({window, model::kv_bytes_per_token(sub, 1.0).base() / L,
+                         model::attention_context_flops(sub, 1).base() / L});
+  }
+  // Gated DeltaNet layers read and write their fixed recurrent state every token (sequence(), twice).
+  p.state_bytes = model::recurrent_state_bytes(a).base() / L;
+  return p;
+}
+
+LayerCosts::LayerCosts(const model::Architecture& a, const model::Precision& weights, const model::NodeProfile& node,
+                       const DeviceSplit& split, double kv_element_bytes, std::vector<std::string>* notes)
+    : LayerCosts(a, layer_parts(a, weights), weights, node, split, kv_element_bytes, notes) {}
+
+LayerCosts::LayerCosts(const model::Architecture& a, const LayerParts& p, const model::Precision& weights,
+                       const model::NodeProfile& node, const DeviceSplit& split, double kv_element_bytes,
+                       std::vector<std::string>* notes)
+    : a_(a) {
+  MOESIM_CHECK(split.tp >= 1 && split.moe_tp >= 1, "a layer cost needs a split");
+  path_ = compute_path(node, weights, notes);
+  tp_ = static_cast<double>(split.tp);
+  attn_tp_ = split.attention_dp ? 1.0 : tp_;
+  moe_tp_ = static_cast<double>(split.moe_tp);
+  // Per device: attention and dense weights split over the TP group (replicated under attention DP), the
+  // router replicated (vLLM's gate is a ReplicatedLinear), each expert's width over moe_tp, the LM head
+  // over the TP group.
+  attn_params_ = p.attn_params;
+  attn_bytes_ = p.attn_bytes / attn_tp_;
+  router_params_ = p.router_params;
+  router_bytes_ = p.router_bytes;
+  dense_params_ = p.dense_params;
+  dense_bytes_ = p.dense_bytes / attn_tp_;
+  head_params_ = p.head_params;
+  head_bytes_ = p.head_bytes / tp_;
+  expert_params_ = p.expert_params;
+  expert_bytes_ = p.expert_bytes / moe_tp_;
+  has_ffn_on_moe_layers_ = p.ffn_on_moe_layers;
+  // Under TP the KV heads are split over the devices (each holds at least one: vLLM replicates them when
+  // tp > kv_heads); MLA's latent is replicated.
+  const double kv_share = !split.attention_dp && p.kv_split_by_heads ? std::max(1.0 / tp_, 1.0 / p.kv_heads) : 1.0;
+  windows_.reserve(p.windows.size());
+  for (const auto& w : p.windows)
+    windows_.push_back({w.window, w.kv_elements * kv_element_bytes * kv_share, w.flops / attn_tp_});
+  state_bytes_ = p.state_bytes / attn_tp_;
+
+  if (node.devices.kernel_overhead) {
+    kernel_overhead_ = node.devices.kernel_overhead->value.base();
+  } else {
+    note(notes, node.origin + " gives no devices.kernel_overhead: kernels cost their roofline time only");
+  }
+  if (node.devices.layer_overhead) layer_overhead_ = node.devices.layer_overhead->value.base();
+
+  const double peak = path_.has_peak ? node.peak(path_.dtype).value.base() : std::numeric_limits<double>::infinity();
+  const double bandwidth = node.bandwidth().value.base();
+  if (!node.devices.efficiency)
+    note(notes, node.origin + " has no devices.efficiency: kernels run at 100% of the peak bandwidth and FLOP rate " +
+                    "(measure them with `moesim calibrate kernels`, or fit them with `moesim calibrate fit`)");
+  // The one size rule: the bytes of one weight matrix of the kernel on this device.
+  auto rate = [&](double matrix_bytes, const char* what) {
+    if (!node.devices.efficiency) return Rate{bandwidth, peak};
+    const model::KernelRates kr =
+        model::kernel_rates(node, units::flops_per_second(peak), units::bytes(matrix_bytes), what);
+    if (!kr.note.empty()) note(notes, kr.note);
+    return Rate{kr.bandwidth.base(), kr.peak.base()};
+  };
+  attn_rate_ = rate(attn_bytes_ / kAttentionMatrices, "attention");
+  router_rate_ = rate(std::max(router_bytes_, 1.0), "router");
+  dense_rate_ = rate(std::max(dense_bytes_ / kFfnMatrices, 1.0), "dense FFN");
+  head_rate_ = rate(head_bytes_, "LM head");
+  expert_rate_ = rate(std::max(expert_bytes_ / kFfnMatrices, 1.0), "expert");
+  // KV-cache reads stream at the full bandwidth: they are no weight matrix the bands were measured on.
+  kv_rate_ = Rate{bandwidth, peak};
+}
+
+double LayerCosts::attention(double tokens, const SeqWork& w) const {
+  return roofline(attn_bytes_, 2.0 * attn_params_ / attn_tp_ * tokens, attn_rate_, path_.dequant) +
+         roofline(w.kv_bytes, w.flops, kv_rate_);
+}
+
+double LayerCosts::dense(double tokens) const {
+  if (dense_params_ <= 0) return 0;
+  return roofline(dense_bytes_, 2.0 * dense_params_ / attn_tp_ * tokens, dense_rate_, path_.dequant);
+}
+
+double LayerCosts::router(double tokens) const {
+  return roofline(router_bytes_, 2.0 * router_params_ * tokens, router_rate_);
+}
+
+double LayerCosts::expert(double tokens) const {
+  return roofline(expert_bytes_, tokens * 2.0 * expert_params_ / moe_tp_, expert_rate_, path_.dequant);
+}
+
+double LayerCosts::expert_group(ExpertExecution mode, double distinct, double routed) const {
+  MOESIM_CHECK(mode == ExpertExecution::Fused || mode == ExpertExecution::Parallel,
+               "expert_group prices grouped execution only");
+  const double work =
+      roofline(distinct * expert_bytes_, routed * 2.0 * expert_params_ / moe_tp_, expert_rate_, path_.dequant);
+  const double launches = distinct * kKernels.ffn * kernel_overhead_;
+  return mode == ExpertExecution::Parallel ? std::max(work, launches) : work + kKernels.ffn * kernel_overhead_;
+}
+
+double LayerCosts::expert_kernels_time(ExpertExecution mode, double distinct) const {
+  switch (mode) {
+    case ExpertExecution::Sequential:
+    case ExpertExecution::SequentialRouted:
+      return distinct * kKernels.ffn * kernel_overhead_;
+    case ExpertExecution::Fused:
+      return kKernels.ffn * kernel_overhead_;
+    case ExpertExecution::Parallel:
+      return 0;  // overlapped with the work: expert_group takes the max
+  }
+  return 0;
+}
+
+double LayerCosts::head(double samples) const {
+  return roofline(head_bytes_, 2.0 * head_params_ / tp_ * samples, head_rate_, path_.dequant) +
+         kKernels.head * kernel_overhead_;
+}
+
+SeqWork LayerCosts::sequence(std::int64_t context, std::int64_t n) const {
+  SeqWork w;
+  for (const Window& win : windows_) {
+    w.flops += win.flops * attended_sum(context, n, win.window);
+    w.kv_bytes += win.kv_bytes * kv_tokens_read(context, n, win.window);
+  }
+  w.kv_bytes += 2.0 * state_bytes_;
+  return w;
+}
+
+int LayerCosts::layer_kernels(const model::LayerSpec& layer, bool tp_collectives) const {
+  int k = kKernels.attention + (tp_collectives ? kKernels.tp_collectives : 0);
+  if (layer.moe && a_.is_moe()) {
+    k += kKernels.router + kKernels.combine + (has_ffn_on_moe_layers_ ? kKernels.ffn : 0);
+  } else {
+    k += kKernels.ffn;
+  }
+  return k;
+}
+
+}  // namespace moesim::cost
