@@ -48,6 +48,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("moe-tp", po::value<std::int64_t>(), "MoE tensor parallelism (plan.moe_tp; moe_tp × moe_ep = tp)")
     ("moe-ep", po::value<std::int64_t>(), "MoE expert parallelism (plan.moe_ep)")
     ("attention-dp", "attention data-parallel, MoE expert-parallel with all-to-all (plan.attention_dp)")
+    ("attention-replicated", "attention on every device for every sequence, MoE expert-parallel, expert outputs exchanged (seed 000's decentralised design; plan.attention_replicated)")
     ("precision", po::value<std::string>(), "weight precision (precision; default bf16)")
     ("experts", po::value<std::string>(), "expert execution (experts; default fused)")
     ("scheduler", po::value<std::string>(), "static, continuous or chunked (scheduler.kind; default chunked)")
@@ -110,6 +111,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
   set_int("moe-tp", {"plan", "moe_tp"});
   set_int("moe-ep", {"plan", "moe_ep"});
   if (vm.count("attention-dp")) d["plan"]["attention_dp"] = true;
+  if (vm.count("attention-replicated")) d["plan"]["attention_replicated"] = true;
   set_str("precision", {"precision"});
   set_str("experts", {"experts"});
   set_str("scheduler", {"scheduler", "kind"});

@@ -138,7 +138,7 @@ LayerCosts::LayerCosts(const model::Architecture& a, const LayerParts& p, const 
   MOESIM_CHECK(split.tp >= 1 && split.moe_tp >= 1, "a layer cost needs a split");
   path_ = compute_path(node, weights, notes);
   tp_ = static_cast<double>(split.tp);
-  attn_tp_ = split.attention_dp ? 1.0 : tp_;
+  attn_tp_ = split.attention_whole ? 1.0 : tp_;
   moe_tp_ = static_cast<double>(split.moe_tp);
   // Per device: attention and dense weights split over the TP group (replicated under attention DP), the
   // router replicated (vLLM's gate is a ReplicatedLinear), each expert's width over moe_tp, the LM head
@@ -156,7 +156,7 @@ LayerCosts::LayerCosts(const model::Architecture& a, const LayerParts& p, const 
   has_ffn_on_moe_layers_ = p.ffn_on_moe_layers;
   // Under TP the KV heads are split over the devices (each holds at least one: vLLM replicates them when
   // tp > kv_heads); MLA's latent is replicated.
-  const double kv_share = !split.attention_dp && p.kv_split_by_heads ? std::max(1.0 / tp_, 1.0 / p.kv_heads) : 1.0;
+  const double kv_share = !split.attention_whole && p.kv_split_by_heads ? std::max(1.0 / tp_, 1.0 / p.kv_heads) : 1.0;
   windows_.reserve(p.windows.size());
   for (const auto& w : p.windows)
     windows_.push_back({w.window, w.kv_elements * kv_element_bytes * kv_share, w.flops / attn_tp_});

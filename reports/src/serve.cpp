@@ -140,7 +140,8 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
   plan.nodes = root.optional_integer("nodes", 1).value_or(1);
   if (node.nics_per_node) plan.nics_per_node = node.nics_per_node->value;
   if (auto p = root.optional_child("plan")) {
-    p->expect_only({"tp", "pp", "moe_tp", "moe_ep", "attention_dp", "devices_per_node", "nics_per_node"});
+    p->expect_only({"tp", "pp", "moe_tp", "moe_ep", "attention_dp", "attention_replicated", "devices_per_node",
+                    "nics_per_node"});
     if (auto v = p->optional_integer("pp", 1)) plan.pp = *v;
     if (auto v = p->optional_integer("devices_per_node", 1)) plan.devices_per_node = *v;
     // No tp: every device of a stage (the devices over the pipeline stages).
@@ -149,6 +150,7 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
     if (auto v = p->optional_integer("moe_tp", 1)) plan.moe_tp = *v;
     if (auto v = p->optional_integer("moe_ep", 1)) plan.moe_ep = *v;
     if (auto v = p->optional_boolean("attention_dp")) plan.attention_dp = *v;
+    if (auto v = p->optional_boolean("attention_replicated")) plan.attention_replicated = *v;
     if (auto v = p->optional_integer("nics_per_node", 1)) plan.nics_per_node = *v;
   } else {
     plan.tp = node.devices.count * plan.nodes;
@@ -270,6 +272,7 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
                       {"moe_tp", c.plan.moe_tp},
                       {"moe_ep", c.plan.moe_ep},
                       {"attention_dp", c.plan.attention_dp},
+                      {"attention_replicated", c.plan.attention_replicated},
                       {"devices_per_node", c.plan.devices_per_node},
                       {"nics_per_node", c.plan.nics_per_node}};
   resolved["experts"] = std::string(sim::name_of(c.experts));
@@ -289,7 +292,8 @@ void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
   const auto& p = res.plan;
   out << "model      " << r.model_id << " at " << r.precision << " on " << p.nodes << " × " << r.hw_id << "\n";
   out << "plan       tp " << p.tp << " × pp " << p.pp << "; MoE: moe_tp " << p.moe_tp << " × moe_ep " << p.moe_ep
-      << (p.attention_dp ? ", attention data-parallel" : "") << "\n";
+      << (p.attention_dp ? ", attention data-parallel" : "")
+      << (p.attention_replicated ? ", attention replicated (expert outputs exchanged)" : "") << "\n";
   out << "memory     " << units::format(units::bytes(res.memory.weights)) << " of weights per device, "
       << units::format(units::bytes(res.memory.activations)) << " of activations, KV cache " << res.memory.kv_tokens
       << " tokens (" << res.memory.kv_blocks << " blocks)\n";

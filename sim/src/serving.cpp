@@ -77,7 +77,7 @@ class CostModel {
       : c_(c),
         p_(p),
         a_(*c.arch),
-        lc_(*c.arch, *c.weights, *c.node, cost::DeviceSplit{p.tp, p.moe_tp, p.attention_dp}, c.kv_bytes, &assumptions) {
+        lc_(*c.arch, *c.weights, *c.node, cost::DeviceSplit{p.tp, p.moe_tp, p.attention_dp || p.attention_replicated}, c.kv_bytes, &assumptions) {
     tp_ = static_cast<double>(p.tp);
     layers_per_stage_ = a_.layers / p.pp;
     expert_bytes_ = lc_.expert_bytes();
@@ -215,7 +215,12 @@ class CostModel {
     }
     const double dense = lc_.dense(tokens_dev);
     const double ko = kernel_overhead_;
-    const bool tp_collectives = p_.tp > 1 && !p_.attention_dp;
+    const bool tp_collectives = p_.tp > 1 && !p_.attention_dp && !p_.attention_replicated;
+    // Replicated attention: every device sends the step's top-k output buffers to every other, each
+    // message in parallel (the decode simulator's expert-outputs exchange with contention off).
+    const double outputs_exchange =
+        p_.attention_replicated ? cost::expert_outputs(T * h * c_.activation_bytes, a_.top_k).seconds(tp_latency_, tp_bw_)
+                                : 0;
     const double allreduce =
         tp_collectives ? cost::ring_allreduce(T * h * c_.activation_bytes, static_cast<std::int64_t>(tp_))
                              .seconds(tp_latency_, tp_bw_)
@@ -247,6 +252,7 @@ class CostModel {
           gpu += m.gpu;
           io = m.io;
           if (p_.attention_dp && p_.tp > 1) comm = 2.0 * m.all_to_all;
+          if (p_.attention_replicated && p_.tp > 1) comm = outputs_exchange;
         }
         const double layer_gpu = gpu + kernels * ko;
         double layer = layer_gpu + comm + layer_overhead_ + io;

@@ -54,7 +54,10 @@ ParallelPlan resolve_plan(const ParallelPlan& in, const model::Architecture& a, 
                    "; make tp × pp equal the devices (e.g. tp " + std::to_string(p.devices_per_node) + ", pp " +
                    std::to_string(p.nodes) + ")");
   }
-  if (!p.attention_dp) {
+  if (p.attention_dp && p.attention_replicated)
+    fail("attention_replicated", "and attention_dp are both set; keep one (replicated: every device attends every "
+                                 "sequence; data-parallel: each device its own)");
+  if (!p.attention_dp && !p.attention_replicated) {
     if (a.heads % p.tp != 0) {
       fail("tp", "tensor parallelism " + std::to_string(p.tp) + " does not divide the " + std::to_string(a.heads) +
                      " attention heads of " + a.id + "; use a divisor of " + std::to_string(a.heads));
@@ -70,7 +73,7 @@ ParallelPlan resolve_plan(const ParallelPlan& in, const model::Architecture& a, 
   }
   if (a.is_moe()) {
     if (p.moe_tp == 0 && p.moe_ep == 0) {
-      p.moe_tp = p.attention_dp ? 1 : p.tp;
+      p.moe_tp = p.attention_dp || p.attention_replicated ? 1 : p.tp;
       p.moe_ep = p.tp / p.moe_tp;
     } else if (p.moe_tp == 0) {
       if (p.moe_ep < 1 || p.tp % p.moe_ep != 0) fail("moe_ep", "must divide tp = " + std::to_string(p.tp));
@@ -92,6 +95,9 @@ ParallelPlan resolve_plan(const ParallelPlan& in, const model::Architecture& a, 
     }
     if (p.attention_dp && p.moe_tp != 1) {
       fail("moe_tp", "attention data-parallel dispatches whole tokens to whole experts: set moe_tp 1 (moe_ep = tp)");
+    }
+    if (p.attention_replicated && p.moe_tp != 1) {
+      fail("moe_tp", "replicated attention runs whole experts on each device: set moe_tp 1 (moe_ep = tp)");
     }
   } else {
     p.moe_tp = p.tp;
@@ -116,7 +122,7 @@ DeviceBytes device_bytes(const ServingConfig& c, const ParallelPlan& p, const mo
   const model::ComponentParams params = model::parameter_counts(a);
   const double pp = static_cast<double>(p.pp);
   const double tp = static_cast<double>(p.tp);
-  const double attn_tp = p.attention_dp ? 1.0 : tp;
+  const double attn_tp = p.attention_dp || p.attention_replicated ? 1.0 : tp;
   auto bytes = [&](double n) { return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), prec).base(); };
   DeviceBytes d;
   // Per stage (layers split evenly): attention split over TP (or whole under attention-DP), router and
@@ -135,7 +141,7 @@ DeviceBytes device_bytes(const ServingConfig& c, const ParallelPlan& p, const mo
   // MLA's latent replicated (vLLM), attention-DP: the device's own sequences hold the whole KV.
   const double kv_all = model::kv_bytes_per_token(a, c.kv_bytes).base() / pp;
   double share = 1.0;
-  if (!p.attention_dp && a.kv_heads > 0 && a.mla.kv_lora_rank == 0) {
+  if (!p.attention_dp && !p.attention_replicated && a.kv_heads > 0 && a.mla.kv_lora_rank == 0) {
     share = std::max(1.0 / tp, 1.0 / static_cast<double>(a.kv_heads));
   }
   d.kv_per_token = kv_all * share;

@@ -94,7 +94,7 @@ double kv_tokens_read(std::int64_t context, std::int64_t n, std::int64_t window)
 struct DeviceSplit {
   std::int64_t tp = 1;        ///< devices sharing attention and dense weights (tensor parallel)
   std::int64_t moe_tp = 1;    ///< devices sharing each routed expert's width
-  bool attention_dp = false;  ///< attention and dense weights replicated, each device its own sequences
+  bool attention_whole = false;  ///< attention and dense weights whole on every device (attention DP, replicated)
 };
 
 /// The work of one sequence in one step, per layer (averaged over the decoder layers) on one device.

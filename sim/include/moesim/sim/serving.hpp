@@ -63,6 +63,10 @@ struct ParallelPlan {
   std::int64_t moe_tp = 0;            ///< 0: tp (seed 002's default: MoE tensor parallel)
   std::int64_t moe_ep = 0;            ///< 0: tp / moe_tp
   bool attention_dp = false;          ///< attention data-parallel inside the tp group, MoE by all-to-all
+  /// Seed 000's decentralised design (§4.3, Fig. 7): every device of the tp group runs attention and the
+  /// router for every sequence, the experts are expert-parallel, and each device sends its experts' outputs
+  /// to all the others once per MoE layer (cost::expert_outputs): no all-reduce, no dispatch.
+  bool attention_replicated = false;
   std::int64_t nics_per_node = 1;     ///< inter-node NIC ports per node (rails): cross-node traffic spreads over them
 };
 
