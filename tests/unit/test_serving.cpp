@@ -93,6 +93,31 @@ TEST(Serving, PlanChecksNameTheFieldAndTheFix) {
   EXPECT_EQ(ok.moe_ep, 4);
 }
 
+// vLLM's get_pp_indices (vllm/distributed/utils.py): layers / pp per stage, the remainder one each to the
+// stages just before the last, counting back (partitions[-i] += 1 for i in 2..remainder + 1).
+//   61 over 2: 30 each, 1 left, to stage 0: 31 + 30 (DeepSeek-V3 over two devices).
+//   32 over 4: 8 each, even.        32 over 3: 10 each, 2 left, to stages 1 and 0: 11 + 11 + 10.
+//   10 over 4: 2 each, 2 left, to stages 2 and 1 (the middle ones): 2 + 3 + 3 + 2.
+//   7 over 4: 1 each, 3 left, to stages 2, 1, 0: 2 + 2 + 2 + 1.     4 over 4: one layer each.
+// More stages than layers, or none, is refused.
+TEST(Serving, StageLayerStartsFollowVllm) {
+  using V = std::vector<std::int64_t>;
+  EXPECT_EQ(sim::stage_layer_starts(61, 2), (V{0, 31, 61}));
+  EXPECT_EQ(sim::stage_layer_starts(32, 4), (V{0, 8, 16, 24, 32}));
+  EXPECT_EQ(sim::stage_layer_starts(32, 3), (V{0, 11, 22, 32}));
+  EXPECT_EQ(sim::stage_layer_starts(10, 4), (V{0, 2, 5, 8, 10}));
+  EXPECT_EQ(sim::stage_layer_starts(7, 4), (V{0, 2, 4, 6, 7}));
+  EXPECT_EQ(sim::stage_layer_starts(4, 4), (V{0, 1, 2, 3, 4}));
+  EXPECT_EQ(sim::stage_layer_starts(61, 1), (V{0, 61}));
+  try {
+    (void)sim::stage_layer_starts(61, 62);
+    ADD_FAILURE() << "62 stages for 61 layers accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("62 is more than the 61 layers"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)sim::stage_layer_starts(61, 0), UserError);
+}
+
 // Llama 3.1 405B at bf16 is 811 GB: 101 GB per H100 with tp 8, more than 0.9 x 80 GiB = 77.3 GB. The
 // message says by how much and that fp8 (50.7 GB per device) or a second node (pp 2) would fit.
 TEST(Serving, ModelThatDoesNotFitSaysByHowMuchAndWhatWould) {

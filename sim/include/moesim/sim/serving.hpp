@@ -116,14 +116,26 @@ struct ServingConfig {
   std::function<void(double)> progress;  ///< fraction of requests done
 };
 
-/// Weights, activations and KV cache on the fullest device.
+/// The first layer of each pipeline stage, with `layers` appended: stage s holds layers
+/// [starts[s], starts[s + 1]), so the result has pp + 1 entries. vLLM's rule (get_pp_indices): layers / pp
+/// each, the remainder one each to the stages just before the last (the last stage holds the final norm
+/// and LM head, the first the embedding). UserError when pp < 1 or pp > layers.
+std::vector<std::int64_t> stage_layer_starts(std::int64_t layers, std::int64_t pp);
+
+/// Weights, activations and KV cache on the fullest device. With pp > 1 each stage is sized from its own
+/// layers (MoE and dense layers, their KV cache; the embedding on the first stage, the final norm and LM
+/// head on the last), and the KV capacity is that of the stage that runs out first.
 struct MemoryPlan {
-  double weights = 0;          ///< bytes of weights on the fullest device
+  double weights = 0;          ///< bytes of weights on the fullest device (the busiest stage's)
   double activations = 0;      ///< bytes reserved for activations (max_num_batched_tokens through one layer)
   double usable = 0;           ///< device memory × utilisation
-  double kv_per_token = 0;     ///< KV bytes one token of context costs on that device's stage
-  std::int64_t kv_tokens = 0;  ///< KV capacity in tokens (whole blocks)
+  double kv_per_token = 0;     ///< KV bytes one token of context costs on a device of kv_stage
+  std::int64_t kv_tokens = 0;  ///< KV capacity in tokens (whole blocks): kv_stage's, the smallest
   std::int64_t kv_blocks = 0;
+  std::int64_t busiest_stage = 0;  ///< the pipeline stage whose devices hold the most weights
+  std::int64_t kv_stage = 0;       ///< the pipeline stage whose devices have room for the fewest KV tokens
+  /// stage_layer_starts(layers, pp): stage s holds layers [stage_starts[s], stage_starts[s + 1]).
+  std::vector<std::int64_t> stage_starts;
 };
 
 /// Checks the plan against the model and the node (TP divides the heads, PP the layers, ...) and returns
