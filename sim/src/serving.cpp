@@ -90,11 +90,11 @@ class CostModel {
     const double L = static_cast<double>(a_.layers);
     tp_ = static_cast<double>(p.tp);
     attn_tp_ = p.attention_dp ? 1.0 : tp_;
-    layers_per_stage_ = a_.layers / p.pp;
+    stage_starts_ = stage_layer_starts(a_.layers, p.pp);
     auto bytes = [&](double n) {
       return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), *c.weights).base();
     };
-    // Per layer, per device (layer-averaged: a stage holds layers_per_stage of them).
+    // Per layer, per device (layer-averaged: stage s holds layers [stage_starts_[s], stage_starts_[s + 1])).
     attn_params_ = static_cast<double>(params.attention) / L;
     attn_bytes_ = bytes(attn_params_) / attn_tp_;
     router_params_ = static_cast<double>(params.router) / std::max<double>(1.0, static_cast<double>(moe_layers()));
@@ -320,7 +320,8 @@ class CostModel {
     std::int64_t moe_j = 0;
     for (std::int64_t s = 0; s < p_.pp; ++s) {
       double t = 0;
-      for (std::int64_t l = s * layers_per_stage_; l < (s + 1) * layers_per_stage_; ++l) {
+      const auto stage = static_cast<std::size_t>(s);
+      for (std::int64_t l = stage_starts_[stage]; l < stage_starts_[stage + 1]; ++l) {
         const auto& spec = a_.layer_specs[static_cast<std::size_t>(l)];
         double gpu = attn + (spec.moe && a_.is_moe() ? 0.0 : dense);
         double kernels = base_kernels;
@@ -481,7 +482,7 @@ class CostModel {
   const ParallelPlan& p_;
   const model::Architecture& a_;
   double tp_ = 1, attn_tp_ = 1;
-  std::int64_t layers_per_stage_ = 0;
+  std::vector<std::int64_t> stage_starts_;  ///< pp + 1 entries (stage_layer_starts)
   double attn_params_ = 0, attn_bytes_ = 0, router_params_ = 0, dense_params_ = 0, dense_bytes_ = 0;
   double head_params_ = 0, head_bytes_ = 0, expert_params_ = 0, expert_bytes_ = 0, state_bytes_ = 0;
   std::vector<Window> windows_;

@@ -82,9 +82,10 @@ ParallelPlan resolve_plan(const ParallelPlan& in, const model::Architecture& a, 
                      std::to_string(a.kv_heads) + " KV heads of " + a.id);
     }
   }
-  if (a.layers % p.pp != 0) {
-    fail("pp", "pipeline parallelism " + std::to_string(p.pp) + " does not divide the " + std::to_string(a.layers) +
-                   " layers of " + a.id + "; use a divisor of " + std::to_string(a.layers));
+  if (p.pp > a.layers) {
+    fail("pp", "pipeline parallelism " + std::to_string(p.pp) + " is more than the " + std::to_string(a.layers) +
+                   " layers of " + a.id + ": every stage needs at least one layer; use at most " +
+                   std::to_string(a.layers) + " stages");
   }
   if (a.is_moe()) {
     if (p.moe_tp == 0 && p.moe_ep == 0) {
@@ -244,7 +245,7 @@ MemoryPlan plan_memory(const ServingConfig& c) {
       ParallelPlan bigger = p;
       bigger.pp = p.pp * more;
       bigger.nodes = p.nodes * more;
-      if (a.layers % bigger.pp != 0) continue;
+      if (bigger.pp > a.layers) break;
       const std::vector<StageBytes> split = stage_bytes(c, bigger, *c.weights);
       if (split[fullest(split)].weights + m.activations < m.usable) {
         fits.push_back(std::to_string(bigger.nodes) + " nodes (pp " + std::to_string(bigger.pp) + ") at " +

@@ -5,12 +5,13 @@
 // step costs what the plan's slowest device spends on it (cost model below), and requests advance.
 //
 //  - Parallel plan (ParallelPlan): tensor parallelism `tp` over the devices of a stage (Megatron-LM: two
-//    all-reduces of the batch's activations per layer), pipeline stages `pp` (layers split evenly, the
-//    stage boundary sends the activations; seed 003's scatter/all-gather sends 1/tp of them across nodes),
-//    and for the MoE layers the hybrid of seed 002: each expert split `moe_tp` ways, the experts spread
-//    over `moe_ep` groups, moe_tp × moe_ep = tp (TP: moe_ep = 1; EP: moe_tp = 1). With
-//    `attention_dp`, attention runs data-parallel (each device holds all attention weights and 1/tp of
-//    the sequences) and the MoE layers dispatch and combine tokens with two all-to-alls (DeepSeek-V3 style).
+//    all-reduces of the batch's activations per layer), pipeline stages `pp` (layers split as vLLM splits
+//    them, stage_layer_starts; the stage boundary sends the activations; seed 003's scatter/all-gather
+//    sends 1/tp of them across nodes), and for the MoE layers the hybrid of seed 002: each expert split
+//    `moe_tp` ways, the experts spread over `moe_ep` groups, moe_tp × moe_ep = tp (TP: moe_ep = 1; EP:
+//    moe_tp = 1). With `attention_dp`, attention runs data-parallel (each device holds all attention
+//    weights and 1/tp of the sequences) and the MoE layers dispatch and combine tokens with two
+//    all-to-alls (DeepSeek-V3 style).
 //  - Routing: the experts a device loads for a batch are the distinct experts its tokens chose, read from
 //    a routing trace (request r's i-th token is trace token (offset_r + i) mod T, so consecutive tokens of
 //    a request keep the trace's reuse). That is where MoE decode cost lives: a batch of 1 reads top-k
@@ -138,7 +139,7 @@ struct MemoryPlan {
   std::vector<std::int64_t> stage_starts;
 };
 
-/// Checks the plan against the model and the node (TP divides the heads, PP the layers, ...) and returns
+/// Checks the plan against the model and the node (TP divides the heads, PP is at most the layers, ...) and returns
 /// it with the defaults resolved. UserError naming the field and what would work.
 ParallelPlan resolve_plan(const ParallelPlan& plan, const model::Architecture& a, const model::NodeProfile& node,
                           std::string_view where);
