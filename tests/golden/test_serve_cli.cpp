@@ -158,6 +158,25 @@ TEST(GoldenServe, RequestsAndStepsCsv) {
   EXPECT_NE(r.out.find("TTFT"), std::string::npos);
 }
 
+// DeepSeek-V3's 61 layers over two pipeline stages, as vLLM and llama.cpp split them over two devices:
+// 31 + 30 layers (vLLM's get_pp_indices). The fullest device is stage 1's (30 MoE layers and the LM head;
+// by hand in tests/unit/test_serving.cpp: 43,316,717,568 B at fp8 over tp 8).
+TEST(GoldenServe, DeepSeekOverUnevenPipelineStages) {
+  const std::string args =
+      "serve --model deepseek-v3 --hw dgx-h100 --nodes 2 --nic ib-ndr-400 --tp 8 --pp 2 --precision fp8 "
+      "--arrival poisson --rate 2/s --requests 20 --prompt 256 --output 32 -q";
+  const auto text = run_cli(args);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("tp 8 × pp 2 (layers 31 + 30)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(stage 1, the fullest)"), std::string::npos) << text.out;
+  const auto json = run_cli(args + " --json");
+  ASSERT_EQ(json.code, 0) << json.err;
+  auto m = metrics(nlohmann::json::parse(json.out));
+  EXPECT_DOUBLE_EQ(m["weights_per_device"], 43316717568.0);
+  EXPECT_GT(m["kv_capacity"], 0);
+  EXPECT_GT(m["output_throughput"], 0);
+}
+
 TEST(GoldenServe, BadInputs) {
   Scratch s("serve_bad");
   s.write("neg.csv", "arrival_s,prompt_tokens,output_tokens\n-1.0,10,10\n");
