@@ -281,6 +281,9 @@ int cmd_estimate(const Args& args, std::ostream& out) {
           "Equation 1 of seed 000, generalised: per decode token on the busiest node, max(load, compute) + NIC "
           "latency x\n"
           "messages + bytes / NIC bandwidth; E[active experts per node] is computed exactly from the placement.\n"
+          "Cost USD and tok/s/USD use the profiles' prices (the node's; the NIC's from two nodes on); a profile "
+          "without one\n"
+          "still gets its tokens/s, and the cost columns say \"no price\" with a note naming the price to add.\n"
           "example: moesim estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192 --nic 10gbe-grpc --nodes "
           "2,3,4,6,8",
           registry_help())) {

@@ -29,6 +29,17 @@ CapitalCost capital_cost(const NodeProfile& node, const NicProfile* nic, std::in
   return c;
 }
 
+std::optional<std::string> missing_price(const NodeProfile& node, const NicProfile* nic, std::int64_t nodes) {
+  // The prices capital_cost reads: the node's always, the NIC's from two nodes on (switch prices are
+  // required wherever a switch is given).
+  if (!node.price) return node.price_missing();
+  if (nodes > 1) {
+    MOESIM_CHECK(nic != nullptr, "a multi-node cost needs a NIC");
+    if (!nic->price) return nic->price_missing();
+  }
+  return std::nullopt;
+}
+
 double tokens_per_second_per_usd(double tokens_per_second, units::Money cost) {
   if (cost.base() <= 0) return 0;
   return tokens_per_second / cost.base();

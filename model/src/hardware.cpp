@@ -364,17 +364,28 @@ const Sourced<units::FlopRate>& NodeProfile::peak(std::string_view dtype) const 
   return it->second;
 }
 
+namespace {
+
+/// The one line for a profile without a price: the file, the field, and the key to add (`example` is a
+/// price in the profile's unit syntax).
+std::string price_missing_line(const std::string& origin, std::string_view example) {
+  return origin + ": $.price is missing and the cost needs it; add \"price\": {\"value\": \"" + std::string(example) +
+         "\", \"source\": \"where the price comes from\"} to this profile";
+}
+
+}  // namespace
+
+std::string NodeProfile::price_missing() const { return price_missing_line(origin, "6599USD"); }
+
 const Sourced<units::Money>& NodeProfile::node_price() const {
-  if (!price)
-    throw UserError(origin +
-                    ": $.price is missing and cost needs it; add {\"value\": \"6599USD\", \"source\": \"...\"}");
+  if (!price) throw UserError(price_missing());
   return *price;
 }
 
+std::string NicProfile::price_missing() const { return price_missing_line(origin, "339USD"); }
+
 const Sourced<units::Money>& NicProfile::nic_price() const {
-  if (!price)
-    throw UserError(origin +
-                    ": $.price is missing and cost needs it; add {\"value\": \"339USD\", \"source\": \"...\"}");
+  if (!price) throw UserError(price_missing());
   return *price;
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <tuple>
 
 #include "moesim/model/error.hpp"
 #include "moesim/model/step_cost.hpp"
@@ -158,9 +159,15 @@ EstimateResult run_estimate(const EstimateRequest& request) {
       }
       row.estimate = model::estimate_decode(s);
       if (!expected_active_note.empty()) row.estimate.notes.push_back(expected_active_note);
-      row.cost = model::capital_cost(r.node, s.nic, nodes);
-      row.tokens_per_second_per_usd =
-          model::tokens_per_second_per_usd(row.estimate.tokens_per_second, row.cost.total());
+      // The cost is a column beside the answer, not the answer: without a price the row keeps its
+      // tokens/s and says which price to add (`moesim cost` and sweeps, whose answer is the cost, refuse).
+      if (auto missing = model::missing_price(r.node, s.nic, nodes)) {
+        row.price_missing = *missing;
+      } else {
+        row.cost = model::capital_cost(r.node, s.nic, nodes);
+        row.tokens_per_second_per_usd =
+            model::tokens_per_second_per_usd(row.estimate.tokens_per_second, row.cost->total());
+      }
       r.rows.push_back(std::move(row));
     }
   }
@@ -189,10 +196,11 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
   out << " at " << r.precision->name << "\n";
   out << "node       " << r.node.id << ": " << r.node.devices.count << " x " << units::format(r.node.bandwidth().value)
       << ", " << peak_text(r.node, *r.precision) << ", " << units::format_binary(r.node.memory_total()) << " memory, "
-      << units::format(r.node.node_price().value) << "\n";
+      << (r.node.price ? units::format(r.node.price->value) : std::string("no price")) << "\n";
   for (const auto& n : r.nics) {
     out << "nic        " << n.id << ": " << units::format(n.latency.value) << " per message, "
-        << units::format(n.bandwidth.value) << ", " << units::format(n.nic_price().value) << " per NIC\n";
+        << units::format(n.bandwidth.value) << ", "
+        << (n.price ? units::format(n.price->value) + " per NIC" : std::string("no price")) << "\n";
   }
   out << "assumes    placement " << r.request.placement << ", exchange " << r.request.exchange << ", experts "
       << r.request.experts << ", context "
@@ -205,7 +213,8 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
     t.add_row({std::to_string(row.nodes), row.nic, a.is_moe() ? text::printf("%.3f", row.expected_active) : "-",
                fixed(e.load.base(), 3), fixed(e.compute.base(), 3), fixed(e.latency.base() + e.intra_node.base(), 3),
                fixed(e.transfer.base(), 3), fixed(e.time.base(), 3), fixed(e.tokens_per_second, 1),
-               text::printf("%.0f", row.cost.total().base()), text::printf("%.6f", row.tokens_per_second_per_usd),
+               row.cost ? text::printf("%.0f", row.cost->total().base()) : std::string("no price"),
+               row.tokens_per_second_per_usd ? text::printf("%.6f", *row.tokens_per_second_per_usd) : std::string("-"),
                text::printf("%.1f", e.memory_needed.base() / 1073741824.0), e.fits ? "yes" : "NO"});
   }
   t.print_text(out);
@@ -224,7 +233,10 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
                       "devices.layer_overhead of " + r.node.id + ")");
     for (const auto& n : row.estimate.notes)
       if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
-    for (const auto& n : row.cost.notes)
+    std::vector<std::string> cost_notes = row.cost ? row.cost->notes : std::vector<std::string>{};
+    if (!row.price_missing.empty())
+      cost_notes.push_back("cost USD and tok/s/USD are not computed: " + row.price_missing);
+    for (const auto& n : cost_notes)
       if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
   }
   for (const auto& n : notes) out << "\nnote: " << n;
@@ -270,14 +282,16 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
       {"peak_per_device", path.has_peak ? sourced_json(n.peak(path.dtype).value.base(), "FLOP/s", n.peak(path.dtype).source)
                                         : nlohmann::json(nullptr)},
       {"compute_dtype", path.dtype},
-      {"price", sourced_json(n.node_price().value.base(), "USD", n.node_price().source)}};
+      {"price",
+       n.price ? sourced_json(n.price->value.base(), "USD", n.price->source) : missing_json("USD", n.price_missing())}};
   inputs["nics"] = nlohmann::json::array();
   for (const auto& nic : r.nics) {
     inputs["nics"].push_back({{"id", nic.id},
                               {"origin", nic.origin},
                               {"latency", sourced_json(nic.latency.value.base(), "s", nic.latency.source)},
                               {"bandwidth", sourced_json(nic.bandwidth.value.base(), "B/s", nic.bandwidth.source)},
-                              {"price", sourced_json(nic.nic_price().value.base(), "USD", nic.nic_price().source)}});
+                              {"price", nic.price ? sourced_json(nic.price->value.base(), "USD", nic.price->source)
+                                                  : missing_json("USD", nic.price_missing())}});
   }
   inputs["precision"] = {{"name", r.precision->name}, {"source", r.precision->source}};
   inputs["placement"] = r.request.placement;
@@ -310,11 +324,16 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
     m.push_back(metric("tokens_per_second", e.tokens_per_second, "tokens/s"));
     m.push_back(metric("memory_needed_per_node", e.memory_needed.base(), "B"));
     m.push_back(metric("memory_per_node", e.memory_available.base(), "B"));
-    m.push_back(metric("cost_nodes", row.cost.nodes.base(), "USD"));
-    m.push_back(metric("cost_nics", row.cost.nics.base(), "USD"));
-    m.push_back(metric("cost_switches", row.cost.switches.base(), "USD"));
-    m.push_back(metric("cost", row.cost.total().base(), "USD"));
-    m.push_back(metric("tokens_per_second_per_usd", row.tokens_per_second_per_usd, "tokens/s/USD"));
+    // Without a price the cost metrics are null with the line that says what to add, never a made-up 0.
+    const model::CapitalCost* c = row.cost ? &*row.cost : nullptr;
+    const std::vector<std::tuple<std::string, double, std::string>> costs = {
+        {"cost_nodes", c ? c->nodes.base() : 0.0, "USD"},
+        {"cost_nics", c ? c->nics.base() : 0.0, "USD"},
+        {"cost_switches", c ? c->switches.base() : 0.0, "USD"},
+        {"cost", c ? c->total().base() : 0.0, "USD"},
+        {"tokens_per_second_per_usd", row.tokens_per_second_per_usd.value_or(0.0), "tokens/s/USD"}};
+    for (const auto& [name, value, unit] : costs)
+      m.push_back(c ? metric(name, value, unit) : missing_metric(name, unit, row.price_missing));
     rows.push_back({{"nodes", row.nodes},
                     {"nic", row.nic},
                     {"placement", row.placement},

@@ -291,10 +291,18 @@ void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
   const auto& res = r.result;
   const auto& p = res.plan;
   out << "model      " << r.model_id << " at " << r.precision << " on " << p.nodes << " × " << r.hw_id << "\n";
-  out << "plan       tp " << p.tp << " × pp " << p.pp << "; MoE: moe_tp " << p.moe_tp << " × moe_ep " << p.moe_ep
-      << (p.attention_dp ? ", attention data-parallel" : "")
+  out << "plan       tp " << p.tp << " × pp " << p.pp;
+  if (p.pp > 1) {
+    // The layers of each stage (vLLM's split, sim::stage_layer_starts), e.g. 61 layers over 2: 31 + 30.
+    const auto& starts = res.memory.stage_starts;
+    std::vector<std::string> counts;
+    for (std::size_t s = 0; s + 1 < starts.size(); ++s) counts.push_back(std::to_string(starts[s + 1] - starts[s]));
+    out << " (layers " << text::join(counts, " + ") << ")";
+  }
+  out << "; MoE: moe_tp " << p.moe_tp << " × moe_ep " << p.moe_ep << (p.attention_dp ? ", attention data-parallel" : "")
       << (p.attention_replicated ? ", attention replicated (expert outputs exchanged)" : "") << "\n";
-  out << "memory     " << units::format(units::bytes(res.memory.weights)) << " of weights per device, "
+  out << "memory     " << units::format(units::bytes(res.memory.weights)) << " of weights per device"
+      << (p.pp > 1 ? " (stage " + std::to_string(res.memory.busiest_stage) + ", the fullest)" : std::string()) << ", "
       << units::format(units::bytes(res.memory.activations)) << " of activations, KV cache " << res.memory.kv_tokens
       << " tokens (" << res.memory.kv_blocks << " blocks)\n";
   out << "requests   " << res.requests.size() << " completed in " << fixed(res.duration, 2) << " s simulated ("

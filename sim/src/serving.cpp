@@ -79,7 +79,8 @@ class CostModel {
         a_(*c.arch),
         lc_(*c.arch, *c.weights, *c.node, cost::DeviceSplit{p.tp, p.moe_tp, p.attention_dp || p.attention_replicated}, c.kv_bytes, &assumptions) {
     tp_ = static_cast<double>(p.tp);
-    layers_per_stage_ = a_.layers / p.pp;
+    // Stage s holds layers [stage_starts_[s], stage_starts_[s + 1]).
+    stage_starts_ = stage_layer_starts(a_.layers, p.pp);
     expert_bytes_ = lc_.expert_bytes();
     kernel_overhead_ = lc_.kernel_overhead();
     layer_overhead_ = lc_.layer_overhead();
@@ -232,7 +233,8 @@ class CostModel {
     std::int64_t moe_j = 0;
     for (std::int64_t s = 0; s < p_.pp; ++s) {
       double t = 0;
-      for (std::int64_t l = s * layers_per_stage_; l < (s + 1) * layers_per_stage_; ++l) {
+      const auto stage = static_cast<std::size_t>(s);
+      for (std::int64_t l = stage_starts_[stage]; l < stage_starts_[stage + 1]; ++l) {
         const auto& spec = a_.layer_specs[static_cast<std::size_t>(l)];
         double gpu = attn + dense;
         const double kernels = lc_.layer_kernels(spec, tp_collectives);
@@ -371,7 +373,7 @@ class CostModel {
   const model::Architecture& a_;
   cost::LayerCosts lc_;
   double tp_ = 1;
-  std::int64_t layers_per_stage_ = 0;
+  std::vector<std::int64_t> stage_starts_;  ///< pp + 1 entries (stage_layer_starts)
   double expert_bytes_ = 0;  ///< one expert, one layer, on one device
   double kernel_overhead_ = 0, layer_overhead_ = 0;
   std::vector<cost::SeqWork> work_;    ///< per attention group, this step

@@ -67,9 +67,10 @@ ParallelPlan resolve_plan(const ParallelPlan& in, const model::Architecture& a, 
                      std::to_string(a.kv_heads) + " KV heads of " + a.id);
     }
   }
-  if (a.layers % p.pp != 0) {
-    fail("pp", "pipeline parallelism " + std::to_string(p.pp) + " does not divide the " + std::to_string(a.layers) +
-                   " layers of " + a.id + "; use a divisor of " + std::to_string(a.layers));
+  if (p.pp > a.layers) {
+    fail("pp", "pipeline parallelism " + std::to_string(p.pp) + " is more than the " + std::to_string(a.layers) +
+                   " layers of " + a.id + ": every stage needs at least one layer; use at most " +
+                   std::to_string(a.layers) + " stages");
   }
   if (a.is_moe()) {
     if (p.moe_tp == 0 && p.moe_ep == 0) {
@@ -107,46 +108,86 @@ ParallelPlan resolve_plan(const ParallelPlan& in, const model::Architecture& a, 
   return p;
 }
 
+std::vector<std::int64_t> stage_layer_starts(std::int64_t layers, std::int64_t pp) {
+  if (pp < 1) throw UserError("pipeline parallelism " + std::to_string(pp) + " must be at least 1");
+  if (pp > layers) {
+    throw UserError("pipeline parallelism " + std::to_string(pp) + " is more than the " + std::to_string(layers) +
+                    " layers: every stage needs at least one layer; use at most " + std::to_string(layers) + " stages");
+  }
+  // vLLM's split, vllm/distributed/utils.py get_pp_indices (vllm-project/vllm, commit 5a6541db):
+  //   partitions = [num_hidden_layers // pp_size] * pp_size
+  //   for i in range(2, remaining_layers + 2): partitions[-i] += 1
+  // The last stage gets no extra layer (it holds the final norm and the LM head); with 0 < remainder ≤
+  // pp − 2 neither does the first (it holds the embedding). 61 layers over 2 stages: 31 + 30.
+  std::vector<std::int64_t> count(static_cast<std::size_t>(pp), layers / pp);
+  const std::int64_t remaining = layers % pp;
+  for (std::int64_t i = 2; i < remaining + 2; ++i) ++count[static_cast<std::size_t>(pp - i)];
+  std::vector<std::int64_t> starts(static_cast<std::size_t>(pp) + 1, 0);
+  for (std::size_t s = 0; s < count.size(); ++s) starts[s + 1] = starts[s] + count[s];
+  MOESIM_CHECK(starts.back() == layers, "the pipeline stages do not cover the layers");
+  return starts;
+}
+
 namespace {
 
-/// Weights per device of a stage, activations, KV bytes per token: the fullest device (stage 0 holds the
-/// embedding, the last stage the LM head; with pp = 1 one device holds both).
-struct DeviceBytes {
+/// What one device of a pipeline stage holds: weights, and KV bytes per token of context.
+struct StageBytes {
   double weights = 0;
   double kv_per_token = 0;
-  double kv_multiplier = 1;  ///< attention-DP: each device holds its own sequences' KV
 };
 
-DeviceBytes device_bytes(const ServingConfig& c, const ParallelPlan& p, const model::Precision& prec) {
+/// Every stage's device, from the stage's own layers (stage_layer_starts): stage 0 holds the embedding,
+/// the last stage the final norm and the LM head (with pp = 1 one device holds them all).
+std::vector<StageBytes> stage_bytes(const ServingConfig& c, const ParallelPlan& p, const model::Precision& prec) {
   const auto& a = *c.arch;
-  const model::ComponentParams params = model::parameter_counts(a);
-  const double pp = static_cast<double>(p.pp);
   const double tp = static_cast<double>(p.tp);
   const double attn_tp = p.attention_dp || p.attention_replicated ? 1.0 : tp;
   auto bytes = [&](double n) { return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), prec).base(); };
-  DeviceBytes d;
-  // Per stage (layers split evenly): attention split over TP (or whole under attention-DP), router and
-  // norms replicated, shared experts and dense FFNs split over TP, routed experts over moe_tp × moe_ep.
-  double w = bytes(static_cast<double>(params.attention) / pp / attn_tp) +
-             bytes(static_cast<double>(params.router + params.norms) / pp) +
-             bytes(static_cast<double>(params.shared_experts + params.dense_ffn) / pp / attn_tp);
-  if (!c.streaming) w += bytes(static_cast<double>(params.routed_experts) / pp / tp);
-  // Embedding and LM head are vocabulary-parallel over TP (vLLM's VocabParallelEmbedding / ParallelLMHead).
-  const double head = static_cast<double>(params.lm_head > 0 ? params.lm_head : 0);
-  const double ends =
-      p.pp == 1 ? static_cast<double>(params.embedding) + head : std::max(static_cast<double>(params.embedding), head);
-  w += bytes(ends / attn_tp);
-  d.weights = w;
   // KV per token on a device of a stage: GQA heads split over TP (one head replicated when tp > heads),
   // MLA's latent replicated (vLLM), attention-DP: the device's own sequences hold the whole KV.
-  const double kv_all = model::kv_bytes_per_token(a, c.kv_bytes).base() / pp;
   double share = 1.0;
   if (!p.attention_dp && !p.attention_replicated && a.kv_heads > 0 && a.mla.kv_lora_rank == 0) {
     share = std::max(1.0 / tp, 1.0 / static_cast<double>(a.kv_heads));
   }
-  d.kv_per_token = kv_all * share;
-  d.kv_multiplier = p.attention_dp ? tp : 1.0;
-  return d;
+  const model::ComponentParams whole = model::parameter_counts(a);
+  const std::vector<std::int64_t> starts = stage_layer_starts(a.layers, p.pp);
+  std::vector<StageBytes> out;
+  for (std::int64_t s = 0; s < p.pp; ++s) {
+    const bool first = s == 0;
+    const bool last = s + 1 == p.pp;
+    // The stage's layers as a model of their own: parameter_counts and kv_bytes_per_token sum its layers
+    // (DeepSeek-V3's first three dense layers fall in stage 0, its MoE layers in every stage).
+    model::Architecture stage = a;
+    stage.layer_specs.assign(a.layer_specs.begin() + starts[static_cast<std::size_t>(s)],
+                             a.layer_specs.begin() + starts[static_cast<std::size_t>(s) + 1]);
+    stage.layers = static_cast<std::int64_t>(stage.layer_specs.size());
+    const model::ComponentParams params = model::parameter_counts(stage);
+    // parameter_counts adds the final norm (h); only the last stage holds it (vLLM's norm on the last rank).
+    const double norms = static_cast<double>(params.norms - (last ? 0 : a.hidden));
+    // Attention split over TP (or whole under attention-DP), router and norms replicated, shared experts
+    // and dense FFNs split over TP, routed experts over moe_tp × moe_ep.
+    double w = bytes(static_cast<double>(params.attention) / attn_tp) +
+               bytes(static_cast<double>(params.router) + norms) +
+               bytes(static_cast<double>(params.shared_experts + params.dense_ffn) / attn_tp);
+    if (!c.streaming) w += bytes(static_cast<double>(params.routed_experts) / tp);
+    // Embedding and LM head are vocabulary-parallel over TP (vLLM's VocabParallelEmbedding /
+    // ParallelLMHead). A tied LM head on its own last stage holds a copy of the embedding (vLLM builds
+    // embed_tokens on the last rank too when tie_word_embeddings).
+    double ends = 0;
+    if (first) ends += static_cast<double>(whole.embedding);
+    if (last) ends += static_cast<double>((whole.lm_head > 0 || first) ? whole.lm_head : whole.embedding);
+    w += bytes(ends / attn_tp);
+    out.push_back({w, model::kv_bytes_per_token(stage, c.kv_bytes).base() * share});
+  }
+  return out;
+}
+
+/// The stage whose devices hold the most weights (the first of equals).
+std::size_t fullest(const std::vector<StageBytes>& stages) {
+  std::size_t best = 0;
+  for (std::size_t s = 1; s < stages.size(); ++s)
+    if (stages[s].weights > stages[best].weights) best = s;
+  return best;
 }
 
 }  // namespace
@@ -159,8 +200,10 @@ MemoryPlan plan_memory(const ServingConfig& c) {
   MemoryPlan m;
   const double device_memory = node.devices.memory->value.base();
   m.usable = device_memory * c.scheduler.gpu_memory_utilization;
-  const DeviceBytes d = device_bytes(c, p, *c.weights);
-  m.weights = d.weights;
+  m.stage_starts = stage_layer_starts(a.layers, p.pp);
+  const std::vector<StageBytes> stages = stage_bytes(c, p, *c.weights);
+  m.busiest_stage = static_cast<std::int64_t>(fullest(stages));
+  m.weights = stages[static_cast<std::size_t>(m.busiest_stage)].weights;
   // Activations: vLLM profiles a forward pass of max_num_batched_tokens and reserves its peak. Estimate
   // that peak as the widest live tensors of one layer: the residual stream and its normalised copy (2·h),
   // q/k/v and the attention output (per device), and the MLP's gate and up halves (2·I per device), at the
@@ -173,7 +216,6 @@ MemoryPlan plan_memory(const ServingConfig& c) {
                        2.0 * ffn / tp;
   m.activations = static_cast<double>(c.scheduler.max_num_batched_tokens) * width * c.activation_bytes +
                   static_cast<double>(c.scheduler.max_num_seqs) * static_cast<double>(a.vocab) / tp * 4.0;
-  m.kv_per_token = d.kv_per_token;
   const double free_bytes = m.usable - m.weights - m.activations;
   if (free_bytes <= 0) {
     // Say by how much, and what would fit: a smaller precision with this plan, or more pipeline stages.
@@ -181,7 +223,8 @@ MemoryPlan plan_memory(const ServingConfig& c) {
     for (const char* name : {"bf16", "fp8", "int8", "q4", "q2"}) {
       const model::Precision& q = model::precision(name);
       if (q.bits_per_weight >= c.weights->bits_per_weight) continue;
-      if (device_bytes(c, p, q).weights + m.activations < m.usable) {
+      const std::vector<StageBytes> smaller = stage_bytes(c, p, q);
+      if (smaller[fullest(smaller)].weights + m.activations < m.usable) {
         fits.push_back("precision " + q.name + " with tp " + std::to_string(p.tp) + " × pp " + std::to_string(p.pp));
         break;
       }
@@ -190,8 +233,9 @@ MemoryPlan plan_memory(const ServingConfig& c) {
       ParallelPlan bigger = p;
       bigger.pp = p.pp * more;
       bigger.nodes = p.nodes * more;
-      if (a.layers % bigger.pp != 0) continue;
-      if (device_bytes(c, bigger, *c.weights).weights + m.activations < m.usable) {
+      if (bigger.pp > a.layers) break;
+      const std::vector<StageBytes> split = stage_bytes(c, bigger, *c.weights);
+      if (split[fullest(split)].weights + m.activations < m.usable) {
         fits.push_back(std::to_string(bigger.nodes) + " nodes (pp " + std::to_string(bigger.pp) + ") at " +
                        c.weights->name);
         break;
@@ -199,15 +243,29 @@ MemoryPlan plan_memory(const ServingConfig& c) {
     }
     std::ostringstream o;
     o << a.id << " at " << c.weights->name << " does not fit on " << node.id << " with tp " << p.tp << " × pp " << p.pp
-      << ": each device needs " << gb(m.weights) << " of weights + " << gb(m.activations) << " of activations, but has "
-      << gb(m.usable) << " usable (" << gb(device_memory) << " × " << c.scheduler.gpu_memory_utilization
+      << ": "
+      << (p.pp > 1 ? "the fullest device (stage " + std::to_string(m.busiest_stage) + ") needs " : "each device needs ")
+      << gb(m.weights) << " of weights + " << gb(m.activations) << " of activations, but has " << gb(m.usable)
+      << " usable (" << gb(device_memory) << " × " << c.scheduler.gpu_memory_utilization
       << " gpu_memory_utilization): " << gb(-free_bytes) << " short, before any KV cache; "
       << (fits.empty() ? std::string("nothing smaller in this family fits; use a node with more memory")
                        : "would fit: " + text::join(fits, " or "));
     throw UserError(o.str());
   }
+  // Every stage holds the KV cache of its own layers for every token in flight, so the pipeline holds as
+  // many tokens as its tightest stage (the fullest one, unless another's layers cost more KV per token).
+  const double kv_multiplier = p.attention_dp ? static_cast<double>(p.tp) : 1.0;
+  double tokens = 1e15;
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    if (stages[s].kv_per_token <= 0) continue;
+    const double t = (m.usable - stages[s].weights - m.activations) / stages[s].kv_per_token * kv_multiplier;
+    if (t < tokens) {
+      tokens = t;
+      m.kv_stage = static_cast<std::int64_t>(s);
+    }
+  }
+  m.kv_per_token = stages[static_cast<std::size_t>(m.kv_stage)].kv_per_token;
   const std::int64_t bs = c.scheduler.block_size;
-  const double tokens = m.kv_per_token > 0 ? free_bytes / m.kv_per_token * d.kv_multiplier : 1e15;
   m.kv_blocks = static_cast<std::int64_t>(std::min(tokens / static_cast<double>(bs), 1e12));
   m.kv_tokens = m.kv_blocks * bs;
   return m;

@@ -158,6 +158,25 @@ TEST(GoldenServe, RequestsAndStepsCsv) {
   EXPECT_NE(r.out.find("TTFT"), std::string::npos);
 }
 
+// DeepSeek-V3's 61 layers over two pipeline stages, as vLLM and llama.cpp split them over two devices:
+// 31 + 30 layers (vLLM's get_pp_indices). The fullest device is stage 1's (30 MoE layers and the LM head;
+// by hand in tests/unit/test_serving.cpp: 43,316,717,568 B at fp8 over tp 8).
+TEST(GoldenServe, DeepSeekOverUnevenPipelineStages) {
+  const std::string args =
+      "serve --model deepseek-v3 --hw dgx-h100 --nodes 2 --nic ib-ndr-400 --tp 8 --pp 2 --precision fp8 "
+      "--arrival poisson --rate 2/s --requests 20 --prompt 256 --output 32 -q";
+  const auto text = run_cli(args);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("tp 8 × pp 2 (layers 31 + 30)"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("(stage 1, the fullest)"), std::string::npos) << text.out;
+  const auto json = run_cli(args + " --json");
+  ASSERT_EQ(json.code, 0) << json.err;
+  auto m = metrics(nlohmann::json::parse(json.out));
+  EXPECT_DOUBLE_EQ(m["weights_per_device"], 43316717568.0);
+  EXPECT_GT(m["kv_capacity"], 0);
+  EXPECT_GT(m["output_throughput"], 0);
+}
+
 TEST(GoldenServe, BadInputs) {
   Scratch s("serve_bad");
   s.write("neg.csv", "arrival_s,prompt_tokens,output_tokens\n-1.0,10,10\n");
@@ -172,9 +191,9 @@ TEST(GoldenServe, BadInputs) {
       {"tp does not divide the heads",
        "serve --model mixtral-8x7b --hw l4 --nodes 3 --nic ib-ndr-400 --tp 3 --precision q2",
        {"tp", "attention heads"}},
-      {"pp does not divide the layers",
-       "serve --model mixtral-8x7b --hw l4 --nodes 5 --nic ib-ndr-400 --tp 1 --pp 5",
-       {"pp", "does not divide the 32 layers"}},
+      {"more pipeline stages than layers",
+       "serve --model mixtral-8x7b --hw l4 --nodes 33 --nic ib-ndr-400 --tp 1 --pp 33",
+       {"pp", "33 is more than the 32 layers", "at most 32"}},
       {"model does not fit",
        "serve --model llama-3.1-405b --hw dgx-h100 --precision bf16",
        {"does not fit", "short", "would fit"}},

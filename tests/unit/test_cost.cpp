@@ -53,6 +53,37 @@ TEST(CapitalCost, OneNodeIsTheNodePrice) {
   EXPECT_TRUE(c.notes.empty());
 }
 
+// A profile without a price: the cost names the file, the field and the key to add. One node needs the
+// node's price only; from two nodes on the NIC's too. missing_price gives the line capital_cost throws, so
+// an answer that does not need the cost can print it instead of refusing.
+TEST(CapitalCost, MissingPriceNamesTheFileFieldAndFix) {
+  auto bare = node(6599);
+  bare.price.reset();
+  bare.origin = "/tmp/my-node.json";
+  auto unpriced_nic = nic(339);
+  unpriced_nic.price.reset();
+  unpriced_nic.origin = "/tmp/my-nic.json";
+  const auto line = model::missing_price(bare, nullptr, 1);
+  ASSERT_TRUE(line.has_value());
+  for (const char* s : {"/tmp/my-node.json: $.price is missing", "add \"price\": {\"value\": \"6599USD\""})
+    EXPECT_NE(line->find(s), std::string::npos) << *line;
+  try {
+    (void)model::capital_cost(bare, nullptr, 1);
+    ADD_FAILURE() << "priced a node without a price";
+  } catch (const UserError& e) {
+    EXPECT_EQ(std::string(e.what()), *line);
+  }
+  const auto priced = node(6599);
+  EXPECT_FALSE(model::missing_price(priced, &unpriced_nic, 1).has_value());  // one node: no NIC counted
+  EXPECT_NO_THROW((void)model::capital_cost(priced, &unpriced_nic, 1));
+  const auto nic_line = model::missing_price(priced, &unpriced_nic, 2);
+  ASSERT_TRUE(nic_line.has_value());
+  EXPECT_NE(nic_line->find("/tmp/my-nic.json: $.price is missing"), std::string::npos) << *nic_line;
+  EXPECT_THROW((void)model::capital_cost(priced, &unpriced_nic, 2), UserError);
+  const auto n = nic(339);
+  EXPECT_FALSE(model::missing_price(priced, &n, 3).has_value());
+}
+
 // Two nodes are cabled back to back: 2 x (node + NIC), no switch even when the NIC profile has one.
 TEST(CapitalCost, TwoNodesNeedNoSwitch) {
   const auto n = nic(339, 16, 799);

@@ -62,8 +62,8 @@ TEST(Serving, PercentilesInterpolateLikeNumpy) {
   EXPECT_DOUBLE_EQ(p.max, 10);
 }
 
-// Mixtral has 32 heads and 8 KV heads, 32 layers, 8 experts: tp 3 does not divide the heads, pp 5 not the
-// layers, moe_tp 2 x moe_ep 2 is not tp 8, and 8 devices cannot be tp 4 x pp 1.
+// Mixtral has 32 heads and 8 KV heads, 32 layers, 8 experts: tp 3 does not divide the heads, 33 stages
+// cannot each hold one of 32 layers, moe_tp 2 x moe_ep 2 is not tp 8, and 8 devices cannot be tp 4 x pp 1.
 TEST(Serving, PlanChecksNameTheFieldAndTheFix) {
   const auto arch = model::load_model("mixtral-8x7b");
   auto node = model::load_node("dgx-h100");
@@ -79,18 +79,96 @@ TEST(Serving, PlanChecksNameTheFieldAndTheFix) {
   };
   node.devices.count = 3;
   expect({1, 3, 3, 1}, "tp", "does not divide the 32 attention heads");
-  node.devices.count = 8;
-  expect({5, 8, 8, 5}, "pp", "does not divide the 32 layers");
-  sim::ParallelPlan pp5{5, 1, 1, 5};
   node.devices.count = 1;
-  expect(pp5, "pp", "does not divide the 32 layers");
+  expect({33, 1, 1, 33}, "pp", "pipeline parallelism 33 is more than the 32 layers of mixtral-8x7b");
+  // pp 5 does not divide the 32 layers: split unevenly (stage_layer_starts), as vLLM does.
+  EXPECT_EQ(sim::resolve_plan({5, 1, 1, 5}, arch, node, "x").pp, 5);
   node.devices.count = 8;
+  EXPECT_EQ(sim::resolve_plan({5, 8, 8, 5}, arch, node, "x").pp, 5);
   expect({1, 8, 8, 1, 2, 2}, "moe_tp", "must equal tp = 8");
   expect({1, 8, 4, 1}, "tp", "make tp × pp equal the devices");
   // A valid hybrid resolves its defaults: moe_ep alone gives moe_tp = tp / moe_ep.
   const auto ok = sim::resolve_plan({1, 8, 8, 1, 0, 4}, arch, node, "x");
   EXPECT_EQ(ok.moe_tp, 2);
   EXPECT_EQ(ok.moe_ep, 4);
+}
+
+// vLLM's get_pp_indices (vllm/distributed/utils.py): layers / pp per stage, the remainder one each to the
+// stages just before the last, counting back (partitions[-i] += 1 for i in 2..remainder + 1).
+//   61 over 2: 30 each, 1 left, to stage 0: 31 + 30 (DeepSeek-V3 over two devices).
+//   32 over 4: 8 each, even.        32 over 3: 10 each, 2 left, to stages 1 and 0: 11 + 11 + 10.
+//   10 over 4: 2 each, 2 left, to stages 2 and 1 (the middle ones): 2 + 3 + 3 + 2.
+//   7 over 4: 1 each, 3 left, to stages 2, 1, 0: 2 + 2 + 2 + 1.     4 over 4: one layer each.
+// More stages than layers, or none, is refused.
+TEST(Serving, StageLayerStartsFollowVllm) {
+  using V = std::vector<std::int64_t>;
+  EXPECT_EQ(sim::stage_layer_starts(61, 2), (V{0, 31, 61}));
+  EXPECT_EQ(sim::stage_layer_starts(32, 4), (V{0, 8, 16, 24, 32}));
+  EXPECT_EQ(sim::stage_layer_starts(32, 3), (V{0, 11, 22, 32}));
+  EXPECT_EQ(sim::stage_layer_starts(10, 4), (V{0, 2, 5, 8, 10}));
+  EXPECT_EQ(sim::stage_layer_starts(7, 4), (V{0, 2, 4, 6, 7}));
+  EXPECT_EQ(sim::stage_layer_starts(4, 4), (V{0, 1, 2, 3, 4}));
+  EXPECT_EQ(sim::stage_layer_starts(61, 1), (V{0, 61}));
+  try {
+    (void)sim::stage_layer_starts(61, 62);
+    ADD_FAILURE() << "62 stages for 61 layers accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("62 is more than the 61 layers"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)sim::stage_layer_starts(61, 0), UserError);
+}
+
+// DeepSeek-V3 (61 layers, the first 3 dense) at fp8 on 2 x 8 H100, tp 8 x pp 2: stage 0 holds layers 0-30
+// (3 dense + 28 MoE) and the embedding, stage 1 layers 31-60 (30 MoE), the final norm and the LM head.
+// By hand, one device of stage 1 (fp8: 1 byte per weight; h 7,168, vocabulary 129,280):
+//   MLA attention 187,107,328 per layer x 30 / tp 8                           =    701,652,480
+//   router h x 256 + 256 bias = 1,835,264 x 30, norms 2h x 30 + h (final)     =     55,495,168
+//   shared expert 3 x h x 2,048 = 44,040,192 x 30 / 8                        =    165,150,720
+//   routed experts 256 x 44,040,192 x 30 / 8                                 = 42,278,584,320
+//   LM head 129,280 x h / 8                                                  =    115,834,880
+//   total                                                                    = 43,316,717,568 B
+// Stage 0 is lighter though it has a layer more: its 3 dense FFNs (3 x h x 18,432 = 396 M each) replace
+// two MoE layers (11.3 G of routed experts each): 40,655,495,936 B. MLA's KV latent (512 + 64, bf16) is
+// replicated over tp: stage 1 keeps 30 x 1,152 = 34,560 B per token, stage 0 31 x 1,152 = 35,712; with
+// 0.9 x 80 GiB usable, stage 1 runs out first.
+TEST(Serving, UnevenPipelineSizesTheBusiestStage) {
+  Fixture f("deepseek-v3", "dgx-h100", 2, 8, 2);
+  f.c.weights = &model::precision("fp8");
+  const auto m = sim::plan_memory(f.c);
+  EXPECT_EQ(m.stage_starts, (std::vector<std::int64_t>{0, 31, 61}));
+  EXPECT_EQ(m.busiest_stage, 1);
+  EXPECT_DOUBLE_EQ(m.weights, 43316717568.0);
+  EXPECT_EQ(m.kv_stage, 1);
+  EXPECT_DOUBLE_EQ(m.kv_per_token, 34560.0);
+  const double usable = 0.9 * 80.0 * 1073741824.0;
+  EXPECT_DOUBLE_EQ(m.usable, usable);
+  const double tokens = (usable - 43316717568.0 - m.activations) / 34560.0;
+  EXPECT_EQ(m.kv_blocks, static_cast<std::int64_t>(tokens / 16.0));
+  // Stage 0 has room for more: (usable - 40,655,495,936 - activations) / 35,712 tokens.
+  EXPECT_GT((usable - 40655495936.0 - m.activations) / 35712.0, tokens);
+  // And it serves, end to end.
+  f.requests(4, 0.01, 128, 8);
+  const auto r = sim::run_serving(f.c);
+  EXPECT_EQ(r.requests.size(), 4u);
+  EXPECT_EQ(r.plan.pp, 2);
+  EXPECT_GT(r.tpot.mean, 0);
+}
+
+// The step cost walks each stage's own layers. Llama 3.1 8B (32 identical layers) over 3 and over 4
+// single-GPU stages: stage 0 holds 11 and 8 layers, and no LM head, so the first step (the same prefill of
+// one prompt in both) costs stage 0 11/8 as long with pp 3 as with pp 4.
+TEST(Serving, StageCostCoversTheStageLayers) {
+  Fixture three("llama-3.1-8b", "h100-sxm", 3, 1, 3);
+  Fixture four("llama-3.1-8b", "h100-sxm", 4, 1, 4);
+  three.requests(1, 0, 256, 2);
+  four.requests(1, 0, 256, 2);
+  const auto r3 = sim::run_serving(three.c);
+  const auto r4 = sim::run_serving(four.c);
+  ASSERT_FALSE(r3.steps.empty());
+  ASSERT_FALSE(r4.steps.empty());
+  ASSERT_EQ(r3.steps[0].prefill_tokens, 256);
+  ASSERT_EQ(r4.steps[0].prefill_tokens, 256);
+  EXPECT_NEAR(r3.steps[0].duration / r4.steps[0].duration, 11.0 / 8.0, 1e-6);
 }
 
 // Llama 3.1 405B at bf16 is 811 GB: 101 GB per H100 with tp 8, more than 0.9 x 80 GiB = 77.3 GB. The

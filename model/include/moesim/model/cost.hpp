@@ -29,7 +29,12 @@ struct CapitalCost {
   std::vector<std::string> notes;  ///< what the figure leaves out, one line each
   [[nodiscard]] units::Money total() const { return nodes + nics + switches; }
 };
+/// UserError naming the profile and the field when a price it needs is missing (the answer is a cost).
 CapitalCost capital_cost(const NodeProfile& node, const NicProfile* nic, std::int64_t nodes);
+/// The first price capital_cost(node, nic, nodes) needs and the profiles lack, as the line it would throw
+/// (the file, $.price, how to add it); nullopt when every needed price is there. An answer that is not a
+/// cost (estimate's tokens/s) prints it where the cost would be, instead of refusing.
+std::optional<std::string> missing_price(const NodeProfile& node, const NicProfile* nic, std::int64_t nodes);
 
 /// Throughput per dollar of capital cost (seed 000 Table 5: TP./USD).
 double tokens_per_second_per_usd(double tokens_per_second, units::Money cost);

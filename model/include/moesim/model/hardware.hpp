@@ -117,7 +117,11 @@ struct NodeProfile {
   [[nodiscard]] const Sourced<units::Bandwidth>& bandwidth() const;
   /// Per-device dense peak for a compute dtype (UserError listing what the profile has if missing).
   [[nodiscard]] const Sourced<units::FlopRate>& peak(std::string_view dtype) const;
+  /// The node's price, for answers that are a cost: UserError (price_missing()) if the profile has none.
   [[nodiscard]] const Sourced<units::Money>& node_price() const;
+  /// One line naming the profile file, $.price and how to add it: what node_price() throws, and what an
+  /// answer that does not need the price (estimate's tokens/s) prints in place of the cost.
+  [[nodiscard]] std::string price_missing() const;
 };
 
 struct NicProfile {
@@ -141,7 +145,10 @@ struct NicProfile {
   };
   std::optional<Switch> switch_spec;
 
+  /// The NIC's price, for answers that are a cost: UserError (price_missing()) if the profile has none.
   [[nodiscard]] const Sourced<units::Money>& nic_price() const;
+  /// One line naming the profile file, $.price and how to add it (as NodeProfile::price_missing).
+  [[nodiscard]] std::string price_missing() const;
 };
 
 struct StorageProfile {

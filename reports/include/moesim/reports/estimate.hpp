@@ -18,6 +18,7 @@
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/analytic.hpp"
 #include "moesim/model/architecture.hpp"
+#include "moesim/model/cost.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/sim/placement.hpp"
@@ -51,8 +52,11 @@ struct EstimateRow {
   std::string placement;  ///< the placement, described
   double expected_active = 0;
   model::DecodeEstimate estimate;
-  model::CapitalCost cost;
-  double tokens_per_second_per_usd = 0;
+  /// Absent when a profile lacks a price this row needs (the node's; the NIC's from two nodes on): the
+  /// tokens/s do not need it, so the row is still answered and `price_missing` says what to add.
+  std::optional<model::CapitalCost> cost;
+  std::optional<double> tokens_per_second_per_usd;
+  std::string price_missing;  ///< model::missing_price's line, empty when the row is priced
 };
 
 struct EstimateResult {
@@ -65,7 +69,8 @@ struct EstimateResult {
   std::vector<EstimateRow> rows;
 };
 
-/// Validates the request (UserError for node counts < 1, unknown names, missing figures) and runs it.
+/// Validates the request (UserError for node counts < 1, unknown names, missing figures the per-token
+/// time needs) and runs it. A missing price is not an error here: the rows it concerns carry no cost.
 EstimateResult run_estimate(const EstimateRequest& request);
 
 void print_estimate_text(const EstimateResult& r, std::ostream& out);

@@ -5,12 +5,13 @@
 // step costs what the plan's slowest device spends on it (cost model below), and requests advance.
 //
 //  - Parallel plan (ParallelPlan): tensor parallelism `tp` over the devices of a stage (Megatron-LM: two
-//    all-reduces of the batch's activations per layer), pipeline stages `pp` (layers split evenly, the
-//    stage boundary sends the activations; seed 003's scatter/all-gather sends 1/tp of them across nodes),
-//    and for the MoE layers the hybrid of seed 002: each expert split `moe_tp` ways, the experts spread
-//    over `moe_ep` groups, moe_tp × moe_ep = tp (TP: moe_ep = 1; EP: moe_tp = 1). With
-//    `attention_dp`, attention runs data-parallel (each device holds all attention weights and 1/tp of
-//    the sequences) and the MoE layers dispatch and combine tokens with two all-to-alls (DeepSeek-V3 style).
+//    all-reduces of the batch's activations per layer), pipeline stages `pp` (layers split as vLLM splits
+//    them, stage_layer_starts; the stage boundary sends the activations; seed 003's scatter/all-gather
+//    sends 1/tp of them across nodes), and for the MoE layers the hybrid of seed 002: each expert split
+//    `moe_tp` ways, the experts spread over `moe_ep` groups, moe_tp × moe_ep = tp (TP: moe_ep = 1; EP:
+//    moe_tp = 1). With `attention_dp`, attention runs data-parallel (each device holds all attention
+//    weights and 1/tp of the sequences) and the MoE layers dispatch and combine tokens with two
+//    all-to-alls (DeepSeek-V3 style).
 //  - Routing: the experts a device loads for a batch are the distinct experts its tokens chose, read from
 //    a routing trace (request r's i-th token is trace token (offset_r + i) mod T, so consecutive tokens of
 //    a request keep the trace's reuse). That is where MoE decode cost lives: a batch of 1 reads top-k
@@ -116,17 +117,29 @@ struct ServingConfig {
   std::function<void(double)> progress;  ///< fraction of requests done
 };
 
-/// Weights, activations and KV cache on the fullest device.
+/// The first layer of each pipeline stage, with `layers` appended: stage s holds layers
+/// [starts[s], starts[s + 1]), so the result has pp + 1 entries. vLLM's rule (get_pp_indices): layers / pp
+/// each, the remainder one each to the stages just before the last (the last stage holds the final norm
+/// and LM head, the first the embedding). UserError when pp < 1 or pp > layers.
+std::vector<std::int64_t> stage_layer_starts(std::int64_t layers, std::int64_t pp);
+
+/// Weights, activations and KV cache on the fullest device. With pp > 1 each stage is sized from its own
+/// layers (MoE and dense layers, their KV cache; the embedding on the first stage, the final norm and LM
+/// head on the last), and the KV capacity is that of the stage that runs out first.
 struct MemoryPlan {
-  double weights = 0;          ///< bytes of weights on the fullest device
+  double weights = 0;          ///< bytes of weights on the fullest device (the busiest stage's)
   double activations = 0;      ///< bytes reserved for activations (max_num_batched_tokens through one layer)
   double usable = 0;           ///< device memory × utilisation
-  double kv_per_token = 0;     ///< KV bytes one token of context costs on that device's stage
-  std::int64_t kv_tokens = 0;  ///< KV capacity in tokens (whole blocks)
+  double kv_per_token = 0;     ///< KV bytes one token of context costs on a device of kv_stage
+  std::int64_t kv_tokens = 0;  ///< KV capacity in tokens (whole blocks): kv_stage's, the smallest
   std::int64_t kv_blocks = 0;
+  std::int64_t busiest_stage = 0;  ///< the pipeline stage whose devices hold the most weights
+  std::int64_t kv_stage = 0;       ///< the pipeline stage whose devices have room for the fewest KV tokens
+  /// stage_layer_starts(layers, pp): stage s holds layers [stage_starts[s], stage_starts[s + 1]).
+  std::vector<std::int64_t> stage_starts;
 };
 
-/// Checks the plan against the model and the node (TP divides the heads, PP the layers, ...) and returns
+/// Checks the plan against the model and the node (TP divides the heads, PP is at most the layers, ...) and returns
 /// it with the defaults resolved. UserError naming the field and what would work.
 ParallelPlan resolve_plan(const ParallelPlan& plan, const model::Architecture& a, const model::NodeProfile& node,
                           std::string_view where);
