@@ -18,6 +18,7 @@
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/text.hpp"
+#include "moesim/reports/compare.hpp"
 #include "moesim/reports/estimate.hpp"
 #include "moesim/reports/study.hpp"
 #include "moesim/reports/table.hpp"
@@ -273,7 +274,10 @@ int cmd_estimate(const Args& args, std::ostream& out) {
       "how a node runs the experts of a layer, which sets the kernel launches charged (below)")(
       "scenario", po::value<std::string>(),
       "a scenario JSON with the same keys as these flags; flags given override it")(
-      "json", "print the result as JSON: every value with its unit, and the resolved inputs");
+      "json", "print the result as JSON: every value with its unit, and the resolved inputs")(
+      "compare",
+      "also run each row through the decode simulator and the serving simulator (one request) with contention, "
+      "residency and balancing off, and print the three tokens/s side by side");
   po::variables_map vm;
   if (!parse_options(
           args, desc, vm, out,
@@ -326,10 +330,15 @@ int cmd_estimate(const Args& args, std::ostream& out) {
       throw UserError("--nic has an empty entry; give comma-separated NIC ids, e.g. 10gbe-grpc,rocev2-25g");
   }
   const auto result = reports::run_estimate(r);
+  const auto compared =
+      vm.count("compare") ? reports::compare_instruments(result) : std::vector<reports::CompareRow>{};
   if (vm.count("json")) {
-    out << reports::estimate_to_json(result).dump(2) << "\n";
+    nlohmann::json j = reports::estimate_to_json(result);
+    if (vm.count("compare")) j["compare"] = reports::compare_to_json(compared);
+    out << j.dump(2) << "\n";
   } else {
     reports::print_estimate_text(result, out);
+    if (vm.count("compare")) reports::print_compare_text(compared, out);
   }
   return 0;
 }

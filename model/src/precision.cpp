@@ -34,6 +34,11 @@ const std::vector<Precision>& precisions() {
       // §A.2 gpt-oss: "4-bit values + one 8-bit scale per 32-element block" = 4.25 bits/weight.
       {"mxfp4", "OCP MXFP4: 4-bit E2M1 values + one E8M0 scale per 32-element block (4.25 bits/weight)", 4, 32, 8,
        false, "OCP Microscaling Formats (MX) Specification v1.0 (gpt-oss ships its MoE weights in it)"},
+      // NVFP4: E2M1 values, one FP8 E4M3 scale per 16-element micro-block (4.5 bits/weight), plus one FP32
+      // scale per tensor (negligible). Blackwell's tensor cores compute in it (cost::compute_path: "fp4").
+      {"nvfp4", "NVIDIA NVFP4: 4-bit E2M1 values + one FP8 E4M3 scale per 16-element block (4.5 bits/weight)", 4, 16,
+       8, false,
+       "NVIDIA Technical Blog, 'Introducing NVFP4 for Efficient and Accurate Low-Precision Inference' (2025-06)"},
   };
   return all;
 }

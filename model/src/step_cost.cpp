@@ -140,9 +140,10 @@ LayerCosts::LayerCosts(const model::Architecture& a, const LayerParts& p, const 
   tp_ = static_cast<double>(split.tp);
   attn_tp_ = split.attention_whole ? 1.0 : tp_;
   moe_tp_ = static_cast<double>(split.moe_tp);
-  // Per device: attention and dense weights split over the TP group (replicated under attention DP), the
-  // router replicated (vLLM's gate is a ReplicatedLinear), each expert's width over moe_tp, the LM head
-  // over the TP group.
+  // Per device: attention and dense weights split over the TP group (whole under attention DP or
+  // replicated attention), the router replicated (vLLM's gate is a ReplicatedLinear), each expert's width
+  // over moe_tp, the LM head vocabulary-parallel over the TP group (vLLM's ParallelLMHead) or whole where
+  // attention is (as the memory plan holds it).
   attn_params_ = p.attn_params;
   attn_bytes_ = p.attn_bytes / attn_tp_;
   router_params_ = p.router_params;
@@ -150,7 +151,7 @@ LayerCosts::LayerCosts(const model::Architecture& a, const LayerParts& p, const 
   dense_params_ = p.dense_params;
   dense_bytes_ = p.dense_bytes / attn_tp_;
   head_params_ = p.head_params;
-  head_bytes_ = p.head_bytes / tp_;
+  head_bytes_ = p.head_bytes / attn_tp_;
   expert_params_ = p.expert_params;
   expert_bytes_ = p.expert_bytes / moe_tp_;
   has_ffn_on_moe_layers_ = p.ffn_on_moe_layers;
@@ -232,7 +233,7 @@ double LayerCosts::expert_kernels_time(ExpertExecution mode, double distinct) co
 }
 
 double LayerCosts::head(double samples) const {
-  return roofline(head_bytes_, 2.0 * head_params_ / tp_ * samples, head_rate_, path_.dequant) +
+  return roofline(head_bytes_, 2.0 * head_params_ / attn_tp_ * samples, head_rate_, path_.dequant) +
          kKernels.head * kernel_overhead_;
 }
 

@@ -17,6 +17,7 @@
 #include "moesim/model/precision.hpp"
 #include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
+#include "moesim/reports/compare.hpp"
 #include "moesim/reports/estimate.hpp"
 #include "moesim/reports/plot.hpp"
 #include "moesim/reports/serve.hpp"
@@ -244,6 +245,22 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
       out.itl_p50 = res.itl.median;
       out.itl_p99 = res.itl.p99;
       out.goodput = res.goodput;
+      out.instrument = "serving-sim";
+    } else if (const auto devices = model::load_node(p.hw).devices.count; p.nodes == 1 && devices > 1) {
+      // One server of several GPUs runs the model tensor-parallel over them (vLLM, TensorRT-LLM), not the
+      // Mac cluster's expert-parallel strategy: its single-user figure comes from the serving simulator.
+      ServeScenario s;
+      s.doc = single_user_scenario(p.model, p.hw, p.precision, "fused", 1, {{"tp", devices}}, 0);
+      s.source = g.origin + " (point " + std::to_string(p.index) + ": " + describe_point(p) + ")";
+      const ServeRun run = run_serve(s);
+      if (!o.traces_dir.empty())
+        write_file_atomically((o.traces_dir / ("point-" + std::to_string(p.index) + ".json")).string(), [&] {
+          std::ostringstream t;
+          write_serve_chrome_trace(run, t);
+          return t.str();
+        }());
+      out.sim_tokens_per_s = run.result.tpot.mean > 0 ? 1.0 / run.result.tpot.mean : 0;
+      out.instrument = "serving-sim (TP " + std::to_string(devices) + ")";
     } else {
       SimulateOutputs outputs;
       if (!o.traces_dir.empty())
@@ -254,6 +271,7 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
       out.split_moe = split.moe;
       out.split_comm = split.comm;
       out.split_misc = split.misc;
+      out.instrument = "decode-sim";
     }
     out.simulated = true;
   } catch (const UserError& e) {
@@ -276,6 +294,7 @@ nlohmann::json stage_blob(const PointResult& r) {
           {"sc", r.capital.switch_count},
           {"notes", r.capital.notes},
           {"sim", r.simulated},
+          {"inst", r.instrument},
           {"stps", r.sim_tokens_per_s},
           {"moe", r.split_moe},
           {"comm", r.split_comm},
@@ -301,6 +320,7 @@ void apply_blob(const nlohmann::json& j, PointResult& r) {
   r.capital.switch_count = j.at("sc").get<std::int64_t>();
   r.capital.notes = j.at("notes").get<std::vector<std::string>>();
   r.simulated = j.at("sim").get<bool>();
+  r.instrument = j.at("inst").get<std::string>();
   r.sim_tokens_per_s = j.at("stps").get<double>();
   r.split_moe = j.at("moe").get<double>();
   r.split_comm = j.at("comm").get<double>();
@@ -632,7 +652,7 @@ SweepResult run_sweep(const Grid& g, const SweepOptions& o, const SweepComm& com
   r.answers.over = want != 0 ? "simulated" : "analytic";
   for (auto& p : r.points) {
     if (p.simulated) ++r.simulated;
-    p.instrument = p.simulated ? "simulated" : "analytic";
+    if (!p.simulated) p.instrument = "analytic";
     if (p.simulated)
       p.tokens_per_s = g.serving() ? p.output_tokens_per_s : p.sim_tokens_per_s;
     else

@@ -500,7 +500,9 @@ TEST(BadInputCatalogue, SizesBeyondMemoryAreRefused) {
     "nics": ["10gbe-grpc"]})");
   s.write("grid-nodes-float.json", R"({"models": ["dbrx-instruct"], "hw": ["dgx-h100"], "nodes": [1e18],
     "nics": ["10gbe-grpc"]})");
-  s.write("grid-tokens.json", R"({"models": ["dbrx-instruct"], "hw": ["dgx-h100"], "simulate": {"tokens": 1e12}})");
+  // A cluster point (a lone GPU server is served as one user, which replays no generated decode trace).
+  s.write("grid-tokens.json", R"({"models": ["dbrx-instruct"], "hw": ["mac-studio-m2-ultra-192"], "nodes": [2],
+    "nics": ["10gbe-grpc"], "simulate": {"tokens": 1e12}})");
   s.write("grid-tokens-huge.json",
           R"({"models": ["dbrx-instruct"], "hw": ["dgx-h100"], "simulate": {"tokens": 1e30}})");
   const std::vector<Case> cases = {

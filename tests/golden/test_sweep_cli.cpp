@@ -164,7 +164,7 @@ TEST(GoldenSweep, ServingGrid) {
   for (const auto& p : doc["points"]) {
     SCOPED_TRACE(p["plan"].dump());
     EXPECT_EQ(p["status"], "ok");
-    EXPECT_EQ(p["instrument"], "simulated");
+    EXPECT_EQ(p["instrument"], "serving-sim");
     EXPECT_EQ(p["workload"], "2/s");
     plans.insert(p["plan"].get<std::string>());
     const auto m = metrics_by_name(p);
@@ -291,5 +291,5 @@ TEST(GoldenSweep, ServingGridRunsDenseModelAcrossNodes) {
   const auto doc = nlohmann::json::parse(r.out);
   ASSERT_EQ(doc["points"].size(), 1u);
   EXPECT_EQ(doc["points"][0]["status"], "ok");
-  EXPECT_EQ(doc["points"][0]["instrument"], "simulated");
+  EXPECT_EQ(doc["points"][0]["instrument"], "serving-sim");
 }

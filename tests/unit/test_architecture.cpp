@@ -400,7 +400,7 @@ TEST(Precision, RegistryAndUnknownName) {
     EXPECT_FALSE(p.description.empty()) << p.name;
     EXPECT_FALSE(p.source.empty()) << p.name;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"bf16", "fp16", "fp32", "fp8", "int8", "q4", "q2", "mxfp4"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"bf16", "fp16", "fp32", "fp8", "int8", "q4", "q2", "mxfp4", "nvfp4"}));
   const std::string msg = user_error([] { (void)precision("bf61"); });
   EXPECT_NE(msg.find("did you mean 'bf16'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("mxfp4"), std::string::npos) << msg;

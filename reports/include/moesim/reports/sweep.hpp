@@ -73,7 +73,9 @@ std::vector<GridPoint> expand_grid(const Grid& g);
 struct PointResult {
   GridPoint point;
   std::string status = "ok";  ///< "ok", or why the point was removed / not simulated / refused
-  std::string instrument;     ///< "simulated" or "analytic": where the headline figures come from
+  /// Where the headline figures come from: "decode-sim" (expert-parallel clusters), "serving-sim (TP n)" (one
+  /// server of n GPUs in a decode grid), "serving-sim" (serving grids) or "analytic" (not simulated).
+  std::string instrument;
   // analytic screen
   bool fits = false;
   double memory_needed = 0, memory_available = 0;  ///< bytes per node
