@@ -110,12 +110,10 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
                   ? lc.expert_group(s.experts, executed, executed)
                   : executed * lc.expert(1) + lc.expert_kernels_time(s.experts, executed);
   }
-  double roofs = 0, kernels = 0;
-  for (const LayerSpec& spec : a.layer_specs) {
-    roofs += lc.attention(1, w) + lc.dense(1);
-    if (spec.moe && a.is_moe()) roofs += lc.router(1) + experts;
-    kernels += lc.layer_kernels(spec, tp);
-  }
+  // Every decoder layer's attention and (averaged) dense part, the MoE layers' router and experts.
+  const double layers = static_cast<double>(a.layers);
+  double roofs = layers * (lc.attention(1, w) + lc.dense(1)) + moe_layers * (lc.router(1) + experts);
+  const double kernels = moe_layers * lc.layer_kernels(true, tp) + (layers - moe_layers) * lc.layer_kernels(false, tp);
   if (s.include_lm_head) roofs += lc.head(1);
   r.overhead = units::seconds(kernels * ko + lc.layer_overhead() * static_cast<double>(a.layers));
   r.gpu = units::seconds(roofs) + r.overhead;

@@ -68,6 +68,15 @@ ComputePath compute_path(const model::NodeProfile& node, const model::Precision&
   return p;
 }
 
+void profile_notes(const model::NodeProfile& node, const model::Precision& weights, std::vector<std::string>& notes) {
+  (void)compute_path(node, weights, &notes);
+  if (!node.devices.kernel_overhead)
+    note(&notes, node.origin + " gives no devices.kernel_overhead: kernels cost their roofline time only");
+  if (!node.devices.efficiency)
+    note(&notes, node.origin + " has no devices.efficiency: kernels run at 100% of the peak bandwidth and FLOP rate " +
+                     "(measure them with `moesim calibrate kernels`, or fit them with `moesim calibrate fit`)");
+}
+
 double roofline(double bytes, double flops, const Rate& r, double dequant) {
   return std::max(bytes / r.bw, flops / r.peak * (1.0 + dequant));
 }
@@ -129,14 +138,22 @@ LayerParts layer_parts(const model::Architecture& a, const model::Precision& wei
 
 LayerCosts::LayerCosts(const model::Architecture& a, const model::Precision& weights, const model::NodeProfile& node,
                        const DeviceSplit& split, double kv_element_bytes, std::vector<std::string>* notes)
-    : LayerCosts(a, layer_parts(a, weights), weights, node, split, kv_element_bytes, notes) {}
+    : a_(a), own_parts_(layer_parts(a, weights)) {
+  init(*own_parts_, weights, node, split, kv_element_bytes, notes);
+}
 
 LayerCosts::LayerCosts(const model::Architecture& a, const LayerParts& p, const model::Precision& weights,
                        const model::NodeProfile& node, const DeviceSplit& split, double kv_element_bytes,
                        std::vector<std::string>* notes)
     : a_(a) {
+  init(p, weights, node, split, kv_element_bytes, notes);
+}
+
+void LayerCosts::init(const LayerParts& p, const model::Precision& weights, const model::NodeProfile& node,
+                      const DeviceSplit& split, double kv_element_bytes, std::vector<std::string>* notes) {
+  parts_ = &p;
   MOESIM_CHECK(split.tp >= 1 && split.moe_tp >= 1, "a layer cost needs a split");
-  path_ = compute_path(node, weights, notes);
+  path_ = compute_path(node, weights);
   tp_ = static_cast<double>(split.tp);
   attn_tp_ = split.attention_whole ? 1.0 : tp_;
   moe_tp_ = static_cast<double>(split.moe_tp);
@@ -158,23 +175,15 @@ LayerCosts::LayerCosts(const model::Architecture& a, const LayerParts& p, const 
   // Under TP the KV heads are split over the devices (each holds at least one: vLLM replicates them when
   // tp > kv_heads); MLA's latent is replicated.
   const double kv_share = !split.attention_whole && p.kv_split_by_heads ? std::max(1.0 / tp_, 1.0 / p.kv_heads) : 1.0;
-  windows_.reserve(p.windows.size());
-  for (const auto& w : p.windows)
-    windows_.push_back({w.window, w.kv_elements * kv_element_bytes * kv_share, w.flops / attn_tp_});
+  kv_scale_ = kv_element_bytes * kv_share;
+  flops_scale_ = 1.0 / attn_tp_;
   state_bytes_ = p.state_bytes / attn_tp_;
 
-  if (node.devices.kernel_overhead) {
-    kernel_overhead_ = node.devices.kernel_overhead->value.base();
-  } else {
-    note(notes, node.origin + " gives no devices.kernel_overhead: kernels cost their roofline time only");
-  }
+  if (node.devices.kernel_overhead) kernel_overhead_ = node.devices.kernel_overhead->value.base();
   if (node.devices.layer_overhead) layer_overhead_ = node.devices.layer_overhead->value.base();
 
   const double peak = path_.has_peak ? node.peak(path_.dtype).value.base() : std::numeric_limits<double>::infinity();
   const double bandwidth = node.bandwidth().value.base();
-  if (!node.devices.efficiency)
-    note(notes, node.origin + " has no devices.efficiency: kernels run at 100% of the peak bandwidth and FLOP rate " +
-                    "(measure them with `moesim calibrate kernels`, or fit them with `moesim calibrate fit`)");
   // The one size rule: the bytes of one weight matrix of the kernel on this device.
   auto rate = [&](double matrix_bytes, const char* what) {
     if (!node.devices.efficiency) return Rate{bandwidth, peak};
@@ -239,17 +248,17 @@ double LayerCosts::head(double samples) const {
 
 SeqWork LayerCosts::sequence(std::int64_t context, std::int64_t n) const {
   SeqWork w;
-  for (const Window& win : windows_) {
-    w.flops += win.flops * attended_sum(context, n, win.window);
-    w.kv_bytes += win.kv_bytes * kv_tokens_read(context, n, win.window);
+  for (const LayerParts::Window& win : parts_->windows) {
+    w.flops += win.flops * flops_scale_ * attended_sum(context, n, win.window);
+    w.kv_bytes += win.kv_elements * kv_scale_ * kv_tokens_read(context, n, win.window);
   }
   w.kv_bytes += 2.0 * state_bytes_;
   return w;
 }
 
-int LayerCosts::layer_kernels(const model::LayerSpec& layer, bool tp_collectives) const {
+int LayerCosts::layer_kernels(bool moe_layer, bool tp_collectives) const {
   int k = kKernels.attention + (tp_collectives ? kKernels.tp_collectives : 0);
-  if (layer.moe && a_.is_moe()) {
+  if (moe_layer) {
     k += kKernels.router + kKernels.combine + (has_ffn_on_moe_layers_ ? kKernels.ffn : 0);
   } else {
     k += kKernels.ffn;

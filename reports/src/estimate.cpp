@@ -239,6 +239,7 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
     for (const auto& n : cost_notes)
       if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
   }
+  cost::profile_notes(r.node, *r.precision, notes);
   for (const auto& n : notes) out << "\nnote: " << n;
   if (!notes.empty()) out << "\n";
   if (r.node.devices.count > 1) {

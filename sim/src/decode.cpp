@@ -337,6 +337,7 @@ void Engine::setup() {
   const cost::LayerCosts lc(a, costs.parts, *cfg_.weights, node,
                             cost::DeviceSplit{node.devices.count, node.devices.count, false}, cfg_.activation_bytes,
                             &assumptions_);
+  cost::profile_notes(node, *cfg_.weights, assumptions_);
   const double ko = lc.kernel_overhead();
   const bool tp = node.devices.count > 1;
   const cost::SeqWork w = lc.sequence(cfg_.context, 1);

@@ -79,6 +79,7 @@ class CostModel {
         a_(*c.arch),
         lc_(*c.arch, *c.weights, *c.node, cost::DeviceSplit{p.tp, p.moe_tp, p.attention_dp || p.attention_replicated}, c.kv_bytes, &assumptions) {
     tp_ = static_cast<double>(p.tp);
+    cost::profile_notes(*c.node, *c.weights, assumptions);
     // Stage s holds layers [stage_starts_[s], stage_starts_[s + 1]).
     stage_starts_ = stage_layer_starts(a_.layers, p.pp);
     expert_bytes_ = lc_.expert_bytes();

@@ -25,6 +25,7 @@
 // Collectives are in model/collective.hpp, the memory plan in the serving simulator's plan.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -75,6 +76,11 @@ struct ComputePath {
 /// Appends to `notes` what the path assumes (a missing dequant_overhead or peak).
 ComputePath compute_path(const model::NodeProfile& node, const model::Precision& weights,
                          std::vector<std::string>* notes = nullptr);
+
+/// What the cost model assumes of a node for a weight format, one line each (appended once): a missing
+/// dequant_overhead or peak (compute_path), kernel_overhead or efficiency table. Every instrument prints
+/// them; LayerCosts adds only the kernel sizes outside the measured efficiency bands.
+void profile_notes(const model::NodeProfile& node, const model::Precision& weights, std::vector<std::string>& notes);
 
 /// A roofline rate: bytes/s and FLOP/s of the devices one kernel runs on.
 struct Rate {
@@ -130,14 +136,16 @@ LayerParts layer_parts(const model::Architecture& a, const model::Precision& wei
 /// serving simulator and the analytic model walk the layers to add the MoE parts where they are.
 class LayerCosts {
  public:
-  /// `kv_element_bytes`: bytes per KV-cache element (bf16: 2). Appends to `notes` what the costs assume
-  /// (no efficiency table, no kernel overhead, kernel sizes outside the measured bands, a missing peak).
+  /// `kv_element_bytes`: bytes per KV-cache element (bf16: 2). Appends to `notes` the kernel sizes that lie
+  /// outside the profile's measured efficiency bands (profile_notes says the rest).
   LayerCosts(const model::Architecture& a, const model::Precision& weights, const model::NodeProfile& node,
              const DeviceSplit& split, double kv_element_bytes, std::vector<std::string>* notes = nullptr);
   /// The same from parts computed before (layer_parts(a, weights)).
   LayerCosts(const model::Architecture& a, const LayerParts& parts, const model::Precision& weights,
              const model::NodeProfile& node, const DeviceSplit& split, double kv_element_bytes,
              std::vector<std::string>* notes = nullptr);
+  LayerCosts(const LayerCosts&) = delete;  // holds a pointer to its own parts
+  LayerCosts& operator=(const LayerCosts&) = delete;
 
   /// Attention weights for `tokens` on this device, plus the KV reads and context FLOPs of its sequences.
   [[nodiscard]] double attention(double tokens, const SeqWork& w) const;
@@ -155,7 +163,10 @@ class LayerCosts {
   [[nodiscard]] SeqWork sequence(std::int64_t context, std::int64_t n) const;
   /// Kernels of a decoder layer other than its experts: attention, the FFN when the layer has one, the
   /// router and combine on MoE layers, the TP collectives when `tp_collectives`.
-  [[nodiscard]] int layer_kernels(const model::LayerSpec& layer, bool tp_collectives) const;
+  [[nodiscard]] int layer_kernels(const model::LayerSpec& layer, bool tp_collectives) const {
+    return layer_kernels(layer.moe && a_.is_moe(), tp_collectives);
+  }
+  [[nodiscard]] int layer_kernels(bool moe_layer, bool tp_collectives) const;
   /// Launch overhead of the experts of one MoE layer run `mode` over `distinct` experts (parallel: the
   /// part that does not overlap is decided by expert_group, which includes it).
   [[nodiscard]] double expert_kernels_time(ExpertExecution mode, double distinct) const;
@@ -169,19 +180,19 @@ class LayerCosts {
   [[nodiscard]] const Rate& memory_rate() const { return kv_rate_; }  ///< the device's bandwidth and peak
 
  private:
-  struct Window {
-    std::int64_t window = 0;
-    double kv_bytes = 0;  ///< per attended token, per layer (averaged), on one device
-    double flops = 0;     ///< per attended token, per layer (averaged), on one device
-  };
+  void init(const LayerParts& p, const model::Precision& weights, const model::NodeProfile& node,
+            const DeviceSplit& split, double kv_element_bytes, std::vector<std::string>* notes);
   const model::Architecture& a_;
+  std::optional<LayerParts> own_parts_;  ///< when built from the architecture
+  const LayerParts* parts_ = nullptr;
+  double kv_scale_ = 0;     ///< bytes per KV element × this device's share of the heads
+  double flops_scale_ = 0;  ///< this device's share of the attention FLOPs
   ComputePath path_;
   double tp_ = 1, attn_tp_ = 1, moe_tp_ = 1;
   bool has_ffn_on_moe_layers_ = false;
   double attn_params_ = 0, attn_bytes_ = 0, router_params_ = 0, router_bytes_ = 0;
   double dense_params_ = 0, dense_bytes_ = 0, head_params_ = 0, head_bytes_ = 0;
   double expert_params_ = 0, expert_bytes_ = 0, state_bytes_ = 0;
-  std::vector<Window> windows_;
   double kernel_overhead_ = 0, layer_overhead_ = 0;
   Rate attn_rate_, router_rate_, dense_rate_, head_rate_, expert_rate_, kv_rate_;
 };
