@@ -30,6 +30,20 @@ CollectiveShape expert_outputs(double vector_bytes, std::int64_t top_k) {
   return {1, static_cast<double>(top_k) * vector_bytes};
 }
 
+CollectiveShape all_to_all(double bytes, std::int64_t p) {
+  if (p <= 1) return {};
+  const auto n = static_cast<double>(p);
+  return {1, (n - 1.0) / n * bytes};
+}
+
+CollectiveShape point_to_point(double bytes) { return {1, bytes}; }
+
+CollectiveShape ring_allgather(double bytes, std::int64_t p) {
+  if (p <= 1) return {};
+  const auto n = static_cast<double>(p);
+  return {p - 1, (n - 1.0) / n * bytes};
+}
+
 CollectiveShape scatter_gather(double vector_bytes, std::int64_t top_k) {
   return {2, 2.0 * static_cast<double>(top_k) * vector_bytes};
 }

@@ -98,6 +98,11 @@ double kv_tokens_read(std::int64_t context, std::int64_t n, std::int64_t window)
   return std::min(end, static_cast<double>(window + n - 1));
 }
 
+double kv_share(const model::Architecture& a, const DeviceSplit& split) {
+  if (split.attention_whole || a.kv_heads <= 0 || a.mla.kv_lora_rank > 0) return 1.0;
+  return std::max(1.0 / static_cast<double>(split.tp), 1.0 / static_cast<double>(a.kv_heads));
+}
+
 LayerParts layer_parts(const model::Architecture& a, const model::Precision& weights) {
   MOESIM_CHECK(a.layers > 0, "a layer cost needs layers");
   LayerParts p;
@@ -121,8 +126,6 @@ LayerParts layer_parts(const model::Architecture& a, const model::Precision& wei
     p.expert_bytes = model::routed_expert_bytes(a, weights).base();
   }
   p.ffn_on_moe_layers = a.shared_experts > 0;
-  p.kv_split_by_heads = a.kv_heads > 0 && a.mla.kv_lora_rank == 0;
-  p.kv_heads = static_cast<double>(a.kv_heads);
   std::map<std::int64_t, std::vector<model::LayerSpec>> by_window;
   for (const auto& spec : a.layer_specs) by_window[spec.sliding_window].push_back(spec);
   for (const auto& [window, specs] : by_window) {
@@ -172,10 +175,7 @@ void LayerCosts::init(const LayerParts& p, const model::Precision& weights, cons
   expert_params_ = p.expert_params;
   expert_bytes_ = p.expert_bytes / moe_tp_;
   has_ffn_on_moe_layers_ = p.ffn_on_moe_layers;
-  // Under TP the KV heads are split over the devices (each holds at least one: vLLM replicates them when
-  // tp > kv_heads); MLA's latent is replicated.
-  const double kv_share = !split.attention_whole && p.kv_split_by_heads ? std::max(1.0 / tp_, 1.0 / p.kv_heads) : 1.0;
-  kv_scale_ = kv_element_bytes * kv_share;
+  kv_scale_ = kv_element_bytes * kv_share(a_, split);
   flops_scale_ = 1.0 / attn_tp_;
   state_bytes_ = p.state_bytes / attn_tp_;
 

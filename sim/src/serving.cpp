@@ -112,10 +112,11 @@ class CostModel {
       if (cross) {
         MOESIM_CHECK(c.nic != nullptr, "a stage boundary across nodes needs the NIC (checked by the caller)");
         b.latency = c.nic->latency.value.base();
-        b.bw = nic_share * tp_;  // tp devices each send 1/tp of the activations in parallel
+        b.bw = nic_share;
+        b.split = p.tp;  // tp devices each send 1/tp of the activations in parallel
         if (p.tp > 1 && c.intra_link) {
-          b.gather_latency = c.intra_link->latency.value.base() * (tp_ - 1.0);
-          b.gather_bw = c.intra_link->bandwidth.value.base() * tp_ / (tp_ - 1.0);
+          b.gather_latency = c.intra_link->latency.value.base();
+          b.gather_bw = c.intra_link->bandwidth.value.base();
         }
       } else if (c.intra_link) {
         b.latency = c.intra_link->latency.value.base();
@@ -276,8 +277,8 @@ class CostModel {
     }
     for (const Boundary& b : boundaries_) {
       const double bytes = T * h * c_.activation_bytes;
-      double t = b.latency + bytes / b.bw;
-      if (b.gather_bw > 0) t += b.gather_latency + bytes / b.gather_bw;
+      double t = cost::point_to_point(bytes / static_cast<double>(b.split)).seconds(b.latency, b.bw);
+      if (b.gather_bw > 0) t += cost::ring_allgather(bytes, b.split).seconds(b.gather_latency, b.gather_bw);
       out.transfer.push_back(to_sim_time(units::seconds(t)));
     }
     out.io = io_total;
@@ -288,7 +289,9 @@ class CostModel {
 
  private:
   struct Boundary {
-    double latency = 0, bw = 0, gather_latency = 0, gather_bw = 0;
+    double latency = 0, bw = 0;                ///< the send: 1/split of the activations from each device
+    double gather_latency = 0, gather_bw = 0;  ///< the receiving node's all-gather (0: none)
+    std::int64_t split = 1;
   };
   struct MoeCost {
     double gpu = 0, io = 0, all_to_all = 0;
@@ -357,12 +360,9 @@ class CostModel {
       if (p_.attention_dp && ep > 1) {
         // Dispatch (and, symmetrically, combine): each device sends its tokens' copies to the devices
         // holding their experts, (ep − 1)/ep of them leaving the device, all pairs at once.
-        const double out_bytes = routed_ / tp_ * static_cast<double>(a_.hidden) * c_.activation_bytes *
-                                 (static_cast<double>(ep) - 1.0) / static_cast<double>(ep);
-        m.all_to_all =
-            tp_latency_ + std::max(out_bytes, worst_tokens * static_cast<double>(a_.hidden) * c_.activation_bytes *
-                                                  (1.0 - 1.0 / static_cast<double>(ep))) /
-                              tp_bw_;
+        // The busiest device's side: the copies it sends, or those its experts receive.
+        const double vector = static_cast<double>(a_.hidden) * c_.activation_bytes;
+        m.all_to_all = cost::all_to_all(std::max(routed_ / tp_, worst_tokens) * vector, ep).seconds(tp_latency_, tp_bw_);
       }
     }
     for (const std::uint16_t x : seen_) counts_[x] = 0;

@@ -143,12 +143,8 @@ std::vector<StageBytes> stage_bytes(const ServingConfig& c, const ParallelPlan& 
   const double tp = static_cast<double>(p.tp);
   const double attn_tp = p.attention_dp || p.attention_replicated ? 1.0 : tp;
   auto bytes = [&](double n) { return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), prec).base(); };
-  // KV per token on a device of a stage: GQA heads split over TP (one head replicated when tp > heads),
-  // MLA's latent replicated (vLLM), attention-DP: the device's own sequences hold the whole KV.
-  double share = 1.0;
-  if (!p.attention_dp && !p.attention_replicated && a.kv_heads > 0 && a.mla.kv_lora_rank == 0) {
-    share = std::max(1.0 / tp, 1.0 / static_cast<double>(a.kv_heads));
-  }
+  // KV per token on a device of a stage (cost::kv_share, the cost model's).
+  const double share = cost::kv_share(a, {p.tp, p.moe_tp, p.attention_dp || p.attention_replicated});
   const model::ComponentParams whole = model::parameter_counts(a);
   const std::vector<std::int64_t> starts = stage_layer_starts(a.layers, p.pp);
   std::vector<StageBytes> out;

@@ -42,6 +42,18 @@ CollectiveShape recursive_doubling(double bytes, std::int64_t n);
 /// sends its top-k expert outputs of `vector_bytes` each in one step.
 CollectiveShape expert_outputs(double vector_bytes, std::int64_t top_k);
 
+/// All-to-all of expert parallelism over p members (the dispatch, and symmetrically the combine, of
+/// DeepSeek-V3 §3.2 and vLLM's all2all backends): each member sends the token copies it holds for the
+/// others' experts, all pairs at once in one step; (p − 1)/p of its `bytes` leave it.
+CollectiveShape all_to_all(double bytes, std::int64_t p);
+
+/// One message of `bytes` (a pipeline stage boundary's activations).
+CollectiveShape point_to_point(double bytes);
+
+/// Ring all-gather of a vector of `bytes` over p members (Thakur, Rabenseifner & Gropp 2005): p − 1 steps
+/// of bytes/p each. Nothing for p <= 1.
+CollectiveShape ring_allgather(double bytes, std::int64_t p);
+
 /// Centralised expert parallelism: the driver scatters the token to the experts' nodes and gathers their
 /// outputs, 2 steps and 2 × top-k vectors.
 CollectiveShape scatter_gather(double vector_bytes, std::int64_t top_k);

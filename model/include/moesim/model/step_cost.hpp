@@ -103,6 +103,11 @@ struct DeviceSplit {
   bool attention_whole = false;  ///< attention and dense weights whole on every device (attention DP, replicated)
 };
 
+/// The fraction of a sequence's KV cache one device holds: GQA's KV heads are split over the TP devices,
+/// each holding at least one (vLLM replicates a head when tp > kv_heads); MLA's latent is replicated; with
+/// attention whole on a device (data-parallel or replicated) it holds its sequences' whole cache.
+double kv_share(const model::Architecture& a, const DeviceSplit& split);
+
 /// The work of one sequence in one step, per layer (averaged over the decoder layers) on one device.
 struct SeqWork {
   double kv_bytes = 0;  ///< KV cache (and recurrent state) read
@@ -125,8 +130,6 @@ struct LayerParts {
   double expert_params = 0, expert_bytes = 0;  ///< one routed expert, one layer
   double state_bytes = 0;                      ///< Gated DeltaNet recurrent state, fp32, per layer (averaged)
   bool ffn_on_moe_layers = false;              ///< shared experts run beside the routed ones
-  bool kv_split_by_heads = false;              ///< GQA KV heads split over TP devices (not MLA's latent)
-  double kv_heads = 0;
   std::vector<Window> windows;  ///< grouped by sliding window: a step costs O(sequences × windows)
 };
 LayerParts layer_parts(const model::Architecture& a, const model::Precision& weights);
