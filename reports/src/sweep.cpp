@@ -225,18 +225,23 @@ SimulateRequest decode_request(const Grid& g, const GridPoint& p) {
 void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
   const GridPoint& p = out.point;
   try {
-    if (g.serving()) {
+    // Serves the point's scenario, and writes its Chrome trace when asked.
+    auto serve = [&](nlohmann::json doc) {
       ServeScenario s;
-      s.doc = serve_doc(g, p);
+      s.doc = std::move(doc);
       s.source = g.origin + " (point " + std::to_string(p.index) + ": " + describe_point(p) + ")";
       s.base_dir = g.base_dir;
-      const ServeRun run = run_serve(s);
+      ServeRun run = run_serve(s);
       if (!o.traces_dir.empty())
         write_file_atomically((o.traces_dir / ("point-" + std::to_string(p.index) + ".json")).string(), [&] {
           std::ostringstream t;
           write_serve_chrome_trace(run, t);
           return t.str();
         }());
+      return run;
+    };
+    if (g.serving()) {
+      const ServeRun run = serve(serve_doc(g, p));
       const auto& res = run.result;
       out.output_tokens_per_s = res.output_throughput;
       out.per_user_tokens_per_s = res.tpot.mean > 0 ? 1.0 / res.tpot.mean : 0;
@@ -249,16 +254,7 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
     } else if (const auto devices = model::load_node(p.hw).devices.count; p.nodes == 1 && devices > 1) {
       // One server of several GPUs runs the model tensor-parallel over them (vLLM, TensorRT-LLM), not the
       // Mac cluster's expert-parallel strategy: its single-user figure comes from the serving simulator.
-      ServeScenario s;
-      s.doc = single_user_scenario(p.model, p.hw, p.precision, "fused", 1, {{"tp", devices}}, 0);
-      s.source = g.origin + " (point " + std::to_string(p.index) + ": " + describe_point(p) + ")";
-      const ServeRun run = run_serve(s);
-      if (!o.traces_dir.empty())
-        write_file_atomically((o.traces_dir / ("point-" + std::to_string(p.index) + ".json")).string(), [&] {
-          std::ostringstream t;
-          write_serve_chrome_trace(run, t);
-          return t.str();
-        }());
+      const ServeRun run = serve(single_user_scenario(p.model, p.hw, p.precision, "fused", 1, {{"tp", devices}}, 0));
       out.sim_tokens_per_s = run.result.tpot.mean > 0 ? 1.0 / run.result.tpot.mean : 0;
       out.instrument = "serving-sim (TP " + std::to_string(devices) + ")";
     } else {
