@@ -282,9 +282,10 @@ int cmd_estimate(const Args& args, std::ostream& out) {
   if (!parse_options(
           args, desc, vm, out,
           "usage: moesim estimate --model ID --hw ID [--nic ID[,ID...]] --nodes N[,N...] [options]\n\n"
-          "Equation 1 of seed 000, generalised: per decode token on the busiest node, max(load, compute) + NIC "
-          "latency x\n"
-          "messages + bytes / NIC bandwidth; E[active experts per node] is computed exactly from the placement.\n"
+          "Equation 1 of seed 000, generalised: per decode token on the busiest node, the kernels' rooflines\n"
+          "max(bytes / bandwidth, FLOPs / peak) and launch overheads (the shared cost model the simulators use too)\n"
+          "+ NIC latency x messages + bytes / NIC bandwidth; E[active experts per node] is computed exactly from\n"
+          "the placement. --compare runs each row through the decode and serving simulators as well.\n"
           "Cost USD and tok/s/USD use the profiles' prices (the node's; the NIC's from two nodes on); a profile "
           "without one\n"
           "still gets its tokens/s, and the cost columns say \"no price\" with a note naming the price to add.\n"
