@@ -295,6 +295,8 @@ class Engine final : public EventHandler, public MessageSink {
   std::vector<std::vector<std::int32_t>> local_experts_;  ///< per node: experts it holds
   std::vector<std::int64_t> lru_;  ///< per node × MoE layer × expert: last global step it was computed (-1 never)
   std::vector<std::int32_t> scratch_;
+  std::vector<std::uint64_t> picked_;  ///< per expert: the stamp_ of the last compute_experts that listed it
+  std::uint64_t stamp_ = 0;
   std::vector<TokenRecord> per_token_;
   TokenRecord current_;  ///< node 0's token in progress
   std::int64_t sum_max_routed_ = 0;
@@ -422,6 +424,7 @@ void Engine::setup() {
   }
   for (auto& l : local_experts_) std::sort(l.begin(), l.end());
   lru_.assign(static_cast<std::size_t>(n_ * moe_layers_ * experts_), -1);
+  picked_.assign(static_cast<std::size_t>(experts_), 0);
   per_token_.reserve(static_cast<std::size_t>(tokens_));
 }
 
@@ -445,30 +448,32 @@ SimTime Engine::compute_experts(std::int32_t n, std::uint64_t g, SimTime t) {
   Node& node = nodes_[ni];
   const auto token = static_cast<std::int64_t>(g / static_cast<std::uint64_t>(moe_layers_));
   const auto j = static_cast<std::int64_t>(g % static_cast<std::uint64_t>(moe_layers_));
-  // What this node computes: its routed experts, then what the balancing adds.
+  // What this node computes: its routed experts, then what the balancing adds. An expert is in the list
+  // when its picked_ stamp is this call's: O(1) membership, no clearing.
   scratch_.assign(as.routed[ni].begin(), as.routed[ni].end());
   const auto routed = scratch_.size();
   const auto& local = local_experts_[ni];
   std::int64_t* lru = &lru_[(ni * static_cast<std::size_t>(moe_layers_) + static_cast<std::size_t>(j)) *
                             static_cast<std::size_t>(experts_)];
-  auto is_routed = [&](std::int32_t e) {
-    return std::find(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(routed), e) !=
-           scratch_.begin() + static_cast<std::ptrdiff_t>(routed);
-  };
+  const std::uint64_t stamp = ++stamp_;
+  if (cfg_.balancing != Balancing::None) {
+    for (const auto e : scratch_) picked_[static_cast<std::size_t>(e)] = stamp;
+  }
   if (cfg_.balancing == Balancing::BusyAll) {
     for (const auto e : local)
-      if (!is_routed(e)) scratch_.push_back(e);
+      if (picked_[static_cast<std::size_t>(e)] != stamp) scratch_.push_back(e);
   } else if (cfg_.balancing == Balancing::LruFill && static_cast<std::int32_t>(routed) < as.max_routed) {
     // The spare quota goes to the least recently used local experts of this layer (ties: lowest id).
     const auto want = static_cast<std::size_t>(as.max_routed) - routed;
     for (std::size_t f = 0; f < want; ++f) {
       std::int32_t best = -1;
       for (const auto e : local) {
-        if (std::find(scratch_.begin(), scratch_.end(), e) != scratch_.end()) continue;
+        if (picked_[static_cast<std::size_t>(e)] == stamp) continue;
         if (best < 0 || lru[e] < lru[best]) best = e;
       }
       if (best < 0) break;  // every local expert is already busy
       scratch_.push_back(best);
+      picked_[static_cast<std::size_t>(best)] = stamp;
     }
   }
   node.stats.routed += static_cast<std::int64_t>(routed);
