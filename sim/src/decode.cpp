@@ -190,21 +190,21 @@ class Engine final : public EventHandler, public MessageSink {
       }
       case Msg::Ring:
         ++slot.arrivals;
-        ring_advance(to, g);
+        ring_advance(to, slot);
         break;
       case Msg::RdRound:
         slot.rounds_received |= 1U << tag_step(tag);
-        rd_advance(to, g);
+        rd_advance(to, slot);
         break;
       case Msg::RdPre:
         slot.pre_received = true;
-        rd_advance(to, g);
+        rd_advance(to, slot);
         break;
       case Msg::RdPost:
         slot.post_received = true;
         break;
     }
-    maybe_complete(to, g);
+    maybe_complete(to, slot);
   }
 
  private:
@@ -235,10 +235,11 @@ class Engine final : public EventHandler, public MessageSink {
   SimTime finish_layer(std::int32_t n, SimTime t);
   SimTime compute_experts(std::int32_t n, std::uint64_t g, SimTime t);
   const Assignment& assignment(std::uint64_t g);
-  void start_exchange(std::int32_t n, std::uint64_t g);
-  void ring_advance(std::int32_t n, std::uint64_t g);
-  void rd_advance(std::int32_t n, std::uint64_t g);
-  void maybe_complete(std::int32_t n, std::uint64_t g);
+  // These take the node's slot of the layer (slot_of), found once per message.
+  void start_exchange(std::int32_t n, Slot& slot);
+  void ring_advance(std::int32_t n, Slot& slot);
+  void rd_advance(std::int32_t n, Slot& slot);
+  void maybe_complete(std::int32_t n, Slot& slot);
   bool exchange_complete(std::int32_t n, const Slot& s) const;
   Slot& slot_of(std::int32_t n, std::uint64_t g) {
     Slot& s = nodes_[static_cast<std::size_t>(n)].slots[g % kSlots];
@@ -555,8 +556,8 @@ void Engine::run_node(std::int32_t n, SimTime t) {
     Slot& slot = slot_of(n, g);
     slot.done = compute_experts(n, g, t);
     slot.started = true;
-    if (!centralised_) start_exchange(n, g);
-    maybe_complete(n, g);
+    if (!centralised_) start_exchange(n, slot);
+    maybe_complete(n, slot);
     return;
   }
 }
@@ -590,8 +591,8 @@ SimTime Engine::finish_layer(std::int32_t n, SimTime t) {
   return t;
 }
 
-void Engine::start_exchange(std::int32_t n, std::uint64_t g) {
-  Slot& slot = slot_of(n, g);
+void Engine::start_exchange(std::int32_t n, Slot& slot) {
+  const std::uint64_t g = slot.g;
   switch (cfg_.collective) {
     case Collective::ExpertOutputs:
       // Shift order (node n sends to n+1, n+2, ... mod N), as pairwise all-to-all implementations do:
@@ -601,19 +602,19 @@ void Engine::start_exchange(std::int32_t n, std::uint64_t g) {
       }
       break;
     case Collective::RingAllReduce:
-      ring_advance(n, g);
+      ring_advance(n, slot);
       break;
     case Collective::RecursiveDoubling:
-      rd_advance(n, g);
+      rd_advance(n, slot);
       break;
   }
 }
 
-void Engine::ring_advance(std::int32_t n, std::uint64_t g) {
+void Engine::ring_advance(std::int32_t n, Slot& slot) {
   // Step s (0 .. 2(N-1)-1): every node sends one chunk to its right neighbour; it may send step s once
   // its own partial sum exists and it has received step s-1 from its left neighbour.
-  Slot& slot = slot_of(n, g);
   if (!slot.started) return;
+  const std::uint64_t g = slot.g;
   const std::int32_t steps = ring_steps_;
   const SimTime at = std::max(sim_.now(), slot.done);
   while (slot.sent < steps && slot.arrivals >= slot.sent) {
@@ -622,9 +623,9 @@ void Engine::ring_advance(std::int32_t n, std::uint64_t g) {
   }
 }
 
-void Engine::rd_advance(std::int32_t n, std::uint64_t g) {
-  Slot& slot = slot_of(n, g);
+void Engine::rd_advance(std::int32_t n, Slot& slot) {
   if (!slot.started) return;
+  const std::uint64_t g = slot.g;
   const SimTime at = std::max(sim_.now(), slot.done);
   const std::int32_t extra = n_ - rd_pow2_;
   if (n >= rd_pow2_) {  // an extra node: fold into its partner, then wait for the result
@@ -663,8 +664,7 @@ bool Engine::exchange_complete(std::int32_t n, const Slot& s) const {
   return false;
 }
 
-void Engine::maybe_complete(std::int32_t n, std::uint64_t g) {
-  Slot& slot = slot_of(n, g);
+void Engine::maybe_complete(std::int32_t n, Slot& slot) {
   if (!slot.started || !exchange_complete(n, slot)) return;
   const SimTime ready = std::max(sim_.now(), slot.done);
   slot.started = false;  // complete once
