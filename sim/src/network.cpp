@@ -97,13 +97,24 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
 }
 
 void Network::deliver_later(SimTime left_wire, std::uint32_t id) {
-  deliveries_.push(Timed{left_wire + config_.latency - config_.overhead, seq_++, id});
+  const SimTime at = left_wire + config_.latency - config_.overhead;
+  // Due now (the usual case: a flow alone on its links completes at its delivery time): process()
+  // delivers these after the heap's, which were queued earlier, so the order is still (time, seq)
+  // without a round trip through the heap.
+  if (at == sim_.now()) {
+    due_now_.push_back(id);
+  } else {
+    deliveries_.push(Timed{at, seq_++, id});
+  }
 }
 
 void Network::deliver(std::uint32_t id) {
-  const Message m = messages_store_[id];
+  // The sink may send, reusing this slot: keep what it is told.
+  const Message& m = messages_store_[id];
+  const std::uint64_t tag = m.tag;
+  const std::int32_t from = m.from, to = m.to;
   free_.push_back(id);
-  sink_->on_delivered(m.tag, m.from, m.to);
+  sink_->on_delivered(tag, from, to);
 }
 
 void Network::set_rate(Message& m, SimTime now, double rate) {
@@ -194,6 +205,10 @@ void Network::process() {
       deliver(id);
       delivered = true;
     }
+    // Sinks only send: nothing joins due_now_ while it is delivered.
+    for (const std::uint32_t id : due_now_) deliver(id);
+    delivered = delivered || !due_now_.empty();
+    due_now_.clear();
     const bool more_now =
         (!starts_.empty() && starts_.top().time <= now) || (!deliveries_.empty() && deliveries_.top().time <= now);
     if (!delivered || !more_now) break;

@@ -122,6 +122,7 @@ class Network final : public EventHandler {
   std::vector<std::uint32_t> free_;
   Heap starts_;
   Heap deliveries_;
+  std::vector<std::uint32_t> due_now_;  ///< delivered at this instant, after deliveries_'s (deliver_later())
   std::vector<std::uint32_t> active_;  ///< messages whose flow is on the wire
   bool rates_dirty_ = false;
   SimTime last_advance_ = 0;
