@@ -11,8 +11,9 @@
 // through one virtual call: no std::function, no allocation per event (the simulator replays tens of
 // millions of them).
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
-#include <queue>
 #include <vector>
 
 #include "moesim/model/units.hpp"
@@ -27,6 +28,63 @@ inline constexpr SimTime kPicosecondsPerSecond = 1'000'000'000'000;
 /// Seconds -> picoseconds, rounded to the nearest picosecond. Durations are never negative here.
 SimTime to_sim_time(units::Duration d);
 inline double to_seconds(SimTime t) { return static_cast<double>(t) / static_cast<double>(kPicosecondsPerSecond); }
+
+/// A queue of records leaving in (time, seq) order; T has `time` and `seq` members and no two records
+/// share both. The simulator's queues are nearly always short and fed nearly in order (a burst of
+/// messages, the next wake-up), so a short queue is a vector sorted by (time, seq) from `head_` on: the
+/// earliest leaves by moving `head_`, a new record usually goes at the end. Past kShort records it
+/// turns into a binary heap, until it is short again. Records leave in the same order either way.
+template <class T>
+class TimeQueue {
+ public:
+  [[nodiscard]] bool empty() const { return head_ == v_.size(); }
+  [[nodiscard]] const T& top() const { return v_[head_]; }
+
+  void push(const T& x) {
+    if (!heap_ && v_.size() - head_ >= kShort) {
+      v_.erase(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+      std::make_heap(v_.begin(), v_.end(), later);
+      heap_ = true;
+    }
+    if (heap_) {
+      v_.push_back(x);
+      std::push_heap(v_.begin(), v_.end(), later);
+      return;
+    }
+    if (head_ == v_.size()) {  // empty: reuse the vector from its start
+      v_.clear();
+      head_ = 0;
+    } else if (head_ >= kShort) {  // a long-lived queue: drop what has left, now and then
+      v_.erase(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(head_));
+      head_ = 0;
+    }
+    auto at = v_.end();
+    const auto first = v_.begin() + static_cast<std::ptrdiff_t>(head_);
+    while (at != first && later(*(at - 1), x)) --at;
+    v_.insert(at, x);
+  }
+
+  void pop() {
+    if (!heap_) {
+      ++head_;
+      return;
+    }
+    std::pop_heap(v_.begin(), v_.end(), later);
+    v_.pop_back();
+    if (v_.size() <= kShort / 4) {  // short again: back to the sorted vector
+      std::sort(v_.begin(), v_.end(), [](const T& a, const T& b) { return later(b, a); });
+      heap_ = false;
+    }
+  }
+
+ private:
+  static constexpr std::size_t kShort = 32;
+  static bool later(const T& a, const T& b) { return a.time != b.time ? a.time > b.time : a.seq > b.seq; }
+  std::vector<T> v_;
+  std::size_t head_ = 0;  ///< sorted mode: records before it have left
+  bool heap_ = false;
+};
 
 /// Something that receives events. `kind` and `arg` mean whatever the handler defines.
 class EventHandler {
@@ -59,10 +117,7 @@ class Simulation {
     std::uint32_t handler;
     std::uint32_t kind;
   };
-  struct Later {
-    bool operator()(const Event& a, const Event& b) const { return a.time != b.time ? a.time > b.time : a.seq > b.seq; }
-  };
-  std::priority_queue<Event, std::vector<Event>, Later> queue_;
+  TimeQueue<Event> queue_;
   std::vector<EventHandler*> handlers_;
   SimTime now_ = 0;
   std::uint64_t seq_ = 0;

@@ -22,7 +22,6 @@
 
 #include <array>
 #include <cstdint>
-#include <queue>
 #include <vector>
 
 #include "moesim/sim/event_core.hpp"
@@ -95,10 +94,7 @@ class Network final : public EventHandler {
     std::uint64_t seq;
     std::uint32_t message;
   };
-  struct Later {
-    bool operator()(const Timed& a, const Timed& b) const { return a.time != b.time ? a.time > b.time : a.seq > b.seq; }
-  };
-  using Heap = std::priority_queue<Timed, std::vector<Timed>, Later>;
+  using Heap = TimeQueue<Timed>;
 
   std::uint32_t allocate();  ///< a free message slot (reused; the caller fills it)
   void process();
