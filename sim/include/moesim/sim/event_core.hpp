@@ -41,6 +41,24 @@ class TimeQueue {
   [[nodiscard]] const T& top() const { return v_[head_]; }
 
   void push(const T& x) {
+    // The usual case, kept small enough to inline: a short queue, x the latest.
+    if (!heap_ && head_ < kShort && v_.size() - head_ < kShort && (empty() || !later(v_.back(), x))) {
+      v_.push_back(x);
+      return;
+    }
+    push_slow(x);
+  }
+
+  void pop() {
+    if (heap_) {
+      pop_heap();
+    } else {
+      ++head_;
+    }
+  }
+
+ private:
+  [[gnu::noinline]] void push_slow(const T& x) {
     if (!heap_ && v_.size() - head_ >= kShort) {
       v_.erase(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(head_));
       head_ = 0;
@@ -52,24 +70,17 @@ class TimeQueue {
       std::push_heap(v_.begin(), v_.end(), later);
       return;
     }
-    if (head_ == v_.size()) {  // empty: reuse the vector from its start
-      v_.clear();
-      head_ = 0;
-    } else if (head_ >= kShort) {  // a long-lived queue: drop what has left, now and then
-      v_.erase(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(head_));
-      head_ = 0;
-    }
-    auto at = v_.end();
-    const auto first = v_.begin() + static_cast<std::ptrdiff_t>(head_);
-    while (at != first && later(*(at - 1), x)) --at;
-    v_.insert(at, x);
+    // Drop what has left (all of it when the queue is empty), then insert from the end: records later
+    // than x move up one place.
+    v_.erase(v_.begin(), v_.begin() + static_cast<std::ptrdiff_t>(head_));
+    head_ = 0;
+    std::size_t at = v_.size();
+    v_.push_back(x);
+    for (; at > 0 && later(v_[at - 1], x); --at) v_[at] = v_[at - 1];
+    v_[at] = x;
   }
 
-  void pop() {
-    if (!heap_) {
-      ++head_;
-      return;
-    }
+  [[gnu::noinline]] void pop_heap() {
     std::pop_heap(v_.begin(), v_.end(), later);
     v_.pop_back();
     if (v_.size() <= kShort / 4) {  // short again: back to the sorted vector
@@ -78,7 +89,6 @@ class TimeQueue {
     }
   }
 
- private:
   static constexpr std::size_t kShort = 32;
   static bool later(const T& a, const T& b) { return a.time != b.time ? a.time > b.time : a.seq > b.seq; }
   std::vector<T> v_;
