@@ -28,6 +28,7 @@ Network::Network(Simulation& sim, NetworkConfig config, MessageSink* sink) : sim
   up_busy_until_.assign(n, 0);
   up_flows_.assign(n, 0);
   down_flows_.assign(n, 0);
+  waiting_.assign(n, Waiting{});
 }
 
 std::uint32_t Network::allocate() {
@@ -77,7 +78,18 @@ void Network::send(SimTime ready, std::int32_t from, std::int32_t to, double byt
     wake_at(starts_.top().time);
     return;
   }
-  starts_.push(Timed{start, seq_++, id});
+  // Behind the sender's other waiting messages (it starts after them); the first takes a place in
+  // starts_ now, the others when the one before them starts (process()).
+  msg.seq = seq_++;
+  msg.next = kNone;
+  Waiting& w = waiting_[static_cast<std::size_t>(from)];
+  if (w.head == kNone) {
+    w.head = id;
+    starts_.push(Timed{start, msg.seq, id});
+  } else {
+    messages_store_[w.tail].next = id;
+  }
+  w.tail = id;
   wake_at(starts_.top().time);
 }
 
@@ -179,6 +191,12 @@ void Network::process() {
         continue;
       }
       Message& m = messages_store_[id];
+      Waiting& w = waiting_[static_cast<std::size_t>(m.from)];
+      w.head = m.next;
+      if (w.head != kNone) {
+        const Message& next = messages_store_[w.head];
+        starts_.push(Timed{next.start, next.seq, w.head});
+      }
       m.start = now;
       if (m.remaining <= kDoneBytes) {  // an empty message still pays the latency
         deliver_later(now, id);

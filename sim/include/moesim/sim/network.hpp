@@ -88,6 +88,15 @@ class Network final : public EventHandler {
     SimTime start = 0;
     SimTime finish = 0;  ///< when its last byte leaves the wire at the current rate
     std::uint64_t tag = 0;
+    std::uint64_t seq = 0;       ///< its place in starts_ among equal start times
+    std::uint32_t next = kNone;  ///< the sender's next message waiting to start (contention)
+  };
+  static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
+  /// A sender's messages waiting to start, oldest first: with contention their start times never
+  /// decrease (one CPU sends them in turn), so only the oldest needs a place in starts_.
+  struct Waiting {
+    std::uint32_t head = kNone;
+    std::uint32_t tail = kNone;
   };
   struct Timed {
     SimTime time;
@@ -116,7 +125,8 @@ class Network final : public EventHandler {
 
   std::vector<Message> messages_store_;
   std::vector<std::uint32_t> free_;
-  Heap starts_;
+  Heap starts_;  ///< with contention, each sender's oldest waiting message (Waiting); else deliveries
+  std::vector<Waiting> waiting_;  ///< per node
   Heap deliveries_;
   std::vector<std::uint32_t> due_now_;  ///< delivered at this instant, after deliveries_'s (deliver_later())
   std::vector<std::uint32_t> active_;  ///< messages whose flow is on the wire
