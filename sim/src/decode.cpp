@@ -255,6 +255,11 @@ class Engine final : public EventHandler, public MessageSink {
   void span(std::int32_t n, std::string_view what, std::int64_t token, std::int64_t layer, SimTime a, SimTime b) {
     if (tracing(token) && b > a) cfg_.timeline->on_compute(n, what, token, layer, a, b);
   }
+  /// Out of line: only the first tokens of a Chrome trace build these names.
+  [[gnu::noinline]] void expert_span(std::int32_t n, std::int32_t e, bool filler, std::int64_t token, std::int64_t layer,
+                                     SimTime a, SimTime b) {
+    span(n, (filler ? "filler " : "expert ") + std::to_string(e), token, layer, a, b);
+  }
   SimTime touch(std::int32_t n, std::size_t buffer, SimTime at, std::int32_t count, double bytes) {
     return residency_ ? residency_->acquire(n, buffer, at, count, bytes) : 0;
   }
@@ -449,48 +454,53 @@ SimTime Engine::compute_experts(std::int32_t n, std::uint64_t g, SimTime t) {
   Node& node = nodes_[ni];
   const auto token = static_cast<std::int64_t>(g / static_cast<std::uint64_t>(moe_layers_));
   const auto j = static_cast<std::int64_t>(g % static_cast<std::uint64_t>(moe_layers_));
-  // What this node computes: its routed experts, then what the balancing adds. An expert is in the list
-  // when its picked_ stamp is this call's: O(1) membership, no clearing.
-  scratch_.assign(as.routed[ni].begin(), as.routed[ni].end());
-  const auto routed = scratch_.size();
+  // What this node computes: its routed experts, then the fillers the balancing adds (scratch_). An
+  // expert is taken when its picked_ stamp is this call's: O(1) membership, no clearing.
+  const std::vector<std::int32_t>& routed = as.routed[ni];
+  scratch_.clear();
   const auto& local = local_experts_[ni];
   std::int64_t* lru = &lru_[(ni * static_cast<std::size_t>(moe_layers_) + static_cast<std::size_t>(j)) *
                             static_cast<std::size_t>(experts_)];
   const std::uint64_t stamp = ++stamp_;
   if (cfg_.balancing != Balancing::None) {
-    for (const auto e : scratch_) picked_[static_cast<std::size_t>(e)] = stamp;
+    for (const auto e : routed) picked_[static_cast<std::size_t>(e)] = stamp;
   }
   if (cfg_.balancing == Balancing::BusyAll) {
     for (const auto e : local)
       if (picked_[static_cast<std::size_t>(e)] != stamp) scratch_.push_back(e);
-  } else if (cfg_.balancing == Balancing::LruFill && static_cast<std::int32_t>(routed) < as.max_routed) {
-    // The spare quota goes to the least recently used local experts of this layer (ties: lowest id).
-    const auto want = static_cast<std::size_t>(as.max_routed) - routed;
+  } else if (cfg_.balancing == Balancing::LruFill && static_cast<std::int32_t>(routed.size()) < as.max_routed) {
+    // The spare quota goes to the least recently used local experts of this layer (ties: lowest id, as
+    // `local` is sorted and only a strictly older entry replaces the best so far).
+    const auto want = static_cast<std::size_t>(as.max_routed) - routed.size();
     for (std::size_t f = 0; f < want; ++f) {
       std::int32_t best = -1;
+      std::int64_t oldest = std::numeric_limits<std::int64_t>::max();  // lru entries are -1 .. g
       for (const auto e : local) {
-        if (picked_[static_cast<std::size_t>(e)] == stamp) continue;
-        if (best < 0 || lru[e] < lru[best]) best = e;
+        const bool older = picked_[static_cast<std::size_t>(e)] != stamp && lru[e] < oldest;
+        best = older ? e : best;
+        oldest = older ? lru[e] : oldest;
       }
       if (best < 0) break;  // every local expert is already busy
       scratch_.push_back(best);
       picked_[static_cast<std::size_t>(best)] = stamp;
     }
   }
-  node.stats.routed += static_cast<std::int64_t>(routed);
-  node.stats.fillers += static_cast<std::int64_t>(scratch_.size() - routed);
+  node.stats.routed += static_cast<std::int64_t>(routed.size());
+  node.stats.fillers += static_cast<std::int64_t>(scratch_.size());
   SimTime moe = 0;
   SimTime rewire_total = 0;
-  for (std::size_t i = 0; i < scratch_.size(); ++i) {
-    const std::int32_t e = scratch_[i];
+  const bool traced = tracing(token);
+  const bool stacked = cfg_.packing == Packing::Prestacked;
+  const double stacked_bytes = expert_bytes_ * static_cast<double>(moe_layers_);
+  const std::size_t count = routed.size() + scratch_.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::int32_t e = i < routed.size() ? routed[i] : scratch_[i - routed.size()];
     SimTime rewire = 0;
     std::size_t buffer = 0;
     if (residency_) {
-      const bool stacked = cfg_.packing == Packing::Prestacked;
       buffer =
           expert_buffer_base_ + (stacked ? static_cast<std::size_t>(e) : static_cast<std::size_t>(j * experts_ + e));
-      rewire = touch(n, buffer, t, stacked ? 1 : 3,
-                     stacked ? expert_bytes_ * static_cast<double>(moe_layers_) : expert_bytes_);
+      rewire = touch(n, buffer, t, stacked ? 1 : 3, stacked ? stacked_bytes : expert_bytes_);
       if (rewire > 0) {
         span(n, "rewire", token, j, t, t + rewire);
         ++node.stats.rewires;
@@ -499,7 +509,7 @@ SimTime Engine::compute_experts(std::int32_t n, std::uint64_t g, SimTime t) {
     const SimTime start = t + rewire;
     t = start + expert_;
     if (residency_) residency_->release(n, buffer, t);
-    if (tracing(token)) span(n, (i < routed ? "expert " : "filler ") + std::to_string(e), token, j, start, t);
+    if (traced) expert_span(n, e, i >= routed.size(), token, j, start, t);
     lru[e] = static_cast<std::int64_t>(g);
     moe += rewire + expert_;
     rewire_total += rewire;
