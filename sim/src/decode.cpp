@@ -607,8 +607,9 @@ void Engine::start_exchange(std::int32_t n, Slot& slot) {
     case Collective::ExpertOutputs:
       // Shift order (node n sends to n+1, n+2, ... mod N), as pairwise all-to-all implementations do:
       // the i-th messages of all senders go to distinct receivers, so no downlink gets a burst.
-      for (std::int32_t i = 1; i < n_; ++i) {
-        network_->send(slot.done, n, (n + i) % n_, out_bytes_, make_tag(Msg::Output, 0, g));
+      for (std::int32_t i = 1, to = n + 1; i < n_; ++i, ++to) {
+        if (to == n_) to = 0;
+        network_->send(slot.done, n, to, out_bytes_, make_tag(Msg::Output, 0, g));
       }
       break;
     case Collective::RingAllReduce:

@@ -144,50 +144,46 @@ void Network::leave_links(const Message& m) {
   if (--down_flows_[static_cast<std::size_t>(m.to)] == 1) --shared_links_;
 }
 
-void Network::advance_flows(SimTime now) {
-  const SimTime dt = now - last_advance_;
-  last_advance_ = now;
-  if (dt <= 0 || active_.empty()) return;
-  for (const std::uint32_t id : active_) {
-    Message& m = messages_store_[id];
-    m.remaining -= m.rate * static_cast<double>(dt);
-  }
-}
-
 void Network::process() {
   const SimTime now = sim_.now();
+  const SimTime in_flight = config_.latency - config_.overhead;  // last byte off the wire -> delivered
+  const bool backplane = config_.switch_bandwidth > 0;
   // Deliveries can trigger new sends at `now` (with zero overhead their flows start now), so repeat
   // until nothing more is due at this instant.
   for (;;) {
-    advance_flows(now);
+    const SimTime dt = now - last_advance_;
+    last_advance_ = now;
     bool changed = false;
-    bool delivered_now = false;
+    bool delivered = false;
     const bool was_shared = shared_links_ > 0;
-    // Flows that finished leave the wire; their last byte arrives after the in-flight latency.
+    // Flows move on by their rate; those that finished leave the wire, their last byte arriving after
+    // the in-flight latency.
     for (std::size_t i = 0; i < active_.size();) {
-      Message& m = messages_store_[active_[i]];
-      if (m.finish <= now) {
-        // It left the wire at m.finish: now, or earlier when it had its links to itself and nothing
-        // needed a wake-up at that instant (see next_wake()).
-        if (observer_) observer_->on_transfer(m.from, m.to, m.bytes, m.start, m.finish);
-        auto& busy_until = up_busy_until_[static_cast<std::size_t>(m.from)];
-        up_busy_[static_cast<std::size_t>(m.from)] += std::max<SimTime>(0, m.finish - std::max(m.start, busy_until));
-        busy_until = std::max(busy_until, m.finish);
-        leave_links(m);
-        deliver_later(m.finish, active_[i]);
-        active_[i] = active_.back();
-        active_.pop_back();
-        changed = true;
-      } else {
+      const std::uint32_t id = active_[i];
+      Message& m = messages_store_[id];
+      if (dt > 0) m.remaining -= m.rate * static_cast<double>(dt);
+      if (m.finish > now) {
         ++i;
+        continue;
       }
+      // It left the wire at m.finish: now, or earlier when it had its links to itself and nothing
+      // needed a wake-up at that instant (see the next wake-up below).
+      if (observer_) observer_->on_transfer(m.from, m.to, m.bytes, m.start, m.finish);
+      auto& busy_until = up_busy_until_[static_cast<std::size_t>(m.from)];
+      up_busy_[static_cast<std::size_t>(m.from)] += std::max<SimTime>(0, m.finish - std::max(m.start, busy_until));
+      busy_until = std::max(busy_until, m.finish);
+      leave_links(m);
+      deliver_later(m.finish, id);
+      active_[i] = active_.back();
+      active_.pop_back();
+      changed = true;
     }
     while (!starts_.empty() && starts_.top().time <= now) {
       const std::uint32_t id = starts_.top().message;
       starts_.pop();
       if (!config_.contention) {  // already through the wire: this is its delivery
         deliver(id);
-        delivered_now = true;
+        delivered = true;
         continue;
       }
       Message& m = messages_store_[id];
@@ -210,13 +206,12 @@ void Network::process() {
     if (changed) {
       // Progressive filling only when some link carries two flows (or the backplane is limited); when
       // every flow has its links to itself, each runs at the full port rate.
-      if (shared_links_ > 0 || config_.switch_bandwidth > 0) {
+      if (shared_links_ > 0 || backplane) {
         recompute_rates(now);
       } else if (was_shared) {
         for (const std::uint32_t id : active_) set_rate(messages_store_[id], now, rate_per_ps_);
       }
     }
-    bool delivered = delivered_now;
     while (!deliveries_.empty() && deliveries_.top().time <= now) {
       const std::uint32_t id = deliveries_.top().message;
       deliveries_.pop();
@@ -224,9 +219,11 @@ void Network::process() {
       delivered = true;
     }
     // Sinks only send: nothing joins due_now_ while it is delivered.
-    for (const std::uint32_t id : due_now_) deliver(id);
-    delivered = delivered || !due_now_.empty();
-    due_now_.clear();
+    if (!due_now_.empty()) {
+      for (const std::uint32_t id : due_now_) deliver(id);
+      due_now_.clear();
+      delivered = true;
+    }
     const bool more_now =
         (!starts_.empty() && starts_.top().time <= now) || (!deliveries_.empty() && deliveries_.top().time <= now);
     if (!delivered || !more_now) break;
@@ -240,9 +237,9 @@ void Network::process() {
   // earlier wake-up completes it retroactively at its own finish time).
   for (const std::uint32_t id : active_) {
     const Message& m = messages_store_[id];
-    const bool alone = up_flows_[static_cast<std::size_t>(m.from)] == 1 &&
-                       down_flows_[static_cast<std::size_t>(m.to)] == 1 && config_.switch_bandwidth <= 0;
-    next = std::min(next, alone ? m.finish + config_.latency - config_.overhead : std::max(m.finish, now + 1));
+    const bool alone =
+        !backplane && up_flows_[static_cast<std::size_t>(m.from)] == 1 && down_flows_[static_cast<std::size_t>(m.to)] == 1;
+    next = std::min(next, alone ? m.finish + in_flight : std::max(m.finish, now + 1));
   }
   if (next != std::numeric_limits<SimTime>::max()) wake_at(next);
 }

@@ -107,7 +107,6 @@ class Network final : public EventHandler {
 
   std::uint32_t allocate();  ///< a free message slot (reused; the caller fills it)
   void process();
-  void advance_flows(SimTime now);
   void deliver_later(SimTime left_wire, std::uint32_t id);
   void enter_links(const Message& m);
   void leave_links(const Message& m);
