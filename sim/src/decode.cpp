@@ -246,7 +246,7 @@ class Engine final : public EventHandler, public MessageSink {
     if (s.g != g) {
       MOESIM_CHECK(s.g == std::numeric_limits<std::uint64_t>::max() || s.g + kSlots <= g,
                    "decode slot reused while a layer was in flight");
-      s = Slot{};
+      std::construct_at(&s);  // in place: an assigned temporary is copied back with wide loads, a stall
       s.g = g;
     }
     return s;

@@ -62,7 +62,7 @@ class TimeQueue {
   static bool later(const T& a, const T& b) { return a.time != b.time ? a.time > b.time : a.seq > b.seq; }
   [[nodiscard]] auto at(std::size_t i) { return v_.begin() + static_cast<std::ptrdiff_t>(i); }
 
-  [[gnu::noinline]] void push_slow(const T& x) {
+  [[gnu::noinline]] void push_slow(T x) {  // by value, so that push() keeps x in registers
     // Live records to the front, room for one more.
     if (head_ > 0) {
       std::move(at(head_), at(end_), v_.begin());
