@@ -474,11 +474,17 @@ SimTime Engine::compute_experts(std::int32_t n, std::uint64_t g, SimTime t) {
     const auto want = static_cast<std::size_t>(as.max_routed) - routed.size();
     for (std::size_t f = 0; f < want; ++f) {
       std::int32_t best = -1;
-      std::int64_t oldest = std::numeric_limits<std::int64_t>::max();  // lru entries are -1 .. g
+      // Branch-free with masks (the comparisons depend on the data, so branches mispredict, and GCC
+      // keeps branches for the ternary form): a taken expert gets the age no entry has (lru entries
+      // are -1 .. g) and never wins.
+      constexpr std::int64_t kTaken = std::numeric_limits<std::int64_t>::max();
+      std::int64_t oldest = kTaken;
       for (const auto e : local) {
-        const bool older = picked_[static_cast<std::size_t>(e)] != stamp && lru[e] < oldest;
-        best = older ? e : best;
-        oldest = older ? lru[e] : oldest;
+        const std::int64_t taken = -static_cast<std::int64_t>(picked_[static_cast<std::size_t>(e)] == stamp);
+        const std::int64_t age = (lru[e] & ~taken) | (kTaken & taken);
+        const std::int32_t older = -static_cast<std::int32_t>(age < oldest);
+        best = (e & older) | (best & ~older);
+        oldest = std::min(oldest, age);
       }
       if (best < 0) break;  // every local expert is already busy
       scratch_.push_back(best);
