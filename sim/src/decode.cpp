@@ -567,7 +567,7 @@ void Engine::run_node(std::int32_t n, SimTime t) {
       continue;
     }
     if (centralised_) {
-      for (std::int32_t m = 1; m < n_; ++m) network_->send(t, 0, m, out_bytes_, make_tag(Msg::Scatter, 0, g));
+      network_->send_to_all(t, 0, out_bytes_, make_tag(Msg::Scatter, 0, g));  // to 1, 2, ... N-1
     }
     Slot& slot = slot_of(n, g);
     slot.done = compute_experts(n, g, t);
@@ -611,12 +611,7 @@ void Engine::start_exchange(std::int32_t n, Slot& slot) {
   const std::uint64_t g = slot.g;
   switch (cfg_.collective) {
     case Collective::ExpertOutputs:
-      // Shift order (node n sends to n+1, n+2, ... mod N), as pairwise all-to-all implementations do:
-      // the i-th messages of all senders go to distinct receivers, so no downlink gets a burst.
-      for (std::int32_t i = 1, to = n + 1; i < n_; ++i, ++to) {
-        if (to == n_) to = 0;
-        network_->send(slot.done, n, to, out_bytes_, make_tag(Msg::Output, 0, g));
-      }
+      network_->send_to_all(slot.done, n, out_bytes_, make_tag(Msg::Output, 0, g));  // in shift order
       break;
     case Collective::RingAllReduce:
       ring_advance(n, slot);

@@ -46,6 +46,26 @@ void Network::send(SimTime ready, std::int32_t from, std::int32_t to, double byt
   MOESIM_CHECK(from >= 0 && from < config_.nodes && to >= 0 && to < config_.nodes && from != to,
                "message between invalid nodes");
   MOESIM_CHECK(bytes >= 0, "negative message size");
+  enqueue(ready, from, to, bytes, tag);
+  wake_at(starts_.top().time);
+}
+
+void Network::send_to_all(SimTime ready, std::int32_t from, double bytes, std::uint64_t tag) {
+  MOESIM_CHECK(ready >= sim_.now(), "a message cannot be ready in the past");
+  MOESIM_CHECK(from >= 0 && from < config_.nodes, "message from an invalid node");
+  MOESIM_CHECK(bytes >= 0, "negative message size");
+  if (config_.nodes == 1) return;
+  for (std::int32_t i = 1, to = from + 1; i < config_.nodes; ++i, ++to) {
+    if (to == config_.nodes) to = 0;
+    enqueue(ready, from, to, bytes, tag);
+  }
+  // One wake-up call is the same as one per message: only the first message of the burst can change
+  // the queue's earliest start (the others wait behind it, or, without contention, are due no
+  // earlier), and wake_at() of an unchanged time does nothing.
+  wake_at(starts_.top().time);
+}
+
+void Network::enqueue(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag) {
   ++messages_;
   bytes_sent_[static_cast<std::size_t>(from)] += bytes;
   SimTime start = 0;
@@ -75,7 +95,6 @@ void Network::send(SimTime ready, std::int32_t from, std::int32_t to, double byt
     // Without contention a flow's end is fixed when it is sent, and sends are not in time order: this
     // path keeps its own ordered queue (the starts heap, reused for deliveries).
     starts_.push(Timed{end + config_.latency - config_.overhead, seq_++, id});
-    wake_at(starts_.top().time);
     return;
   }
   // Behind the sender's other waiting messages (it starts after them); the first takes a place in
@@ -90,7 +109,6 @@ void Network::send(SimTime ready, std::int32_t from, std::int32_t to, double byt
     messages_store_[w.tail].next = id;
   }
   w.tail = id;
-  wake_at(starts_.top().time);
 }
 
 void Network::wake_at(SimTime t) {

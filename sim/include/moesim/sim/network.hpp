@@ -58,6 +58,10 @@ class Network final : public EventHandler {
 
   /// Queues a message ready to leave `from` at `ready` (>= now). `tag` comes back in on_delivered.
   void send(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag);
+  /// send() to every other node, in shift order (from+1, from+2, ... mod N) as pairwise all-to-all
+  /// implementations do: when every node sends such a burst at once, the i-th messages of all senders
+  /// go to distinct receivers, so no downlink gets a burst.
+  void send_to_all(SimTime ready, std::int32_t from, double bytes, std::uint64_t tag);
 
   void set_observer(TransferObserver* o) { observer_ = o; }
 
@@ -106,6 +110,8 @@ class Network final : public EventHandler {
   using Heap = TimeQueue<Timed>;
 
   std::uint32_t allocate();  ///< a free message slot (reused; the caller fills it)
+  /// send() without the wake-up.
+  void enqueue(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag);
   void process();
   void deliver_later(SimTime left_wire, std::uint32_t id);
   void enter_links(const Message& m);
