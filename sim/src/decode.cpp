@@ -187,21 +187,21 @@ class Engine final : public EventHandler, public MessageSink {
       }
       case Msg::Ring:
         ++slot.arrivals;
-        ring_advance(to, g);
+        ring_advance(to, slot);
         break;
       case Msg::RdRound:
         slot.rounds_received |= 1U << tag_step(tag);
-        rd_advance(to, g);
+        rd_advance(to, slot);
         break;
       case Msg::RdPre:
         slot.pre_received = true;
-        rd_advance(to, g);
+        rd_advance(to, slot);
         break;
       case Msg::RdPost:
         slot.post_received = true;
         break;
     }
-    maybe_complete(to, g);
+    maybe_complete(to, slot);
   }
 
  private:
@@ -232,17 +232,18 @@ class Engine final : public EventHandler, public MessageSink {
   SimTime finish_layer(std::int32_t n, SimTime t);
   SimTime compute_experts(std::int32_t n, std::uint64_t g, SimTime t);
   const Assignment& assignment(std::uint64_t g);
-  void start_exchange(std::int32_t n, std::uint64_t g);
-  void ring_advance(std::int32_t n, std::uint64_t g);
-  void rd_advance(std::int32_t n, std::uint64_t g);
-  void maybe_complete(std::int32_t n, std::uint64_t g);
+  // These take the node's slot of the layer (slot_of), found once per message.
+  void start_exchange(std::int32_t n, Slot& slot);
+  void ring_advance(std::int32_t n, Slot& slot);
+  void rd_advance(std::int32_t n, Slot& slot);
+  void maybe_complete(std::int32_t n, Slot& slot);
   bool exchange_complete(std::int32_t n, const Slot& s) const;
   Slot& slot_of(std::int32_t n, std::uint64_t g) {
     Slot& s = nodes_[static_cast<std::size_t>(n)].slots[g % kSlots];
     if (s.g != g) {
       MOESIM_CHECK(s.g == std::numeric_limits<std::uint64_t>::max() || s.g + kSlots <= g,
                    "decode slot reused while a layer was in flight");
-      s = Slot{};
+      std::construct_at(&s);  // in place: an assigned temporary is copied back with wide loads, a stall
       s.g = g;
     }
     return s;
@@ -250,6 +251,11 @@ class Engine final : public EventHandler, public MessageSink {
   bool tracing(std::int64_t token) const { return cfg_.timeline && token < cfg_.timeline_tokens; }
   void span(std::int32_t n, std::string_view what, std::int64_t token, std::int64_t layer, SimTime a, SimTime b) {
     if (tracing(token) && b > a) cfg_.timeline->on_compute(n, what, token, layer, a, b);
+  }
+  /// Out of line: only the first tokens of a Chrome trace build these names.
+  [[gnu::noinline]] void expert_span(std::int32_t n, std::int32_t e, bool filler, std::int64_t token, std::int64_t layer,
+                                     SimTime a, SimTime b) {
+    span(n, (filler ? "filler " : "expert ") + std::to_string(e), token, layer, a, b);
   }
   SimTime touch(std::int32_t n, std::size_t buffer, SimTime at, std::int32_t count, double bytes) {
     return residency_ ? residency_->acquire(n, buffer, at, count, bytes) : 0;
@@ -293,6 +299,8 @@ class Engine final : public EventHandler, public MessageSink {
   std::vector<std::vector<std::int32_t>> local_experts_;  ///< per node: experts it holds
   std::vector<std::int64_t> lru_;  ///< per node × MoE layer × expert: last global step it was computed (-1 never)
   std::vector<std::int32_t> scratch_;
+  std::vector<std::uint64_t> picked_;  ///< per expert: the stamp_ of the last compute_experts that listed it
+  std::uint64_t stamp_ = 0;
   std::vector<TokenRecord> per_token_;
   TokenRecord current_;  ///< node 0's token in progress
   std::int64_t sum_max_routed_ = 0;
@@ -419,6 +427,7 @@ void Engine::setup() {
   }
   for (auto& l : local_experts_) std::sort(l.begin(), l.end());
   lru_.assign(static_cast<std::size_t>(n_ * moe_layers_ * experts_), -1);
+  picked_.assign(static_cast<std::size_t>(experts_), 0);
   per_token_.reserve(static_cast<std::size_t>(tokens_));
 }
 
@@ -442,46 +451,62 @@ SimTime Engine::compute_experts(std::int32_t n, std::uint64_t g, SimTime t) {
   Node& node = nodes_[ni];
   const auto token = static_cast<std::int64_t>(g / static_cast<std::uint64_t>(moe_layers_));
   const auto j = static_cast<std::int64_t>(g % static_cast<std::uint64_t>(moe_layers_));
-  // What this node computes: its routed experts, then what the balancing adds.
-  scratch_.assign(as.routed[ni].begin(), as.routed[ni].end());
-  const auto routed = scratch_.size();
+  // What this node computes: its routed experts, then the fillers the balancing adds (scratch_). An
+  // expert is taken when its picked_ stamp is this call's: O(1) membership, no clearing.
+  const std::vector<std::int32_t>& routed = as.routed[ni];
+  scratch_.clear();
   const auto& local = local_experts_[ni];
   std::int64_t* lru = &lru_[(ni * static_cast<std::size_t>(moe_layers_) + static_cast<std::size_t>(j)) *
                             static_cast<std::size_t>(experts_)];
-  auto is_routed = [&](std::int32_t e) {
-    return std::find(scratch_.begin(), scratch_.begin() + static_cast<std::ptrdiff_t>(routed), e) !=
-           scratch_.begin() + static_cast<std::ptrdiff_t>(routed);
-  };
-  if (cfg_.balancing == Balancing::BusyAll || cfg_.experts == cost::ExpertExecution::Sequential) {
+  const std::uint64_t stamp = ++stamp_;
+  // Experts run in turn chosen or not (cost::ExpertExecution::Sequential) compute every local one, as busy
+  // full loading does.
+  const bool all_local = cfg_.balancing == Balancing::BusyAll || cfg_.experts == cost::ExpertExecution::Sequential;
+  if (cfg_.balancing != Balancing::None || all_local) {
+    for (const auto e : routed) picked_[static_cast<std::size_t>(e)] = stamp;
+  }
+  if (all_local) {
     for (const auto e : local)
-      if (!is_routed(e)) scratch_.push_back(e);
-  } else if (cfg_.balancing == Balancing::LruFill && static_cast<std::int32_t>(routed) < as.max_routed) {
-    // The spare quota goes to the least recently used local experts of this layer (ties: lowest id).
-    const auto want = static_cast<std::size_t>(as.max_routed) - routed;
+      if (picked_[static_cast<std::size_t>(e)] != stamp) scratch_.push_back(e);
+  } else if (cfg_.balancing == Balancing::LruFill && static_cast<std::int32_t>(routed.size()) < as.max_routed) {
+    // The spare quota goes to the least recently used local experts of this layer (ties: lowest id, as
+    // `local` is sorted and only a strictly older entry replaces the best so far).
+    const auto want = static_cast<std::size_t>(as.max_routed) - routed.size();
     for (std::size_t f = 0; f < want; ++f) {
       std::int32_t best = -1;
+      // Branch-free with masks (the comparisons depend on the data, so branches mispredict, and GCC
+      // keeps branches for the ternary form): a taken expert gets the age no entry has (lru entries
+      // are -1 .. g) and never wins.
+      constexpr std::int64_t kTaken = std::numeric_limits<std::int64_t>::max();
+      std::int64_t oldest = kTaken;
       for (const auto e : local) {
-        if (std::find(scratch_.begin(), scratch_.end(), e) != scratch_.end()) continue;
-        if (best < 0 || lru[e] < lru[best]) best = e;
+        const std::int64_t taken = -static_cast<std::int64_t>(picked_[static_cast<std::size_t>(e)] == stamp);
+        const std::int64_t age = (lru[e] & ~taken) | (kTaken & taken);
+        const std::int32_t older = -static_cast<std::int32_t>(age < oldest);
+        best = (e & older) | (best & ~older);
+        oldest = std::min(oldest, age);
       }
       if (best < 0) break;  // every local expert is already busy
       scratch_.push_back(best);
+      picked_[static_cast<std::size_t>(best)] = stamp;
     }
   }
-  node.stats.routed += static_cast<std::int64_t>(routed);
-  node.stats.fillers += static_cast<std::int64_t>(scratch_.size() - routed);
+  node.stats.routed += static_cast<std::int64_t>(routed.size());
+  node.stats.fillers += static_cast<std::int64_t>(scratch_.size());
   SimTime moe = 0;
   SimTime rewire_total = 0;
-  for (std::size_t i = 0; i < scratch_.size(); ++i) {
-    const std::int32_t e = scratch_[i];
+  const bool traced = tracing(token);
+  const bool stacked = cfg_.packing == Packing::Prestacked;
+  const double stacked_bytes = expert_bytes_ * static_cast<double>(moe_layers_);
+  const std::size_t count = routed.size() + scratch_.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::int32_t e = i < routed.size() ? routed[i] : scratch_[i - routed.size()];
     SimTime rewire = 0;
     std::size_t buffer = 0;
     if (residency_) {
-      const bool stacked = cfg_.packing == Packing::Prestacked;
       buffer =
           expert_buffer_base_ + (stacked ? static_cast<std::size_t>(e) : static_cast<std::size_t>(j * experts_ + e));
-      rewire = touch(n, buffer, t, stacked ? 1 : 3,
-                     stacked ? expert_bytes_ * static_cast<double>(moe_layers_) : expert_bytes_);
+      rewire = touch(n, buffer, t, stacked ? 1 : 3, stacked ? stacked_bytes : expert_bytes_);
       if (rewire > 0) {
         span(n, "rewire", token, j, t, t + rewire);
         ++node.stats.rewires;
@@ -490,12 +515,12 @@ SimTime Engine::compute_experts(std::int32_t n, std::uint64_t g, SimTime t) {
     const SimTime start = t + rewire;
     t = start + expert_;
     if (residency_) residency_->release(n, buffer, t);
-    if (tracing(token)) span(n, (i < routed ? "expert " : "filler ") + std::to_string(e), token, j, start, t);
+    if (traced) expert_span(n, e, i >= routed.size(), token, j, start, t);
     lru[e] = static_cast<std::int64_t>(g);
     moe += rewire + expert_;
     rewire_total += rewire;
   }
-  if (!scratch_.empty()) {
+  if (count > 0) {
     t += expert_launch_;
     moe += expert_launch_;
   }
@@ -546,13 +571,13 @@ void Engine::run_node(std::int32_t n, SimTime t) {
       continue;
     }
     if (centralised_) {
-      for (std::int32_t m = 1; m < n_; ++m) network_->send(t, 0, m, out_bytes_, make_tag(Msg::Scatter, 0, g));
+      network_->send_to_all(t, 0, out_bytes_, make_tag(Msg::Scatter, 0, g));  // to 1, 2, ... N-1
     }
     Slot& slot = slot_of(n, g);
     slot.done = compute_experts(n, g, t);
     slot.started = true;
-    if (!centralised_) start_exchange(n, g);
-    maybe_complete(n, g);
+    if (!centralised_) start_exchange(n, slot);
+    maybe_complete(n, slot);
     return;
   }
 }
@@ -586,30 +611,26 @@ SimTime Engine::finish_layer(std::int32_t n, SimTime t) {
   return t;
 }
 
-void Engine::start_exchange(std::int32_t n, std::uint64_t g) {
-  Slot& slot = slot_of(n, g);
+void Engine::start_exchange(std::int32_t n, Slot& slot) {
+  const std::uint64_t g = slot.g;
   switch (cfg_.collective) {
     case Collective::ExpertOutputs:
-      // Shift order (node n sends to n+1, n+2, ... mod N), as pairwise all-to-all implementations do:
-      // the i-th messages of all senders go to distinct receivers, so no downlink gets a burst.
-      for (std::int32_t i = 1; i < n_; ++i) {
-        network_->send(slot.done, n, (n + i) % n_, out_bytes_, make_tag(Msg::Output, 0, g));
-      }
+      network_->send_to_all(slot.done, n, out_bytes_, make_tag(Msg::Output, 0, g));  // in shift order
       break;
     case Collective::RingAllReduce:
-      ring_advance(n, g);
+      ring_advance(n, slot);
       break;
     case Collective::RecursiveDoubling:
-      rd_advance(n, g);
+      rd_advance(n, slot);
       break;
   }
 }
 
-void Engine::ring_advance(std::int32_t n, std::uint64_t g) {
+void Engine::ring_advance(std::int32_t n, Slot& slot) {
   // Step s (0 .. 2(N-1)-1): every node sends one chunk to its right neighbour; it may send step s once
   // its own partial sum exists and it has received step s-1 from its left neighbour.
-  Slot& slot = slot_of(n, g);
   if (!slot.started) return;
+  const std::uint64_t g = slot.g;
   const std::int32_t steps = ring_steps_;
   const SimTime at = std::max(sim_.now(), slot.done);
   while (slot.sent < steps && slot.arrivals >= slot.sent) {
@@ -618,9 +639,9 @@ void Engine::ring_advance(std::int32_t n, std::uint64_t g) {
   }
 }
 
-void Engine::rd_advance(std::int32_t n, std::uint64_t g) {
-  Slot& slot = slot_of(n, g);
+void Engine::rd_advance(std::int32_t n, Slot& slot) {
   if (!slot.started) return;
+  const std::uint64_t g = slot.g;
   const SimTime at = std::max(sim_.now(), slot.done);
   const std::int32_t extra = n_ - rd_pow2_;
   if (n >= rd_pow2_) {  // an extra node: fold into its partner, then wait for the result
@@ -659,8 +680,7 @@ bool Engine::exchange_complete(std::int32_t n, const Slot& s) const {
   return false;
 }
 
-void Engine::maybe_complete(std::int32_t n, std::uint64_t g) {
-  Slot& slot = slot_of(n, g);
+void Engine::maybe_complete(std::int32_t n, Slot& slot) {
   if (!slot.started || !exchange_complete(n, slot)) return;
   const SimTime ready = std::max(sim_.now(), slot.done);
   slot.started = false;  // complete once

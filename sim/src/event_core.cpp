@@ -32,11 +32,16 @@ std::uint64_t Simulation::run() {
   stopped_ = false;
   const std::uint64_t start = events_;
   while (!queue_.empty() && !stopped_) {
-    const Event e = queue_.top();
-    queue_.pop();
+    // Field by field: the event was often written a moment ago, and a whole-record copy reads it back
+    // with wide loads that cannot be forwarded from those stores.
+    const Event& e = queue_.top();
     now_ = e.time;
+    EventHandler* const handler = handlers_[e.handler];
+    const std::uint32_t kind = e.kind;
+    const std::uint64_t arg = e.arg;
+    queue_.pop();
     ++events_;
-    handlers_[e.handler]->handle_event(e.kind, e.arg);
+    handler->handle_event(kind, arg);
   }
   return events_ - start;
 }

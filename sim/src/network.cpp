@@ -28,6 +28,7 @@ Network::Network(Simulation& sim, NetworkConfig config, MessageSink* sink) : sim
   up_busy_until_.assign(n, 0);
   up_flows_.assign(n, 0);
   down_flows_.assign(n, 0);
+  waiting_.assign(n, Waiting{});
 }
 
 std::uint32_t Network::allocate() {
@@ -45,6 +46,26 @@ void Network::send(SimTime ready, std::int32_t from, std::int32_t to, double byt
   MOESIM_CHECK(from >= 0 && from < config_.nodes && to >= 0 && to < config_.nodes && from != to,
                "message between invalid nodes");
   MOESIM_CHECK(bytes >= 0, "negative message size");
+  enqueue(ready, from, to, bytes, tag);
+  wake_at(starts_.top().time);
+}
+
+void Network::send_to_all(SimTime ready, std::int32_t from, double bytes, std::uint64_t tag) {
+  MOESIM_CHECK(ready >= sim_.now(), "a message cannot be ready in the past");
+  MOESIM_CHECK(from >= 0 && from < config_.nodes, "message from an invalid node");
+  MOESIM_CHECK(bytes >= 0, "negative message size");
+  if (config_.nodes == 1) return;
+  for (std::int32_t i = 1, to = from + 1; i < config_.nodes; ++i, ++to) {
+    if (to == config_.nodes) to = 0;
+    enqueue(ready, from, to, bytes, tag);
+  }
+  // One wake-up call is the same as one per message: only the first message of the burst can change
+  // the queue's earliest start (the others wait behind it, or, without contention, are due no
+  // earlier), and wake_at() of an unchanged time does nothing.
+  wake_at(starts_.top().time);
+}
+
+void Network::enqueue(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag) {
   ++messages_;
   bytes_sent_[static_cast<std::size_t>(from)] += bytes;
   SimTime start = 0;
@@ -74,11 +95,20 @@ void Network::send(SimTime ready, std::int32_t from, std::int32_t to, double byt
     // Without contention a flow's end is fixed when it is sent, and sends are not in time order: this
     // path keeps its own ordered queue (the starts heap, reused for deliveries).
     starts_.push(Timed{end + config_.latency - config_.overhead, seq_++, id});
-    wake_at(starts_.top().time);
     return;
   }
-  starts_.push(Timed{start, seq_++, id});
-  wake_at(starts_.top().time);
+  // Behind the sender's other waiting messages (it starts after them); the first takes a place in
+  // starts_ now, the others when the one before them starts (process()).
+  msg.seq = seq_++;
+  msg.next = kNone;
+  Waiting& w = waiting_[static_cast<std::size_t>(from)];
+  if (w.head == kNone) {
+    w.head = id;
+    starts_.push(Timed{start, msg.seq, id});
+  } else {
+    messages_store_[w.tail].next = id;
+  }
+  w.tail = id;
 }
 
 void Network::wake_at(SimTime t) {
@@ -97,13 +127,24 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
 }
 
 void Network::deliver_later(SimTime left_wire, std::uint32_t id) {
-  deliveries_.push(Timed{left_wire + config_.latency - config_.overhead, seq_++, id});
+  const SimTime at = left_wire + config_.latency - config_.overhead;
+  // Due now (the usual case: a flow alone on its links completes at its delivery time): process()
+  // delivers these after the heap's, which were queued earlier, so the order is still (time, seq)
+  // without a round trip through the heap.
+  if (at == sim_.now()) {
+    due_now_.push_back(id);
+  } else {
+    deliveries_.push(Timed{at, seq_++, id});
+  }
 }
 
 void Network::deliver(std::uint32_t id) {
-  const Message m = messages_store_[id];
+  // The sink may send, reusing this slot: keep what it is told.
+  const Message& m = messages_store_[id];
+  const std::uint64_t tag = m.tag;
+  const std::int32_t from = m.from, to = m.to;
   free_.push_back(id);
-  sink_->on_delivered(m.tag, m.from, m.to);
+  sink_->on_delivered(tag, from, to);
 }
 
 void Network::set_rate(Message& m, SimTime now, double rate) {
@@ -121,53 +162,55 @@ void Network::leave_links(const Message& m) {
   if (--down_flows_[static_cast<std::size_t>(m.to)] == 1) --shared_links_;
 }
 
-void Network::advance_flows(SimTime now) {
-  const SimTime dt = now - last_advance_;
-  last_advance_ = now;
-  if (dt <= 0 || active_.empty()) return;
-  for (const std::uint32_t id : active_) {
-    Message& m = messages_store_[id];
-    m.remaining -= m.rate * static_cast<double>(dt);
-  }
-}
-
 void Network::process() {
   const SimTime now = sim_.now();
+  const SimTime in_flight = config_.latency - config_.overhead;  // last byte off the wire -> delivered
+  const bool backplane = config_.switch_bandwidth > 0;
   // Deliveries can trigger new sends at `now` (with zero overhead their flows start now), so repeat
   // until nothing more is due at this instant.
   for (;;) {
-    advance_flows(now);
+    const SimTime dt = now - last_advance_;
+    last_advance_ = now;
     bool changed = false;
-    bool delivered_now = false;
+    bool delivered = false;
     const bool was_shared = shared_links_ > 0;
-    // Flows that finished leave the wire; their last byte arrives after the in-flight latency.
+    // Flows move on by their rate; those that finished leave the wire, their last byte arriving after
+    // the in-flight latency.
     for (std::size_t i = 0; i < active_.size();) {
-      Message& m = messages_store_[active_[i]];
-      if (m.finish <= now) {
-        // It left the wire at m.finish: now, or earlier when it had its links to itself and nothing
-        // needed a wake-up at that instant (see next_wake()).
-        if (observer_) observer_->on_transfer(m.from, m.to, m.bytes, m.start, m.finish);
-        auto& busy_until = up_busy_until_[static_cast<std::size_t>(m.from)];
-        up_busy_[static_cast<std::size_t>(m.from)] += std::max<SimTime>(0, m.finish - std::max(m.start, busy_until));
-        busy_until = std::max(busy_until, m.finish);
-        leave_links(m);
-        deliver_later(m.finish, active_[i]);
-        active_[i] = active_.back();
-        active_.pop_back();
-        changed = true;
-      } else {
+      const std::uint32_t id = active_[i];
+      Message& m = messages_store_[id];
+      if (dt > 0) m.remaining -= m.rate * static_cast<double>(dt);
+      if (m.finish > now) {
         ++i;
+        continue;
       }
+      // It left the wire at m.finish: now, or earlier when it had its links to itself and nothing
+      // needed a wake-up at that instant (see the next wake-up below).
+      if (observer_) observer_->on_transfer(m.from, m.to, m.bytes, m.start, m.finish);
+      auto& busy_until = up_busy_until_[static_cast<std::size_t>(m.from)];
+      up_busy_[static_cast<std::size_t>(m.from)] += std::max<SimTime>(0, m.finish - std::max(m.start, busy_until));
+      busy_until = std::max(busy_until, m.finish);
+      leave_links(m);
+      deliver_later(m.finish, id);
+      active_[i] = active_.back();
+      active_.pop_back();
+      changed = true;
     }
     while (!starts_.empty() && starts_.top().time <= now) {
       const std::uint32_t id = starts_.top().message;
       starts_.pop();
       if (!config_.contention) {  // already through the wire: this is its delivery
         deliver(id);
-        delivered_now = true;
+        delivered = true;
         continue;
       }
       Message& m = messages_store_[id];
+      Waiting& w = waiting_[static_cast<std::size_t>(m.from)];
+      w.head = m.next;
+      if (w.head != kNone) {
+        const Message& next = messages_store_[w.head];
+        starts_.push(Timed{next.start, next.seq, w.head});
+      }
       m.start = now;
       if (m.remaining <= kDoneBytes) {  // an empty message still pays the latency
         deliver_later(now, id);
@@ -181,17 +224,22 @@ void Network::process() {
     if (changed) {
       // Progressive filling only when some link carries two flows (or the backplane is limited); when
       // every flow has its links to itself, each runs at the full port rate.
-      if (shared_links_ > 0 || config_.switch_bandwidth > 0) {
+      if (shared_links_ > 0 || backplane) {
         recompute_rates(now);
       } else if (was_shared) {
         for (const std::uint32_t id : active_) set_rate(messages_store_[id], now, rate_per_ps_);
       }
     }
-    bool delivered = delivered_now;
     while (!deliveries_.empty() && deliveries_.top().time <= now) {
       const std::uint32_t id = deliveries_.top().message;
       deliveries_.pop();
       deliver(id);
+      delivered = true;
+    }
+    // Sinks only send: nothing joins due_now_ while it is delivered.
+    if (!due_now_.empty()) {
+      for (const std::uint32_t id : due_now_) deliver(id);
+      due_now_.clear();
       delivered = true;
     }
     const bool more_now =
@@ -207,9 +255,9 @@ void Network::process() {
   // earlier wake-up completes it retroactively at its own finish time).
   for (const std::uint32_t id : active_) {
     const Message& m = messages_store_[id];
-    const bool alone = up_flows_[static_cast<std::size_t>(m.from)] == 1 &&
-                       down_flows_[static_cast<std::size_t>(m.to)] == 1 && config_.switch_bandwidth <= 0;
-    next = std::min(next, alone ? m.finish + config_.latency - config_.overhead : std::max(m.finish, now + 1));
+    const bool alone =
+        !backplane && up_flows_[static_cast<std::size_t>(m.from)] == 1 && down_flows_[static_cast<std::size_t>(m.to)] == 1;
+    next = std::min(next, alone ? m.finish + in_flight : std::max(m.finish, now + 1));
   }
   if (next != std::numeric_limits<SimTime>::max()) wake_at(next);
 }

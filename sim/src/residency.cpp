@@ -11,9 +11,7 @@ WeightResidency::WeightResidency(ResidencyParams params, std::int32_t nodes, std
   MOESIM_CHECK(params_.bytes_per_ps > 0, "re-wire bandwidth must be positive (profiles check this)");
 }
 
-SimTime WeightResidency::acquire(std::int32_t node, std::size_t buffer, SimTime at, std::int32_t count, double bytes) {
-  const SimTime last = last_use_[index(node, buffer)];
-  if (last >= 0 && at - last <= params_.unwire_after) return 0;
+SimTime WeightResidency::rewire(std::int32_t count, double bytes) {
   ++rewires_;
   return params_.per_buffer * count + static_cast<SimTime>(std::ceil(bytes / params_.bytes_per_ps));
 }

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <random>
+#include <set>
 #include <vector>
 
 #include "moesim/model/error.hpp"
@@ -156,6 +158,42 @@ TEST(EventCore, OrdersByTimeThenBySchedulingOrder) {
   EXPECT_EQ(log.order, (std::vector<std::uint32_t>{1, 2, 3, 4}));
   EXPECT_EQ(sim.now(), 20);
   EXPECT_THROW(sim.schedule(5, h, 9), moesim::InternalError);
+}
+
+// The event queue is a sorted vector while short and a heap while long: either way records leave in
+// (time, seq) order. Each round pushes 100 records (times drawn from a few values, so that ties are
+// common), then pushes and pops at random, then pops down to 3: the queue turns into a heap and back
+// every round. A std::set is the reference.
+TEST(EventCore, TimeQueueLeavesInTimeThenSequenceOrder) {
+  struct Rec {
+    SimTime time;
+    std::uint64_t seq;
+  };
+  moesim::sim::TimeQueue<Rec> q;
+  std::set<std::pair<SimTime, std::uint64_t>> ref;
+  std::mt19937_64 rng(7);
+  std::uint64_t seq = 0;
+  SimTime now = 0;
+  auto push = [&] {
+    const SimTime t = now + static_cast<SimTime>(rng() % 8);
+    q.push(Rec{t, seq});
+    ref.insert({t, seq++});
+  };
+  auto pop = [&] {
+    ASSERT_FALSE(q.empty());
+    ASSERT_EQ(q.top().time, ref.begin()->first);
+    ASSERT_EQ(q.top().seq, ref.begin()->second);
+    now = q.top().time;
+    q.pop();
+    ref.erase(ref.begin());
+  };
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 100; ++i) push();
+    for (int i = 0; i < 100; ++i) rng() % 3 == 0 ? push() : pop();
+    while (ref.size() > 3) pop();
+  }
+  while (!ref.empty()) pop();
+  EXPECT_TRUE(q.empty());
 }
 
 }  // namespace

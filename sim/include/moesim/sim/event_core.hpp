@@ -11,8 +11,9 @@
 // through one virtual call: no std::function, no allocation per event (the simulator replays tens of
 // millions of them).
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
-#include <queue>
 #include <vector>
 
 #include "moesim/model/units.hpp"
@@ -27,6 +28,81 @@ inline constexpr SimTime kPicosecondsPerSecond = 1'000'000'000'000;
 /// Seconds -> picoseconds, rounded to the nearest picosecond. Durations are never negative here.
 SimTime to_sim_time(units::Duration d);
 inline double to_seconds(SimTime t) { return static_cast<double>(t) / static_cast<double>(kPicosecondsPerSecond); }
+
+/// A queue of records leaving in (time, seq) order; T has `time` and `seq` members and no two records
+/// share both. The simulator's queues are nearly always short and fed nearly in order (a burst of
+/// messages, the next wake-up), so a short queue is kept sorted by (time, seq) in v_[head_, end_): the
+/// earliest leaves by moving `head_`, a new record usually goes at the end. Past kShort records it
+/// turns into a binary heap in v_[0, end_), until it is short again. Records leave in the same order
+/// either way. The common push and pop are small enough to inline; the rest is out of line.
+template <class T>
+class TimeQueue {
+ public:
+  [[nodiscard]] bool empty() const { return head_ == end_; }
+  [[nodiscard]] const T& top() const { return v_[head_]; }
+
+  void push(const T& x) {
+    if (!heap_ && end_ != cap_ && end_ - head_ < kShort && (head_ == end_ || !later(v_[end_ - 1], x))) {
+      v_[end_++] = x;
+      return;
+    }
+    push_slow(x);
+  }
+
+  void pop() {
+    if (heap_) {
+      pop_heap();
+    } else if (++head_ == end_) {
+      head_ = end_ = 0;
+    }
+  }
+
+ private:
+  static constexpr std::size_t kShort = 32;
+  static bool later(const T& a, const T& b) { return a.time != b.time ? a.time > b.time : a.seq > b.seq; }
+  [[nodiscard]] auto at(std::size_t i) { return v_.begin() + static_cast<std::ptrdiff_t>(i); }
+
+  [[gnu::noinline]] void push_slow(T x) {  // by value, so that push() keeps x in registers
+    // Live records to the front, room for one more.
+    if (head_ > 0) {
+      std::move(at(head_), at(end_), v_.begin());
+      end_ -= head_;
+      head_ = 0;
+    }
+    if (end_ == cap_) {
+      cap_ = std::max<std::size_t>(16, 2 * cap_);
+      v_.resize(cap_);
+    }
+    if (!heap_ && end_ >= kShort) {
+      std::make_heap(v_.begin(), at(end_), later);
+      heap_ = true;
+    }
+    if (heap_) {
+      v_[end_++] = x;
+      std::push_heap(v_.begin(), at(end_), later);
+      return;
+    }
+    // Insertion from the end: records later than x move up one place.
+    std::size_t i = end_++;
+    for (; i > 0 && later(v_[i - 1], x); --i) v_[i] = v_[i - 1];
+    v_[i] = x;
+  }
+
+  [[gnu::noinline]] void pop_heap() {
+    std::pop_heap(v_.begin(), at(end_), later);
+    --end_;
+    if (end_ <= kShort / 4) {  // short again: back to the sorted vector
+      std::sort(v_.begin(), at(end_), [](const T& a, const T& b) { return later(b, a); });
+      heap_ = false;
+    }
+  }
+
+  std::vector<T> v_;      ///< storage; records live in [head_, end_)
+  std::size_t head_ = 0;  ///< sorted form: records before it have left (0 in the heap form)
+  std::size_t end_ = 0;
+  std::size_t cap_ = 0;  ///< v_.size()
+  bool heap_ = false;
+};
 
 /// Something that receives events. `kind` and `arg` mean whatever the handler defines.
 class EventHandler {
@@ -59,10 +135,7 @@ class Simulation {
     std::uint32_t handler;
     std::uint32_t kind;
   };
-  struct Later {
-    bool operator()(const Event& a, const Event& b) const { return a.time != b.time ? a.time > b.time : a.seq > b.seq; }
-  };
-  std::priority_queue<Event, std::vector<Event>, Later> queue_;
+  TimeQueue<Event> queue_;
   std::vector<EventHandler*> handlers_;
   SimTime now_ = 0;
   std::uint64_t seq_ = 0;

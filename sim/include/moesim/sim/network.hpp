@@ -22,7 +22,6 @@
 
 #include <array>
 #include <cstdint>
-#include <queue>
 #include <vector>
 
 #include "moesim/sim/event_core.hpp"
@@ -59,6 +58,10 @@ class Network final : public EventHandler {
 
   /// Queues a message ready to leave `from` at `ready` (>= now). `tag` comes back in on_delivered.
   void send(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag);
+  /// send() to every other node, in shift order (from+1, from+2, ... mod N) as pairwise all-to-all
+  /// implementations do: when every node sends such a burst at once, the i-th messages of all senders
+  /// go to distinct receivers, so no downlink gets a burst.
+  void send_to_all(SimTime ready, std::int32_t from, double bytes, std::uint64_t tag);
 
   void set_observer(TransferObserver* o) { observer_ = o; }
 
@@ -89,20 +92,27 @@ class Network final : public EventHandler {
     SimTime start = 0;
     SimTime finish = 0;  ///< when its last byte leaves the wire at the current rate
     std::uint64_t tag = 0;
+    std::uint64_t seq = 0;       ///< its place in starts_ among equal start times
+    std::uint32_t next = kNone;  ///< the sender's next message waiting to start (contention)
+  };
+  static constexpr std::uint32_t kNone = 0xFFFFFFFFU;
+  /// A sender's messages waiting to start, oldest first: with contention their start times never
+  /// decrease (one CPU sends them in turn), so only the oldest needs a place in starts_.
+  struct Waiting {
+    std::uint32_t head = kNone;
+    std::uint32_t tail = kNone;
   };
   struct Timed {
     SimTime time;
     std::uint64_t seq;
     std::uint32_t message;
   };
-  struct Later {
-    bool operator()(const Timed& a, const Timed& b) const { return a.time != b.time ? a.time > b.time : a.seq > b.seq; }
-  };
-  using Heap = std::priority_queue<Timed, std::vector<Timed>, Later>;
+  using Heap = TimeQueue<Timed>;
 
   std::uint32_t allocate();  ///< a free message slot (reused; the caller fills it)
+  /// send() without the wake-up.
+  void enqueue(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag);
   void process();
-  void advance_flows(SimTime now);
   void deliver_later(SimTime left_wire, std::uint32_t id);
   void enter_links(const Message& m);
   void leave_links(const Message& m);
@@ -120,8 +130,10 @@ class Network final : public EventHandler {
 
   std::vector<Message> messages_store_;
   std::vector<std::uint32_t> free_;
-  Heap starts_;
+  Heap starts_;  ///< with contention, each sender's oldest waiting message (Waiting); else deliveries
+  std::vector<Waiting> waiting_;  ///< per node
   Heap deliveries_;
+  std::vector<std::uint32_t> due_now_;  ///< delivered at this instant, after deliveries_'s (deliver_later())
   std::vector<std::uint32_t> active_;  ///< messages whose flow is on the wire
   bool rates_dirty_ = false;
   SimTime last_advance_ = 0;

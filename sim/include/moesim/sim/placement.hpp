@@ -80,7 +80,10 @@ class Dispatcher {
     for (std::size_t i = 0; i < chosen.size(); ++i) {
       const auto g = static_cast<std::size_t>(group_of_expert_[static_cast<std::size_t>(chosen[i])]);
       const auto& members = placement_->groups[g].members;
-      out[i] = static_cast<std::int32_t>(members[static_cast<std::size_t>(dealt_[g]++) % members.size()]);
+      // dealt_[g] counts modulo the replicas by wrapping, not by an integer division per expert.
+      auto& dealt = dealt_[g];
+      out[i] = static_cast<std::int32_t>(members[static_cast<std::size_t>(dealt)]);
+      if (static_cast<std::size_t>(++dealt) == members.size()) dealt = 0;
     }
     // Reset only the groups touched: O(top_k), not O(groups).
     for (const auto e : chosen) dealt_[static_cast<std::size_t>(group_of_expert_[static_cast<std::size_t>(e)])] = 0;
