@@ -7,13 +7,21 @@ using namespace moesim::test;
 
 namespace {
 
+// Shell words that wait (at most ~5 s) until process $pid catches SIGTERM (bit 15 of SigCgt in
+// /proc/PID/status), so a signal's delay counts from there. Before it no program code has run (the loader
+// maps the shared libraries, ~70 ms with CUDA's; a sanitizer's runtime starts first) and the signal kills
+// the process whatever moesim does: counted from the fork, the tests raced the loader on a loaded machine.
+const std::string kAfterHandler =
+    "for i in $(seq 5000); do m=$(awk '/^SigCgt/ {print $2}' /proc/$pid/status 2>/dev/null); "
+    "[ -n \"$m\" ] && [ $(( 0x$m >> 14 & 1 )) = 1 ] && break; sleep 0.001; done; ";
+
 /// Starts `moesim <args>`, sends `signal` after `delay` seconds, waits. The run either finished first
 /// (exit 0, and then every output must be there) or was stopped (exit 2, a message, and no output).
 bool interrupt_and_check(const Scratch& s, const std::string& args, const char* signal, double delay,
                          const std::vector<std::string>& outputs) {
   SCOPED_TRACE(args + " + SIG" + signal);
-  const auto r = s.shell("( " + std::string(MOESIM_BINARY) + " " + args + " & pid=$!; sleep " + std::to_string(delay) +
-                         "; kill -" + signal + " $pid; wait $pid )");
+  const auto r = s.shell("( " + std::string(MOESIM_BINARY) + " " + args + " & pid=$!; " + kAfterHandler + "sleep " +
+                         std::to_string(delay) + "; kill -" + signal + " $pid; wait $pid )");
   if (r.code == 0) {
     for (const auto& o : outputs) EXPECT_TRUE(fs::exists(s.path(o))) << o;
   } else {
@@ -54,11 +62,13 @@ TEST(Signals, EarlyAndRepeatedSignalsStopOnceWithOneLine) {
 #endif
   const std::string run = std::string(MOESIM_BINARY) + " trace gen --model dbrx-instruct --tokens 3000000 --out " +
                           s.path("big.mtrace");
-  const auto r = s.shell("( " + run + " & pid=$!; sleep " + std::to_string(early) + "; kill -TERM $pid; wait $pid )");
+  const auto r = s.shell("( " + run + " & pid=$!; " + kAfterHandler + "sleep " + std::to_string(early) +
+                         "; kill -TERM $pid; wait $pid )");
   EXPECT_EQ(r.code, 2) << "killed by the signal instead of stopping: " << r.err;
   EXPECT_NE(r.err.find("interrupted"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  const auto twice = s.shell("( " + run + " & pid=$!; sleep 1; kill -INT $pid; kill -TERM $pid; kill -INT $pid; wait $pid )");
+  const auto twice = s.shell("( " + run + " & pid=$!; " + kAfterHandler +
+                             "sleep 1; kill -INT $pid; kill -TERM $pid; kill -INT $pid; wait $pid )");
   EXPECT_EQ(twice.code, 2) << twice.err;
   EXPECT_EQ(std::count(twice.err.begin(), twice.err.end(), '\n'), 1) << "one line, however many signals: " << twice.err;
   EXPECT_FALSE(fs::exists(s.path("big.mtrace")));
