@@ -98,7 +98,7 @@ void Network::enqueue(SimTime ready, std::int32_t from, std::int32_t to, double 
     return;
   }
   // Behind the sender's other waiting messages (it starts after them); the first takes a place in
-  // starts_ now, the others when the one before them starts (process()).
+  // starts_ now, the others when the one before them starts (handle_event()).
   msg.seq = seq_++;
   msg.next = kNone;
   Waiting& w = waiting_[static_cast<std::size_t>(from)];
@@ -119,16 +119,9 @@ void Network::wake_at(SimTime t) {
   sim_.schedule(t, handler_, kWake, 0);
 }
 
-void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
-  MOESIM_CHECK(kind == kWake, "unknown network event");
-  if (sim_.now() != wake_) return;  // superseded by an earlier wake-up that already ran
-  wake_ = -1;
-  process();
-}
-
 void Network::deliver_later(SimTime left_wire, std::uint32_t id) {
   const SimTime at = left_wire + config_.latency - config_.overhead;
-  // Due now (the usual case: a flow alone on its links completes at its delivery time): process()
+  // Due now (the usual case: a flow alone on its links completes at its delivery time): handle_event()
   // delivers these after the heap's, which were queued earlier, so the order is still (time, seq)
   // without a round trip through the heap.
   if (at == sim_.now()) {
@@ -138,7 +131,8 @@ void Network::deliver_later(SimTime left_wire, std::uint32_t id) {
   }
 }
 
-void Network::deliver(std::uint32_t id) {
+// Inline: handle_event() delivers every message, from three places.
+inline void Network::deliver(std::uint32_t id) {
   // The sink may send, reusing this slot: keep what it is told.
   const Message& m = messages_store_[id];
   const std::uint64_t tag = m.tag;
@@ -162,7 +156,10 @@ void Network::leave_links(const Message& m) {
   if (--down_flows_[static_cast<std::size_t>(m.to)] == 1) --shared_links_;
 }
 
-void Network::process() {
+void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
+  MOESIM_CHECK(kind == kWake, "unknown network event");
+  if (sim_.now() != wake_) return;  // superseded by an earlier wake-up that already ran
+  wake_ = -1;
   const SimTime now = sim_.now();
   const SimTime in_flight = config_.latency - config_.overhead;  // last byte off the wire -> delivered
   const bool backplane = config_.switch_bandwidth > 0;

@@ -112,7 +112,6 @@ class Network final : public EventHandler {
   std::uint32_t allocate();  ///< a free message slot (reused; the caller fills it)
   /// send() without the wake-up.
   void enqueue(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag);
-  void process();
   void deliver_later(SimTime left_wire, std::uint32_t id);
   void enter_links(const Message& m);
   void leave_links(const Message& m);
