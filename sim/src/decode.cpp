@@ -184,7 +184,9 @@ class Engine final : public EventHandler, public MessageSink {
         break;
       case Msg::Scatter: {
         // Centralised: a node other than the driver computes its experts as soon as the input arrives.
-        const SimTime done = compute_experts(to, g, sim_.now());
+        const auto moe_layers = static_cast<std::uint64_t>(moe_layers_);
+        const SimTime done = compute_experts(to, static_cast<std::int64_t>(g / moe_layers),
+                                             static_cast<std::int64_t>(g % moe_layers), sim_.now());
         network_->send(done, to, 0, out_bytes_, make_tag(Msg::Gather, 0, g));
         return;
       }
@@ -233,8 +235,9 @@ class Engine final : public EventHandler, public MessageSink {
   void setup();
   void run_node(std::int32_t n, SimTime t);
   SimTime finish_layer(std::int32_t n, SimTime t);
-  SimTime compute_experts(std::int32_t n, std::uint64_t g, SimTime t);
-  const Assignment& assignment(std::uint64_t g);
+  // MoE layer j of `token` (g = token * moe_layers_ + j; the callers know both, so no division).
+  SimTime compute_experts(std::int32_t n, std::int64_t token, std::int64_t j, SimTime t);
+  const Assignment& assignment(std::uint64_t g, std::int64_t token, std::int64_t j);
   // These take the node's slot of the layer (slot_of), found once per message.
   void start_exchange(std::int32_t n, Slot& slot);
   void ring_advance(std::int32_t n, Slot& slot);
@@ -434,26 +437,24 @@ void Engine::setup() {
   per_token_.reserve(static_cast<std::size_t>(tokens_));
 }
 
-const Engine::Assignment& Engine::assignment(std::uint64_t g) {
+const Engine::Assignment& Engine::assignment(std::uint64_t g, std::int64_t token, std::int64_t j) {
   Assignment& as = assignments_[g % kSlots];
   if (as.g == g) return as;
   as.g = g;
   for (auto& r : as.routed) r.clear();
-  const auto token = static_cast<std::int64_t>(g / static_cast<std::uint64_t>(moe_layers_));
-  const auto layer = static_cast<std::int64_t>(g % static_cast<std::uint64_t>(moe_layers_));
-  dispatcher_.assign(trace_.chosen(token, layer), as.routed);
+  dispatcher_.assign(trace_.chosen(token, j), as.routed);
   as.max_routed = 0;
   for (const auto& r : as.routed) as.max_routed = std::max(as.max_routed, static_cast<std::int32_t>(r.size()));
   sum_max_routed_ += as.max_routed;
   return as;
 }
 
-SimTime Engine::compute_experts(std::int32_t n, std::uint64_t g, SimTime t) {
-  const Assignment& as = assignment(g);
+SimTime Engine::compute_experts(std::int32_t n, std::int64_t token, std::int64_t j, SimTime t) {
+  const auto g = static_cast<std::uint64_t>(token) * static_cast<std::uint64_t>(moe_layers_) +
+                 static_cast<std::uint64_t>(j);
+  const Assignment& as = assignment(g, token, j);
   const auto ni = static_cast<std::size_t>(n);
   Node& node = nodes_[ni];
-  const auto token = static_cast<std::int64_t>(g / static_cast<std::uint64_t>(moe_layers_));
-  const auto j = static_cast<std::int64_t>(g % static_cast<std::uint64_t>(moe_layers_));
   // What this node computes: its routed experts, then the fillers the balancing adds (scratch_). An
   // expert is taken when its picked_ stamp is this call's: O(1) membership, no clearing.
   const std::vector<std::int32_t>& routed = as.routed[ni];
@@ -562,7 +563,7 @@ void Engine::run_node(std::int32_t n, SimTime t) {
     const auto g = static_cast<std::uint64_t>(node.token) * static_cast<std::uint64_t>(moe_layers_) +
                    static_cast<std::uint64_t>(j);
     if (n_ == 1) {
-      t = compute_experts(n, g, t);
+      t = compute_experts(n, node.token, j, t);
       t = finish_layer(n, t);
       continue;
     }
@@ -570,7 +571,7 @@ void Engine::run_node(std::int32_t n, SimTime t) {
       network_->send_to_all(t, 0, out_bytes_, make_tag(Msg::Scatter, 0, g));  // to 1, 2, ... N-1
     }
     Slot& slot = slot_of(n, g);
-    slot.done = compute_experts(n, g, t);
+    slot.done = compute_experts(n, node.token, j, t);
     slot.started = true;
     if (!centralised_) start_exchange(n, slot);
     maybe_complete(n, slot);
