@@ -31,10 +31,11 @@ inline double to_seconds(SimTime t) { return static_cast<double>(t) / static_cas
 
 /// A queue of records leaving in (time, seq) order; T has `time` and `seq` members and no two records
 /// share both. The simulator's queues are nearly always short and fed nearly in order (a burst of
-/// messages, the next wake-up), so a short queue is kept sorted by (time, seq) in v_[head_, end_): the
-/// earliest leaves by moving `head_`, a new record usually goes at the end. Past kShort records it
-/// turns into a binary heap in v_[0, end_), until it is short again. Records leave in the same order
-/// either way. The common push and pop are small enough to inline; the rest is out of line.
+/// messages, the next wake-up), so the queue is kept sorted by (time, seq) in v_[head_, end_): the
+/// earliest leaves by moving `head_`, a new record usually goes at the end. A record that must be
+/// inserted instead, while kShort or more are queued, turns it into a binary heap in v_[0, end_),
+/// until it is short again. Records leave in the same order either way. The common push and pop are
+/// small enough to inline; the rest is out of line.
 template <class T>
 class TimeQueue {
  public:
@@ -42,7 +43,8 @@ class TimeQueue {
   [[nodiscard]] const T& top() const { return v_[head_]; }
 
   void push(const T& x) {
-    if (!heap_ && end_ != cap_ && end_ - head_ < kShort && (head_ == end_ || !later(v_[end_ - 1], x))) {
+    // However long the sorted form is, an append keeps it sorted.
+    if (!heap_ && end_ != cap_ && (head_ == end_ || !later(v_[end_ - 1], x))) {
       v_[end_++] = x;
       return;
     }
