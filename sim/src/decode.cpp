@@ -254,7 +254,7 @@ class Engine final : public EventHandler, public MessageSink {
     }
     return s;
   }
-  bool tracing(std::int64_t token) const { return cfg_.timeline && token < cfg_.timeline_tokens; }
+  bool tracing(std::int64_t token) const { return token < traced_tokens_; }
   void span(std::int32_t n, std::string_view what, std::int64_t token, std::int64_t layer, SimTime a, SimTime b) {
     if (tracing(token) && b > a) cfg_.timeline->on_compute(n, what, token, layer, a, b);
   }
@@ -305,6 +305,8 @@ class Engine final : public EventHandler, public MessageSink {
   std::vector<std::int64_t> lru_;  ///< per node × MoE layer × expert: last global step it was computed (-1 never)
   std::vector<std::int32_t> scratch_;
   std::vector<std::uint64_t> picked_;  ///< per expert: the stamp_ of the last compute_experts that listed it
+  std::int64_t traced_tokens_ = 0;     ///< tokens whose spans go to the timeline (0 without one)
+  std::int32_t arrivals_needed_ = -1;  ///< messages that complete a node's exchange; -1: recursive doubling
   std::uint64_t stamp_ = 0;
   std::vector<TokenRecord> per_token_;
   TokenRecord current_;  ///< node 0's token in progress
@@ -434,6 +436,9 @@ void Engine::setup() {
   for (auto& l : local_experts_) std::sort(l.begin(), l.end());
   lru_.assign(static_cast<std::size_t>(n_ * moe_layers_ * experts_), -1);
   picked_.assign(static_cast<std::size_t>(experts_), 0);
+  traced_tokens_ = cfg_.timeline ? cfg_.timeline_tokens : 0;
+  if (centralised_ || cfg_.collective == Collective::ExpertOutputs) arrivals_needed_ = n_ - 1;
+  if (!centralised_ && cfg_.collective == Collective::RingAllReduce) arrivals_needed_ = ring_steps_;
   per_token_.reserve(static_cast<std::size_t>(tokens_));
 }
 
@@ -662,19 +667,13 @@ void Engine::rd_advance(std::int32_t n, Slot& slot) {
 }
 
 bool Engine::exchange_complete(std::int32_t n, const Slot& s) const {
-  if (centralised_) return n != 0 || s.arrivals == n_ - 1;
-  switch (cfg_.collective) {
-    case Collective::ExpertOutputs:
-      return s.arrivals == n_ - 1;
-    case Collective::RingAllReduce:
-      return s.arrivals == ring_steps_;
-    case Collective::RecursiveDoubling: {
-      if (n >= rd_pow2_) return s.post_received;
-      const std::uint32_t all = rd_rounds_ == 0 ? 0U : (1U << rd_rounds_) - 1U;
-      return (s.rounds_received & all) == all && (n >= n_ - rd_pow2_ || s.sent > rd_rounds_);
-    }
-  }
-  return false;
+  // Centralised (the driver gathers N-1 outputs), expert outputs (N-1) and the ring (2(N-1) steps)
+  // complete on a count, precomputed in setup().
+  if (centralised_) return n != 0 || s.arrivals == arrivals_needed_;
+  if (arrivals_needed_ >= 0) return s.arrivals == arrivals_needed_;
+  if (n >= rd_pow2_) return s.post_received;
+  const std::uint32_t all = rd_rounds_ == 0 ? 0U : (1U << rd_rounds_) - 1U;
+  return (s.rounds_received & all) == all && (n >= n_ - rd_pow2_ || s.sent > rd_rounds_);
 }
 
 void Engine::maybe_complete(std::int32_t n, Slot& slot) {
