@@ -436,6 +436,9 @@ void Engine::setup() {
   for (auto& l : local_experts_) std::sort(l.begin(), l.end());
   lru_.assign(static_cast<std::size_t>(n_ * moe_layers_ * experts_), -1);
   picked_.assign(static_cast<std::size_t>(experts_), 0);
+  // compute_experts' LRU keys: an age (a global MoE-layer step + 1) in 48 bits, a place among a node's
+  // experts in 16.
+  MOESIM_CHECK(tokens_ * moe_layers_ < (std::int64_t{1} << 47) && experts_ <= 65536, "too many steps or experts");
   traced_tokens_ = cfg_.timeline ? cfg_.timeline_tokens : 0;
   if (centralised_ || cfg_.collective == Collective::ExpertOutputs) arrivals_needed_ = n_ - 1;
   if (!centralised_ && cfg_.collective == Collective::RingAllReduce) arrivals_needed_ = ring_steps_;
@@ -475,24 +478,21 @@ SimTime Engine::compute_experts(std::int32_t n, std::int64_t token, std::int64_t
     for (const auto e : local)
       if (picked_[static_cast<std::size_t>(e)] != stamp) scratch_.push_back(e);
   } else if (cfg_.balancing == Balancing::LruFill && static_cast<std::int32_t>(routed.size()) < as.max_routed) {
-    // The spare quota goes to the least recently used local experts of this layer (ties: lowest id, as
-    // `local` is sorted and only a strictly older entry replaces the best so far).
+    // The spare quota goes to the least recently used local experts of this layer (ties: lowest id).
+    // Each local expert gets one key, its age + 1 above 16 bits of its place in `local` (sorted; setup()
+    // checks that both fit), so the smallest key is the oldest, ties to the lowest id, and a taken expert
+    // gets the largest. Branch-free: the comparisons depend on the data, so branches would mispredict.
     const auto want = static_cast<std::size_t>(as.max_routed) - routed.size();
+    constexpr std::uint64_t kTaken = std::numeric_limits<std::uint64_t>::max();
     for (std::size_t f = 0; f < want; ++f) {
-      std::int32_t best = -1;
-      // Branch-free with masks (the comparisons depend on the data, so branches mispredict, and GCC
-      // keeps branches for the ternary form): a taken expert gets the age no entry has (lru entries
-      // are -1 .. g) and never wins.
-      constexpr std::int64_t kTaken = std::numeric_limits<std::int64_t>::max();
-      std::int64_t oldest = kTaken;
-      for (const auto e : local) {
-        const std::int64_t taken = -static_cast<std::int64_t>(picked_[static_cast<std::size_t>(e)] == stamp);
-        const std::int64_t age = (lru[e] & ~taken) | (kTaken & taken);
-        const std::int32_t older = -static_cast<std::int32_t>(age < oldest);
-        best = (e & older) | (best & ~older);
-        oldest = std::min(oldest, age);
+      std::uint64_t least = kTaken;
+      for (std::size_t i = 0; i < local.size(); ++i) {
+        const auto e = static_cast<std::size_t>(local[i]);
+        const std::uint64_t taken = -static_cast<std::uint64_t>(picked_[e] == stamp);  // all ones, or 0
+        least = std::min(least, (static_cast<std::uint64_t>(lru[e] + 1) << 16 | i) | taken);
       }
-      if (best < 0) break;  // every local expert is already busy
+      if (least == kTaken) break;  // every local expert is already busy
+      const std::int32_t best = local[least & 0xFFFFU];
       scratch_.push_back(best);
       picked_[static_cast<std::size_t>(best)] = stamp;
     }
