@@ -65,8 +65,8 @@ void Network::send_to_all(SimTime ready, std::int32_t from, double bytes, std::u
   wake_at(starts_.top().time);
 }
 
-// Inline into send() and send_to_all()'s loop: a call per message cost as much as the work.
-inline void Network::enqueue(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag) {
+// Inline (network.hpp) into send() and send_to_all()'s loop: a call per message cost as much as the work.
+void Network::enqueue(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag) {
   ++messages_;
   bytes_sent_[static_cast<std::size_t>(from)] += bytes;
   SimTime start = 0;
@@ -112,6 +112,7 @@ inline void Network::enqueue(SimTime ready, std::int32_t from, std::int32_t to, 
   w.tail = id;
 }
 
+// Inline (network.hpp): asked after every burst of sends and every wake-up.
 void Network::wake_at(SimTime t) {
   // One pending wake-up is enough if it is not later than t. An earlier one supersedes it; the old
   // event still fires and finds nothing due (it is cheap and keeps the queue free of deletions).
@@ -132,8 +133,8 @@ void Network::deliver_later(SimTime left_wire, std::uint32_t id) {
   }
 }
 
-// Inline: handle_event() delivers every message, from three places.
-inline void Network::deliver(std::uint32_t id) {
+// Inline (network.hpp): handle_event() delivers every message, from three places.
+void Network::deliver(std::uint32_t id) {
   // The sink may send, reusing this slot: keep what it is told.
   const Message& m = messages_store_[id];
   const std::uint64_t tag = m.tag;

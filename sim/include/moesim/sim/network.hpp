@@ -110,15 +110,17 @@ class Network final : public EventHandler {
   using Heap = TimeQueue<Timed>;
 
   std::uint32_t allocate();  ///< a free message slot (reused; the caller fills it)
+  // enqueue(), deliver() and wake_at() are inline (defined in network.cpp, their only user): GCC then
+  // inlines them into the per-message loops.
   /// send() without the wake-up.
-  void enqueue(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag);
+  inline void enqueue(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag);
   void deliver_later(SimTime left_wire, std::uint32_t id);
   void enter_links(const Message& m);
   void leave_links(const Message& m);
-  void deliver(std::uint32_t id);
+  inline void deliver(std::uint32_t id);
   void recompute_rates(SimTime now);
   void set_rate(Message& m, SimTime now, double rate);
-  void wake_at(SimTime t);
+  inline void wake_at(SimTime t);
 
   Simulation& sim_;
   NetworkConfig config_;
