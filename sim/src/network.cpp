@@ -252,11 +252,15 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
   // A flow that shares a link must leave the wire on time: the others speed up then. A flow alone on its
   // links changes nobody's rate when it leaves, so the network sleeps until its delivery instead (any
   // earlier wake-up completes it retroactively at its own finish time).
-  for (const std::uint32_t id : active_) {
-    const Message& m = messages_store_[id];
-    const bool alone =
-        !backplane && up_flows_[static_cast<std::size_t>(m.from)] == 1 && down_flows_[static_cast<std::size_t>(m.to)] == 1;
-    next = std::min(next, alone ? m.finish + in_flight : std::max(m.finish, now + 1));
+  if (shared_links_ == 0 && !backplane) {  // every flow alone: no need to look at its links
+    for (const std::uint32_t id : active_) next = std::min(next, messages_store_[id].finish + in_flight);
+  } else {
+    for (const std::uint32_t id : active_) {
+      const Message& m = messages_store_[id];
+      const bool alone = !backplane && up_flows_[static_cast<std::size_t>(m.from)] == 1 &&
+                         down_flows_[static_cast<std::size_t>(m.to)] == 1;
+      next = std::min(next, alone ? m.finish + in_flight : std::max(m.finish, now + 1));
+    }
   }
   if (next != std::numeric_limits<SimTime>::max()) wake_at(next);
 }
