@@ -133,7 +133,8 @@ SimTime roofline(double bytes, double flops, double bandwidth, double peak, SimT
   return to_sim_time(units::seconds(seconds)) + overhead * kernels;
 }
 
-class Engine final : public EventHandler, public MessageSink {
+// MessageSink first: deliveries, the most frequent virtual call, then need no this-adjusting thunk.
+class Engine final : public MessageSink, public EventHandler {
  public:
   Engine(const DecodeConfig& c, const RoutingTrace& t) : cfg_(c), trace_(t), dispatcher_(*c.placement) { setup(); }
 
