@@ -94,7 +94,7 @@ void Network::enqueue(SimTime ready, std::int32_t from, std::int32_t to, double 
     const SimTime end = start + wire;
     if (observer_) observer_->on_transfer(from, to, bytes, start, end);
     // Without contention a flow's end is fixed when it is sent, and sends are not in time order: this
-    // path keeps its own ordered queue (the starts heap, reused for deliveries).
+    // path keeps its own ordered queue (starts_, reused for deliveries).
     starts_.push(Timed{end + config_.latency - config_.overhead, seq_++, id});
     return;
   }
@@ -123,9 +123,9 @@ void Network::wake_at(SimTime t) {
 
 void Network::deliver_later(SimTime left_wire, std::uint32_t id) {
   const SimTime at = left_wire + config_.latency - config_.overhead;
-  // Due now (the usual case: a flow alone on its links completes at its delivery time): handle_event()
-  // delivers these after the heap's, which were queued earlier, so the order is still (time, seq)
-  // without a round trip through the heap.
+  // Due now (a flow alone on its links completes at its delivery time): handle_event() delivers these
+  // after deliveries_'s, which were queued earlier, so the order is still (time, seq) without a round
+  // trip through the queue.
   if (at == sim_.now()) {
     due_now_.push_back(id);
   } else {

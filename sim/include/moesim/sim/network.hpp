@@ -107,7 +107,7 @@ class Network final : public EventHandler {
     std::uint64_t seq;
     std::uint32_t message;
   };
-  using Heap = TimeQueue<Timed>;
+  using Queue = TimeQueue<Timed>;
 
   std::uint32_t allocate();  ///< a free message slot (reused; the caller fills it)
   // enqueue(), deliver() and wake_at() are inline (defined in network.cpp, their only user): GCC then
@@ -131,9 +131,10 @@ class Network final : public EventHandler {
 
   std::vector<Message> messages_store_;
   std::vector<std::uint32_t> free_;
-  Heap starts_;  ///< with contention, each sender's oldest waiting message (Waiting); else deliveries
+  /// With contention, each sender's oldest waiting message (Waiting); without, the deliveries.
+  Queue starts_;
   std::vector<Waiting> waiting_;  ///< per node
-  Heap deliveries_;
+  Queue deliveries_;
   std::vector<std::uint32_t> due_now_;  ///< delivered at this instant, after deliveries_'s (deliver_later())
   std::vector<std::uint32_t> active_;  ///< messages whose flow is on the wire
   bool rates_dirty_ = false;
