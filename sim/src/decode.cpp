@@ -308,7 +308,7 @@ class Engine final : public MessageSink, public EventHandler {
   std::vector<std::uint64_t> picked_;  ///< per expert: the stamp_ of the last compute_experts that listed it
   std::int64_t traced_tokens_ = 0;     ///< tokens whose spans go to the timeline (0 without one)
   std::int32_t arrivals_needed_ = -1;  ///< messages that complete a node's exchange; -1: recursive doubling
-  std::uint64_t stamp_ = 0;
+  std::uint64_t stamp_ = 0;  ///< compute_experts calls so far (picked_)
   std::vector<TokenRecord> per_token_;
   TokenRecord current_;  ///< node 0's token in progress
   std::int64_t sum_max_routed_ = 0;
