@@ -270,8 +270,10 @@ namespace {
 /// Progressive filling (see the header): rate[i] for flow i over links flows[i], capacities `cap` (used
 /// as scratch). Repeatedly find the link whose remaining capacity divided by its unfrozen flows is
 /// smallest, give its flows that share, freeze them and take their rate off the other links they cross.
+/// `count`, `frozen`, `first` and `crossing` are scratch space.
 void progressive_fill(std::vector<double>& cap, const std::vector<Network::FlowLinks>& flows, std::vector<double>& rate,
-                      std::vector<std::int32_t>& count, std::vector<char>& frozen) {
+                      std::vector<std::int32_t>& count, std::vector<char>& frozen, std::vector<std::uint32_t>& first,
+                      std::vector<std::uint32_t>& crossing) {
   count.assign(cap.size(), 0);
   frozen.assign(flows.size(), 0);
   rate.assign(flows.size(), 0.0);
@@ -290,6 +292,20 @@ void progressive_fill(std::vector<double>& cap, const std::vector<Network::FlowL
     }
     return;
   }
+  // Each link's flows in flow order, crossing[first[l] .. first[l + 1]) (a counting sort, filled from the
+  // back): a round visits only the bottleneck's flows, where a scan of every flow would pass over all
+  // the others, and meets them in the same order, so every rate and capacity is the same double.
+  first.resize(cap.size() + 1);
+  std::uint32_t total = 0;
+  for (std::size_t l = 0; l < cap.size(); ++l) first[l] = total += static_cast<std::uint32_t>(count[l]);
+  first[cap.size()] = total;
+  crossing.resize(total);
+  for (std::size_t i = flows.size(); i-- > 0;) {
+    for (std::int32_t w = 0; w < flows[i].count; ++w) {
+      crossing[--first[static_cast<std::size_t>(flows[i].link[static_cast<std::size_t>(w)])]] =
+          static_cast<std::uint32_t>(i);
+    }
+  }
   std::size_t left = flows.size();
   while (left > 0) {
     std::size_t best = cap.size();
@@ -301,11 +317,11 @@ void progressive_fill(std::vector<double>& cap, const std::vector<Network::FlowL
       }
     }
     MOESIM_CHECK(best < cap.size(), "progressive filling found no bottleneck: a flow crosses no link");
-    for (std::size_t i = 0; i < flows.size(); ++i) {
+    for (std::uint32_t k = first[best]; k < first[best + 1]; ++k) {
+      const std::size_t i = crossing[k];
       if (frozen[i]) continue;
       const auto& f = flows[i];
       const auto* end = f.link.data() + f.count;
-      if (std::find(f.link.data(), end, static_cast<std::int32_t>(best)) == end) continue;
       rate[i] = share;
       frozen[i] = 1;
       --left;
@@ -331,7 +347,7 @@ void Network::recompute_rates(SimTime now) {
     const Message& m = messages_store_[id];
     flows_.push_back(FlowLinks{{m.from, n + m.to, 2 * n}, backplane ? 3 : 2});
   }
-  progressive_fill(cap_, flows_, rates_, count_, frozen_);
+  progressive_fill(cap_, flows_, rates_, count_, frozen_, first_, crossing_);
   for (std::size_t i = 0; i < active_.size(); ++i) set_rate(messages_store_[active_[i]], now, rates_[i]);
 }
 
@@ -339,7 +355,8 @@ std::vector<double> Network::max_min_rates(std::vector<double> capacity, const s
   std::vector<double> rate;
   std::vector<std::int32_t> count;
   std::vector<char> frozen;
-  progressive_fill(capacity, flows, rate, count, frozen);
+  std::vector<std::uint32_t> first, crossing;
+  progressive_fill(capacity, flows, rate, count, frozen, first, crossing);
   return rate;
 }
 

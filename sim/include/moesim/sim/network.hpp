@@ -156,6 +156,8 @@ class Network final : public EventHandler {
   std::vector<double> rates_;
   std::vector<std::int32_t> count_;
   std::vector<char> frozen_;
+  std::vector<std::uint32_t> first_;
+  std::vector<std::uint32_t> crossing_;
 };
 
 }  // namespace moesim::sim
