@@ -121,12 +121,11 @@ void Network::wake_at(SimTime t) {
   sim_.schedule(t, handler_, kWake, 0);
 }
 
-void Network::deliver_later(SimTime left_wire, std::uint32_t id) {
-  const SimTime at = left_wire + config_.latency - config_.overhead;
+void Network::deliver_later(SimTime at, SimTime now, std::uint32_t id) {
   // Due now (a flow alone on its links completes at its delivery time): handle_event() delivers these
   // after deliveries_'s, which were queued earlier, so the order is still (time, seq) without a round
   // trip through the queue.
-  if (at == sim_.now()) {
+  if (at == now) {
     due_now_.push_back(id);
   } else {
     deliveries_.push(Timed{at, seq_++, id});
@@ -190,7 +189,7 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
       up_busy_[static_cast<std::size_t>(m.from)] += std::max<SimTime>(0, m.finish - std::max(m.start, busy_until));
       busy_until = std::max(busy_until, m.finish);
       leave_links(m);
-      deliver_later(m.finish, id);
+      deliver_later(m.finish + in_flight, now, id);
       active_[i] = active_.back();
       active_.pop_back();
       changed = true;
@@ -212,7 +211,7 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
       }
       m.start = now;
       if (m.remaining <= kDoneBytes) {  // an empty message still pays the latency
-        deliver_later(now, id);
+        deliver_later(now + in_flight, now, id);
         continue;
       }
       active_.push_back(id);

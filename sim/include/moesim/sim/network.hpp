@@ -114,7 +114,7 @@ class Network final : public EventHandler {
   // inlines them into the per-message loops.
   /// send() without the wake-up.
   inline void enqueue(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag);
-  void deliver_later(SimTime left_wire, std::uint32_t id);
+  void deliver_later(SimTime at, SimTime now, std::uint32_t id);  ///< delivers message `id` at `at`
   void enter_links(const Message& m);
   void leave_links(const Message& m);
   inline void deliver(std::uint32_t id);
