@@ -172,13 +172,13 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
     bool changed = false;
     bool delivered = false;
     const bool was_shared = shared_links_ > 0;
-    // Flows move on by their rate; those that finished leave the wire, their last byte arriving after
-    // the in-flight latency.
+    // Flows still on the wire move on by their rate; those that finished leave it (what they had left
+    // to send is never read again), their last byte arriving after the in-flight latency.
     for (std::size_t i = 0; i < active_.size();) {
       const std::uint32_t id = active_[i];
       Message& m = messages_store_[id];
-      if (dt > 0) m.remaining -= m.rate * static_cast<double>(dt);
       if (m.finish > now) {
+        if (dt > 0) m.remaining -= m.rate * static_cast<double>(dt);
         ++i;
         continue;
       }
