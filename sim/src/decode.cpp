@@ -176,6 +176,22 @@ class Engine final : public MessageSink, public EventHandler {
   }
 
   void on_delivered(std::uint64_t tag, std::int32_t /*from*/, std::int32_t to) override {
+    // Most messages are expert outputs for a layer the node has started: counted on a short path that
+    // calls nothing unless the layer completes. Everything else goes through on_step().
+    const Msg kind = tag_kind(tag);
+    const std::uint64_t g = tag_g(tag);
+    Slot& slot = nodes_[static_cast<std::size_t>(to)].slots[g % kSlots];
+    if ((kind != Msg::Output && kind != Msg::Gather) || slot.g != g) {
+      on_step(tag, to);
+      return;
+    }
+    ++slot.arrivals;
+    if (slot.started && exchange_complete(to, slot)) complete(to, slot);
+  }
+
+ private:
+  /// A delivered message other than an output for a started layer (on_delivered()).
+  [[gnu::noinline]] void on_step(std::uint64_t tag, std::int32_t to) {
     const std::uint64_t g = tag_g(tag);
     Slot& slot = slot_of(to, g);
     switch (tag_kind(tag)) {
@@ -210,7 +226,6 @@ class Engine final : public MessageSink, public EventHandler {
     maybe_complete(to, slot);
   }
 
- private:
   struct Slot {
     std::uint64_t g = std::numeric_limits<std::uint64_t>::max();
     SimTime done = 0;  ///< this node's own expert computation ends
@@ -244,16 +259,21 @@ class Engine final : public MessageSink, public EventHandler {
   void ring_advance(std::int32_t n, Slot& slot);
   void rd_advance(std::int32_t n, Slot& slot);
   void maybe_complete(std::int32_t n, Slot& slot);
+  /// The layer's exchange is complete on node n. Out of line, so that the messages that do not complete
+  /// it (most of them) take a short path.
+  [[gnu::noinline]] void complete(std::int32_t n, Slot& slot);
   bool exchange_complete(std::int32_t n, const Slot& s) const;
   Slot& slot_of(std::int32_t n, std::uint64_t g) {
     Slot& s = nodes_[static_cast<std::size_t>(n)].slots[g % kSlots];
-    if (s.g != g) {
-      MOESIM_CHECK(s.g == std::numeric_limits<std::uint64_t>::max() || s.g + kSlots <= g,
-                   "decode slot reused while a layer was in flight");
-      std::construct_at(&s);  // in place: an assigned temporary is copied back with wide loads, a stall
-      s.g = g;
-    }
+    if (s.g != g) reset(s, g);
     return s;
+  }
+  /// Out of line, so that slot_of()'s callers keep a short path.
+  [[gnu::noinline]] static void reset(Slot& s, std::uint64_t g) {
+    MOESIM_CHECK(s.g == std::numeric_limits<std::uint64_t>::max() || s.g + kSlots <= g,
+                 "decode slot reused while a layer was in flight");
+    std::construct_at(&s);  // in place: an assigned temporary is copied back with wide loads, a stall
+    s.g = g;
   }
   bool tracing(std::int64_t token) const { return token < traced_tokens_; }
   void span(std::int32_t n, std::string_view what, std::int64_t token, std::int64_t layer, SimTime a, SimTime b) {
@@ -678,7 +698,10 @@ bool Engine::exchange_complete(std::int32_t n, const Slot& s) const {
 }
 
 void Engine::maybe_complete(std::int32_t n, Slot& slot) {
-  if (!slot.started || !exchange_complete(n, slot)) return;
+  if (slot.started && exchange_complete(n, slot)) complete(n, slot);
+}
+
+void Engine::complete(std::int32_t n, Slot& slot) {
   const SimTime ready = std::max(sim_.now(), slot.done);
   slot.started = false;  // complete once
   slot.g = std::numeric_limits<std::uint64_t>::max();
