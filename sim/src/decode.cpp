@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <span>
 
 #include "moesim/model/error.hpp"
 #include "moesim/model/precision.hpp"
@@ -244,7 +245,10 @@ class Engine final : public MessageSink, public EventHandler {
   };
   struct Assignment {
     std::uint64_t g = std::numeric_limits<std::uint64_t>::max();
-    std::vector<std::vector<std::int32_t>> routed;  ///< per node
+    /// Node n computes routed[n * top_k .. + count[n]) (router order): flat, with room for top_k each,
+    /// so that a layer allocates nothing.
+    std::vector<std::int32_t> routed;
+    std::vector<std::int32_t> count;  ///< per node
     std::int32_t max_routed = 0;
   };
 
@@ -302,6 +306,7 @@ class Engine final : public MessageSink, public EventHandler {
   std::int32_t layers_ = 0;
   std::int64_t moe_layers_ = 0;
   std::int64_t experts_ = 0;
+  std::int64_t top_k_ = 0;
   std::vector<std::int32_t> moe_index_;  ///< per decoder layer: its MoE layer index, or -1
   bool centralised_ = false;
 
@@ -325,6 +330,7 @@ class Engine final : public MessageSink, public EventHandler {
   std::vector<std::vector<std::int32_t>> local_experts_;  ///< per node: experts it holds
   std::vector<std::int64_t> lru_;  ///< per node × MoE layer × expert: last global step it was computed (-1 never)
   std::vector<std::int32_t> scratch_;
+  std::vector<std::int32_t> dispatched_;  ///< per chosen expert of a layer: the node computing it
   std::vector<std::uint64_t> picked_;  ///< per expert: the stamp_ of the last compute_experts that listed it
   std::int64_t traced_tokens_ = 0;     ///< tokens whose spans go to the timeline (0 without one)
   std::int32_t arrivals_needed_ = -1;  ///< messages that complete a node's exchange; -1: recursive doubling
@@ -446,7 +452,12 @@ void Engine::setup() {
 
   handler_ = sim_.add_handler(this);
   nodes_.resize(static_cast<std::size_t>(n_));
-  for (auto& as : assignments_) as.routed.resize(static_cast<std::size_t>(n_));
+  top_k_ = trace_.header.top_k;
+  for (auto& as : assignments_) {
+    as.routed.resize(static_cast<std::size_t>(n_ * top_k_));
+    as.count.resize(static_cast<std::size_t>(n_));
+  }
+  dispatched_.resize(static_cast<std::size_t>(top_k_));
   local_experts_.resize(static_cast<std::size_t>(n_));
   for (const auto& grp : cfg_.placement->groups) {
     for (const auto m : grp.members) {
@@ -470,10 +481,16 @@ const Engine::Assignment& Engine::assignment(std::uint64_t g, std::int64_t token
   Assignment& as = assignments_[g % kSlots];
   if (as.g == g) return as;
   as.g = g;
-  for (auto& r : as.routed) r.clear();
-  dispatcher_.assign(trace_.chosen(token, j), as.routed);
+  const auto chosen = trace_.chosen(token, j);
+  dispatcher_.nodes_for(chosen, dispatched_.data());
+  std::fill(as.count.begin(), as.count.end(), 0);
   as.max_routed = 0;
-  for (const auto& r : as.routed) as.max_routed = std::max(as.max_routed, static_cast<std::int32_t>(r.size()));
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    const auto n = static_cast<std::size_t>(dispatched_[i]);
+    as.routed[n * static_cast<std::size_t>(top_k_) + static_cast<std::size_t>(as.count[n])] =
+        static_cast<std::int32_t>(chosen[i]);
+    as.max_routed = std::max(as.max_routed, ++as.count[n]);
+  }
   sum_max_routed_ += as.max_routed;
   return as;
 }
@@ -486,7 +503,8 @@ SimTime Engine::compute_experts(std::int32_t n, std::int64_t token, std::int64_t
   Node& node = nodes_[ni];
   // What this node computes: its routed experts, then the fillers the balancing adds (scratch_). An
   // expert is taken when its picked_ stamp is this call's: O(1) membership, no clearing.
-  const std::vector<std::int32_t>& routed = as.routed[ni];
+  const std::span<const std::int32_t> routed(as.routed.data() + ni * static_cast<std::size_t>(top_k_),
+                                             static_cast<std::size_t>(as.count[ni]));
   scratch_.clear();
   const auto& local = local_experts_[ni];
   std::int64_t* lru = &lru_[(ni * static_cast<std::size_t>(moe_layers_) + static_cast<std::size_t>(j)) *
