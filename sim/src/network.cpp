@@ -88,7 +88,7 @@ void Network::enqueue(SimTime ready, std::int32_t from, std::int32_t to, double 
   msg.finish = std::numeric_limits<SimTime>::max();
   msg.start = start;
   msg.tag = tag;
-  if (!config_.contention) {
+  if (!config_.contention) [[unlikely]] {
     // Alone on the wire: serialisation at the full rate, then the rest of the latency.
     const auto wire = static_cast<SimTime>(std::ceil(bytes / rate_per_ps_));
     const SimTime end = start + wire;
@@ -184,7 +184,7 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
       }
       // It left the wire at m.finish: now, or earlier when it had its links to itself and nothing
       // needed a wake-up at that instant (see the next wake-up below).
-      if (observer_) observer_->on_transfer(m.from, m.to, m.bytes, m.start, m.finish);
+      if (observer_) [[unlikely]] observer_->on_transfer(m.from, m.to, m.bytes, m.start, m.finish);
       auto& busy_until = up_busy_until_[static_cast<std::size_t>(m.from)];
       up_busy_[static_cast<std::size_t>(m.from)] += std::max<SimTime>(0, m.finish - std::max(m.start, busy_until));
       busy_until = std::max(busy_until, m.finish);
@@ -197,7 +197,7 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
     while (!starts_.empty() && starts_.top().time <= now) {
       const std::uint32_t id = starts_.top().message;
       starts_.pop();
-      if (!config_.contention) {  // already through the wire: this is its delivery
+      if (!config_.contention) [[unlikely]] {  // already through the wire: this is its delivery
         deliver(id);
         delivered = true;
         continue;
@@ -210,7 +210,7 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
         starts_.push(Timed{next.start, next.seq, w.head});
       }
       m.start = now;
-      if (m.remaining <= kDoneBytes) {  // an empty message still pays the latency
+      if (m.remaining <= kDoneBytes) [[unlikely]] {  // an empty message still pays the latency
         deliver_later(now + in_flight, now, id);
         continue;
       }
