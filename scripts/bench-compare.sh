@@ -71,9 +71,11 @@ done
 # name, side, real time, unit, events/s (empty when not counted): one line per benchmark run.
 for side in base this; do
   for ((r = 1; r <= reps; r++)); do
+    # The file starts with the run's context (machine, load) before the CSV header.
     awk -F, -v side="$side" '
-      NR == 1 { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); col[$i] = i }; next }
-      { gsub(/"/, "", $1); ev = ("events_per_second" in col) ? $(col["events_per_second"]) : ""
+      /^name,/ { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); col[$i] = i }; next }
+      ("real_time" in col) && $(col["error_occurred"]) == "" {
+        gsub(/"/, "", $1); ev = ("events_per_second" in col) ? $(col["events_per_second"]) : ""
         print $1, side, $(col["real_time"]), $(col["time_unit"]), (ev == "" ? "-" : ev) }' "$tmp/$side.$r.csv"
   done
 done > "$tmp/all.txt"
