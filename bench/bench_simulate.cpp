@@ -1,9 +1,15 @@
-// The simulator's speed (issue 3): simulated events per second, and the wall time to replay 100,000 tokens
-// of DBRX on 4 Mac Studios with P-L_R-D (contention and residency on, the 10 GbE gRPC profile). Goals: at
-// least 10 million events per second, and that replay under 2 s on one core.
+// The simulator's speed (issues 3 and 19): simulated events per second, and the wall time to replay
+// 100,000 tokens of DBRX on 4 Mac Studios with P-L_R-D (contention and residency on, the 10 GbE gRPC
+// profile). Goals (issue 19): at least 15 million events per second, and that replay in at most 1.5 s on
+// one core.
 //
 //   build/bench/moesim_bench --benchmark_filter=Simulate --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true   (one line)
+//
+// Timings on a shared machine move with its load; a change is measured against the code before it in
+// the same run, alternating the two builds (medians of 5 each, their ratio and events/s):
+//
+//   scripts/bench-compare.sh BASE_REV [FILTER]    (default filter: SimulateDbrx100kTokensPLRD/4)
 //
 // Counters: events_per_second (scheduler events), messages_per_second, and tokens_per_second of replay;
 // the reported time per iteration is the replay's wall time (the trace is generated once, outside).

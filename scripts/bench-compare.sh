@@ -43,6 +43,7 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM HUP  # through the EXIT trap
 
 echo "building the base ($(git -C "$root" log -1 --format='%h %s' "$base")), $type" >&2
 git -C "$root" worktree add --detach --quiet "$tmp/src" "$base"
@@ -57,9 +58,9 @@ for side in base this; do
   [ -x "${bin[$side]}" ] || die "${bin[$side]} is missing: is Google Benchmark installed (libbenchmark-dev)?"
 done
 
-run() {  # run SIDE REP: one repetition, its CSV to $tmp/SIDE.REP.csv
-  "${bin[$1]}" "--benchmark_filter=$filter" --benchmark_repetitions=1 "--benchmark_out=$tmp/$1.$2.csv" \
-    --benchmark_out_format=csv > /dev/null 2> "$tmp/run.log" ||
+run() {  # run SIDE REP: one repetition, its JSON to $tmp/SIDE.REP.json
+  "${bin[$1]}" "--benchmark_filter=$filter" --benchmark_repetitions=1 "--benchmark_out=$tmp/$1.$2.json" \
+    --benchmark_out_format=json > /dev/null 2> "$tmp/run.log" ||
     { cat "$tmp/run.log" >&2; die "the $1 benchmark failed (above)"; }
 }
 for ((r = 1; r <= reps; r++)); do
@@ -67,19 +68,30 @@ for ((r = 1; r <= reps; r++)); do
   if ((r % 2)); then run base "$r" && run this "$r"; else run this "$r" && run base "$r"; fi
 done
 
-# name, side, real time, unit, events/s (empty when not counted): one line per benchmark run.
+# name, side, real time, unit, events/s ("-" when not counted): one line per benchmark run. Google
+# Benchmark's JSON has one "key": value per line; a run's record ends with its closing brace (the CSV
+# reporter cannot mix benchmarks whose counters differ).
 for side in base this; do
   for ((r = 1; r <= reps; r++)); do
-    awk -F, -v side="$side" '
-      NR == 1 { for (i = 1; i <= NF; i++) { gsub(/"/, "", $i); col[$i] = i }; next }
-      { gsub(/"/, "", $1); ev = ("events_per_second" in col) ? $(col["events_per_second"]) : ""
-        print $1, side, $(col["real_time"]), $(col["time_unit"]), (ev == "" ? "-" : ev) }' "$tmp/$side.$r.csv"
+    awk -v side="$side" '
+      /"benchmarks": \[/ { on = 1; next }
+      !on { next }
+      /^ *"[a-z_]+": / {
+        key = $1; gsub(/[":]/, "", key); v = $0; sub(/^[^:]*: */, "", v); gsub(/[",]/, "", v); f[key] = v; next }
+      /^ *}/ {
+        if (f["name"] != "" && f["error_occurred"] != "true")
+          print f["name"], side, f["real_time"], f["time_unit"], \
+            ("events_per_second" in f) ? f["events_per_second"] : "-"
+        delete f }' "$tmp/$side.$r.json"
   done
 done > "$tmp/all.txt"
 [ -s "$tmp/all.txt" ] || die "no benchmark matches '$filter' (see moesim_bench --benchmark_list_tests)"
 
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-echo "base $(git -C "$root" rev-parse --short "$base") vs this tree; medians of $reps alternating runs; ratio = base / this"
+median() {
+  sort -g | awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+echo "base $(git -C "$root" rev-parse --short "$base") vs this tree; medians of $reps alternating runs;" \
+  "ratio = base / this"
 printf '%-48s %12s %12s %7s %14s %14s\n' benchmark base this ratio "base events/s" "this events/s"
 cut -d' ' -f1 "$tmp/all.txt" | awk '!seen[$0]++' | while read -r name; do
   unit=$(awk -v n="$name" '$1 == n { print $4; exit }' "$tmp/all.txt")
@@ -87,7 +99,9 @@ cut -d' ' -f1 "$tmp/all.txt" | awk '!seen[$0]++' | while read -r name; do
   t=$(awk -v n="$name" '$1 == n && $2 == "this" { print $3 }' "$tmp/all.txt" | median)
   be=$(awk -v n="$name" '$1 == n && $2 == "base" && $5 != "-" { print $5 }' "$tmp/all.txt" | median)
   te=$(awk -v n="$name" '$1 == n && $2 == "this" && $5 != "-" { print $5 }' "$tmp/all.txt" | median)
-  awk -v n="$name" -v b="$b" -v t="$t" -v u="$unit" -v be="$be" -v te="$te" 'BEGIN {
-    printf "%-48s %9.1f %-2s %9.1f %-2s %6.2fx %14s %14s\n", n, b, u, t, u, b / t,
-      (be == "" ? "-" : sprintf("%.2f M/s", be / 1e6)), (te == "" ? "-" : sprintf("%.2f M/s", te / 1e6)) }'
+  awk -v n="$name" -v b="$b" -v t="$t" -v u="$unit" -v be="$be" -v te="$te" '
+    function ms(x) { return x == "" ? "-" : sprintf("%.1f %s", x, u) }  # a side may lack a benchmark
+    function ev(x) { return x == "" ? "-" : sprintf("%.2f M/s", x / 1e6) }
+    BEGIN { printf "%-48s %12s %12s %7s %14s %14s\n", n, ms(b), ms(t), (b == "" || t == "") ? "-" : \
+              sprintf("%.2fx", b / t), ev(be), ev(te) }'
 done

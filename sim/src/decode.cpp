@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <span>
 
 #include "moesim/model/error.hpp"
 #include "moesim/model/precision.hpp"
@@ -130,7 +131,8 @@ Msg tag_kind(std::uint64_t tag) { return static_cast<Msg>(tag & 0xF); }
 std::uint64_t tag_step(std::uint64_t tag) { return (tag >> 4) & 0xFFF; }
 std::uint64_t tag_g(std::uint64_t tag) { return tag >> 16; }
 
-class Engine final : public EventHandler, public MessageSink {
+// MessageSink first: deliveries, the most frequent virtual call, then need no this-adjusting thunk.
+class Engine final : public MessageSink, public EventHandler {
  public:
   Engine(const DecodeConfig& c, const RoutingTrace& t) : cfg_(c), trace_(t), dispatcher_(*c.placement) { setup(); }
 
@@ -172,6 +174,22 @@ class Engine final : public EventHandler, public MessageSink {
   }
 
   void on_delivered(std::uint64_t tag, std::int32_t /*from*/, std::int32_t to) override {
+    // Most messages are expert outputs for a layer the node has started: counted on a short path that
+    // calls nothing unless the layer completes. Everything else goes through on_step().
+    const Msg kind = tag_kind(tag);
+    const std::uint64_t g = tag_g(tag);
+    Slot& slot = nodes_[static_cast<std::size_t>(to)].slots[g % kSlots];
+    if ((kind != Msg::Output && kind != Msg::Gather) || slot.g != g) {
+      on_step(tag, to);
+      return;
+    }
+    ++slot.arrivals;
+    if (slot.started && exchange_complete(to, slot)) complete(to, slot);
+  }
+
+ private:
+  /// A delivered message other than an output for a started layer (on_delivered()).
+  [[gnu::noinline]] void on_step(std::uint64_t tag, std::int32_t to) {
     const std::uint64_t g = tag_g(tag);
     Slot& slot = slot_of(to, g);
     switch (tag_kind(tag)) {
@@ -181,7 +199,9 @@ class Engine final : public EventHandler, public MessageSink {
         break;
       case Msg::Scatter: {
         // Centralised: a node other than the driver computes its experts as soon as the input arrives.
-        const SimTime done = compute_experts(to, g, sim_.now());
+        const auto moe_layers = static_cast<std::uint64_t>(moe_layers_);
+        const SimTime done = compute_experts(to, static_cast<std::int64_t>(g / moe_layers),
+                                             static_cast<std::int64_t>(g % moe_layers), sim_.now());
         network_->send(done, to, 0, out_bytes_, make_tag(Msg::Gather, 0, g));
         return;
       }
@@ -204,7 +224,6 @@ class Engine final : public EventHandler, public MessageSink {
     maybe_complete(to, slot);
   }
 
- private:
   struct Slot {
     std::uint64_t g = std::numeric_limits<std::uint64_t>::max();
     SimTime done = 0;  ///< this node's own expert computation ends
@@ -223,32 +242,41 @@ class Engine final : public EventHandler, public MessageSink {
   };
   struct Assignment {
     std::uint64_t g = std::numeric_limits<std::uint64_t>::max();
-    std::vector<std::vector<std::int32_t>> routed;  ///< per node
+    /// Node n computes routed[n * top_k .. + count[n]) (router order): flat, with room for top_k each,
+    /// so that a layer allocates nothing.
+    std::vector<std::int32_t> routed;
+    std::vector<std::int32_t> count;  ///< per node
     std::int32_t max_routed = 0;
   };
 
   void setup();
   void run_node(std::int32_t n, SimTime t);
   SimTime finish_layer(std::int32_t n, SimTime t);
-  SimTime compute_experts(std::int32_t n, std::uint64_t g, SimTime t);
-  const Assignment& assignment(std::uint64_t g);
+  // MoE layer j of `token` (g = token * moe_layers_ + j; the callers know both, so no division).
+  SimTime compute_experts(std::int32_t n, std::int64_t token, std::int64_t j, SimTime t);
+  const Assignment& assignment(std::uint64_t g, std::int64_t token, std::int64_t j);
   // These take the node's slot of the layer (slot_of), found once per message.
   void start_exchange(std::int32_t n, Slot& slot);
   void ring_advance(std::int32_t n, Slot& slot);
   void rd_advance(std::int32_t n, Slot& slot);
   void maybe_complete(std::int32_t n, Slot& slot);
+  /// The layer's exchange is complete on node n. Out of line, so that the messages that do not complete
+  /// it (most of them) take a short path.
+  [[gnu::noinline]] void complete(std::int32_t n, Slot& slot);
   bool exchange_complete(std::int32_t n, const Slot& s) const;
   Slot& slot_of(std::int32_t n, std::uint64_t g) {
     Slot& s = nodes_[static_cast<std::size_t>(n)].slots[g % kSlots];
-    if (s.g != g) {
-      MOESIM_CHECK(s.g == std::numeric_limits<std::uint64_t>::max() || s.g + kSlots <= g,
-                   "decode slot reused while a layer was in flight");
-      std::construct_at(&s);  // in place: an assigned temporary is copied back with wide loads, a stall
-      s.g = g;
-    }
+    if (s.g != g) reset(s, g);
     return s;
   }
-  bool tracing(std::int64_t token) const { return cfg_.timeline && token < cfg_.timeline_tokens; }
+  /// Out of line, so that slot_of()'s callers keep a short path.
+  [[gnu::noinline]] static void reset(Slot& s, std::uint64_t g) {
+    MOESIM_CHECK(s.g == std::numeric_limits<std::uint64_t>::max() || s.g + kSlots <= g,
+                 "decode slot reused while a layer was in flight");
+    std::construct_at(&s);  // in place: an assigned temporary is copied back with wide loads, a stall
+    s.g = g;
+  }
+  bool tracing(std::int64_t token) const { return token < traced_tokens_; }
   void span(std::int32_t n, std::string_view what, std::int64_t token, std::int64_t layer, SimTime a, SimTime b) {
     if (tracing(token) && b > a) cfg_.timeline->on_compute(n, what, token, layer, a, b);
   }
@@ -275,6 +303,7 @@ class Engine final : public EventHandler, public MessageSink {
   std::int32_t layers_ = 0;
   std::int64_t moe_layers_ = 0;
   std::int64_t experts_ = 0;
+  std::int64_t top_k_ = 0;
   std::vector<std::int32_t> moe_index_;  ///< per decoder layer: its MoE layer index, or -1
   bool centralised_ = false;
 
@@ -299,8 +328,11 @@ class Engine final : public EventHandler, public MessageSink {
   std::vector<std::vector<std::int32_t>> local_experts_;  ///< per node: experts it holds
   std::vector<std::int64_t> lru_;  ///< per node × MoE layer × expert: last global step it was computed (-1 never)
   std::vector<std::int32_t> scratch_;
+  std::vector<std::int32_t> dispatched_;  ///< per chosen expert of a layer: the node computing it
   std::vector<std::uint64_t> picked_;  ///< per expert: the stamp_ of the last compute_experts that listed it
-  std::uint64_t stamp_ = 0;
+  std::int64_t traced_tokens_ = 0;     ///< tokens whose spans go to the timeline (0 without one)
+  std::int32_t arrivals_needed_ = -1;  ///< messages that complete a node's exchange; -1: recursive doubling
+  std::uint64_t stamp_ = 0;  ///< compute_experts calls so far (picked_)
   std::vector<TokenRecord> per_token_;
   TokenRecord current_;  ///< node 0's token in progress
   std::int64_t sum_max_routed_ = 0;
@@ -417,7 +449,12 @@ void Engine::setup() {
 
   handler_ = sim_.add_handler(this);
   nodes_.resize(static_cast<std::size_t>(n_));
-  for (auto& as : assignments_) as.routed.resize(static_cast<std::size_t>(n_));
+  top_k_ = trace_.header.top_k;
+  for (auto& as : assignments_) {
+    as.routed.resize(static_cast<std::size_t>(n_ * top_k_));
+    as.count.resize(static_cast<std::size_t>(n_));
+  }
+  dispatched_.resize(static_cast<std::size_t>(top_k_));
   local_experts_.resize(static_cast<std::size_t>(n_));
   for (const auto& grp : cfg_.placement->groups) {
     for (const auto m : grp.members) {
@@ -428,32 +465,43 @@ void Engine::setup() {
   for (auto& l : local_experts_) std::sort(l.begin(), l.end());
   lru_.assign(static_cast<std::size_t>(n_ * moe_layers_ * experts_), -1);
   picked_.assign(static_cast<std::size_t>(experts_), 0);
+  // compute_experts' LRU keys: an age (a global MoE-layer step + 1) in 48 bits, a place among a node's
+  // experts in 16.
+  MOESIM_CHECK(tokens_ * moe_layers_ < (std::int64_t{1} << 47) && experts_ <= 65536, "too many steps or experts");
+  traced_tokens_ = cfg_.timeline ? cfg_.timeline_tokens : 0;
+  if (centralised_ || cfg_.collective == Collective::ExpertOutputs) arrivals_needed_ = n_ - 1;
+  if (!centralised_ && cfg_.collective == Collective::RingAllReduce) arrivals_needed_ = ring_steps_;
   per_token_.reserve(static_cast<std::size_t>(tokens_));
 }
 
-const Engine::Assignment& Engine::assignment(std::uint64_t g) {
+const Engine::Assignment& Engine::assignment(std::uint64_t g, std::int64_t token, std::int64_t j) {
   Assignment& as = assignments_[g % kSlots];
   if (as.g == g) return as;
   as.g = g;
-  for (auto& r : as.routed) r.clear();
-  const auto token = static_cast<std::int64_t>(g / static_cast<std::uint64_t>(moe_layers_));
-  const auto layer = static_cast<std::int64_t>(g % static_cast<std::uint64_t>(moe_layers_));
-  dispatcher_.assign(trace_.chosen(token, layer), as.routed);
+  const auto chosen = trace_.chosen(token, j);
+  dispatcher_.nodes_for(chosen, dispatched_.data());
+  std::fill(as.count.begin(), as.count.end(), 0);
   as.max_routed = 0;
-  for (const auto& r : as.routed) as.max_routed = std::max(as.max_routed, static_cast<std::int32_t>(r.size()));
+  for (std::size_t i = 0; i < chosen.size(); ++i) {
+    const auto n = static_cast<std::size_t>(dispatched_[i]);
+    as.routed[n * static_cast<std::size_t>(top_k_) + static_cast<std::size_t>(as.count[n])] =
+        static_cast<std::int32_t>(chosen[i]);
+    as.max_routed = std::max(as.max_routed, ++as.count[n]);
+  }
   sum_max_routed_ += as.max_routed;
   return as;
 }
 
-SimTime Engine::compute_experts(std::int32_t n, std::uint64_t g, SimTime t) {
-  const Assignment& as = assignment(g);
+SimTime Engine::compute_experts(std::int32_t n, std::int64_t token, std::int64_t j, SimTime t) {
+  const auto g = static_cast<std::uint64_t>(token) * static_cast<std::uint64_t>(moe_layers_) +
+                 static_cast<std::uint64_t>(j);
+  const Assignment& as = assignment(g, token, j);
   const auto ni = static_cast<std::size_t>(n);
   Node& node = nodes_[ni];
-  const auto token = static_cast<std::int64_t>(g / static_cast<std::uint64_t>(moe_layers_));
-  const auto j = static_cast<std::int64_t>(g % static_cast<std::uint64_t>(moe_layers_));
   // What this node computes: its routed experts, then the fillers the balancing adds (scratch_). An
   // expert is taken when its picked_ stamp is this call's: O(1) membership, no clearing.
-  const std::vector<std::int32_t>& routed = as.routed[ni];
+  const std::span<const std::int32_t> routed(as.routed.data() + ni * static_cast<std::size_t>(top_k_),
+                                             static_cast<std::size_t>(as.count[ni]));
   scratch_.clear();
   const auto& local = local_experts_[ni];
   std::int64_t* lru = &lru_[(ni * static_cast<std::size_t>(moe_layers_) + static_cast<std::size_t>(j)) *
@@ -469,24 +517,21 @@ SimTime Engine::compute_experts(std::int32_t n, std::uint64_t g, SimTime t) {
     for (const auto e : local)
       if (picked_[static_cast<std::size_t>(e)] != stamp) scratch_.push_back(e);
   } else if (cfg_.balancing == Balancing::LruFill && static_cast<std::int32_t>(routed.size()) < as.max_routed) {
-    // The spare quota goes to the least recently used local experts of this layer (ties: lowest id, as
-    // `local` is sorted and only a strictly older entry replaces the best so far).
+    // The spare quota goes to the least recently used local experts of this layer (ties: lowest id).
+    // Each local expert gets one key, its age + 1 above 16 bits of its place in `local` (sorted; setup()
+    // checks that both fit), so the smallest key is the oldest, ties to the lowest id, and a taken expert
+    // gets the largest. Branch-free: the comparisons depend on the data, so branches would mispredict.
     const auto want = static_cast<std::size_t>(as.max_routed) - routed.size();
+    constexpr std::uint64_t kTaken = std::numeric_limits<std::uint64_t>::max();
     for (std::size_t f = 0; f < want; ++f) {
-      std::int32_t best = -1;
-      // Branch-free with masks (the comparisons depend on the data, so branches mispredict, and GCC
-      // keeps branches for the ternary form): a taken expert gets the age no entry has (lru entries
-      // are -1 .. g) and never wins.
-      constexpr std::int64_t kTaken = std::numeric_limits<std::int64_t>::max();
-      std::int64_t oldest = kTaken;
-      for (const auto e : local) {
-        const std::int64_t taken = -static_cast<std::int64_t>(picked_[static_cast<std::size_t>(e)] == stamp);
-        const std::int64_t age = (lru[e] & ~taken) | (kTaken & taken);
-        const std::int32_t older = -static_cast<std::int32_t>(age < oldest);
-        best = (e & older) | (best & ~older);
-        oldest = std::min(oldest, age);
+      std::uint64_t least = kTaken;
+      for (std::size_t i = 0; i < local.size(); ++i) {
+        const auto e = static_cast<std::size_t>(local[i]);
+        const std::uint64_t taken = -static_cast<std::uint64_t>(picked_[e] == stamp);  // all ones, or 0
+        least = std::min(least, (static_cast<std::uint64_t>(lru[e] + 1) << 16 | i) | taken);
       }
-      if (best < 0) break;  // every local expert is already busy
+      if (least == kTaken) break;  // every local expert is already busy
+      const std::int32_t best = local[least & 0xFFFFU];
       scratch_.push_back(best);
       picked_[static_cast<std::size_t>(best)] = stamp;
     }
@@ -566,7 +611,7 @@ void Engine::run_node(std::int32_t n, SimTime t) {
     const auto g = static_cast<std::uint64_t>(node.token) * static_cast<std::uint64_t>(moe_layers_) +
                    static_cast<std::uint64_t>(j);
     if (n_ == 1) {
-      t = compute_experts(n, g, t);
+      t = compute_experts(n, node.token, j, t);
       t = finish_layer(n, t);
       continue;
     }
@@ -574,7 +619,7 @@ void Engine::run_node(std::int32_t n, SimTime t) {
       network_->send_to_all(t, 0, out_bytes_, make_tag(Msg::Scatter, 0, g));  // to 1, 2, ... N-1
     }
     Slot& slot = slot_of(n, g);
-    slot.done = compute_experts(n, g, t);
+    slot.done = compute_experts(n, node.token, j, t);
     slot.started = true;
     if (!centralised_) start_exchange(n, slot);
     maybe_complete(n, slot);
@@ -665,23 +710,20 @@ void Engine::rd_advance(std::int32_t n, Slot& slot) {
 }
 
 bool Engine::exchange_complete(std::int32_t n, const Slot& s) const {
-  if (centralised_) return n != 0 || s.arrivals == n_ - 1;
-  switch (cfg_.collective) {
-    case Collective::ExpertOutputs:
-      return s.arrivals == n_ - 1;
-    case Collective::RingAllReduce:
-      return s.arrivals == ring_steps_;
-    case Collective::RecursiveDoubling: {
-      if (n >= rd_pow2_) return s.post_received;
-      const std::uint32_t all = rd_rounds_ == 0 ? 0U : (1U << rd_rounds_) - 1U;
-      return (s.rounds_received & all) == all && (n >= n_ - rd_pow2_ || s.sent > rd_rounds_);
-    }
-  }
-  return false;
+  // Centralised (the driver gathers N-1 outputs), expert outputs (N-1) and the ring (2(N-1) steps)
+  // complete on a count, precomputed in setup().
+  if (centralised_) return n != 0 || s.arrivals == arrivals_needed_;
+  if (arrivals_needed_ >= 0) return s.arrivals == arrivals_needed_;
+  if (n >= rd_pow2_) return s.post_received;
+  const std::uint32_t all = rd_rounds_ == 0 ? 0U : (1U << rd_rounds_) - 1U;
+  return (s.rounds_received & all) == all && (n >= n_ - rd_pow2_ || s.sent > rd_rounds_);
 }
 
 void Engine::maybe_complete(std::int32_t n, Slot& slot) {
-  if (!slot.started || !exchange_complete(n, slot)) return;
+  if (slot.started && exchange_complete(n, slot)) complete(n, slot);
+}
+
+void Engine::complete(std::int32_t n, Slot& slot) {
   const SimTime ready = std::max(sim_.now(), slot.done);
   slot.started = false;  // complete once
   slot.g = std::numeric_limits<std::uint64_t>::max();

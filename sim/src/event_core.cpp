@@ -19,13 +19,12 @@ std::uint32_t Simulation::add_handler(EventHandler* h) {
   return static_cast<std::uint32_t>(handlers_.size() - 1);
 }
 
-void Simulation::schedule(SimTime at, std::uint32_t handler, std::uint32_t kind, std::uint64_t arg) {
+void Simulation::refuse(SimTime at, std::uint32_t handler) const {
   // SST's time-fault check: an event in the past would make the run order depend on the queue's
   // internals. It stays on in Release builds.
   MOESIM_CHECK(at >= now_,
                "event scheduled in the past (at " + std::to_string(at) + " ps, now " + std::to_string(now_) + " ps)");
   MOESIM_CHECK(handler < handlers_.size(), "event for an unknown handler");
-  queue_.push(Event{at, seq_++, arg, handler, kind});
 }
 
 std::uint64_t Simulation::run() {

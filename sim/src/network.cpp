@@ -65,6 +65,7 @@ void Network::send_to_all(SimTime ready, std::int32_t from, double bytes, std::u
   wake_at(starts_.top().time);
 }
 
+// Inline (network.hpp) into send() and send_to_all()'s loop: a call per message cost as much as the work.
 void Network::enqueue(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag) {
   ++messages_;
   bytes_sent_[static_cast<std::size_t>(from)] += bytes;
@@ -87,18 +88,18 @@ void Network::enqueue(SimTime ready, std::int32_t from, std::int32_t to, double 
   msg.finish = std::numeric_limits<SimTime>::max();
   msg.start = start;
   msg.tag = tag;
-  if (!config_.contention) {
+  if (!config_.contention) [[unlikely]] {
     // Alone on the wire: serialisation at the full rate, then the rest of the latency.
     const auto wire = static_cast<SimTime>(std::ceil(bytes / rate_per_ps_));
     const SimTime end = start + wire;
     if (observer_) observer_->on_transfer(from, to, bytes, start, end);
     // Without contention a flow's end is fixed when it is sent, and sends are not in time order: this
-    // path keeps its own ordered queue (the starts heap, reused for deliveries).
+    // path keeps its own ordered queue (starts_, reused for deliveries).
     starts_.push(Timed{end + config_.latency - config_.overhead, seq_++, id});
     return;
   }
   // Behind the sender's other waiting messages (it starts after them); the first takes a place in
-  // starts_ now, the others when the one before them starts (process()).
+  // starts_ now, the others when the one before them starts (handle_event()).
   msg.seq = seq_++;
   msg.next = kNone;
   Waiting& w = waiting_[static_cast<std::size_t>(from)];
@@ -111,6 +112,7 @@ void Network::enqueue(SimTime ready, std::int32_t from, std::int32_t to, double 
   w.tail = id;
 }
 
+// Inline (network.hpp): asked after every burst of sends and every wake-up.
 void Network::wake_at(SimTime t) {
   // One pending wake-up is enough if it is not later than t. An earlier one supersedes it; the old
   // event still fires and finds nothing due (it is cheap and keeps the queue free of deletions).
@@ -119,25 +121,18 @@ void Network::wake_at(SimTime t) {
   sim_.schedule(t, handler_, kWake, 0);
 }
 
-void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
-  MOESIM_CHECK(kind == kWake, "unknown network event");
-  if (sim_.now() != wake_) return;  // superseded by an earlier wake-up that already ran
-  wake_ = -1;
-  process();
-}
-
-void Network::deliver_later(SimTime left_wire, std::uint32_t id) {
-  const SimTime at = left_wire + config_.latency - config_.overhead;
-  // Due now (the usual case: a flow alone on its links completes at its delivery time): process()
-  // delivers these after the heap's, which were queued earlier, so the order is still (time, seq)
-  // without a round trip through the heap.
-  if (at == sim_.now()) {
+void Network::deliver_later(SimTime at, SimTime now, std::uint32_t id) {
+  // Due now (a flow alone on its links completes at its delivery time): handle_event() delivers these
+  // after deliveries_'s, which were queued earlier, so the order is still (time, seq) without a round
+  // trip through the queue.
+  if (at == now) {
     due_now_.push_back(id);
   } else {
     deliveries_.push(Timed{at, seq_++, id});
   }
 }
 
+// Inline (network.hpp): handle_event() delivers every message, from three places.
 void Network::deliver(std::uint32_t id) {
   // The sink may send, reusing this slot: keep what it is told.
   const Message& m = messages_store_[id];
@@ -162,7 +157,10 @@ void Network::leave_links(const Message& m) {
   if (--down_flows_[static_cast<std::size_t>(m.to)] == 1) --shared_links_;
 }
 
-void Network::process() {
+void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
+  MOESIM_CHECK(kind == kWake, "unknown network event");
+  if (sim_.now() != wake_) return;  // superseded by an earlier wake-up that already ran
+  wake_ = -1;
   const SimTime now = sim_.now();
   const SimTime in_flight = config_.latency - config_.overhead;  // last byte off the wire -> delivered
   const bool backplane = config_.switch_bandwidth > 0;
@@ -174,24 +172,24 @@ void Network::process() {
     bool changed = false;
     bool delivered = false;
     const bool was_shared = shared_links_ > 0;
-    // Flows move on by their rate; those that finished leave the wire, their last byte arriving after
-    // the in-flight latency.
+    // Flows still on the wire move on by their rate; those that finished leave it (what they had left
+    // to send is never read again), their last byte arriving after the in-flight latency.
     for (std::size_t i = 0; i < active_.size();) {
       const std::uint32_t id = active_[i];
       Message& m = messages_store_[id];
-      if (dt > 0) m.remaining -= m.rate * static_cast<double>(dt);
       if (m.finish > now) {
+        if (dt > 0) m.remaining -= m.rate * static_cast<double>(dt);
         ++i;
         continue;
       }
       // It left the wire at m.finish: now, or earlier when it had its links to itself and nothing
       // needed a wake-up at that instant (see the next wake-up below).
-      if (observer_) observer_->on_transfer(m.from, m.to, m.bytes, m.start, m.finish);
+      if (observer_) [[unlikely]] observer_->on_transfer(m.from, m.to, m.bytes, m.start, m.finish);
       auto& busy_until = up_busy_until_[static_cast<std::size_t>(m.from)];
       up_busy_[static_cast<std::size_t>(m.from)] += std::max<SimTime>(0, m.finish - std::max(m.start, busy_until));
       busy_until = std::max(busy_until, m.finish);
       leave_links(m);
-      deliver_later(m.finish, id);
+      deliver_later(m.finish + in_flight, now, id);
       active_[i] = active_.back();
       active_.pop_back();
       changed = true;
@@ -199,7 +197,7 @@ void Network::process() {
     while (!starts_.empty() && starts_.top().time <= now) {
       const std::uint32_t id = starts_.top().message;
       starts_.pop();
-      if (!config_.contention) {  // already through the wire: this is its delivery
+      if (!config_.contention) [[unlikely]] {  // already through the wire: this is its delivery
         deliver(id);
         delivered = true;
         continue;
@@ -212,8 +210,8 @@ void Network::process() {
         starts_.push(Timed{next.start, next.seq, w.head});
       }
       m.start = now;
-      if (m.remaining <= kDoneBytes) {  // an empty message still pays the latency
-        deliver_later(now, id);
+      if (m.remaining <= kDoneBytes) [[unlikely]] {  // an empty message still pays the latency
+        deliver_later(now + in_flight, now, id);
         continue;
       }
       active_.push_back(id);
@@ -253,11 +251,15 @@ void Network::process() {
   // A flow that shares a link must leave the wire on time: the others speed up then. A flow alone on its
   // links changes nobody's rate when it leaves, so the network sleeps until its delivery instead (any
   // earlier wake-up completes it retroactively at its own finish time).
-  for (const std::uint32_t id : active_) {
-    const Message& m = messages_store_[id];
-    const bool alone =
-        !backplane && up_flows_[static_cast<std::size_t>(m.from)] == 1 && down_flows_[static_cast<std::size_t>(m.to)] == 1;
-    next = std::min(next, alone ? m.finish + in_flight : std::max(m.finish, now + 1));
+  if (shared_links_ == 0 && !backplane) {  // every flow alone: no need to look at its links
+    for (const std::uint32_t id : active_) next = std::min(next, messages_store_[id].finish + in_flight);
+  } else {
+    for (const std::uint32_t id : active_) {
+      const Message& m = messages_store_[id];
+      const bool alone = !backplane && up_flows_[static_cast<std::size_t>(m.from)] == 1 &&
+                         down_flows_[static_cast<std::size_t>(m.to)] == 1;
+      next = std::min(next, alone ? m.finish + in_flight : std::max(m.finish, now + 1));
+    }
   }
   if (next != std::numeric_limits<SimTime>::max()) wake_at(next);
 }
@@ -267,8 +269,10 @@ namespace {
 /// Progressive filling (see the header): rate[i] for flow i over links flows[i], capacities `cap` (used
 /// as scratch). Repeatedly find the link whose remaining capacity divided by its unfrozen flows is
 /// smallest, give its flows that share, freeze them and take their rate off the other links they cross.
+/// `count`, `frozen`, `first` and `crossing` are scratch space.
 void progressive_fill(std::vector<double>& cap, const std::vector<Network::FlowLinks>& flows, std::vector<double>& rate,
-                      std::vector<std::int32_t>& count, std::vector<char>& frozen) {
+                      std::vector<std::int32_t>& count, std::vector<char>& frozen, std::vector<std::uint32_t>& first,
+                      std::vector<std::uint32_t>& crossing) {
   count.assign(cap.size(), 0);
   frozen.assign(flows.size(), 0);
   rate.assign(flows.size(), 0.0);
@@ -287,6 +291,20 @@ void progressive_fill(std::vector<double>& cap, const std::vector<Network::FlowL
     }
     return;
   }
+  // Each link's flows in flow order, crossing[first[l] .. first[l + 1]) (a counting sort, filled from the
+  // back): a round visits only the bottleneck's flows, where a scan of every flow would pass over all
+  // the others, and meets them in the same order, so every rate and capacity is the same double.
+  first.resize(cap.size() + 1);
+  std::uint32_t total = 0;
+  for (std::size_t l = 0; l < cap.size(); ++l) first[l] = total += static_cast<std::uint32_t>(count[l]);
+  first[cap.size()] = total;
+  crossing.resize(total);
+  for (std::size_t i = flows.size(); i-- > 0;) {
+    for (std::int32_t w = 0; w < flows[i].count; ++w) {
+      crossing[--first[static_cast<std::size_t>(flows[i].link[static_cast<std::size_t>(w)])]] =
+          static_cast<std::uint32_t>(i);
+    }
+  }
   std::size_t left = flows.size();
   while (left > 0) {
     std::size_t best = cap.size();
@@ -298,11 +316,11 @@ void progressive_fill(std::vector<double>& cap, const std::vector<Network::FlowL
       }
     }
     MOESIM_CHECK(best < cap.size(), "progressive filling found no bottleneck: a flow crosses no link");
-    for (std::size_t i = 0; i < flows.size(); ++i) {
+    for (std::uint32_t k = first[best]; k < first[best + 1]; ++k) {
+      const std::size_t i = crossing[k];
       if (frozen[i]) continue;
       const auto& f = flows[i];
       const auto* end = f.link.data() + f.count;
-      if (std::find(f.link.data(), end, static_cast<std::int32_t>(best)) == end) continue;
       rate[i] = share;
       frozen[i] = 1;
       --left;
@@ -328,7 +346,7 @@ void Network::recompute_rates(SimTime now) {
     const Message& m = messages_store_[id];
     flows_.push_back(FlowLinks{{m.from, n + m.to, 2 * n}, backplane ? 3 : 2});
   }
-  progressive_fill(cap_, flows_, rates_, count_, frozen_);
+  progressive_fill(cap_, flows_, rates_, count_, frozen_, first_, crossing_);
   for (std::size_t i = 0; i < active_.size(); ++i) set_rate(messages_store_[active_[i]], now, rates_[i]);
 }
 
@@ -336,7 +354,8 @@ std::vector<double> Network::max_min_rates(std::vector<double> capacity, const s
   std::vector<double> rate;
   std::vector<std::int32_t> count;
   std::vector<char> frozen;
-  progressive_fill(capacity, flows, rate, count, frozen);
+  std::vector<std::uint32_t> first, crossing;
+  progressive_fill(capacity, flows, rate, count, frozen, first, crossing);
   return rate;
 }
 

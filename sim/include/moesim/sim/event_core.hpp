@@ -30,11 +30,12 @@ SimTime to_sim_time(units::Duration d);
 inline double to_seconds(SimTime t) { return static_cast<double>(t) / static_cast<double>(kPicosecondsPerSecond); }
 
 /// A queue of records leaving in (time, seq) order; T has `time` and `seq` members and no two records
-/// share both. The simulator's queues are nearly always short and fed nearly in order (a burst of
-/// messages, the next wake-up), so a short queue is kept sorted by (time, seq) in v_[head_, end_): the
-/// earliest leaves by moving `head_`, a new record usually goes at the end. Past kShort records it
-/// turns into a binary heap in v_[0, end_), until it is short again. Records leave in the same order
-/// either way. The common push and pop are small enough to inline; the rest is out of line.
+/// share both. The network's queues are nearly always short and fed nearly in order (a burst of
+/// messages, the next delivery), so the queue is kept sorted by (time, seq) in v_[head_, end_): the
+/// earliest leaves by moving `head_`, a new record usually goes at the end. A record that must be
+/// inserted instead, while kShort or more are queued, turns it into a binary heap in v_[0, end_),
+/// until it is short again. Records leave in the same order either way. The common push and pop are
+/// small enough to inline; the rest is out of line.
 template <class T>
 class TimeQueue {
  public:
@@ -42,7 +43,8 @@ class TimeQueue {
   [[nodiscard]] const T& top() const { return v_[head_]; }
 
   void push(const T& x) {
-    if (!heap_ && end_ != cap_ && end_ - head_ < kShort && (head_ == end_ || !later(v_[end_ - 1], x))) {
+    // However long the sorted form is, an append keeps it sorted.
+    if (!heap_ && end_ != cap_ && (head_ == end_ || !later(v_[end_ - 1], x))) {
       v_[end_++] = x;
       return;
     }
@@ -60,6 +62,10 @@ class TimeQueue {
  private:
   static constexpr std::size_t kShort = 32;
   static bool later(const T& a, const T& b) { return a.time != b.time ? a.time > b.time : a.seq > b.seq; }
+  /// later() as a function object, so that the heap algorithms inline it (a function pointer they call).
+  struct Later {
+    bool operator()(const T& a, const T& b) const { return later(a, b); }
+  };
   [[nodiscard]] auto at(std::size_t i) { return v_.begin() + static_cast<std::ptrdiff_t>(i); }
 
   [[gnu::noinline]] void push_slow(T x) {  // by value, so that push() keeps x in registers
@@ -74,12 +80,12 @@ class TimeQueue {
       v_.resize(cap_);
     }
     if (!heap_ && end_ >= kShort) {
-      std::make_heap(v_.begin(), at(end_), later);
+      std::make_heap(v_.begin(), at(end_), Later{});
       heap_ = true;
     }
     if (heap_) {
       v_[end_++] = x;
-      std::push_heap(v_.begin(), at(end_), later);
+      std::push_heap(v_.begin(), at(end_), Later{});
       return;
     }
     // Insertion from the end: records later than x move up one place.
@@ -89,7 +95,7 @@ class TimeQueue {
   }
 
   [[gnu::noinline]] void pop_heap() {
-    std::pop_heap(v_.begin(), at(end_), later);
+    std::pop_heap(v_.begin(), at(end_), Later{});
     --end_;
     if (end_ <= kShort / 4) {  // short again: back to the sorted vector
       std::sort(v_.begin(), at(end_), [](const T& a, const T& b) { return later(b, a); });
@@ -102,6 +108,85 @@ class TimeQueue {
   std::size_t end_ = 0;
   std::size_t cap_ = 0;  ///< v_.size()
   bool heap_ = false;
+};
+
+/// TimeQueue's interface for a queue that may be long, fed in order with a few latecomers: the
+/// simulation's events (the serving simulator schedules every arrival up front, then each batch's end
+/// before them). Records in order go to a vector kept sorted by (time, seq) in v_[head_, end_), where
+/// the earliest leaves by moving `head_`; a record earlier than the latest goes to a binary heap beside
+/// it (side_, usually empty or short), and the earlier of the two fronts leaves first. Checking for
+/// side_ costs a little on every top() and pop(), which is why the network's queues, short and busy,
+/// are TimeQueues.
+template <class T>
+class RunQueue {
+ public:
+  [[nodiscard]] bool empty() const { return head_ == end_ && !side_used_; }
+  [[nodiscard]] const T& top() const {
+    if (side_used_ && side_first()) [[unlikely]] {
+      return side_.front();
+    }
+    return v_[head_];
+  }
+
+  void push(const T& x) {
+    if (end_ != cap_ && (head_ == end_ || !later(v_[end_ - 1], x))) {
+      v_[end_++] = x;
+      return;
+    }
+    push_slow(x);
+  }
+
+  void pop() {
+    if (side_used_ && side_first()) [[unlikely]] {
+      pop_side();
+    } else if (++head_ == end_) {
+      head_ = end_ = 0;
+    }
+  }
+
+ private:
+  static bool later(const T& a, const T& b) { return a.time != b.time ? a.time > b.time : a.seq > b.seq; }
+  /// later() as a function object, so that the heap algorithms inline it (a function pointer they call).
+  struct Later {
+    bool operator()(const T& a, const T& b) const { return later(a, b); }
+  };
+  [[nodiscard]] auto at(std::size_t i) { return v_.begin() + static_cast<std::ptrdiff_t>(i); }
+  /// side_ holds the earliest record (side_used_ is true).
+  [[nodiscard]] bool side_first() const { return head_ == end_ || later(v_[head_], side_.front()); }
+
+  [[gnu::noinline]] void push_slow(T x) {  // by value, so that push() keeps x in registers
+    // No room at the end: drop what has left, or grow.
+    if (end_ == cap_) {
+      if (head_ > 0) {
+        std::move(at(head_), at(end_), v_.begin());
+        end_ -= head_;
+        head_ = 0;
+      } else {
+        cap_ = std::max<std::size_t>(16, 2 * cap_);
+        v_.resize(cap_);
+      }
+      if (head_ == end_ || !later(v_[end_ - 1], x)) {
+        v_[end_++] = x;
+        return;
+      }
+    }
+    side_.push_back(x);
+    std::push_heap(side_.begin(), side_.end(), Later{});
+    side_used_ = true;
+  }
+
+  [[gnu::noinline]] void pop_side() {
+    std::pop_heap(side_.begin(), side_.end(), Later{});
+    side_.pop_back();
+    side_used_ = !side_.empty();
+  }
+
+  std::vector<T> v_;      ///< storage of the sorted records, which live in [head_, end_)
+  std::size_t head_ = 0;  ///< records before it have left
+  std::size_t end_ = 0;
+  std::size_t cap_ = 0;  ///< v_.size()
+  std::vector<T> side_;  ///< a binary heap (Later) of records that came earlier than the latest
+  bool side_used_ = false;
 };
 
 /// Something that receives events. `kind` and `arg` mean whatever the handler defines.
@@ -117,7 +202,12 @@ class Simulation {
   std::uint32_t add_handler(EventHandler* h);
 
   /// Schedules an event at absolute time `at` (>= now(); an earlier time is a bug in the caller).
-  void schedule(SimTime at, std::uint32_t handler, std::uint32_t kind, std::uint64_t arg = 0);
+  /// Inline, as the network asks for a wake-up every few messages; the checks' messages are built out
+  /// of line.
+  void schedule(SimTime at, std::uint32_t handler, std::uint32_t kind, std::uint64_t arg = 0) {
+    if (at < now_ || handler >= handlers_.size()) refuse(at, handler);
+    queue_.push(Event{at, seq_++, arg, handler, kind});
+  }
 
   /// Runs until no events remain, or until stop() is called. Returns the number of events run.
   std::uint64_t run();
@@ -135,7 +225,8 @@ class Simulation {
     std::uint32_t handler;
     std::uint32_t kind;
   };
-  TimeQueue<Event> queue_;
+  void refuse(SimTime at, std::uint32_t handler) const;  ///< fails the check that schedule() failed
+  RunQueue<Event> queue_;
   std::vector<EventHandler*> handlers_;
   SimTime now_ = 0;
   std::uint64_t seq_ = 0;

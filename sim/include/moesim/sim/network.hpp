@@ -107,19 +107,20 @@ class Network final : public EventHandler {
     std::uint64_t seq;
     std::uint32_t message;
   };
-  using Heap = TimeQueue<Timed>;
+  using Queue = TimeQueue<Timed>;
 
   std::uint32_t allocate();  ///< a free message slot (reused; the caller fills it)
+  // enqueue(), deliver() and wake_at() are inline (defined in network.cpp, their only user): GCC then
+  // inlines them into the per-message loops.
   /// send() without the wake-up.
-  void enqueue(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag);
-  void process();
-  void deliver_later(SimTime left_wire, std::uint32_t id);
+  inline void enqueue(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag);
+  void deliver_later(SimTime at, SimTime now, std::uint32_t id);  ///< delivers message `id` at `at`
   void enter_links(const Message& m);
   void leave_links(const Message& m);
-  void deliver(std::uint32_t id);
+  inline void deliver(std::uint32_t id);
   void recompute_rates(SimTime now);
   void set_rate(Message& m, SimTime now, double rate);
-  void wake_at(SimTime t);
+  inline void wake_at(SimTime t);
 
   Simulation& sim_;
   NetworkConfig config_;
@@ -130,9 +131,10 @@ class Network final : public EventHandler {
 
   std::vector<Message> messages_store_;
   std::vector<std::uint32_t> free_;
-  Heap starts_;  ///< with contention, each sender's oldest waiting message (Waiting); else deliveries
+  /// With contention, each sender's oldest waiting message (Waiting); without, the deliveries.
+  Queue starts_;
   std::vector<Waiting> waiting_;  ///< per node
-  Heap deliveries_;
+  Queue deliveries_;
   std::vector<std::uint32_t> due_now_;  ///< delivered at this instant, after deliveries_'s (deliver_later())
   std::vector<std::uint32_t> active_;  ///< messages whose flow is on the wire
   bool rates_dirty_ = false;
@@ -154,6 +156,8 @@ class Network final : public EventHandler {
   std::vector<double> rates_;
   std::vector<std::int32_t> count_;
   std::vector<char> frozen_;
+  std::vector<std::uint32_t> first_;
+  std::vector<std::uint32_t> crossing_;
 };
 
 }  // namespace moesim::sim
