@@ -104,6 +104,40 @@ std::uint64_t parse_byte_size(const std::string& text, const std::string& flag) 
   return static_cast<std::uint64_t>(b);
 }
 
+void add_streaming_options(po::options_description& desc) {
+  desc.add_options()("stream-from", po::value<std::string>(),
+                     "stream the routed experts from this storage profile (`moesim hw`), serially: each MoE layer "
+                     "reads its experts through the OS page cache before computing them (seed 004, flash-moe)")(
+      "readers", po::value<std::int64_t>(), "streaming: parallel pread() threads (default 4)")(
+      "page-cache", po::value<std::string>(),
+      "streaming: the page cache experts may use, e.g. 35GB; 0B = every read from the SSD (default: the "
+      "storage profile's page_cache)");
+}
+
+void apply_streaming_options(const po::variables_map& vm, std::optional<cost::StreamingSpec>& spec) {
+  if (vm.count("stream-from")) {
+    if (!spec) spec.emplace();
+    spec->storage = vm["stream-from"].as<std::string>();
+    if (spec->storage.empty()) throw UserError("--stream-from is empty; give a storage profile id (see `moesim hw`)");
+  }
+  for (const char* k : {"readers", "page-cache"}) {
+    if (vm.count(k) && !spec)
+      throw UserError(std::string("--") + k + " without --stream-from: give the storage the experts stream from, "
+                      "e.g. --stream-from apple-ssd-m3-max");
+  }
+  if (vm.count("readers")) {
+    const std::int64_t n = vm["readers"].as<std::int64_t>();
+    if (n < 1 || n > 1024) throw UserError("--readers " + std::to_string(n) + ": give 1 to 1024 parallel readers");
+    spec->readers = static_cast<std::int32_t>(n);
+  }
+  if (vm.count("page-cache")) {
+    const std::string text = vm["page-cache"].as<std::string>();
+    const double b = units::parse(text, units::Dimension::Bytes, "--page-cache");
+    if (!(b >= 0) || b > 9.2e18) throw UserError("--page-cache " + text + ": give a size >= 0 with its unit, e.g. 35GB");
+    spec->page_cache = units::bytes(b);
+  }
+}
+
 std::string command_line(const std::string& command, const Args& args) {
   std::string s = "moesim " + command;
   for (const auto& a : args) s += " " + (a.find(' ') == std::string::npos ? a : "'" + a + "'");
@@ -278,6 +312,7 @@ int cmd_estimate(const Args& args, std::ostream& out) {
       "compare",
       "also run each row through the decode simulator and the serving simulator (one request) with contention, "
       "residency and balancing off, and print the three tokens/s side by side");
+  add_streaming_options(desc);
   po::variables_map vm;
   if (!parse_options(
           args, desc, vm, out,
@@ -320,6 +355,8 @@ int cmd_estimate(const Args& args, std::ostream& out) {
   if (vm.count("lm-head")) r.lm_head = true;
   if (given("exchange") || use_default("exchange")) r.exchange = vm["exchange"].as<std::string>();
   if (given("experts") || use_default("experts")) r.experts = vm["experts"].as<std::string>();
+  if (vm.count("stream-from")) r.origins.erase("streaming");
+  apply_streaming_options(vm, r.streaming);
   if (r.model.empty()) throw UserError("--model is missing; give a zoo id (see `moesim models`) or a config.json path");
   if (r.hw.empty()) throw UserError("--hw is missing; give a node profile id (see `moesim hw`) or a profile JSON path");
   if (r.context < 0)

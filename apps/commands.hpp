@@ -4,9 +4,12 @@
 
 #include <boost/program_options.hpp>
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "moesim/model/expert_streaming.hpp"
 
 namespace moesim::apps {
 
@@ -29,6 +32,14 @@ std::vector<std::int64_t> parse_whole_numbers(const std::string& text, const std
 /// A size with its unit ("2GiB", "512MB") as whole bytes; UserError naming `flag` for a bare number, a
 /// unit of another kind, or a size that is not positive.
 std::uint64_t parse_byte_size(const std::string& text, const std::string& flag);
+
+/// The flags that stream routed experts from storage (`estimate`, `simulate`): --stream-from STORAGE,
+/// --readers N, --page-cache SIZE; the scenario key "streaming" holds the same (cost::StreamingSpec).
+void add_streaming_options(boost::program_options::options_description& desc);
+/// Applies the streaming flags given to `spec` (--stream-from creates it, the others change it). UserError
+/// for --readers or --page-cache with no storage to read from, or a bad value.
+void apply_streaming_options(const boost::program_options::variables_map& vm,
+                             std::optional<cost::StreamingSpec>& spec);
 
 /// "moesim <command> <args...>" as the user typed it (arguments with spaces quoted), for provenance.
 std::string command_line(const std::string& command, const Args& args);

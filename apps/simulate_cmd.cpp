@@ -85,6 +85,7 @@ int cmd_simulate(const Args& args, std::ostream& out) {
     ("timing", "also print the replay's wall time and events per second (left out by default so that the same "
                "inputs give byte-identical output)");
   // clang-format on
+  add_streaming_options(desc);
   po::variables_map vm;
   if (!parse_options(args, desc, vm, out,
                      "usage: moesim simulate [--scenario FILE] [options]\n\n"
@@ -137,6 +138,8 @@ int cmd_simulate(const Args& args, std::ostream& out) {
   if (vm.count("start-cold")) r.start_wired = false;
   if (vm.count("context")) r.context = vm["context"].as<std::int64_t>();
   if (vm.count("lm-head")) r.lm_head = true;
+  if (vm.count("stream-from")) flag_given("streaming");
+  apply_streaming_options(vm, r.streaming);
   str("trace", r.trace);
   if (vm.count("tokens")) {
     const auto n = vm["tokens"].as<std::int64_t>();

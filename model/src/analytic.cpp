@@ -3,6 +3,7 @@
 #include "moesim/model/collective.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "moesim/model/error.hpp"
 #include "moesim/model/text.hpp"
@@ -149,12 +150,27 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
   }
   if (node.devices.count > 1) r.intra_node = tensor_parallel_allreduce_time(a, node, *s.intra_link, s.activation_bytes);
 
-  r.time = r.gpu + r.latency + r.transfer + r.intra_node;
+  // Routed experts streamed from storage (moesim/model/expert_streaming.hpp): serial, so each MoE layer
+  // waits for its reads; the busiest node reads the experts it runs, a fraction of them from the page cache.
+  if (s.streaming && a.is_moe() && executed > 0) {
+    if (s.streaming->overlapped)
+      throw UserError("the analytic model charges serial streaming only (flash-moe's default); overlapped reads "
+                      "share memory bandwidth with the GPU, which `moesim serve` models: use mode serial here");
+    r.cache_hit_rate = cost::expected_hit_rate(*s.streaming, c.moe_layers, a.routed_experts);
+    const double hits = r.cache_hit_rate * executed;
+    r.io = units::seconds(moe_layers * cost::read_seconds(*s.streaming, hits, executed - hits));
+    r.notes.push_back("streaming: page-cache hit rate " + std::to_string(std::lround(100 * r.cache_hit_rate)) +
+                      "% assumed (an LRU under uniform routing); skewed real routing hits more often: `moesim "
+                      "serve` or `simulate` replays a routing trace through the page cache");
+  }
+
+  r.time = r.gpu + r.latency + r.transfer + r.intra_node + r.io;
   r.tokens_per_second = 1.0 / r.time.base();
 
   // Memory on the fullest node: non-expert weights, embedding and head, its experts, one sequence's KV.
-  r.memory_needed = c.resident_bytes + c.expert_bytes * static_cast<double>(s.max_experts_per_node * c.moe_layers) +
-                    kv + c.recurrent_state;
+  // Streamed experts live in the OS page cache, not in the model's memory.
+  const double resident_experts = s.streaming ? 0.0 : static_cast<double>(s.max_experts_per_node * c.moe_layers);
+  r.memory_needed = c.resident_bytes + c.expert_bytes * resident_experts + kv + c.recurrent_state;
   r.memory_available = node.memory_total();
   r.fits = r.memory_needed <= r.memory_available;
   return r;

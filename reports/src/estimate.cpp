@@ -56,10 +56,11 @@ std::vector<std::int64_t> parse_node_list(const std::string& text, const std::st
 EstimateRequest scenario_from_json(const nlohmann::json& doc, const std::string& source) {
   const json::Node root(doc, source);
   root.expect_only({"model", "hw", "nic", "nodes", "placement", "groups", "placement_file", "precision", "context",
-                    "lm_head", "exchange", "experts", "description"});
+                    "lm_head", "exchange", "experts", "streaming", "description"});
   EstimateRequest r;
   json::note_origins(r.origins, root,
-                     {"model", "hw", "nic", "placement", "groups", "placement_file", "precision", "exchange", "experts"});
+                     {"model", "hw", "nic", "placement", "groups", "placement_file", "precision", "exchange", "experts",
+                      "streaming"});
   r.model = root.string("model");
   r.hw = root.string("hw");
   if (root.has("nic")) {
@@ -86,6 +87,7 @@ EstimateRequest scenario_from_json(const nlohmann::json& doc, const std::string&
   if (auto v = root.optional_boolean("lm_head")) r.lm_head = *v;
   if (auto v = root.optional_string("exchange")) r.exchange = *v;
   if (auto v = root.optional_string("experts")) r.experts = *v;
+  if (auto st = root.optional_child("streaming")) r.streaming = cost::streaming_spec_from_json(*st);
   return r;
 }
 
@@ -107,6 +109,9 @@ EstimateResult run_estimate(const EstimateRequest& request) {
   const cost::ExpertExecution experts =
       json::resolving(at, "experts", [&] { return cost::expert_execution_by_name(request.experts); });
   for (const auto& n : request.nics) r.nics.push_back(json::resolving(at, "nic", [&] { return model::load_nic(n); }));
+  if (request.streaming)
+    r.streaming = json::resolving(at, "streaming",
+                                  [&] { return cost::resolve_streaming(*request.streaming, r.arch, *r.precision); });
   if (r.node.intra_node_link) r.intra_link = model::load_nic(*r.node.intra_node_link);
 
   bool multi = false;
@@ -143,6 +148,7 @@ EstimateResult run_estimate(const EstimateRequest& request) {
       s.include_lm_head = request.lm_head;
       s.exchange = exchange;
       s.experts = experts;
+      s.streaming = r.streaming ? &*r.streaming : nullptr;
       if (r.arch.is_moe()) {
         const sim::Placement p = json::resolving(at, "placement", [&] {
           return sim::resolve_placement(request.placement, r.arch.routed_experts, nodes, {request.groups, {}},
@@ -205,17 +211,33 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
   out << "assumes    placement " << r.request.placement << ", exchange " << r.request.exchange << ", experts "
       << r.request.experts << ", context "
       << r.request.context << " tokens, LM head " << (r.request.lm_head ? "included" : "excluded (as in Equation 1)")
-      << "\n\n";
-  Table t({"nodes", "nic", "E[active]", "load s", "comp s", "lat s", "trans s", "time s", "tokens/s", "cost USD",
-           "tok/s/USD", "mem/node GiB", "fits"});
+      << "\n";
+  if (r.streaming && r.request.streaming) {
+    const auto& sp = *r.streaming;
+    out << "streaming  experts read from " << r.request.streaming->storage << " (" << units::format(units::bytes_per_second(sp.ssd_bytes_per_s))
+        << ", " << units::format(units::seconds(sp.read_latency_s)) << " per read over " << sp.readers << " readers, "
+        << units::format(units::bytes(sp.cache_capacity_bytes)) << " page cache), serial\n";
+  }
+  out << "\n";
+  // The storage column only when experts stream: the other tables keep their shape.
+  std::vector<std::string> head = {"nodes", "nic", "E[active]", "load s", "comp s", "lat s", "trans s"};
+  if (r.streaming) head.push_back("io s");
+  for (const char* h : {"time s", "tokens/s", "cost USD", "tok/s/USD", "mem/node GiB", "fits"}) head.emplace_back(h);
+  Table t(head);
   for (const auto& row : r.rows) {
     const auto& e = row.estimate;
-    t.add_row({std::to_string(row.nodes), row.nic, a.is_moe() ? text::printf("%.3f", row.expected_active) : "-",
-               fixed(e.load.base(), 3), fixed(e.compute.base(), 3), fixed(e.latency.base() + e.intra_node.base(), 3),
-               fixed(e.transfer.base(), 3), fixed(e.time.base(), 3), fixed(e.tokens_per_second, 1),
-               row.cost ? text::printf("%.0f", row.cost->total().base()) : std::string("no price"),
-               row.tokens_per_second_per_usd ? text::printf("%.6f", *row.tokens_per_second_per_usd) : std::string("-"),
-               text::printf("%.1f", e.memory_needed.base() / 1073741824.0), e.fits ? "yes" : "NO"});
+    std::vector<std::string> cells = {
+        std::to_string(row.nodes), row.nic, a.is_moe() ? text::printf("%.3f", row.expected_active) : "-",
+        fixed(e.load.base(), 3), fixed(e.compute.base(), 3), fixed(e.latency.base() + e.intra_node.base(), 3),
+        fixed(e.transfer.base(), 3)};
+    if (r.streaming) cells.push_back(fixed(e.io.base(), 3));
+    for (auto& c : std::vector<std::string>{
+             fixed(e.time.base(), 3), fixed(e.tokens_per_second, 1),
+             row.cost ? text::printf("%.0f", row.cost->total().base()) : std::string("no price"),
+             row.tokens_per_second_per_usd ? text::printf("%.6f", *row.tokens_per_second_per_usd) : std::string("-"),
+             text::printf("%.1f", e.memory_needed.base() / 1073741824.0), e.fits ? "yes" : "NO"})
+      cells.push_back(std::move(c));
+    t.add_row(cells);
   }
   t.print_text(out);
   bool any_unfit = false;
@@ -302,6 +324,7 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
   inputs["experts"] = r.request.experts;
   inputs["context"] = metric("context", static_cast<double>(r.request.context), "tokens");
   inputs["lm_head"] = r.request.lm_head;
+  if (r.request.streaming) inputs["streaming"] = cost::streaming_spec_to_json(*r.request.streaming);
   inputs["phase"] = "decode";
   inputs["users"] = 1;
 
@@ -321,6 +344,10 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
     m.push_back(metric("wire_bytes", e.wire_bytes.base(), "B"));
     m.push_back(metric("transfer", e.transfer.base(), "s"));
     m.push_back(metric("intra_node", e.intra_node.base(), "s"));
+    if (r.streaming) {
+      m.push_back(metric("io", e.io.base(), "s"));
+      m.push_back(metric("page_cache_hit_rate", e.cache_hit_rate, "fraction of expert reads"));
+    }
     m.push_back(metric("time_per_token", e.time.base(), "s"));
     m.push_back(metric("tokens_per_second", e.tokens_per_second, "tokens/s"));
     m.push_back(metric("memory_needed_per_node", e.memory_needed.base(), "B"));

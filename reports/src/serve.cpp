@@ -231,23 +231,10 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
     if (trace_path.empty()) resolved["generate"] = generate_to_json(g);
   }
 
-  // Experts streamed from storage.
-  std::optional<model::StorageProfile> storage;
+  // Experts streamed from storage (cost::StreamingSpec, the scenario object estimate and simulate read too).
   if (auto st = root.optional_child("streaming")) {
-    st->expect_only({"storage", "readers", "page_cache", "mode"});
-    storage = st->resolving("storage", [&] { return model::load_storage(st->string("storage")); });
-    const std::string mode = st->optional_string("mode").value_or("serial");
-    if (mode != "serial" && mode != "overlapped")
-      throw st->error("mode", "\"" + mode + "\" is not serial or overlapped");
-    if (!arch.is_moe()) throw st->error("a dense model has no experts to stream");
-    const auto readers = static_cast<std::int32_t>(st->optional_integer("readers", 1).value_or(4));
-    sim::StreamingParams sp =
-        sim::streaming_params(*storage, model::routed_expert_bytes(arch, prec), readers, mode == "overlapped");
-    if (auto v = st->optional_quantity<units::Dimension::Bytes>("page_cache", true)) {
-      sp.cache_capacity_bytes = v->base();
-      sim::validate_streaming_params(sp);
-    }
-    c.streaming = sp;
+    const cost::StreamingSpec spec = cost::streaming_spec_from_json(*st);
+    c.streaming = root.resolving("streaming", [&] { return cost::resolve_streaming(spec, arch, prec); });
   }
   c.progress = progress;
 

@@ -105,10 +105,10 @@ SimulateRequest load_simulate_scenario(const json::Node& root, SimulateRequest r
   root.expect_only({"model",          "hw",         "nic",       "nodes",       "placement", "groups",
                     "placement_file", "precision",  "strategy",  "packing",     "balancing", "attention",
                     "collective",     "contention", "residency", "start_wired", "context",   "lm_head",
-                    "trace",          "generate",   "tokens",    "experts",     "description"});
+                    "trace",          "generate",   "tokens",    "experts",     "streaming",   "description"});
   json::note_origins(r.origins, root,
                      {"model", "hw", "nic", "placement", "groups", "placement_file", "precision", "strategy", "packing",
-                      "balancing", "attention", "collective", "trace", "experts"});
+                      "balancing", "attention", "collective", "trace", "experts", "streaming"});
   if (auto v = root.optional_string("model")) r.model = *v;
   if (auto v = root.optional_string("hw")) r.hw = *v;
   if (auto v = root.optional_string("nic")) r.nic = *v;
@@ -128,6 +128,7 @@ SimulateRequest load_simulate_scenario(const json::Node& root, SimulateRequest r
   if (auto v = root.optional_boolean("start_wired")) r.start_wired = *v;
   if (auto v = root.optional_integer("context", 0)) r.context = *v;
   if (auto v = root.optional_boolean("lm_head")) r.lm_head = *v;
+  if (auto st = root.optional_child("streaming")) r.streaming = cost::streaming_spec_from_json(*st);
   if (auto v = root.optional_string("trace")) r.trace = *v;
   if (auto v = root.optional_integer("tokens", 1)) r.max_tokens = *v;
   if (auto g = root.optional_child("generate")) {
@@ -159,6 +160,7 @@ nlohmann::json simulate_request_to_json(const SimulateRequest& r) {
   if (r.balancing) j["balancing"] = *r.balancing;
   if (r.attention) j["attention"] = *r.attention;
   if (r.max_tokens > 0) j["tokens"] = r.max_tokens;
+  if (r.streaming) j["streaming"] = cost::streaming_spec_to_json(*r.streaming);
   if (!r.trace.empty()) {
     j["trace"] = r.trace;
   } else {
@@ -281,6 +283,9 @@ PreparedSimulate prepare_simulate(const SimulateRequest& req) {
                     : preset.attention;
   r.collective = json::resolving(at, "collective", [&] { return sim::collective_by_name(req.collective); });
   r.experts = json::resolving(at, "experts", [&] { return cost::expert_execution_by_name(req.experts); });
+  if (req.streaming)
+    r.streaming = json::resolving(at, "streaming",
+                                  [&] { return cost::resolve_streaming(*req.streaming, r.arch, *r.precision); });
   r.trace = json::resolving(at, "trace", [&] { return make_trace(req.generate, req.trace, r.arch); });
   sim::PlacementOptions placement_options{req.groups, {}};
   if (req.placement == "load-aware") {
@@ -318,6 +323,7 @@ sim::DecodeConfig decode_config(const PreparedSimulate& p, const model::NodeProf
   c.start_wired = req.start_wired;
   c.context = req.context;
   c.lm_head = req.lm_head;
+  c.streaming = p.streaming;
   c.max_tokens = req.max_tokens;
   return c;
 }
@@ -336,6 +342,7 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   r.attention = p.attention;
   r.collective = p.collective;
   r.experts = p.experts;
+  r.streaming = p.streaming;
   r.trace = p.trace.header;
   r.trace_tokens = p.trace.tokens();
   r.placement = p.placement;
@@ -356,6 +363,7 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   s.max_experts_per_node = r.placement.max_experts_per_node();
   s.exchange = sim::analytic_exchange(r.attention, r.collective);
   s.experts = r.experts;
+  s.streaming = r.streaming ? &*r.streaming : nullptr;
   r.estimate = model::estimate_decode(s);
 
   sim::DecodeConfig c = decode_config(p, p.node, p.nic ? &*p.nic : nullptr);
@@ -438,6 +446,13 @@ void print_simulate_text(const SimulateResult& r, std::ostream& out, bool timing
   out << "\ntokens/s   " << text::printf("%.2f", run.tokens_per_second) << "   (analytic estimate "
       << text::printf("%.2f", r.estimate.tokens_per_second) << " tokens/s, " << fixed(r.estimate.time.base(), 4)
       << " s per token; simulated/estimated time " << text::printf("%.3f", s.time / r.estimate.time.base()) << ")\n";
+  if (r.streaming && q.streaming && !run.nodes.empty()) {
+    out << "streaming  experts read serially from " << q.streaming->storage << ": page-cache hit rate "
+        << text::printf("%.1f", 100.0 * run.cache_hit_rate) << "% over all nodes, node 0 reads "
+        << fixed(sim::to_seconds(run.nodes.front().io) / static_cast<double>(std::max<std::int64_t>(1, run.tokens)), 4)
+        << " s per token (in MoE); the analytic estimate assumed "
+        << text::printf("%.1f", 100.0 * r.estimate.cache_hit_rate) << "%\n";
+  }
   out << "E[active]  " << text::printf("%.3f", run.mean_max_routed)
       << " experts on the busiest node per MoE layer, measured on the trace (uniform-routing expectation for this "
          "placement: "
@@ -489,6 +504,12 @@ nlohmann::json simulate_to_json(const SimulateResult& r) {
   m.push_back(metric("mean_executed_experts_per_node", run.mean_executed_per_node, "experts per MoE layer"));
   m.push_back(metric("estimate_time_per_token", r.estimate.time.base(), "s"));
   m.push_back(metric("estimate_tokens_per_second", r.estimate.tokens_per_second, "tokens/s"));
+  if (r.streaming) {
+    m.push_back(metric("page_cache_hit_rate", run.cache_hit_rate, "fraction of expert reads"));
+    m.push_back(metric("io_per_token", sim::to_seconds(run.nodes.empty() ? 0 : run.nodes.front().io) /
+                                           static_cast<double>(std::max<std::int64_t>(1, run.tokens)),
+                       "s"));
+  }
   m.push_back(metric("makespan", sim::to_seconds(run.makespan), "s"));
   m.push_back(metric("events", static_cast<double>(run.events), "events"));
   m.push_back(metric("messages", static_cast<double>(run.messages), "messages"));

@@ -160,6 +160,14 @@ class Engine final : public MessageSink, public EventHandler {
       r.nodes.push_back(s);
     }
     r.mean_executed_per_node = steps > 0 ? static_cast<double>(executed) / (steps * n_) : 0;
+    if (!streamers_.empty()) {
+      std::int64_t hits = 0, reads = 0;
+      for (const auto& st : streamers_) {
+        hits += st.hits();
+        reads += st.hits() + st.misses();
+      }
+      r.cache_hit_rate = reads > 0 ? static_cast<double>(hits) / static_cast<double>(reads) : 0.0;
+    }
     r.per_token = std::move(per_token_);
     r.events = sim_.events_run();
     r.messages = network_ ? network_->messages() : 0;
@@ -328,6 +336,8 @@ class Engine final : public MessageSink, public EventHandler {
   std::vector<std::vector<std::int32_t>> local_experts_;  ///< per node: experts it holds
   std::vector<std::int64_t> lru_;  ///< per node × MoE layer × expert: last global step it was computed (-1 never)
   std::vector<std::int32_t> scratch_;
+  std::vector<ExpertStreamer> streamers_;  ///< per node, when experts stream from storage: its page cache
+  std::vector<std::uint16_t> stream_ids_;  ///< scratch: the experts one compute_experts call reads
   std::vector<std::int32_t> dispatched_;  ///< per chosen expert of a layer: the node computing it
   std::vector<std::uint64_t> picked_;  ///< per expert: the stamp_ of the last compute_experts that listed it
   std::int64_t traced_tokens_ = 0;     ///< tokens whose spans go to the timeline (0 without one)
@@ -361,8 +371,10 @@ void Engine::setup() {
     // per node and expert at most). Doubles, so absurd counts are refused rather than wrapped.
     const double n = static_cast<double>(n_), e = static_cast<double>(experts_);
     const double buffers = static_cast<double>(layers_) + e * static_cast<double>(moe_layers_);
+    // Streaming adds a page-cache LRU per node: two int32 links and a flag per (MoE layer, expert).
+    const double streamer = cfg_.streaming ? 9.0 * e * static_cast<double>(moe_layers_) : 0.0;
     const double bytes = static_cast<double>(tokens_) * static_cast<double>(sizeof(TokenRecord)) +
-                         n * (8.0 * e * static_cast<double>(moe_layers_) + 8.0 * buffers + 4.0 * e);
+                         n * (8.0 * e * static_cast<double>(moe_layers_) + 8.0 * buffers + 4.0 * e + streamer);
     model::require_memory(units::bytes(bytes),
                           "replaying " + std::to_string(tokens_) + " tokens on " + std::to_string(n_) + " nodes (" +
                               std::to_string(moe_layers_) + " MoE layers x " + std::to_string(experts_) + " experts)",
@@ -445,6 +457,16 @@ void Engine::setup() {
     residency_ = std::make_unique<WeightResidency>(p, n_, expert_buffer_base_ + expert_records, cfg_.start_wired);
   } else if (cfg_.residency) {
     assumptions_.push_back(node.origin + " has no residency figures: weights stay wired (no re-wire cost)");
+  }
+
+  // Experts streamed from storage: each node reads through its own page cache (sim/streaming.hpp).
+  if (cfg_.streaming) {
+    if (cfg_.streaming->overlapped)
+      throw UserError("the decode simulator charges serial streaming only (flash-moe's default); overlapped reads "
+                      "share memory bandwidth with the GPU, which `moesim serve` models: use mode serial here");
+    if (!a.is_moe()) throw UserError(a.id + " is dense: it has no experts to stream");
+    streamers_.reserve(static_cast<std::size_t>(n_));
+    for (std::int32_t n = 0; n < n_; ++n) streamers_.emplace_back(*cfg_.streaming, moe_layers_, experts_);
   }
 
   handler_ = sim_.add_handler(this);
@@ -544,6 +566,17 @@ SimTime Engine::compute_experts(std::int32_t n, std::int64_t token, std::int64_t
   const bool stacked = cfg_.packing == Packing::Prestacked;
   const double stacked_bytes = expert_bytes_ * static_cast<double>(moe_layers_);
   const std::size_t count = routed.size() + scratch_.size();
+  if (!streamers_.empty() && count > 0) {
+    // Serial streaming: the node reads the experts it is about to compute, then computes them.
+    stream_ids_.clear();
+    for (std::size_t i = 0; i < count; ++i)
+      stream_ids_.push_back(static_cast<std::uint16_t>(i < routed.size() ? routed[i] : scratch_[i - routed.size()]));
+    const SimTime io = streamers_[ni].load(j, stream_ids_).time;
+    if (traced && io > 0) span(n, "io", token, j, t, t + io);
+    t += io;
+    moe += io;
+    node.stats.io += io;
+  }
   for (std::size_t i = 0; i < count; ++i) {
     const std::int32_t e = i < routed.size() ? routed[i] : scratch_[i - routed.size()];
     SimTime rewire = 0;

@@ -17,65 +17,6 @@ SimTime seconds_to_sim(double s) {
 
 }  // namespace
 
-void validate_streaming_params(const StreamingParams& p) {
-  const auto positive = [](double v, const char* what, const char* fix) {
-    if (!(v > 0) || !std::isfinite(v)) {
-      throw UserError(std::string("expert streaming: ") + what + " is " + std::to_string(v) + "; " + fix);
-    }
-  };
-  positive(p.ssd_bytes_per_s, "the SSD read bandwidth", "give the storage profile a positive read_bandwidth");
-  positive(p.cached_bytes_per_s, "the page-cache copy bandwidth",
-           "give the storage profile a positive cached_read_bandwidth");
-  positive(p.expert_bytes, "the bytes of one expert", "the model must have routed experts of non-zero size");
-  if (!(p.read_latency_s >= 0) || !std::isfinite(p.read_latency_s)) {
-    throw UserError("expert streaming: the per-read latency is " + std::to_string(p.read_latency_s) +
-                    " s; give the storage profile a read_latency >= 0");
-  }
-  if (!(p.cache_capacity_bytes >= 0) || !std::isfinite(p.cache_capacity_bytes)) {
-    throw UserError("expert streaming: the page-cache capacity is " + std::to_string(p.cache_capacity_bytes) +
-                    " bytes; give a page_cache >= 0 (0 = every read goes to the SSD)");
-  }
-  if (p.readers < 1) {
-    throw UserError("expert streaming: " + std::to_string(p.readers) +
-                    " parallel readers; use at least 1 (flash-moe uses 4, one pread() thread per chosen expert)");
-  }
-}
-
-StreamingParams streaming_params(const model::StorageProfile& storage, units::Bytes expert_bytes, std::int32_t readers,
-                                 bool overlapped) {
-  const auto missing = [&](const char* field, const char* example) {
-    return UserError(storage.origin + ": $." + field + " is missing and expert streaming needs it; add {\"value\": \"" +
-                     example +
-                     "\", \"source\": \"...\"} (hwprofiles/storage/apple-ssd-m3-max.json shows how it "
-                     "was calibrated there)");
-  };
-  if (!storage.read_latency) throw missing("read_latency", "100us");
-  if (!storage.cached_read_bandwidth) throw missing("cached_read_bandwidth", "28GB/s");
-  if (!storage.page_cache) throw missing("page_cache", "35GB");
-  StreamingParams p;
-  p.ssd_bytes_per_s = storage.read_bandwidth.value.base();
-  p.read_latency_s = storage.read_latency->value.base();
-  p.cached_bytes_per_s = storage.cached_read_bandwidth->value.base();
-  p.cache_capacity_bytes = storage.page_cache->value.base();
-  p.readers = readers;
-  p.expert_bytes = expert_bytes.base();
-  p.overlapped = overlapped;
-  validate_streaming_params(p);
-  return p;
-}
-
-double read_seconds(const StreamingParams& p, std::int64_t hits, std::int64_t misses) {
-  MOESIM_CHECK(hits >= 0 && misses >= 0, "negative hit or miss count");
-  const std::int64_t n = hits + misses;
-  if (n == 0) return 0;
-  // The formula and its calibration are in streaming.hpp: latencies overlap over min(N, n) readers in
-  // flight; device transfers (misses) and page-cache copies (every expert) share their paths, so they add.
-  const double c = static_cast<double>(std::min<std::int64_t>(p.readers, n));
-  const double s = p.expert_bytes;
-  const auto m = static_cast<double>(misses);
-  return m * p.read_latency_s / c + m * s / p.ssd_bytes_per_s + static_cast<double>(n) * s / p.cached_bytes_per_s;
-}
-
 ExpertStreamer::ExpertStreamer(StreamingParams p, std::int64_t layers, std::int64_t experts)
     : p_(p), layers_(layers), experts_(experts) {
   validate_streaming_params(p_);

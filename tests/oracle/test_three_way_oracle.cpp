@@ -4,8 +4,11 @@
 // tokens/s must agree within 0.5% on every setup below. Each setup exercises a different part of it:
 // expert parallelism and its exchange over a NIC (2 Mac Studios), tensor parallelism with kernel overheads
 // and NVLink all-reduces (the DGX), experts run one after another with their own launches (TinyMistral on
-// an L4, FlexFlow's loop), and FP8 weights on FP8 tensor cores (Mixtral on one H100). The remaining
-// differences are the routing trace's sampling of E[active] (~0.1%).
+// an L4, FlexFlow's loop), FP8 weights on FP8 tensor cores (Mixtral on one H100), and experts streamed
+// from the SSD (Qwen3.5 on the MacBook, seed 004) with the page cache off, so that every read goes to the
+// SSD in each instrument (with a page cache the simulators' hit rate comes from the trace, the estimate's
+// from cost::expected_hit_rate). The remaining differences are the routing trace's sampling of E[active]
+// (~0.1%).
 //
 // Before the shared cost model, DBRX on the DGX at batch 1 came out 166.8 (estimate), 86 (simulate) and
 // 103.5 (serve) tokens/s.
@@ -39,6 +42,14 @@ reports::EstimateRequest request(const char* model, const char* hw, std::int64_t
   return r;
 }
 
+/// Experts read from the M3 Max's SSD with no page cache: the residency of streaming is off too.
+reports::EstimateRequest streamed(reports::EstimateRequest r) {
+  r.streaming.emplace();
+  r.streaming->storage = "apple-ssd-m3-max";
+  r.streaming->page_cache = units::bytes(0);
+  return r;
+}
+
 TEST(ThreeWayOracle, EstimateSimulateAndServeAgreeWithinHalfAPercent) {
   const OracleSetup setups[] = {
       {"DBRX on 2 Mac Studios over 10 GbE", request("dbrx-instruct", "mac-studio-m2-ultra-192", 2, 2000)},
@@ -46,6 +57,8 @@ TEST(ThreeWayOracle, EstimateSimulateAndServeAgreeWithinHalfAPercent) {
       {"TinyMistral on l4, sequential experts",
        request("tinymistral-6x248m", "l4", 1, 16, "bf16", "sequential")},
       {"Mixtral on h100-sxm at fp8", request("mixtral-8x7b", "h100-sxm", 1, 2000, "fp8")},
+      {"Qwen3.5 on the MacBook, q4 experts streamed from the SSD",
+       streamed(request("qwen3.5-397b-a17b", "macbook-pro-m3-max-48", 1, 256, "q4"))},
   };
   for (const auto& s : setups) {
     SCOPED_TRACE(s.name);
@@ -79,6 +92,26 @@ TEST(ThreeWayOracle, Fp8RunsAtTheFp8Peak) {
   EXPECT_EQ(est.rows.front().estimate.compute_type, "fp8");
   const auto mac = reports::run_estimate(request("mixtral-8x7b", "mac-studio-m2-ultra-192", 1, 0, "int8"));
   EXPECT_EQ(mac.rows.front().estimate.compute_type, "bf16");  // no int8 peak: dequantised to bf16
+}
+
+}  // namespace
+
+namespace {
+
+// Streaming is charged: the same Qwen3.5 setup with its experts resident (which does not fit the 48 GB,
+// but prices the same GPU work) is faster by the SSD reads: 60 MoE layers × read_seconds(0 hits, 10
+// misses) per token.
+TEST(ThreeWayOracle, StreamingAddsTheReadsOfEveryMoeLayer) {
+  auto resident = request("qwen3.5-397b-a17b", "macbook-pro-m3-max-48", 1, 256, "q4");
+  const auto est = reports::run_estimate(streamed(resident));
+  const auto base = reports::run_estimate(resident);
+  ASSERT_TRUE(est.streaming.has_value());
+  const double reads = 60 * cost::read_seconds(*est.streaming, 0, 10);
+  EXPECT_NEAR(est.rows.front().estimate.time.base() - base.rows.front().estimate.time.base(), reads, 1e-12);
+  EXPECT_GT(reads, 0.5);  // ~0.87 s: 10 cold reads of 7 MB per layer
+  EXPECT_EQ(est.rows.front().estimate.cache_hit_rate, 0.0);
+  EXPECT_TRUE(est.rows.front().estimate.fits);  // streamed experts live in the page cache, not the model's memory
+  EXPECT_FALSE(base.rows.front().estimate.fits);
 }
 
 }  // namespace

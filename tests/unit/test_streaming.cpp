@@ -10,11 +10,13 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/hardware.hpp"
+#include "moesim/model/json_reader.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/sim/streaming.hpp"
 
@@ -205,6 +207,60 @@ TEST(Streaming, BadParametersAreUserErrors) {
   } catch (const UserError& e) {
     EXPECT_NE(std::string(e.what()).find("$.read_latency is missing"), std::string::npos) << e.what();
   }
+}
+
+// The analytic model's hit rate (cost::expected_hit_rate) is what the LRU gives under uniform,
+// independent routing: C / (layers × experts). Replay such routing through the simulators' LRU.
+TEST(Streaming, ExpectedHitRateIsTheLruHitRateUnderUniformRouting) {
+  const std::int64_t layers = 6, experts = 64;
+  for (const double held : {0.0, 40.0, 192.0, 384.0}) {
+    const StreamingParams p = toy(held);
+    ExpertStreamer lru(p, layers, experts);
+    std::mt19937_64 rng(7);
+    std::uniform_int_distribution<int> pick(0, static_cast<int>(experts) - 1);
+    for (int warm = 0; warm < 2; ++warm) {
+      // The first pass fills the cache; the second is measured from the counts' difference.
+      const std::int64_t h0 = lru.hits(), m0 = lru.misses();
+      for (int token = 0; token < 20000; ++token)
+        for (std::int64_t l = 0; l < layers; ++l) load(lru, l, {static_cast<std::uint16_t>(pick(rng))});
+      if (warm == 1) {
+        const double measured =
+            static_cast<double>(lru.hits() - h0) / static_cast<double>(lru.hits() - h0 + lru.misses() - m0);
+        EXPECT_NEAR(measured, cost::expected_hit_rate(p, layers, experts), 0.01) << held << " experts held";
+      }
+    }
+  }
+  EXPECT_EQ(cost::expected_hit_rate(toy(1000), layers, experts), 1.0);  // holds them all
+}
+
+// Fractional counts (the analytic model's expected hits) are the hit-weighted mean of whole calls.
+TEST(Streaming, ExpectedCountsInterpolateWholeCalls) {
+  const StreamingParams p = toy(0);
+  EXPECT_DOUBLE_EQ(read_seconds(p, 1.5, 2.5), 0.625 * read_seconds(p, 0, 4) + 0.375 * read_seconds(p, 4, 0));
+}
+
+TEST(Streaming, ScenarioObjectIsCheckedAndRoundTrips) {
+  const auto parse = [](const char* text) {
+    const nlohmann::json doc = nlohmann::json::parse(text);
+    return cost::streaming_spec_from_json(json::Node(doc, "s.json"));
+  };
+  const cost::StreamingSpec s = parse(R"({"storage": "apple-ssd-m3-max", "readers": 8, "page_cache": "1GB"})");
+  EXPECT_EQ(s.readers, 8);
+  ASSERT_TRUE(s.page_cache.has_value());
+  EXPECT_EQ(s.page_cache->base(), 1e9);
+  const cost::StreamingSpec back =
+      cost::streaming_spec_from_json(json::Node(cost::streaming_spec_to_json(s), "back"));
+  EXPECT_EQ(back.storage, s.storage);
+  EXPECT_EQ(back.readers, s.readers);
+  EXPECT_EQ(back.page_cache->base(), 1e9);
+  EXPECT_EQ(back.mode, "serial");
+  EXPECT_THROW(parse(R"({"storage": "x", "reader": 4})"), UserError);       // unknown key
+  EXPECT_THROW(parse(R"({"storage": "x", "readers": 0})"), UserError);      // no reader
+  EXPECT_THROW(parse(R"({"storage": "x", "mode": "async"})"), UserError);   // unknown mode
+  EXPECT_THROW(parse(R"({"storage": "x", "page_cache": 35})"), UserError);  // bare number
+  EXPECT_THROW(parse(R"(["apple-ssd-m3-max"])"), UserError);
+  const model::Architecture dense = model::load_model("llama-3.1-8b");
+  EXPECT_THROW((void)cost::resolve_streaming(s, dense, model::precision("q4")), UserError);
 }
 
 }  // namespace

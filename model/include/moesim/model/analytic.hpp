@@ -28,6 +28,7 @@
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/registry.hpp"
+#include "moesim/model/expert_streaming.hpp"
 #include "moesim/model/step_cost.hpp"
 #include "moesim/model/units.hpp"
 
@@ -80,6 +81,9 @@ struct DecodeScenario {
   bool include_lm_head = false;           ///< Equation 1 omits the LM head; set to count it
   Exchange exchange = Exchange::ExpertOutputs;
   cost::ExpertExecution experts = cost::ExpertExecution::Fused;  ///< how a node runs its experts (kernel launches)
+  /// Routed experts streamed from storage (null: resident). Serial only: each MoE layer reads its experts
+  /// after the attention and before computing them, at cost::expected_hit_rate's page-cache hit rate.
+  const cost::StreamingParams* streaming = nullptr;
 };
 
 struct DecodeEstimate {
@@ -94,6 +98,8 @@ struct DecodeEstimate {
   units::Bytes wire_bytes;       ///< bytes each node sends per token
   units::Duration transfer;      ///< wire bytes / NIC bandwidth
   units::Duration intra_node;    ///< tensor-parallel all-reduces inside a multi-device node
+  units::Duration io;            ///< routed experts read from storage (streaming; 0 when resident)
+  double cache_hit_rate = -1;    ///< streaming: the page-cache hit rate assumed (−1 without streaming)
   units::Duration time;          ///< per token
   double tokens_per_second = 0;
   units::Bytes memory_needed;     ///< on the fullest node: its weights + the KV cache at `context`

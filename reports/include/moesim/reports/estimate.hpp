@@ -6,7 +6,7 @@
 //
 // A scenario file holds the same keys as the flags (every flag has a scenario key and the other way
 // round): {"model", "hw", "nic": [..], "nodes": [..], "placement", "groups", "placement_file",
-// "precision", "context", "lm_head", "exchange"}.
+// "precision", "context", "lm_head", "exchange", "experts", "streaming"}.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -19,6 +19,7 @@
 #include "moesim/model/analytic.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/cost.hpp"
+#include "moesim/model/expert_streaming.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/sim/placement.hpp"
@@ -39,6 +40,7 @@ struct EstimateRequest {
   bool lm_head = false;
   std::string exchange = "expert-outputs";
   std::string experts = "fused";  ///< cost::ExpertExecution by name
+  std::optional<cost::StreamingSpec> streaming;  ///< routed experts read from storage (serial)
 };
 
 /// Reads a scenario file into a request (unknown keys and bare numbers are errors with their path).
@@ -66,6 +68,7 @@ struct EstimateResult {
   std::vector<model::NicProfile> nics;
   std::optional<model::NicProfile> intra_link;
   const model::Precision* precision = nullptr;
+  std::optional<cost::StreamingParams> streaming;
   std::vector<EstimateRow> rows;
 };
 

@@ -20,6 +20,7 @@
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/json_reader.hpp"
+#include "moesim/model/expert_streaming.hpp"
 #include "moesim/sim/decode.hpp"
 #include "moesim/sim/placement.hpp"
 #include "moesim/sim/trace.hpp"
@@ -71,6 +72,7 @@ struct SimulateRequest {
   bool start_wired = true;
   std::int64_t context = 0;
   bool lm_head = false;
+  std::optional<cost::StreamingSpec> streaming;  ///< routed experts read from storage (serial)
   std::string trace;  ///< a trace file; empty: generate
   GenerateRequest generate;
   std::int64_t max_tokens = 0;  ///< replay at most this many tokens (0: all)
@@ -97,6 +99,7 @@ struct SimulateResult {
   sim::Packing packing{};
   sim::Collective collective{};
   cost::ExpertExecution experts{};
+  std::optional<cost::StreamingParams> streaming;
   double exact_expected_active = 0;  ///< the placement's E[max routed] for uniform routing (for comparison)
   model::DecodeEstimate estimate;    ///< the analytic model on the same configuration
   sim::DecodeResult run;
@@ -119,6 +122,7 @@ struct PreparedSimulate {
   sim::Packing packing{};
   sim::Collective collective{};
   cost::ExpertExecution experts{};
+  std::optional<cost::StreamingParams> streaming;
 };
 
 /// Resolves the request (UserError for unknown names, a trace that does not fit the model, ...).

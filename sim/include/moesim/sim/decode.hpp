@@ -24,6 +24,7 @@
 // what is dynamic: NIC contention, residency, balancing and waiting.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -35,6 +36,7 @@
 #include "moesim/model/step_cost.hpp"
 #include "moesim/sim/event_core.hpp"
 #include "moesim/sim/placement.hpp"
+#include "moesim/sim/streaming.hpp"
 #include "moesim/sim/trace.hpp"
 
 namespace moesim::sim {
@@ -107,6 +109,9 @@ struct DecodeConfig {
   double activation_bytes = 2.0;  ///< bytes per activation on the wire (bf16)
   std::int64_t context = 0;       ///< tokens in the KV cache (as `moesim estimate --context`)
   bool lm_head = false;           ///< count the LM head (Equation 1 omits it)
+  /// Routed experts streamed from storage (sim/streaming.hpp), serially: before a node computes a layer's
+  /// experts it reads them through its own page cache (an LRU per node). Absent: experts are resident.
+  std::optional<StreamingParams> streaming;
   std::int64_t max_tokens = 0;    ///< replay at most this many tokens of the trace; 0 = all
   TimelineObserver* timeline = nullptr;
   class TransferObserver* transfers = nullptr;
@@ -128,6 +133,7 @@ struct NodeStats {
   SimTime misc = 0;
   SimTime moe = 0;
   SimTime rewire = 0;
+  SimTime io = 0;            ///< of moe: reading streamed experts from storage
   std::int64_t routed = 0;   ///< expert computations the router asked of this node
   std::int64_t fillers = 0;  ///< extra computations the balancing added
   std::int64_t rewires = 0;  ///< cold buffers re-wired
@@ -146,6 +152,7 @@ struct DecodeResult {
   double mean_executed_per_node = 0;
   std::vector<TokenRecord> per_token;
   std::vector<NodeStats> nodes;
+  double cache_hit_rate = -1;  ///< streaming: page-cache hits over all nodes' reads (−1 without streaming)
   std::uint64_t events = 0;
   std::uint64_t messages = 0;
   std::vector<std::string> assumptions;  ///< defaults the run relied on (absent profile figures, ...)
