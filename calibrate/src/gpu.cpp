@@ -6,9 +6,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "moesim/calibrate/net_fit.hpp"
+#include "moesim/model/collective.hpp"
 #include "moesim/model/error.hpp"
+#include "moesim/model/step_cost.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/model/units.hpp"
 #include "moesim/reports/table.hpp"
@@ -166,9 +169,11 @@ double GpuChainSample::overhead_per_kernel() const {
 
 double NcclSample::bus_bandwidth() const {
   if (gpus < 1) return 0;
-  const double n = gpus;
-  const double factor = op == "all_reduce" ? 2.0 * (n - 1) / n : (n - 1) / n;
-  return algorithm_bandwidth() * factor;
+  // nccl-tests' bus bandwidth (doc/PERFORMANCE.md): the algorithm bandwidth times the bytes a ring moves
+  // per byte of data, 2(n−1)/n for an all-reduce and (n−1)/n for an all-gather (model/collective.hpp).
+  const double per_byte =
+      op == "all_reduce" ? cost::ring_allreduce(1.0, gpus).bytes : cost::ring_allgather(1.0, gpus).bytes;
+  return algorithm_bandwidth() * per_byte;
 }
 
 const GpuKernelSample* GpuKernelResult::best_gemm(GpuDtype d) const {
@@ -253,11 +258,13 @@ void fit_gpu_kernels(GpuKernelResult& r, const std::map<GpuDtype, double>& given
   for (auto& c : r.chains) {
     c.roofline_seconds = 0;
     const auto peak = r.peak_flops.find(c.dtype);
+    // The cost model's kernel roofline (cost::roofline); a rate not measured bounds nothing.
+    constexpr double kUnbounded = std::numeric_limits<double>::infinity();
+    const cost::Rate rate{r.memory_bandwidth > 0 ? r.memory_bandwidth : kUnbounded,
+                          peak != r.peak_flops.end() ? peak->second : kUnbounded};
     for (const auto& k : c.kernels) {
-      const KernelCost cost = gpu_kernel_cost(c.dtype, k, c.batch);
-      const double mem = r.memory_bandwidth > 0 ? cost.bytes / r.memory_bandwidth : 0.0;
-      const double comp = peak != r.peak_flops.end() ? cost.flops / peak->second : 0.0;
-      c.roofline_seconds += std::max(mem, comp);
+      const KernelCost kc = gpu_kernel_cost(c.dtype, k, c.batch);
+      c.roofline_seconds += cost::roofline(kc.bytes, kc.flops, rate);
     }
   }
 }
