@@ -3,6 +3,8 @@
 
 #include "moesim/model/precision.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <string>
 
 #include "moesim/model/architecture.hpp"
@@ -10,6 +12,11 @@
 #include "moesim/model/text.hpp"
 
 namespace moesim::model {
+
+namespace {
+constexpr const char* kGgml =
+    "ggml/src/ggml-common.h (github.com/ggml-org/llama.cpp): the block struct and its static_assert on sizeof";
+}  // namespace
 
 const std::vector<Precision>& precisions() {
   static const std::vector<Precision> all = {
@@ -39,13 +46,47 @@ const std::vector<Precision>& precisions() {
       {"nvfp4", "NVIDIA NVFP4: 4-bit E2M1 values + one FP8 E4M3 scale per 16-element block (4.5 bits/weight)", 4, 16,
        8, false,
        "NVIDIA Technical Blog, 'Introducing NVFP4 for Efficient and Accurate Low-Precision Inference' (2025-06)"},
+      // GGUF block formats (llama.cpp), each a block of 32 (legacy) or 256 (k-quants, i-quants) weights whose
+      // size ggml fixes with a static_assert in ggml/src/ggml-common.h: value bits per weight plus the
+      // block's scales (and mins) as the group overhead, so that bytes = blocks × sizeof(block). The file
+      // types people download (Q4_K_M, UD-Q4_K_XL) mix these per tensor; each entry here is one block type.
+      {"q8_0", "GGUF Q8_0: blocks of 32 int8 + one fp16 scale (34 B, 8.5 bits/weight)", 8, 32, 16, false, kGgml},
+      {"q4_0", "GGUF Q4_0: blocks of 32 4-bit + one fp16 scale (18 B, 4.5 bits/weight)", 4, 32, 16, false, kGgml},
+      {"q4_1", "GGUF Q4_1: blocks of 32 4-bit + fp16 scale and min (20 B, 5.0 bits/weight)", 4, 32, 32, false, kGgml},
+      {"q5_0", "GGUF Q5_0: blocks of 32 5-bit + one fp16 scale (22 B, 5.5 bits/weight)", 5, 32, 16, false, kGgml},
+      {"q5_1", "GGUF Q5_1: blocks of 32 5-bit + fp16 scale and min (24 B, 6.0 bits/weight)", 5, 32, 32, false, kGgml},
+      // k-quants: super-blocks of 256. Q2_K: scales[16] + d + dmin = 160 bits over 2-bit values (84 B);
+      // Q3_K: hmask is part of the 3-bit values, scales[12] + d = 112 bits (110 B); Q4_K and Q5_K: d, dmin
+      // and scales[12] = 128 bits (144 B, 176 B); Q6_K: scales[16] + d = 144 bits (210 B).
+      {"q2_k", "GGUF Q2_K: super-blocks of 256 2-bit (84 B, 2.625 bits/weight)", 2, 256, 160, false, kGgml},
+      {"q3_k", "GGUF Q3_K: super-blocks of 256 3-bit (110 B, 3.4375 bits/weight)", 3, 256, 112, false, kGgml},
+      {"q4_k", "GGUF Q4_K: super-blocks of 256 4-bit (144 B, 4.5 bits/weight)", 4, 256, 128, false, kGgml},
+      {"q5_k", "GGUF Q5_K: super-blocks of 256 5-bit (176 B, 5.5 bits/weight)", 5, 256, 128, false, kGgml},
+      {"q6_k", "GGUF Q6_K: super-blocks of 256 6-bit (210 B, 6.5625 bits/weight)", 6, 256, 144, false, kGgml},
+      // i-quants index codebooks, so a weight has no whole value bits: their bits are the block's size in
+      // bits over its 256 (IQ4_NL: 32) weights, with no separate overhead.
+      {"iq1_s", "GGUF IQ1_S: 50 B per 256 weights (1.5625 bits/weight)", 1.5625, 256, 0, false, kGgml},
+      {"iq1_m", "GGUF IQ1_M: 56 B per 256 weights (1.75 bits/weight)", 1.75, 256, 0, false, kGgml},
+      {"iq2_xxs", "GGUF IQ2_XXS: 66 B per 256 weights (2.0625 bits/weight)", 2.0625, 256, 0, false, kGgml},
+      {"iq2_xs", "GGUF IQ2_XS: 74 B per 256 weights (2.3125 bits/weight)", 2.3125, 256, 0, false, kGgml},
+      {"iq2_s", "GGUF IQ2_S: 82 B per 256 weights (2.5625 bits/weight)", 2.5625, 256, 0, false, kGgml},
+      {"iq3_xxs", "GGUF IQ3_XXS: 98 B per 256 weights (3.0625 bits/weight)", 3.0625, 256, 0, false, kGgml},
+      {"iq3_s", "GGUF IQ3_S: 110 B per 256 weights (3.4375 bits/weight)", 3.4375, 256, 0, false, kGgml},
+      {"iq4_nl", "GGUF IQ4_NL: 18 B per 32 weights (4.5 bits/weight)", 4.5, 32, 0, false, kGgml},
+      {"iq4_xs", "GGUF IQ4_XS: 136 B per 256 weights (4.25 bits/weight)", 4.25, 256, 0, false, kGgml},
   };
   return all;
 }
 
 const Precision& precision(std::string_view name) {
+  // GGUF's own spelling is upper case (Q4_K, IQ2_XXS): names match without regard to case.
+  const auto same = [](std::string_view a, std::string_view b) {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+             return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+           });
+  };
   for (const auto& p : precisions()) {
-    if (p.name == name) return p;
+    if (same(p.name, name)) return p;
   }
   std::vector<std::string> names;
   for (const auto& p : precisions()) names.push_back(p.name);

@@ -391,7 +391,22 @@ TEST(Precision, MatrixBytesPerFormat) {
   EXPECT_DOUBLE_EQ(matrix_bytes(1, 65, precision("q4")).base(), (65 * 4 + 2 * 32) / 8.0);
 }
 
-// Scenario: the registry. Expectation: the eight names, each described and sourced; an unknown name is a
+// GGUF block types: a matrix of whole blocks takes blocks × sizeof(block), the sizes ggml's
+// static_asserts fix (ggml/src/ggml-common.h): one row of 256 weights is one k-quant super-block or 8
+// legacy blocks of 32.
+TEST(Precision, GgufBlocksHaveGgmlSizes) {
+  const std::vector<std::pair<const char*, double>> block_bytes_per_256 = {
+      {"q8_0", 8 * 34}, {"q4_0", 8 * 18},   {"q4_1", 8 * 20},   {"q5_0", 8 * 22},    {"q5_1", 8 * 24},
+      {"q2_k", 84},     {"q3_k", 110},      {"q4_k", 144},      {"q5_k", 176},       {"q6_k", 210},
+      {"iq1_s", 50},    {"iq1_m", 56},      {"iq2_xxs", 66},    {"iq2_xs", 74},      {"iq2_s", 82},
+      {"iq3_xxs", 98},  {"iq3_s", 110},     {"iq4_nl", 8 * 18}, {"iq4_xs", 136}};
+  for (const auto& [name, bytes] : block_bytes_per_256) {
+    EXPECT_DOUBLE_EQ(matrix_bytes(3, 256, precision(name)).base(), 3 * bytes) << name;
+    EXPECT_DOUBLE_EQ(param_bytes(768, precision(name)).base(), 3 * bytes) << name;
+  }
+}
+
+// Scenario: the registry. Expectation: the first nine names, each described and sourced; an unknown name is a
 // UserError that suggests the near miss and lists the valid names.
 TEST(Precision, RegistryAndUnknownName) {
   std::vector<std::string> names;
@@ -400,7 +415,10 @@ TEST(Precision, RegistryAndUnknownName) {
     EXPECT_FALSE(p.description.empty()) << p.name;
     EXPECT_FALSE(p.source.empty()) << p.name;
   }
-  EXPECT_EQ(names, (std::vector<std::string>{"bf16", "fp16", "fp32", "fp8", "int8", "q4", "q2", "mxfp4", "nvfp4"}));
+  const std::vector<std::string> first = {"bf16", "fp16", "fp32", "fp8", "int8", "q4", "q2", "mxfp4", "nvfp4"};
+  ASSERT_GE(names.size(), first.size());
+  EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(first.size())), first);
+  EXPECT_EQ(&precision("Q4_K"), &precision("q4_k"));  // GGUF's spelling
   const std::string msg = user_error([] { (void)precision("bf61"); });
   EXPECT_NE(msg.find("did you mean 'bf16'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("mxfp4"), std::string::npos) << msg;

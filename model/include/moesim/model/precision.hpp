@@ -16,7 +16,7 @@ struct Architecture;
 struct Precision {
   std::string name;                ///< "bf16", "fp8", "q4", ...
   std::string description;         ///< one line for --help
-  double bits_per_weight = 16;     ///< bits of each stored weight
+  double bits_per_weight = 16;     ///< bits of each stored weight (i-quants: the block's bits per weight)
   std::int64_t group_size = 0;     ///< weights per quantisation group along the input dimension; 0 = none
   double group_overhead_bits = 0;  ///< bits of scale (+ bias) stored per group
   /// One group per output row (group size = the matrix's cols), e.g. int8 with a per-row scale.
@@ -25,9 +25,10 @@ struct Precision {
   std::string source;  ///< where the format is defined
 };
 
-/// The named precisions: bf16, fp16, fp32, fp8, int8, q4, q2, mxfp4.
+/// The named precisions: bf16, fp16, fp32, fp8, int8, MLX q4 and q2, mxfp4, nvfp4, and the GGUF block types
+/// (q8_0, q4_0, ..., q2_k .. q6_k, iq1_s .. iq4_xs).
 const std::vector<Precision>& precisions();
-/// UserError listing the valid names if unknown.
+/// By name, in any case ("Q4_K" is q4_k). UserError listing the valid names if unknown.
 const Precision& precision(std::string_view name);
 
 /// Bytes of a rows x cols weight matrix (groups run along cols, the input dimension).
