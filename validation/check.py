@@ -35,8 +35,13 @@ NON_ZOO = {
     "zai-org/GLM-4.5-Air": "moe",
     "meta-llama/Llama-3.3-70B-Instruct": "dense",
     "meta-llama/Llama-2-7b-hf": "dense",
-    "meta-llama/Meta-Llama-3-8B-Instruct": "dense",
-    "meta-llama/Meta-Llama-3-70B-Instruct": "dense",
+    "meta-llama/Meta-Llama-3-8B": "dense",
+    "meta-llama/Meta-Llama-3-70B": "dense",
+    "jeff31415/TinyLlama-1.1B-1T-OpenOrca": "dense",
+    "Qwen/Qwen3-4B-Instruct-2507": "dense",
+    "deepseek-ai/DeepSeek-V2-Lite-Chat": "moe",              # 64 routed experts + 2 shared
+    "Qwen/Qwen3.5-35B-A3B": "moe",
+    "zai-org/GLM-4.6": "moe",                                # GLM-4.5 architecture
     "meta-llama/Llama-3.2-3B-Instruct": "dense",
     "Qwen/Qwen2.5-Coder-7B": "dense",
     "Qwen/Qwen3-8B": "dense",
@@ -114,8 +119,10 @@ def main(path):
             errors.append("%s: hw_family %r" % (where, r["hw_family"]))
         if r["runtime"] not in RUNTIMES:
             errors.append("%s: runtime %r" % (where, r["runtime"]))
-        for col, empty_ok in (("devices", False), ("batch", True), ("prompt_tokens", False),
-                              ("output_tokens", False), ("context_depth", False)):
+        # batch empty: offline max-load or open-loop request streams; token counts empty:
+        # variable-length dataset (ShareGPT etc.), totals are in the locator.
+        for col, empty_ok in (("devices", False), ("batch", True), ("prompt_tokens", True),
+                              ("output_tokens", True), ("context_depth", False)):
             if not is_int(r[col], empty_ok):
                 errors.append("%s: %s %r not an integer" % (where, col, r[col]))
         for col in ("model", "hf_repo", "format", "hardware", "source_url", "locator"):
