@@ -15,6 +15,7 @@ packages=(
   gnuplot-nox libgnuplot-iostream-dev libboost-iostreams-dev libboost-filesystem-dev   # report plots (PNG, SVG)
   chromium libpng-dev             # the report test: a headless screenshot of report.html, decoded
   clang-14 libclang-rt-14-dev     # CI: ASan+UBSan with libFuzzer (fuzz/, scripts/fuzz.sh)
+  python3                         # validation/check.py: the public validation table's checker (a test)
 )
 
 missing=()
