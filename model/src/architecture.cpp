@@ -5,7 +5,6 @@
 #include "moesim/model/architecture.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <string>
 
 #include "moesim/model/error.hpp"
@@ -111,7 +110,8 @@ std::int64_t kv_elements_per_token(const Architecture& a, const LayerSpec& layer
 /// Tokens of context a layer holds at sequence length `context`: sliding-window layers stop at the window.
 /// The cost model's window rule (cost::kv_tokens_read): the KV a token at position context − 1 reads.
 std::int64_t attended_tokens(const LayerSpec& layer, std::int64_t context) {
-  return std::llround(cost::kv_tokens_read(context - 1, 1, layer.sliding_window));
+  // A whole number of tokens, exact in a double: the cast loses nothing.
+  return static_cast<std::int64_t>(cost::kv_tokens_read(context - 1, 1, layer.sliding_window));
 }
 
 }  // namespace

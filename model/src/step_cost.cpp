@@ -92,12 +92,6 @@ double attended_sum(std::int64_t context, std::int64_t n, std::int64_t window) {
   return below * c + below * (below + 1.0) / 2.0 + (m - below) * w;
 }
 
-double kv_tokens_read(std::int64_t context, std::int64_t n, std::int64_t window) {
-  const auto end = static_cast<double>(context + n);
-  if (window <= 0) return end;
-  return std::min(end, static_cast<double>(window + n - 1));
-}
-
 double kv_share(const model::Architecture& a, const DeviceSplit& split) {
   if (split.attention_whole || a.kv_heads <= 0 || a.mla.kv_lora_rank > 0) return 1.0;
   return std::max(1.0 / static_cast<double>(split.tp), 1.0 / static_cast<double>(a.kv_heads));

@@ -24,6 +24,7 @@
 //     itself, sliding-window layers to at most their window (attended_sum below).
 // Collectives are in model/collective.hpp, the memory plan in the serving simulator's plan.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -93,8 +94,13 @@ double roofline(double bytes, double flops, const Rate& r, double dequant = 0);
 /// Σ_{i=1..n} min(context + i, window): the tokens a chunk of n new tokens after `context` cached ones
 /// attends to in a layer (window 0: unbounded). Exact (closed form).
 double attended_sum(std::int64_t context, std::int64_t n, std::int64_t window);
-/// Tokens whose K and V that chunk reads in the layer: context + n, or at most window + n − 1.
-double kv_tokens_read(std::int64_t context, std::int64_t n, std::int64_t window);
+/// Tokens whose K and V that chunk reads in the layer: context + n, or at most window + n − 1. Inline:
+/// the model's per-layer KV and FLOP sums (architecture.cpp) call it once per layer.
+inline double kv_tokens_read(std::int64_t context, std::int64_t n, std::int64_t window) {
+  const auto end = static_cast<double>(context + n);
+  if (window <= 0) return end;
+  return std::min(end, static_cast<double>(window + n - 1));
+}
 
 /// How one pipeline stage's weights are split over its devices.
 struct DeviceSplit {
