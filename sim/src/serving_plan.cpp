@@ -108,26 +108,6 @@ ParallelPlan resolve_plan(const ParallelPlan& in, const model::Architecture& a, 
   return p;
 }
 
-std::vector<std::int64_t> stage_layer_starts(std::int64_t layers, std::int64_t pp) {
-  if (pp < 1) throw UserError("pipeline parallelism " + std::to_string(pp) + " must be at least 1");
-  if (pp > layers) {
-    throw UserError("pipeline parallelism " + std::to_string(pp) + " is more than the " + std::to_string(layers) +
-                    " layers: every stage needs at least one layer; use at most " + std::to_string(layers) + " stages");
-  }
-  // vLLM's split, vllm/distributed/utils.py get_pp_indices (vllm-project/vllm, commit 5a6541db):
-  //   partitions = [num_hidden_layers // pp_size] * pp_size
-  //   for i in range(2, remaining_layers + 2): partitions[-i] += 1
-  // The last stage gets no extra layer (it holds the final norm and the LM head); with 0 < remainder ≤
-  // pp − 2 neither does the first (it holds the embedding). 61 layers over 2 stages: 31 + 30.
-  std::vector<std::int64_t> count(static_cast<std::size_t>(pp), layers / pp);
-  const std::int64_t remaining = layers % pp;
-  for (std::int64_t i = 2; i < remaining + 2; ++i) ++count[static_cast<std::size_t>(pp - i)];
-  std::vector<std::int64_t> starts(static_cast<std::size_t>(pp) + 1, 0);
-  for (std::size_t s = 0; s < count.size(); ++s) starts[s + 1] = starts[s] + count[s];
-  MOESIM_CHECK(starts.back() == layers, "the pipeline stages do not cover the layers");
-  return starts;
-}
-
 namespace {
 
 /// What one device of a pipeline stage holds: weights, and KV bytes per token of context.
@@ -136,44 +116,18 @@ struct StageBytes {
   double kv_per_token = 0;
 };
 
-/// Every stage's device, from the stage's own layers (stage_layer_starts): stage 0 holds the embedding,
-/// the last stage the final norm and the LM head (with pp = 1 one device holds them all).
+/// Every stage's device, from the stage's own layers (cost::pipeline_stages): its weights
+/// (cost::device_weight_bytes, routed experts 1/tp each unless they stream from storage) and its KV share.
 std::vector<StageBytes> stage_bytes(const ServingConfig& c, const ParallelPlan& p, const model::Precision& prec) {
   const auto& a = *c.arch;
-  const double tp = static_cast<double>(p.tp);
-  const double attn_tp = p.attention_dp || p.attention_replicated ? 1.0 : tp;
-  auto bytes = [&](double n) { return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), prec).base(); };
+  const cost::DeviceSplit split{p.tp, p.moe_tp, p.attention_dp || p.attention_replicated};
+  const double experts = c.streaming ? 0.0 : 1.0 / static_cast<double>(p.tp);
   // KV per token on a device of a stage (cost::kv_share, the cost model's).
-  const double share = cost::kv_share(a, {p.tp, p.moe_tp, p.attention_dp || p.attention_replicated});
-  const model::ComponentParams whole = model::parameter_counts(a);
-  const std::vector<std::int64_t> starts = stage_layer_starts(a.layers, p.pp);
+  const double share = cost::kv_share(a, split);
   std::vector<StageBytes> out;
-  for (std::int64_t s = 0; s < p.pp; ++s) {
-    const bool first = s == 0;
-    const bool last = s + 1 == p.pp;
-    // The stage's layers as a model of their own: parameter_counts and kv_bytes_per_token sum its layers
-    // (DeepSeek-V3's first three dense layers fall in stage 0, its MoE layers in every stage).
-    model::Architecture stage = a;
-    stage.layer_specs.assign(a.layer_specs.begin() + starts[static_cast<std::size_t>(s)],
-                             a.layer_specs.begin() + starts[static_cast<std::size_t>(s) + 1]);
-    stage.layers = static_cast<std::int64_t>(stage.layer_specs.size());
-    const model::ComponentParams params = model::parameter_counts(stage);
-    // parameter_counts adds the final norm (h); only the last stage holds it (vLLM's norm on the last rank).
-    const double norms = static_cast<double>(params.norms - (last ? 0 : a.hidden));
-    // Attention split over TP (or whole under attention-DP), router and norms replicated, shared experts
-    // and dense FFNs split over TP, routed experts over moe_tp × moe_ep.
-    double w = bytes(static_cast<double>(params.attention) / attn_tp) +
-               bytes(static_cast<double>(params.router) + norms) +
-               bytes(static_cast<double>(params.shared_experts + params.dense_ffn) / attn_tp);
-    if (!c.streaming) w += bytes(static_cast<double>(params.routed_experts) / tp);
-    // Embedding and LM head are vocabulary-parallel over TP (vLLM's VocabParallelEmbedding /
-    // ParallelLMHead). A tied LM head on its own last stage holds a copy of the embedding (vLLM builds
-    // embed_tokens on the last rank too when tie_word_embeddings).
-    double ends = 0;
-    if (first) ends += static_cast<double>(whole.embedding);
-    if (last) ends += static_cast<double>((whole.lm_head > 0 || first) ? whole.lm_head : whole.embedding);
-    w += bytes(ends / attn_tp);
-    out.push_back({w, model::kv_bytes_per_token(stage, c.kv_bytes).base() * share});
+  for (const cost::StageLayers& stage : cost::pipeline_stages(a.layers, p.pp)) {
+    out.push_back({cost::device_weight_bytes(a, prec, split, experts, stage),
+                   model::kv_bytes_per_token(cost::stage_architecture(a, stage), c.kv_bytes).base() * share});
   }
   return out;
 }

@@ -117,11 +117,8 @@ struct ServingConfig {
   std::function<void(double)> progress;  ///< fraction of requests done
 };
 
-/// The first layer of each pipeline stage, with `layers` appended: stage s holds layers
-/// [starts[s], starts[s + 1]), so the result has pp + 1 entries. vLLM's rule (get_pp_indices): layers / pp
-/// each, the remainder one each to the stages just before the last (the last stage holds the final norm
-/// and LM head, the first the embedding). UserError when pp < 1 or pp > layers.
-std::vector<std::int64_t> stage_layer_starts(std::int64_t layers, std::int64_t pp);
+/// The layers of each pipeline stage, vLLM's split (model/step_cost.hpp).
+using cost::stage_layer_starts;
 
 /// Weights, activations and KV cache on the fullest device. With pp > 1 each stage is sized from its own
 /// layers (MoE and dense layers, their KV cache; the embedding on the first stage, the final norm and LM
