@@ -1,6 +1,6 @@
 // The shared cost model (model/step_cost.hpp) on figures that follow by hand: the sliding-window sums,
 // the compute path of each weight format, the size rule of the efficiency bands, the kernel table, the
-// weights one device holds; and
+// weights one device holds (and that the analytic model and the serving plan hold the same); and
 // the attention-data-parallel step of the serving simulator, which charged every device for the whole
 // batch's KV cache before the cost model was shared.
 
@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "moesim/model/analytic.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
@@ -168,6 +169,39 @@ TEST(StepCost, DeviceWeightBytesSplitsEachPart) {
                          cost::device_weight_bytes(a, int8, {1, 1, false}, 0.0, whole);
   EXPECT_DOUBLE_EQ(experts, 12.0 * model::routed_expert_bytes(a, int8).base());
   EXPECT_GT(experts, model::param_bytes(4608, int8).base());
+}
+
+// The analytic model and the serving simulator hold the same weights for the same split: a node's devices
+// run tensor-parallel in both, every expert on the node. Mixtral at fp8 on one H100 (tp 1) and on a DGX
+// H100 (tp 8): the analytic node's memory less its KV cache is the serving plan's device weights × devices.
+TEST(StepCost, AnalyticAndServingHoldTheSameWeights) {
+  const model::Architecture a = model::load_model("mixtral-8x7b");
+  const model::Precision& fp8 = model::precision("fp8");
+  for (const char* hw : {"h100-sxm", "dgx-h100"}) {
+    const model::NodeProfile node = model::load_node(hw);
+    std::optional<model::NicProfile> intra;
+    if (node.intra_node_link) intra = model::load_nic(*node.intra_node_link);
+    model::DecodeScenario d;
+    d.arch = &a;
+    d.node = &node;
+    d.intra_link = intra ? &*intra : nullptr;
+    d.weights = &fp8;
+    d.expected_active_experts = 2;
+    d.max_experts_per_node = a.routed_experts;
+    d.context = 1000;
+    const model::DecodeEstimate e = model::estimate_decode(d);
+    const double kv = model::kv_bytes_at_context(a, d.context + 1, d.activation_bytes).base();
+
+    sim::ServingConfig c;
+    c.arch = &a;
+    c.weights = &fp8;
+    c.node = &node;
+    sim::ParallelPlan p;
+    p.tp = node.devices.count;
+    c.plan = sim::resolve_plan(p, a, node, "test");
+    const sim::MemoryPlan m = sim::plan_memory(c);
+    EXPECT_DOUBLE_EQ(e.memory_needed.base() - kv, m.weights * static_cast<double>(node.devices.count)) << hw;
+  }
 }
 
 }  // namespace
