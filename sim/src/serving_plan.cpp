@@ -142,11 +142,11 @@ std::size_t fullest(const std::vector<StageBytes>& stages) {
 
 }  // namespace
 
-MemoryPlan plan_memory(const ServingConfig& c) {
+MemoryPlan check_memory(const ServingConfig& c) {
   const auto& a = *c.arch;
   const auto& node = *c.node;
   const ParallelPlan& p = c.plan;
-  MOESIM_CHECK(node.devices.memory.has_value(), "plan_memory needs the device memory (checked by the caller)");
+  MOESIM_CHECK(node.devices.memory.has_value(), "check_memory needs the device memory (checked by the caller)");
   MemoryPlan m;
   const double device_memory = node.devices.memory->value.base();
   m.usable = device_memory * c.scheduler.gpu_memory_utilization;
@@ -164,12 +164,19 @@ MemoryPlan plan_memory(const ServingConfig& c) {
   const double width = 2.0 * static_cast<double>(a.hidden) +
                        static_cast<double>((a.heads + 2 * a.kv_heads) * a.head_dim + a.heads * a.head_dim) / tp +
                        2.0 * ffn / tp;
-  m.activations = static_cast<double>(c.scheduler.max_num_batched_tokens) * width * c.activation_bytes +
-                  static_cast<double>(c.scheduler.max_num_seqs) * static_cast<double>(a.vocab) / tp * 4.0;
+  const double per_token = width * c.activation_bytes;
+  const double logits = static_cast<double>(c.scheduler.max_num_seqs) * static_cast<double>(a.vocab) / tp * 4.0;
+  m.activations = static_cast<double>(c.scheduler.max_num_batched_tokens) * per_token + logits;
   const double free_bytes = m.usable - m.weights - m.activations;
   if (free_bytes <= 0) {
-    // Say by how much, and what would fit: a smaller precision with this plan, or more pipeline stages.
+    // Say by how much, and what would fit: a smaller token budget, a smaller precision with this plan, or
+    // more pipeline stages.
     std::vector<std::string> fits;
+    // Half the room left by the weights and logits for activations leaves the other half for the KV cache.
+    const auto tokens = static_cast<std::int64_t>((m.usable - m.weights - logits) / 2.0 / per_token);
+    if (tokens >= 1 && tokens < c.scheduler.max_num_batched_tokens)
+      fits.push_back("scheduler.max_num_batched_tokens " + std::to_string(tokens) + " (now " +
+                     std::to_string(c.scheduler.max_num_batched_tokens) + ")");
     for (const char* name : {"bf16", "fp8", "int8", "q4", "q2"}) {
       const model::Precision& q = model::precision(name);
       if (q.bits_per_weight >= c.weights->bits_per_weight) continue;
@@ -200,7 +207,9 @@ MemoryPlan plan_memory(const ServingConfig& c) {
       << " gpu_memory_utilization): " << gb(-free_bytes) << " short, before any KV cache; "
       << (fits.empty() ? std::string("nothing smaller in this family fits; use a node with more memory")
                        : "would fit: " + text::join(fits, " or "));
-    throw UserError(o.str());
+    m.fits = false;
+    m.why_not = o.str();
+    return m;
   }
   // Every stage holds the KV cache of its own layers for every token in flight, so the pipeline holds as
   // many tokens as its tightest stage (the fullest one, unless another's layers cost more KV per token).
@@ -218,6 +227,12 @@ MemoryPlan plan_memory(const ServingConfig& c) {
   const std::int64_t bs = c.scheduler.block_size;
   m.kv_blocks = static_cast<std::int64_t>(std::min(tokens / static_cast<double>(bs), 1e12));
   m.kv_tokens = m.kv_blocks * bs;
+  return m;
+}
+
+MemoryPlan plan_memory(const ServingConfig& c) {
+  MemoryPlan m = check_memory(c);
+  if (!m.fits) throw UserError(m.why_not);
   return m;
 }
 
