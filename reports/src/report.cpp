@@ -462,7 +462,9 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
   summary.headline = answers;
   doc.push_back({Block::Bullets, "", answers});
   doc.push_back({Block::Para, std::to_string(pts.size()) + " configurations in the grid; " +
-                                  std::to_string(sweep.screened_in) + " pass the analytic screen (fit in memory" +
+                                  std::to_string(sweep.screened_in) +
+                                  (in.grid.serving() ? " pass the screen (fit the serving plan's memory"
+                                                     : " pass the analytic screen (fit in memory") +
                                   (c.budget_usd ? ", within " + usd(*c.budget_usd) : std::string()) + "); " +
                                   std::to_string(sweep.simulated) +
                                   " simulated by the discrete-event simulator. Figures marked simulated come from "

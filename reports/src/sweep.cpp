@@ -143,48 +143,6 @@ Resolved resolve(const Grid& g) {
   return r;
 }
 
-void analytic_point(const Grid& g, const Resolved& res, PointResult& out) {
-  const GridPoint& p = out.point;
-  try {
-    const auto& arch = res.models.at(p.model);
-    const auto& node = res.nodes.at(p.hw);
-    const model::NicProfile* nic = p.nodes > 1 ? &res.nics.at(p.nic) : nullptr;
-    const model::NicProfile* intra = node.intra_node_link ? &res.nics.at(*node.intra_node_link) : nullptr;
-    out.capital = model::capital_cost(node, nic, p.nodes);
-    if (p.nodes > 1 && !arch.is_moe()) {
-      // Expert parallelism, which the analytic model and the decode simulator assume across nodes, needs
-      // routed experts; the serving simulator runs dense models tensor- and pipeline-parallel instead,
-      // and checks the memory fit itself (sim::plan_memory), so a serving grid passes such points on.
-      if (!g.serving())
-        throw UserError(arch.id +
-                        " is dense: expert parallelism across nodes needs routed experts (a serving "
-                        "grid, with workloads and plans, runs it tensor- or pipeline-parallel)");
-      out.fits = true;
-      return;
-    }
-    model::DecodeScenario s;
-    s.arch = &arch;
-    s.costs = &res.costs.at({p.model, p.precision});
-    s.node = &node;
-    s.nic = nic;
-    s.intra_link = intra;
-    s.nodes = p.nodes;
-    s.weights = &model::precision(p.precision);
-    if (arch.is_moe()) {
-      const sim::Placement pl = sim::resolve_placement(p.placement, arch.routed_experts, p.nodes, {2, {}}, "");
-      s.expected_active_experts = sim::expected_max_active_experts(pl, arch.top_k);
-      s.max_experts_per_node = pl.max_experts_per_node();
-    }
-    const model::DecodeEstimate e = model::estimate_decode(s);
-    out.fits = e.fits;
-    out.memory_needed = e.memory_needed.base();
-    out.memory_available = e.memory_available.base();
-    out.analytic_tokens_per_s = e.tokens_per_second;
-  } catch (const UserError& e) {
-    out.status = std::string("invalid: ") + e.what();
-  }
-}
-
 nlohmann::json serve_doc(const Grid& g, const GridPoint& p) {
   nlohmann::json doc = nlohmann::json::object();
   const auto find = [](const std::vector<nlohmann::json>& list, const std::string& name) -> const nlohmann::json& {
@@ -208,6 +166,68 @@ nlohmann::json serve_doc(const Grid& g, const GridPoint& p) {
   return doc;
 }
 
+/// A serving scenario run for a point, named after the grid and the point in its messages.
+ServeScenario point_scenario(const Grid& g, const GridPoint& p, nlohmann::json doc) {
+  ServeScenario s;
+  s.doc = std::move(doc);
+  s.source = g.origin + " (point " + std::to_string(p.index) + ": " + describe_point(p) + ")";
+  s.base_dir = g.base_dir;
+  return s;
+}
+
+void analytic_point(const Grid& g, const Resolved& res, PointResult& out) {
+  const GridPoint& p = out.point;
+  try {
+    const auto& arch = res.models.at(p.model);
+    const auto& node = res.nodes.at(p.hw);
+    const model::NicProfile* nic = p.nodes > 1 ? &res.nics.at(p.nic) : nullptr;
+    const model::NicProfile* intra = node.intra_node_link ? &res.nics.at(*node.intra_node_link) : nullptr;
+    out.capital = model::capital_cost(node, nic, p.nodes);
+    if (g.serving()) {
+      // A serving point fits when the serving simulator's own memory plan for its scenario says so (the
+      // plan the run will make: its split, gpu_memory_utilization, activation reservation); the analytic
+      // model's single-user node total below only ranks the points.
+      const sim::MemoryPlan m = serve_memory_plan(point_scenario(g, p, serve_doc(g, p)));
+      out.fits = m.fits;
+      out.device_memory_needed = m.weights + m.activations;
+      out.device_memory_usable = m.usable;
+      out.why_not_fit = m.why_not;
+    }
+    if (p.nodes > 1 && !arch.is_moe()) {
+      // Expert parallelism, which the analytic model and the decode simulator assume across nodes, needs
+      // routed experts; the serving simulator runs dense models tensor- and pipeline-parallel instead, so
+      // a serving grid passes such points on with no analytic figure.
+      if (!g.serving())
+        throw UserError(arch.id +
+                        " is dense: expert parallelism across nodes needs routed experts (a serving "
+                        "grid, with workloads and plans, runs it tensor- or pipeline-parallel)");
+      return;
+    }
+    model::DecodeScenario s;
+    s.arch = &arch;
+    s.costs = &res.costs.at({p.model, p.precision});
+    s.node = &node;
+    s.nic = nic;
+    s.intra_link = intra;
+    s.nodes = p.nodes;
+    s.weights = &model::precision(p.precision);
+    if (arch.is_moe()) {
+      const sim::Placement pl = sim::resolve_placement(p.placement, arch.routed_experts, p.nodes, {2, {}}, "");
+      s.expected_active_experts = sim::expected_max_active_experts(pl, arch.top_k);
+      s.max_experts_per_node = pl.max_experts_per_node();
+    }
+    const model::DecodeEstimate e = model::estimate_decode(s);
+    if (!g.serving()) {
+      out.fits = e.fits;
+      out.memory_needed = e.memory_needed.base();
+      out.memory_available = e.memory_available.base();
+    }
+    out.analytic_tokens_per_s = e.tokens_per_second;
+  } catch (const UserError& e) {
+    out.status = std::string("invalid: ") + e.what();
+  }
+}
+
 SimulateRequest decode_request(const Grid& g, const GridPoint& p) {
   SimulateRequest r;
   r.model = p.model;
@@ -227,11 +247,7 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
   try {
     // Serves the point's scenario, and writes its Chrome trace when asked.
     auto serve = [&](nlohmann::json doc) {
-      ServeScenario s;
-      s.doc = std::move(doc);
-      s.source = g.origin + " (point " + std::to_string(p.index) + ": " + describe_point(p) + ")";
-      s.base_dir = g.base_dir;
-      ServeRun run = run_serve(s);
+      ServeRun run = run_serve(point_scenario(g, p, std::move(doc)));
       if (!o.traces_dir.empty())
         write_file_atomically((o.traces_dir / ("point-" + std::to_string(p.index) + ".json")).string(), [&] {
           std::ostringstream t;
@@ -283,6 +299,9 @@ nlohmann::json stage_blob(const PointResult& r) {
           {"fits", r.fits},
           {"mem", r.memory_needed},
           {"avail", r.memory_available},
+          {"dmem", r.device_memory_needed},
+          {"dusable", r.device_memory_usable},
+          {"whynot", r.why_not_fit},
           {"atps", r.analytic_tokens_per_s},
           {"cn", r.capital.nodes.base()},
           {"cc", r.capital.nics.base()},
@@ -309,6 +328,9 @@ void apply_blob(const nlohmann::json& j, PointResult& r) {
   r.fits = j.at("fits").get<bool>();
   r.memory_needed = j.at("mem").get<double>();
   r.memory_available = j.at("avail").get<double>();
+  r.device_memory_needed = j.at("dmem").get<double>();
+  r.device_memory_usable = j.at("dusable").get<double>();
+  r.why_not_fit = j.at("whynot").get<std::string>();
   r.analytic_tokens_per_s = j.at("atps").get<double>();
   r.capital.nodes = units::usd(j.at("cn").get<double>());
   r.capital.nics = units::usd(j.at("cc").get<double>());
@@ -730,6 +752,10 @@ const std::vector<Column>& metric_columns() {
        [](const PointResult& p) { return opt(p.memory_available > 0, p.memory_needed / kGiB); }},
       {"memory_per_node_GiB", "memory_per_node", "GiB",
        [](const PointResult& p) { return opt(p.memory_available > 0, p.memory_available / kGiB); }},
+      {"device_memory_needed_GiB", "device_memory_needed", "GiB",
+       [](const PointResult& p) { return opt(p.device_memory_usable > 0, p.device_memory_needed / kGiB); }},
+      {"device_memory_usable_GiB", "device_memory_usable", "GiB",
+       [](const PointResult& p) { return opt(p.device_memory_usable > 0, p.device_memory_usable / kGiB); }},
       {"analytic_tokens_per_s", "analytic_tokens_per_second", "tokens/s",
        [](const PointResult& p) { return opt(p.analytic_tokens_per_s > 0, p.analytic_tokens_per_s); }},
       {"simulated_tokens_per_s", "simulated_tokens_per_second", "tokens/s",
@@ -827,6 +853,7 @@ nlohmann::json sweep_to_json(const SweepResult& r) {
     if (!g.workload.empty()) e["workload"] = g.workload;
     std::vector<std::string> notes = p.capital.notes;
     notes.insert(notes.end(), p.running.notes.begin(), p.running.notes.end());
+    if (!p.why_not_fit.empty()) notes.push_back(p.why_not_fit);
     if (!notes.empty()) e["notes"] = notes;
     pts.push_back(std::move(e));
   }
@@ -881,7 +908,8 @@ void print_sweep_summary(const SweepResult& r, std::ostream& out, bool markdown,
   if (c.min_tokens_per_s) cons.push_back(text::printf("at least %.3g tokens/s", *c.min_tokens_per_s));
   if (c.max_ttft_s) cons.push_back("p99 TTFT at most " + units::format(*c.max_ttft_s, units::Dimension::Time));
   if (c.max_itl_s) cons.push_back("p99 ITL at most " + units::format(*c.max_itl_s, units::Dimension::Time));
-  out << r.points.size() << " points, " << r.screened_in << " through the analytic screen (fits in memory"
+  out << r.points.size() << " points, " << r.screened_in
+      << (r.grid.serving() ? " through the screen (fits the serving plan's memory" : " through the analytic screen (fits in memory")
       << (c.budget_usd ? ", within budget" : "") << "), " << r.simulated << " simulated; answers over the "
       << r.answers.over << " points" << (cons.empty() ? "" : " meeting " + text::join(cons, ", ")) << "\n"
       << (markdown ? "\n" : "");
@@ -944,12 +972,21 @@ void print_sweep_summary(const SweepResult& r, std::ostream& out, bool markdown,
       w.print_text(out);
   }
   std::map<std::string, std::int64_t> removed;
-  for (const auto& p : pts)
-    if (p.status != "ok") ++removed[starts_with(p.status, "invalid") ? std::string("refused by the model") : p.status];
+  std::map<std::string, std::string> first_reason;  // the serving plan's, for points that do not fit
+  for (const auto& p : pts) {
+    if (p.status == "ok") continue;
+    const std::string k = starts_with(p.status, "invalid") ? std::string("refused by the model") : p.status;
+    ++removed[k];
+    if (!p.why_not_fit.empty()) first_reason.emplace(k, p.why_not_fit);
+  }
   if (!removed.empty()) {
     out << "\n";
-    for (const auto& [k, n] : removed)
-      out << (markdown ? "- " : "") << n << (n == 1 ? " point " : " points ") << k << "\n";
+    for (const auto& [k, n] : removed) {
+      out << (markdown ? "- " : "") << n << (n == 1 ? " point " : " points ") << k;
+      if (const auto it = first_reason.find(k); it != first_reason.end())
+        out << " (" << (n == 1 ? "" : "the first: ") << it->second << ")";
+      out << "\n";
+    }
   }
 }
 

@@ -185,6 +185,52 @@ TEST(GoldenSweep, ServingGrid) {
   EXPECT_EQ(plans, (std::set<std::string>{"tp8", "ep8"}));
 }
 
+// A serving grid's memory fit is the serving simulator's own plan, not the analytic model's node total.
+// Mixtral-8x7B at bf16 on one 8xH100 server, TP 8: 11.7 GB of weights per GPU, 93 GB a node of 640 GB, so
+// the analytic fit passes both plans. With max_num_batched_tokens 4,000,000 the engine reserves the
+// activations of 4 M tokens through one layer (2h + q/k/v/o/8 + 2·top-2 FFN/8 = 16,640 values of 2 B:
+// 133 GB per GPU), more than 0.9 × 80 GiB: only the serving plan refuses that point, at the screen.
+TEST(GoldenSweep, ServingGridScreensWithTheServingPlan) {
+  Scratch s("moesim_sweep_plan_fit");
+  s.write("grid.json", R"({
+    "models": ["mixtral-8x7b"], "hw": ["dgx-h100"], "nodes": [1],
+    "plans": [{"name": "tp8", "plan": {"tp": 8}},
+              {"name": "tp8-huge-batch", "plan": {"tp": 8}, "scheduler": {"max_num_batched_tokens": 4000000}}],
+    "workloads": [{"name": "2/s", "workload": {"arrival": "poisson", "rate": "2/s", "requests": 10,
+                   "prompt": 128, "output": 16}}],
+    "simulate": {"points": "all", "tokens": 2048}
+  })");
+  const auto r = s.moesim("sweep -q --json --grid " + s.path("grid.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  ASSERT_EQ(doc["points"].size(), 2u);
+  EXPECT_EQ(doc["screened_in"], 1);
+  EXPECT_EQ(doc["simulated"], 1);
+  const auto& ok = doc["points"][0];
+  const auto& huge = doc["points"][1];
+  ASSERT_EQ(huge["plan"], "tp8-huge-batch");
+  EXPECT_EQ(ok["status"], "ok");
+  EXPECT_EQ(huge["status"], "removed: does not fit in memory");
+  EXPECT_EQ(huge["instrument"], "analytic");  // never run
+  // The plan's figures per GPU, and its reason among the point's notes: the activations, and the token
+  // budget that would leave half the room after the weights and logits to them.
+  const auto m = metrics_by_name(huge);
+  ASSERT_TRUE(m.count("device_memory_needed") && m.count("device_memory_usable")) << huge["metrics"].dump();
+  EXPECT_GT(m.at("device_memory_needed")["value"].get<double>(), 120.0);  // GiB
+  EXPECT_NEAR(m.at("device_memory_usable")["value"].get<double>(), 72.0, 1e-9);  // 0.9 × 80 GiB
+  EXPECT_EQ(m.at("device_memory_usable")["unit"], "GiB");
+  ASSERT_TRUE(huge.contains("notes")) << huge.dump();
+  bool said = false;
+  for (const auto& n : huge["notes"]) {
+    const std::string text = n.get<std::string>();
+    said = said || (text.find("133 GB of activations") != std::string::npos &&
+                    text.find("would fit: scheduler.max_num_batched_tokens") != std::string::npos);
+  }
+  EXPECT_TRUE(said) << huge["notes"].dump();
+  const auto fits = metrics_by_name(ok);
+  EXPECT_LT(fits.at("device_memory_needed")["value"].get<double>(), 72.0);
+}
+
 TEST(GoldenSweep, BadInputs) {
   Scratch s("moesim_sweep_bad");
   const auto grid = [&](const std::string& name, const std::string& body) {

@@ -7,7 +7,8 @@
 // the cost assumptions (energy price, amortisation, utilisation; model/cost.hpp).
 //
 // The run has two stages. The analytic model (model/analytic.hpp, Equation 1 of seed 000 generalised)
-// screens every point: memory fit, capital cost, the single-user decode bound. The points that pass the
+// screens every point: memory fit, capital cost, the single-user decode bound; a serving grid's points are
+// fitted by the serving simulator's own memory plan of their scenario (reports::serve_memory_plan). The points that pass the
 // screen are ranked by analytic tokens/s per USD and the best `simulate.points` of them are simulated
 // (the decode DES, or the serving engine when the grid has workloads). The answers (cheapest meeting the
 // SLO, best tokens/s per USD within the budget, the Pareto front of throughput against capital cost) are
@@ -78,7 +79,11 @@ struct PointResult {
   std::string instrument;
   // analytic screen
   bool fits = false;
-  double memory_needed = 0, memory_available = 0;  ///< bytes per node
+  double memory_needed = 0, memory_available = 0;  ///< decode grids: bytes per node (the analytic fit)
+  /// Serving grids: the serving plan's fullest device, its weights + activations and its usable bytes
+  /// (device memory × gpu_memory_utilization), and why it does not fit (empty when it does).
+  double device_memory_needed = 0, device_memory_usable = 0;
+  std::string why_not_fit;
   double analytic_tokens_per_s = 0;
   model::CapitalCost capital;
   // simulation
