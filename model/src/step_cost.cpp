@@ -128,7 +128,8 @@ StageLayers whole_model(const model::Architecture& a) { return {0, a.layers, tru
 std::vector<StageLayers> pipeline_stages(std::int64_t layers, std::int64_t pp) {
   const std::vector<std::int64_t> starts = stage_layer_starts(layers, pp);
   std::vector<StageLayers> out;
-  for (std::size_t s = 0; s + 1 < starts.size(); ++s) out.push_back({starts[s], starts[s + 1], s == 0, s + 2 == starts.size()});
+  for (std::size_t s = 0; s + 1 < starts.size(); ++s)
+    out.push_back({starts[s], starts[s + 1], s == 0, s + 2 == starts.size()});
   return out;
 }
 

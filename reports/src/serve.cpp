@@ -296,9 +296,7 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
   return std::move(run);
 }
 
-sim::MemoryPlan serve_memory_plan(const ServeScenario& s) {
-  return sim::check_memory(prepare_serve(s, false)->config);
-}
+sim::MemoryPlan serve_memory_plan(const ServeScenario& s) { return sim::check_memory(prepare_serve(s, false)->config); }
 
 void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
   const auto& res = r.result;

@@ -228,6 +228,12 @@ void analytic_point(const Grid& g, const Resolved& res, PointResult& out) {
   }
 }
 
+/// A tensor-parallel point's run (GridPoint::tensor_parallel): one user on the serving simulator, TP over
+/// the node's devices.
+nlohmann::json tensor_parallel_doc(const GridPoint& p) {
+  return single_user_scenario(p.model, p.hw, p.precision, "fused", 1, {{"tp", p.tensor_parallel}}, 0);
+}
+
 SimulateRequest decode_request(const Grid& g, const GridPoint& p) {
   SimulateRequest r;
   r.model = p.model;
@@ -267,12 +273,12 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
       out.itl_p99 = res.itl.p99;
       out.goodput = res.goodput;
       out.instrument = "serving-sim";
-    } else if (const auto devices = model::load_node(p.hw).devices.count; p.nodes == 1 && devices > 1) {
+    } else if (p.tensor_parallel > 0) {
       // One server of several GPUs runs the model tensor-parallel over them (vLLM, TensorRT-LLM), not the
       // Mac cluster's expert-parallel strategy: its single-user figure comes from the serving simulator.
-      const ServeRun run = serve(single_user_scenario(p.model, p.hw, p.precision, "fused", 1, {{"tp", devices}}, 0));
+      const ServeRun run = serve(tensor_parallel_doc(p));
       out.sim_tokens_per_s = run.result.tpot.mean > 0 ? 1.0 / run.result.tpot.mean : 0;
-      out.instrument = "serving-sim (TP " + std::to_string(devices) + ")";
+      out.instrument = "serving-sim (TP " + std::to_string(p.tensor_parallel) + ")";
     } else {
       SimulateOutputs outputs;
       if (!o.traces_dir.empty())
@@ -410,11 +416,15 @@ bool starts_with(const std::string& s, std::string_view p) { return s.rfind(p, 0
 
 }  // namespace
 
+std::string strategy_label(const GridPoint& p) {
+  return p.tensor_parallel > 0 ? "TP " + std::to_string(p.tensor_parallel) : p.strategy;
+}
+
 std::string describe_point(const GridPoint& p) {
   std::string s = std::to_string(p.nodes) + " × " + p.hw;
   if (!p.nic.empty()) s += " over " + p.nic;
   s += ", " + p.model + " " + p.precision;
-  if (!p.strategy.empty()) s += ", " + p.strategy;
+  if (const std::string st = strategy_label(p); !st.empty()) s += ", " + st;
   if (!p.plan.empty()) s += ", plan " + p.plan;
   if (!p.workload.empty()) s += ", workload " + p.workload;
   return s;
@@ -625,6 +635,10 @@ SweepResult run_sweep(const Grid& g, const SweepOptions& o, const SweepComm& com
   for (std::size_t i = 0; i < grid_points.size(); ++i) {
     r.points[i].point = grid_points[i];
     all[i] = static_cast<std::int64_t>(i);
+    // A decode grid's one-node point on a node of several GPUs runs them tensor-parallel (GridPoint).
+    GridPoint& p = r.points[i].point;
+    if (const auto devices = res.nodes.at(p.hw).devices.count; !g.serving() && p.nodes == 1 && devices > 1)
+      p.tensor_parallel = devices;
   }
 
   // Stage 1: the analytic screen.
@@ -810,9 +824,9 @@ void write_sweep_points_csv(const SweepResult& r, std::ostream& out) {
   for (const auto& p : r.points) {
     const auto& g = p.point;
     out << g.index << "," << csv_field(g.model) << "," << csv_field(g.hw) << "," << g.nodes << "," << csv_field(g.nic)
-        << "," << g.precision << "," << g.placement << "," << g.strategy << "," << csv_field(g.plan) << ","
-        << csv_field(g.workload) << "," << csv_field(p.status) << "," << p.instrument << "," << (p.fits ? "yes" : "no")
-        << "," << (p.pareto ? "yes" : "no");
+        << "," << g.precision << "," << g.placement << "," << csv_field(strategy_label(g)) << "," << csv_field(g.plan)
+        << "," << csv_field(g.workload) << "," << csv_field(p.status) << "," << p.instrument << ","
+        << (p.fits ? "yes" : "no") << "," << (p.pareto ? "yes" : "no");
     for (const auto& c : metric_columns()) {
       const auto v = c.value(p);
       out << "," << (v ? fmt(*v) : std::string());
@@ -841,6 +855,8 @@ nlohmann::json sweep_to_json(const SweepResult& r) {
     nlohmann::json scenario;
     if (r.grid.serving()) {
       scenario = serve_doc(r.grid, g);
+    } else if (g.tensor_parallel > 0) {
+      scenario = tensor_parallel_doc(g);
     } else {
       scenario = simulate_request_to_json(decode_request(r.grid, g));
     }
@@ -848,7 +864,7 @@ nlohmann::json sweep_to_json(const SweepResult& r) {
                         {"nodes", g.nodes},         {"nic", g.nic},       {"precision", g.precision},
                         {"placement", g.placement}, {"status", p.status}, {"instrument", p.instrument},
                         {"pareto", p.pareto},       {"metrics", m},       {"scenario", scenario}};
-    if (!g.strategy.empty()) e["strategy"] = g.strategy;
+    if (const std::string st = strategy_label(g); !st.empty()) e["strategy"] = st;
     if (!g.plan.empty()) e["plan"] = g.plan;
     if (!g.workload.empty()) e["workload"] = g.workload;
     std::vector<std::string> notes = p.capital.notes;
@@ -909,7 +925,8 @@ void print_sweep_summary(const SweepResult& r, std::ostream& out, bool markdown,
   if (c.max_ttft_s) cons.push_back("p99 TTFT at most " + units::format(*c.max_ttft_s, units::Dimension::Time));
   if (c.max_itl_s) cons.push_back("p99 ITL at most " + units::format(*c.max_itl_s, units::Dimension::Time));
   out << r.points.size() << " points, " << r.screened_in
-      << (r.grid.serving() ? " through the screen (fits the serving plan's memory" : " through the analytic screen (fits in memory")
+      << (r.grid.serving() ? " through the screen (fits the serving plan's memory"
+                           : " through the analytic screen (fits in memory")
       << (c.budget_usd ? ", within budget" : "") << "), " << r.simulated << " simulated; answers over the "
       << r.answers.over << " points" << (cons.empty() ? "" : " meeting " + text::join(cons, ", ")) << "\n"
       << (markdown ? "\n" : "");

@@ -102,6 +102,23 @@ TEST(GoldenSweep, DefaultStudyAnswers) {
   }
   // The cheapest point meeting the SLO opens the front.
   EXPECT_EQ(pareto.front(), answers["cheapest_meeting_slo"]);
+
+  // One 8xH100 server runs the model tensor-parallel on the serving simulator, not the grid's P-LR-D: its
+  // strategy, instrument and resolved scenario say what ran; the Mac clusters keep P-LR-D.
+  std::size_t tp_points = 0;
+  for (const auto& p : doc["points"]) {
+    SCOPED_TRACE(p["index"].dump());
+    if (p["hw"] == "dgx-h100" && p["nodes"] == 1) {
+      ++tp_points;
+      EXPECT_EQ(p["strategy"], "TP 8");
+      EXPECT_EQ(p["instrument"], "serving-sim (TP 8)");
+      EXPECT_EQ(p["scenario"]["plan"]["tp"], 8);
+      EXPECT_FALSE(p["scenario"].contains("strategy")) << p["scenario"].dump();
+    } else {
+      EXPECT_EQ(p["strategy"], "P-LR-D");
+    }
+  }
+  EXPECT_EQ(tp_points, 1u);
 }
 
 // The grid is split by point index across ranks and threads and gathered; every figure is a pure
@@ -216,7 +233,7 @@ TEST(GoldenSweep, ServingGridScreensWithTheServingPlan) {
   // budget that would leave half the room after the weights and logits to them.
   const auto m = metrics_by_name(huge);
   ASSERT_TRUE(m.count("device_memory_needed") && m.count("device_memory_usable")) << huge["metrics"].dump();
-  EXPECT_GT(m.at("device_memory_needed")["value"].get<double>(), 120.0);  // GiB
+  EXPECT_GT(m.at("device_memory_needed")["value"].get<double>(), 120.0);         // GiB
   EXPECT_NEAR(m.at("device_memory_usable")["value"].get<double>(), 72.0, 1e-9);  // 0.9 × 80 GiB
   EXPECT_EQ(m.at("device_memory_usable")["unit"], "GiB");
   ASSERT_TRUE(huge.contains("notes")) << huge.dump();
