@@ -51,6 +51,24 @@ std::map<std::string, nlohmann::json> metrics_by_name(const nlohmann::json& p) {
 
 double cost_of(const nlohmann::json& p) { return metrics_by_name(p).at("cost")["value"].get<double>(); }
 
+/// `moesim sweep -q --json` on `grid` (written into the scratch directory): the parsed result, or null
+/// (the failure reported) when the command fails.
+nlohmann::json sweep_json(const Scratch& s, const std::string& grid) {
+  s.write("grid.json", grid);
+  const auto r = s.moesim("sweep -q --json --grid " + s.path("grid.json"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+}
+
+/// A serving grid: Mixtral-8x7B on one 8xH100 server under one Poisson workload, over `plans` (a JSON list),
+/// every point simulated.
+std::string mixtral_dgx_grid(const std::string& plans) {
+  return R"({"models": ["mixtral-8x7b"], "hw": ["dgx-h100"], "nodes": [1], "plans": )" + plans + R"(,
+    "workloads": [{"name": "2/s", "workload": {"arrival": "poisson", "rate": "2/s", "requests": 40,
+                   "prompt": 256, "output": 64}}],
+    "simulate": {"points": "all", "tokens": 2048}})";
+}
+
 }  // namespace
 
 // Seed 000 Table 5's purchase question over the built-in grid. Over the simulated points within the
@@ -162,19 +180,8 @@ TEST(GoldenSweep, SameBytesForOneTwoFourRanks) {
 // plans), one Poisson workload. Every simulated point reports p99 TTFT and ITL in seconds.
 TEST(GoldenSweep, ServingGrid) {
   Scratch s("moesim_sweep_cli");
-  s.write("grid.json", R"({
-    "models": ["mixtral-8x7b"],
-    "hw": ["dgx-h100"],
-    "nodes": [1],
-    "plans": [{"name": "tp8", "plan": {"tp": 8}},
-              {"name": "ep8", "plan": {"tp": 8, "moe_ep": 8, "attention_dp": true}}],
-    "workloads": [{"name": "2/s", "workload": {"arrival": "poisson", "rate": "2/s", "requests": 40,
-                   "prompt": 256, "output": 64}}],
-    "simulate": {"points": "all", "tokens": 2048}
-  })");
-  const auto r = s.moesim("sweep -q --json --grid " + s.path("grid.json"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  const auto doc = nlohmann::json::parse(r.out);
+  const auto doc = sweep_json(s, mixtral_dgx_grid(R"([{"name": "tp8", "plan": {"tp": 8}},
+    {"name": "ep8", "plan": {"tp": 8, "moe_ep": 8, "attention_dp": true}}])"));
   ASSERT_EQ(doc["points"].size(), 2u);
   EXPECT_EQ(doc["simulated"], 2);
   std::set<std::string> plans;
@@ -209,17 +216,8 @@ TEST(GoldenSweep, ServingGrid) {
 // 133 GB per GPU), more than 0.9 × 80 GiB: only the serving plan refuses that point, at the screen.
 TEST(GoldenSweep, ServingGridScreensWithTheServingPlan) {
   Scratch s("moesim_sweep_plan_fit");
-  s.write("grid.json", R"({
-    "models": ["mixtral-8x7b"], "hw": ["dgx-h100"], "nodes": [1],
-    "plans": [{"name": "tp8", "plan": {"tp": 8}},
-              {"name": "tp8-huge-batch", "plan": {"tp": 8}, "scheduler": {"max_num_batched_tokens": 4000000}}],
-    "workloads": [{"name": "2/s", "workload": {"arrival": "poisson", "rate": "2/s", "requests": 10,
-                   "prompt": 128, "output": 16}}],
-    "simulate": {"points": "all", "tokens": 2048}
-  })");
-  const auto r = s.moesim("sweep -q --json --grid " + s.path("grid.json"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  const auto doc = nlohmann::json::parse(r.out);
+  const auto doc = sweep_json(s, mixtral_dgx_grid(R"([{"name": "tp8", "plan": {"tp": 8}},
+    {"name": "tp8-huge-batch", "plan": {"tp": 8}, "scheduler": {"max_num_batched_tokens": 4000000}}])"));
   ASSERT_EQ(doc["points"].size(), 2u);
   EXPECT_EQ(doc["screened_in"], 1);
   EXPECT_EQ(doc["simulated"], 1);
@@ -342,16 +340,13 @@ TEST(GoldenSweep, MetricNamesAreUniqueWithinAPoint) {
 // a rule of the decode simulator only.
 TEST(GoldenSweep, ServingGridRunsDenseModelAcrossNodes) {
   Scratch s("moesim_sweep_dense");
-  s.write("grid.json", R"({
+  const auto doc = sweep_json(s, R"({
     "models": ["llama-3.1-405b"], "hw": ["dgx-h100"], "nodes": [2], "nics": ["ib-ndr-400"], "precisions": ["fp8"],
     "plans": [{"name": "tp8pp2", "plan": {"tp": 8, "pp": 2}}],
     "workloads": [{"name": "1/s", "workload": {"arrival": "poisson", "rate": "1/s", "requests": 10, "prompt": 128,
                    "output": 16}}],
     "simulate": {"points": "all"}
   })");
-  const auto r = s.moesim("sweep -q --json --grid " + s.path("grid.json"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  const auto doc = nlohmann::json::parse(r.out);
   ASSERT_EQ(doc["points"].size(), 1u);
   EXPECT_EQ(doc["points"][0]["status"], "ok");
   EXPECT_EQ(doc["points"][0]["instrument"], "serving-sim");
