@@ -37,9 +37,10 @@ grid file (JSON; every axis a list, the point set their cartesian product):
 
 Capital cost = node price x nodes + NIC price x nodes (2+ nodes) + ceil(nodes / ports) switches (3+ nodes),
 from the profiles (`moesim hw --json` lists every price with its source and date). Cost per million tokens =
-amortised capital + energy (node power under load x price), at the point's throughput. Points pass an
-analytic screen (fits, budget, the tokens/s bound); the best `simulate.points` by analytic tokens/s per USD
-are simulated; the answers and the Pareto front (throughput against capital cost) use the simulated points.
+amortised capital + energy (node power under load x price), at the point's throughput. Points pass a screen
+(the memory fit: the analytic model's, or on a serving grid the serving simulator's own memory plan; the
+budget; the analytic tokens/s bound); the best `simulate.points` by analytic tokens/s per USD are simulated;
+the answers and the Pareto front (throughput against capital cost) use the simulated points.
 
 Under `mpirun -np N moesim sweep ...` (any hosts, --hostfile) points are split across ranks by index and
 gathered on rank 0, which alone writes: the output is byte for byte that of one process.

@@ -49,7 +49,6 @@ ModelCosts model_costs(const Architecture& a, const Precision& weights) {
   c.non_expert_bytes = param_bytes(non_expert, weights);
   c.expert_bytes = a.is_moe() ? routed_expert_bytes(a, weights) : units::bytes(0);
   c.head_bytes = param_bytes(head, weights);
-  c.resident_bytes = param_bytes(non_expert + params.embedding + params.lm_head, weights);
   c.recurrent_state = recurrent_state_bytes(a);
   c.parts = cost::layer_parts(a, weights);
   return c;
@@ -167,10 +166,17 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
   r.time = r.gpu + r.latency + r.transfer + r.intra_node + r.io;
   r.tokens_per_second = 1.0 / r.time.base();
 
-  // Memory on the fullest node: non-expert weights, embedding and head, its experts, one sequence's KV.
+  // Memory on the fullest node: its devices' weights (cost::device_weight_bytes, the devices tensor-parallel
+  // as above, each holding 1/devices of the node's max_experts_per_node experts of every MoE layer), one
+  // sequence's KV cache at the context and its recurrent state.
   // Streamed experts live in the OS page cache, not in the model's memory.
-  const double resident_experts = s.streaming ? 0.0 : static_cast<double>(s.max_experts_per_node * c.moe_layers);
-  r.memory_needed = c.resident_bytes + c.expert_bytes * resident_experts + kv + c.recurrent_state;
+  const double expert_fraction =
+      a.is_moe() && !s.streaming
+          ? static_cast<double>(s.max_experts_per_node) / static_cast<double>(a.routed_experts) / devices
+          : 0.0;
+  r.memory_needed =
+      units::bytes(devices * cost::device_weight_bytes(a, *s.weights, split, expert_fraction, cost::whole_model(a))) +
+      kv + c.recurrent_state;
   r.memory_available = node.memory_total();
   r.fits = r.memory_needed <= r.memory_available;
   return r;

@@ -97,6 +97,76 @@ double kv_share(const model::Architecture& a, const DeviceSplit& split) {
   return std::max(1.0 / static_cast<double>(split.tp), 1.0 / static_cast<double>(a.kv_heads));
 }
 
+std::vector<std::int64_t> stage_layer_starts(std::int64_t layers, std::int64_t pp) {
+  if (pp < 1) throw UserError("pipeline parallelism " + std::to_string(pp) + " must be at least 1");
+  if (pp > layers) {
+    throw UserError("pipeline parallelism " + std::to_string(pp) + " is more than the " + std::to_string(layers) +
+                    " layers: every stage needs at least one layer; use at most " + std::to_string(layers) + " stages");
+  }
+  // vLLM's split, vllm/distributed/utils.py get_pp_indices (vllm-project/vllm, commit 5a6541db):
+  //   partitions = [num_hidden_layers // pp_size] * pp_size
+  //   for i in range(2, remaining_layers + 2): partitions[-i] += 1
+  // The last stage gets no extra layer (it holds the final norm and the LM head); with 0 < remainder ≤
+  // pp − 2 neither does the first (it holds the embedding). 61 layers over 2 stages: 31 + 30.
+  std::vector<std::int64_t> count(static_cast<std::size_t>(pp), layers / pp);
+  const std::int64_t remaining = layers % pp;
+  for (std::int64_t i = 2; i < remaining + 2; ++i) ++count[static_cast<std::size_t>(pp - i)];
+  std::vector<std::int64_t> starts(static_cast<std::size_t>(pp) + 1, 0);
+  for (std::size_t s = 0; s < count.size(); ++s) starts[s + 1] = starts[s] + count[s];
+  MOESIM_CHECK(starts.back() == layers, "the pipeline stages do not cover the layers");
+  return starts;
+}
+
+StageLayers whole_model(const model::Architecture& a) { return {0, a.layers, true, true}; }
+
+std::vector<StageLayers> pipeline_stages(std::int64_t layers, std::int64_t pp) {
+  const std::vector<std::int64_t> starts = stage_layer_starts(layers, pp);
+  std::vector<StageLayers> out;
+  for (std::size_t s = 0; s + 1 < starts.size(); ++s)
+    out.push_back({starts[s], starts[s + 1], s == 0, s + 2 == starts.size()});
+  return out;
+}
+
+model::Architecture stage_architecture(const model::Architecture& a, const StageLayers& stage) {
+  MOESIM_CHECK(0 <= stage.begin && stage.begin < stage.end && stage.end <= a.layers &&
+                   static_cast<std::int64_t>(a.layer_specs.size()) == a.layers,
+               "a pipeline stage outside the model's layers");
+  model::Architecture sub = a;
+  sub.layer_specs.assign(a.layer_specs.begin() + stage.begin, a.layer_specs.begin() + stage.end);
+  sub.layers = stage.end - stage.begin;
+  return sub;
+}
+
+double device_weight_bytes(const model::Architecture& a, const model::Precision& weights, const DeviceSplit& split,
+                           double expert_fraction, const StageLayers& stage) {
+  MOESIM_CHECK(split.tp >= 1, "a device split needs tp >= 1");
+  MOESIM_CHECK(expert_fraction >= 0 && expert_fraction <= 1, "the experts' fraction on a device is not in [0, 1]");
+  const model::Architecture sub = stage_architecture(a, stage);
+  // Parameters per component of the stage's layers (models_and_routing.md §A.3); parameter_counts adds
+  // the final norm (h) and the embedding and LM head of a whole model: only the stage's ends are kept.
+  const model::ComponentParams params = model::parameter_counts(sub);
+  const double tp = split.attention_whole ? 1.0 : static_cast<double>(split.tp);
+  auto bytes = [&](double n) { return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), weights).base(); };
+  const auto norms = static_cast<double>(params.norms - (stage.last ? 0 : a.hidden));
+  // Megatron-LM (Shoeybi et al. 2019, §3): attention heads and the FFN's columns/rows split over the TP
+  // devices; the norms (and an MoE router, a small h × E matrix) are replicated on every device.
+  double w = bytes(static_cast<double>(params.attention) / tp) + bytes(static_cast<double>(params.router) + norms) +
+             bytes(static_cast<double>(params.shared_experts + params.dense_ffn) / tp);
+  // Routed experts at their exact stored size (model::routed_expert_bytes: group scales per row, bf16
+  // biases), every expert of every MoE layer of the stage, the device's fraction of them.
+  if (a.is_moe() && expert_fraction > 0) {
+    w += model::routed_expert_bytes(a, weights).base() * static_cast<double>(a.routed_experts) *
+         static_cast<double>(model::moe_layer_count(sub)) * expert_fraction;
+  }
+  // Embedding and LM head, vocabulary-parallel over TP (vLLM's VocabParallelEmbedding / ParallelLMHead). A
+  // tied LM head on a last stage of its own holds a copy of the embedding (vLLM builds embed_tokens on the
+  // last rank too when tie_word_embeddings).
+  double ends = 0;
+  if (stage.first) ends += static_cast<double>(params.embedding);
+  if (stage.last) ends += static_cast<double>((params.lm_head > 0 || stage.first) ? params.lm_head : params.embedding);
+  return w + bytes(ends / tp);
+}
+
 LayerParts layer_parts(const model::Architecture& a, const model::Precision& weights) {
   MOESIM_CHECK(a.layers > 0, "a layer cost needs layers");
   LayerParts p;

@@ -302,7 +302,7 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
   const PointResult& best = at(sweep.answers.best_per_usd);
   const PointResult& cheapest = at(sweep.answers.cheapest_meeting_slo);
   std::string best_trace;
-  if (!in.grid.serving() && best.simulated) {
+  if (!in.grid.serving() && best.simulated && best.point.tensor_parallel == 0) {  // a decode-sim run
     SimulateRequest q;
     q.model = best.point.model;
     q.hw = best.point.hw;
@@ -333,7 +333,8 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
   std::vector<std::string> answers;
   const auto per_kusd = [](const PointResult& p) { return num(p.tokens_per_s_per_usd * 1000, 3); };
   answers.push_back("**Fastest for the money:** " + hardware_words(best.point) + " (" + best.point.model + " " +
-                    best.point.precision + (best.point.strategy.empty() ? "" : ", " + best.point.strategy) +
+                    best.point.precision +
+                    (strategy_label(best.point).empty() ? "" : ", " + strategy_label(best.point)) +
                     "): " + num(best.tokens_per_s, 1) + " tokens/s for " + usd(best.capital.total().base()) + ", " +
                     per_kusd(best) + " tokens/s per 1,000 USD (" + best.instrument + ")" +
                     (best.running.usd_per_million_tokens
@@ -462,7 +463,9 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
   summary.headline = answers;
   doc.push_back({Block::Bullets, "", answers});
   doc.push_back({Block::Para, std::to_string(pts.size()) + " configurations in the grid; " +
-                                  std::to_string(sweep.screened_in) + " pass the analytic screen (fit in memory" +
+                                  std::to_string(sweep.screened_in) +
+                                  (in.grid.serving() ? " pass the screen (fit the serving plan's memory"
+                                                     : " pass the analytic screen (fit in memory") +
                                   (c.budget_usd ? ", within " + usd(*c.budget_usd) : std::string()) + "); " +
                                   std::to_string(sweep.simulated) +
                                   " simulated by the discrete-event simulator. Figures marked simulated come from "

@@ -106,16 +106,18 @@ std::vector<SweepPoint> expand_sweep(const ServeScenario& s) {
   return points;
 }
 
-ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& progress) {
+std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffic) {
   const json::Node root(s.doc, s.source);
   root.expect_only({"description", "model", "model_overrides", "hw", "nic", "nodes", "plan", "precision", "experts",
                     "scheduler", "workload", "slo", "trace", "generate", "streaming", "activation_bytes", "kv_bytes"});
-  ServeRun run;
+  auto prepared = std::make_unique<PreparedServe>();
+  ServeRun& run = prepared->run;
+  model::Architecture& arch = prepared->arch;
+  sim::ServingConfig& c = prepared->config;
   nlohmann::json resolved = s.doc;
 
   // Model (with overrides applied to its config.json), precision, profiles.
   run.model_id = root.optional_string("model").value_or("mixtral-8x7b");
-  model::Architecture arch;
   if (auto o = root.optional_child("model_overrides")) {
     nlohmann::json config = root.resolving("model", [&] { return model::load_model_config(run.model_id); });
     if (!o->raw().is_object()) throw o->error("must be an object of config.json keys, e.g. {\"num_local_experts\": 4}");
@@ -128,11 +130,11 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
   run.precision = root.optional_string("precision").value_or("bf16");
   const model::Precision& prec = *root.resolving("precision", [&] { return &model::precision(run.precision); });
   run.hw_id = root.optional_string("hw").value_or("dgx-h100");
-  const model::NodeProfile node = root.resolving("hw", [&] { return model::load_node(run.hw_id); });
+  prepared->node = root.resolving("hw", [&] { return model::load_node(run.hw_id); });
+  const model::NodeProfile& node = prepared->node;
   (void)node.memory_total();  // UserError naming the field when the profile has no memory
   (void)node.bandwidth();
 
-  sim::ServingConfig c;
   c.arch = &arch;
   c.weights = &prec;
   c.node = &node;
@@ -156,7 +158,8 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
     plan.tp = node.devices.count * plan.nodes;
   }
   c.plan = sim::resolve_plan(plan, arch, node, s.source + ": $.plan");
-  std::optional<model::NicProfile> nic, intra;
+  std::optional<model::NicProfile>& nic = prepared->nic;
+  std::optional<model::NicProfile>& intra = prepared->intra;
   if (c.plan.nodes > 1) {
     const auto id = root.optional_string("nic");
     if (!id)
@@ -205,13 +208,12 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
                      "\"requests\": 100, \"prompt\": 512, \"output\": 128}");
   }
   sim::validate_workload(c.workload, s.source + ": $.workload");
-  if (c.workload.arrival != sim::ArrivalKind::ClosedLoop) c.requests = sim::open_loop_requests(c.workload);
+  if (traffic && c.workload.arrival != sim::ArrivalKind::ClosedLoop) c.requests = sim::open_loop_requests(c.workload);
   run.requests = c.workload.arrival == sim::ArrivalKind::ClosedLoop ? c.workload.requests
                                                                     : static_cast<std::int64_t>(c.requests.size());
   resolved["workload"] = sim::workload_to_json(c.workload);
 
   // Routing trace.
-  sim::RoutingTrace trace;
   if (arch.is_moe()) {
     GenerateRequest g;
     g.tokens = 4096;
@@ -226,8 +228,10 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
       // The measurement ran with another top-k (flash-moe uses K = 4 of Qwen3.5's 10): the model runs it too.
       arch.top_k = *g.top_k;
     }
-    trace = make_trace(g, trace_path, arch);
-    c.trace = &trace;
+    if (traffic) {
+      prepared->trace = make_trace(g, trace_path, arch);
+      c.trace = &prepared->trace;
+    }
     if (trace_path.empty()) resolved["generate"] = generate_to_json(g);
   }
 
@@ -236,19 +240,6 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
     const cost::StreamingSpec spec = cost::streaming_spec_from_json(*st);
     c.streaming = root.resolving("streaming", [&] { return cost::resolve_streaming(spec, arch, prec); });
   }
-  c.progress = progress;
-
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    run.result = sim::run_serving(c);
-  } catch (const UserError& e) {
-    // The engine's refusals (a request larger than the cache, a prompt beyond the step budget, a model
-    // that does not fit) name what is wrong; say which scenario it came from.
-    const std::string what = e.what();
-    if (what.starts_with(s.source)) throw;
-    throw UserError(s.source + ": " + what);
-  }
-  run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   resolved["model"] = run.model_id;
   resolved["hw"] = run.hw_id;
@@ -271,8 +262,28 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
   resolved["activation_bytes"] = c.activation_bytes;
   resolved["kv_bytes"] = c.kv_bytes;
   run.scenario = resolved;
-  return run;
+  return prepared;
 }
+
+ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& progress) {
+  const std::unique_ptr<PreparedServe> prepared = prepare_serve(s);
+  prepared->config.progress = progress;
+  ServeRun& run = prepared->run;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    run.result = sim::run_serving(prepared->config);
+  } catch (const UserError& e) {
+    // The engine's refusals (a request larger than the cache, a prompt beyond the step budget, a model
+    // that does not fit) name what is wrong; say which scenario it came from.
+    const std::string what = e.what();
+    if (what.starts_with(s.source)) throw;
+    throw UserError(s.source + ": " + what);
+  }
+  run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return std::move(run);
+}
+
+sim::MemoryPlan serve_memory_plan(const ServeScenario& s) { return sim::check_memory(prepare_serve(s, false)->config); }
 
 void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
   const auto& res = r.result;

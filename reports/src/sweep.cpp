@@ -143,48 +143,6 @@ Resolved resolve(const Grid& g) {
   return r;
 }
 
-void analytic_point(const Grid& g, const Resolved& res, PointResult& out) {
-  const GridPoint& p = out.point;
-  try {
-    const auto& arch = res.models.at(p.model);
-    const auto& node = res.nodes.at(p.hw);
-    const model::NicProfile* nic = p.nodes > 1 ? &res.nics.at(p.nic) : nullptr;
-    const model::NicProfile* intra = node.intra_node_link ? &res.nics.at(*node.intra_node_link) : nullptr;
-    out.capital = model::capital_cost(node, nic, p.nodes);
-    if (p.nodes > 1 && !arch.is_moe()) {
-      // Expert parallelism, which the analytic model and the decode simulator assume across nodes, needs
-      // routed experts; the serving simulator runs dense models tensor- and pipeline-parallel instead,
-      // and checks the memory fit itself (sim::plan_memory), so a serving grid passes such points on.
-      if (!g.serving())
-        throw UserError(arch.id +
-                        " is dense: expert parallelism across nodes needs routed experts (a serving "
-                        "grid, with workloads and plans, runs it tensor- or pipeline-parallel)");
-      out.fits = true;
-      return;
-    }
-    model::DecodeScenario s;
-    s.arch = &arch;
-    s.costs = &res.costs.at({p.model, p.precision});
-    s.node = &node;
-    s.nic = nic;
-    s.intra_link = intra;
-    s.nodes = p.nodes;
-    s.weights = &model::precision(p.precision);
-    if (arch.is_moe()) {
-      const sim::Placement pl = sim::resolve_placement(p.placement, arch.routed_experts, p.nodes, {2, {}}, "");
-      s.expected_active_experts = sim::expected_max_active_experts(pl, arch.top_k);
-      s.max_experts_per_node = pl.max_experts_per_node();
-    }
-    const model::DecodeEstimate e = model::estimate_decode(s);
-    out.fits = e.fits;
-    out.memory_needed = e.memory_needed.base();
-    out.memory_available = e.memory_available.base();
-    out.analytic_tokens_per_s = e.tokens_per_second;
-  } catch (const UserError& e) {
-    out.status = std::string("invalid: ") + e.what();
-  }
-}
-
 nlohmann::json serve_doc(const Grid& g, const GridPoint& p) {
   nlohmann::json doc = nlohmann::json::object();
   const auto find = [](const std::vector<nlohmann::json>& list, const std::string& name) -> const nlohmann::json& {
@@ -208,6 +166,74 @@ nlohmann::json serve_doc(const Grid& g, const GridPoint& p) {
   return doc;
 }
 
+/// A serving scenario run for a point, named after the grid and the point in its messages.
+ServeScenario point_scenario(const Grid& g, const GridPoint& p, nlohmann::json doc) {
+  ServeScenario s;
+  s.doc = std::move(doc);
+  s.source = g.origin + " (point " + std::to_string(p.index) + ": " + describe_point(p) + ")";
+  s.base_dir = g.base_dir;
+  return s;
+}
+
+void analytic_point(const Grid& g, const Resolved& res, PointResult& out) {
+  const GridPoint& p = out.point;
+  try {
+    const auto& arch = res.models.at(p.model);
+    const auto& node = res.nodes.at(p.hw);
+    const model::NicProfile* nic = p.nodes > 1 ? &res.nics.at(p.nic) : nullptr;
+    const model::NicProfile* intra = node.intra_node_link ? &res.nics.at(*node.intra_node_link) : nullptr;
+    out.capital = model::capital_cost(node, nic, p.nodes);
+    if (g.serving()) {
+      // A serving point fits when the serving simulator's own memory plan for its scenario says so (the
+      // plan the run will make: its split, gpu_memory_utilization, activation reservation); the analytic
+      // model's single-user node total below only ranks the points.
+      const sim::MemoryPlan m = serve_memory_plan(point_scenario(g, p, serve_doc(g, p)));
+      out.fits = m.fits;
+      out.device_memory_needed = m.weights + m.activations;
+      out.device_memory_usable = m.usable;
+      out.why_not_fit = m.why_not;
+    }
+    if (p.nodes > 1 && !arch.is_moe()) {
+      // Expert parallelism, which the analytic model and the decode simulator assume across nodes, needs
+      // routed experts; the serving simulator runs dense models tensor- and pipeline-parallel instead, so
+      // a serving grid passes such points on with no analytic figure.
+      if (!g.serving())
+        throw UserError(arch.id +
+                        " is dense: expert parallelism across nodes needs routed experts (a serving "
+                        "grid, with workloads and plans, runs it tensor- or pipeline-parallel)");
+      return;
+    }
+    model::DecodeScenario s;
+    s.arch = &arch;
+    s.costs = &res.costs.at({p.model, p.precision});
+    s.node = &node;
+    s.nic = nic;
+    s.intra_link = intra;
+    s.nodes = p.nodes;
+    s.weights = &model::precision(p.precision);
+    if (arch.is_moe()) {
+      const sim::Placement pl = sim::resolve_placement(p.placement, arch.routed_experts, p.nodes, {2, {}}, "");
+      s.expected_active_experts = sim::expected_max_active_experts(pl, arch.top_k);
+      s.max_experts_per_node = pl.max_experts_per_node();
+    }
+    const model::DecodeEstimate e = model::estimate_decode(s);
+    if (!g.serving()) {
+      out.fits = e.fits;
+      out.memory_needed = e.memory_needed.base();
+      out.memory_available = e.memory_available.base();
+    }
+    out.analytic_tokens_per_s = e.tokens_per_second;
+  } catch (const UserError& e) {
+    out.status = std::string("invalid: ") + e.what();
+  }
+}
+
+/// A tensor-parallel point's run (GridPoint::tensor_parallel): one user on the serving simulator, TP over
+/// the node's devices.
+nlohmann::json tensor_parallel_doc(const GridPoint& p) {
+  return single_user_scenario(p.model, p.hw, p.precision, "fused", 1, {{"tp", p.tensor_parallel}}, 0);
+}
+
 SimulateRequest decode_request(const Grid& g, const GridPoint& p) {
   SimulateRequest r;
   r.model = p.model;
@@ -227,11 +253,7 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
   try {
     // Serves the point's scenario, and writes its Chrome trace when asked.
     auto serve = [&](nlohmann::json doc) {
-      ServeScenario s;
-      s.doc = std::move(doc);
-      s.source = g.origin + " (point " + std::to_string(p.index) + ": " + describe_point(p) + ")";
-      s.base_dir = g.base_dir;
-      ServeRun run = run_serve(s);
+      ServeRun run = run_serve(point_scenario(g, p, std::move(doc)));
       if (!o.traces_dir.empty())
         write_file_atomically((o.traces_dir / ("point-" + std::to_string(p.index) + ".json")).string(), [&] {
           std::ostringstream t;
@@ -251,12 +273,12 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
       out.itl_p99 = res.itl.p99;
       out.goodput = res.goodput;
       out.instrument = "serving-sim";
-    } else if (const auto devices = model::load_node(p.hw).devices.count; p.nodes == 1 && devices > 1) {
+    } else if (p.tensor_parallel > 0) {
       // One server of several GPUs runs the model tensor-parallel over them (vLLM, TensorRT-LLM), not the
       // Mac cluster's expert-parallel strategy: its single-user figure comes from the serving simulator.
-      const ServeRun run = serve(single_user_scenario(p.model, p.hw, p.precision, "fused", 1, {{"tp", devices}}, 0));
+      const ServeRun run = serve(tensor_parallel_doc(p));
       out.sim_tokens_per_s = run.result.tpot.mean > 0 ? 1.0 / run.result.tpot.mean : 0;
-      out.instrument = "serving-sim (TP " + std::to_string(devices) + ")";
+      out.instrument = "serving-sim (TP " + std::to_string(p.tensor_parallel) + ")";
     } else {
       SimulateOutputs outputs;
       if (!o.traces_dir.empty())
@@ -283,6 +305,9 @@ nlohmann::json stage_blob(const PointResult& r) {
           {"fits", r.fits},
           {"mem", r.memory_needed},
           {"avail", r.memory_available},
+          {"dmem", r.device_memory_needed},
+          {"dusable", r.device_memory_usable},
+          {"whynot", r.why_not_fit},
           {"atps", r.analytic_tokens_per_s},
           {"cn", r.capital.nodes.base()},
           {"cc", r.capital.nics.base()},
@@ -309,6 +334,9 @@ void apply_blob(const nlohmann::json& j, PointResult& r) {
   r.fits = j.at("fits").get<bool>();
   r.memory_needed = j.at("mem").get<double>();
   r.memory_available = j.at("avail").get<double>();
+  r.device_memory_needed = j.at("dmem").get<double>();
+  r.device_memory_usable = j.at("dusable").get<double>();
+  r.why_not_fit = j.at("whynot").get<std::string>();
   r.analytic_tokens_per_s = j.at("atps").get<double>();
   r.capital.nodes = units::usd(j.at("cn").get<double>());
   r.capital.nics = units::usd(j.at("cc").get<double>());
@@ -388,11 +416,15 @@ bool starts_with(const std::string& s, std::string_view p) { return s.rfind(p, 0
 
 }  // namespace
 
+std::string strategy_label(const GridPoint& p) {
+  return p.tensor_parallel > 0 ? "TP " + std::to_string(p.tensor_parallel) : p.strategy;
+}
+
 std::string describe_point(const GridPoint& p) {
   std::string s = std::to_string(p.nodes) + " × " + p.hw;
   if (!p.nic.empty()) s += " over " + p.nic;
   s += ", " + p.model + " " + p.precision;
-  if (!p.strategy.empty()) s += ", " + p.strategy;
+  if (const std::string st = strategy_label(p); !st.empty()) s += ", " + st;
   if (!p.plan.empty()) s += ", plan " + p.plan;
   if (!p.workload.empty()) s += ", workload " + p.workload;
   return s;
@@ -603,6 +635,10 @@ SweepResult run_sweep(const Grid& g, const SweepOptions& o, const SweepComm& com
   for (std::size_t i = 0; i < grid_points.size(); ++i) {
     r.points[i].point = grid_points[i];
     all[i] = static_cast<std::int64_t>(i);
+    // A decode grid's one-node point on a node of several GPUs runs them tensor-parallel (GridPoint).
+    GridPoint& p = r.points[i].point;
+    if (const auto devices = res.nodes.at(p.hw).devices.count; !g.serving() && p.nodes == 1 && devices > 1)
+      p.tensor_parallel = devices;
   }
 
   // Stage 1: the analytic screen.
@@ -730,6 +766,10 @@ const std::vector<Column>& metric_columns() {
        [](const PointResult& p) { return opt(p.memory_available > 0, p.memory_needed / kGiB); }},
       {"memory_per_node_GiB", "memory_per_node", "GiB",
        [](const PointResult& p) { return opt(p.memory_available > 0, p.memory_available / kGiB); }},
+      {"device_memory_needed_GiB", "device_memory_needed", "GiB",
+       [](const PointResult& p) { return opt(p.device_memory_usable > 0, p.device_memory_needed / kGiB); }},
+      {"device_memory_usable_GiB", "device_memory_usable", "GiB",
+       [](const PointResult& p) { return opt(p.device_memory_usable > 0, p.device_memory_usable / kGiB); }},
       {"analytic_tokens_per_s", "analytic_tokens_per_second", "tokens/s",
        [](const PointResult& p) { return opt(p.analytic_tokens_per_s > 0, p.analytic_tokens_per_s); }},
       {"simulated_tokens_per_s", "simulated_tokens_per_second", "tokens/s",
@@ -784,9 +824,9 @@ void write_sweep_points_csv(const SweepResult& r, std::ostream& out) {
   for (const auto& p : r.points) {
     const auto& g = p.point;
     out << g.index << "," << csv_field(g.model) << "," << csv_field(g.hw) << "," << g.nodes << "," << csv_field(g.nic)
-        << "," << g.precision << "," << g.placement << "," << g.strategy << "," << csv_field(g.plan) << ","
-        << csv_field(g.workload) << "," << csv_field(p.status) << "," << p.instrument << "," << (p.fits ? "yes" : "no")
-        << "," << (p.pareto ? "yes" : "no");
+        << "," << g.precision << "," << g.placement << "," << csv_field(strategy_label(g)) << "," << csv_field(g.plan)
+        << "," << csv_field(g.workload) << "," << csv_field(p.status) << "," << p.instrument << ","
+        << (p.fits ? "yes" : "no") << "," << (p.pareto ? "yes" : "no");
     for (const auto& c : metric_columns()) {
       const auto v = c.value(p);
       out << "," << (v ? fmt(*v) : std::string());
@@ -815,6 +855,8 @@ nlohmann::json sweep_to_json(const SweepResult& r) {
     nlohmann::json scenario;
     if (r.grid.serving()) {
       scenario = serve_doc(r.grid, g);
+    } else if (g.tensor_parallel > 0) {
+      scenario = tensor_parallel_doc(g);
     } else {
       scenario = simulate_request_to_json(decode_request(r.grid, g));
     }
@@ -822,11 +864,12 @@ nlohmann::json sweep_to_json(const SweepResult& r) {
                         {"nodes", g.nodes},         {"nic", g.nic},       {"precision", g.precision},
                         {"placement", g.placement}, {"status", p.status}, {"instrument", p.instrument},
                         {"pareto", p.pareto},       {"metrics", m},       {"scenario", scenario}};
-    if (!g.strategy.empty()) e["strategy"] = g.strategy;
+    if (const std::string st = strategy_label(g); !st.empty()) e["strategy"] = st;
     if (!g.plan.empty()) e["plan"] = g.plan;
     if (!g.workload.empty()) e["workload"] = g.workload;
     std::vector<std::string> notes = p.capital.notes;
     notes.insert(notes.end(), p.running.notes.begin(), p.running.notes.end());
+    if (!p.why_not_fit.empty()) notes.push_back(p.why_not_fit);
     if (!notes.empty()) e["notes"] = notes;
     pts.push_back(std::move(e));
   }
@@ -881,7 +924,9 @@ void print_sweep_summary(const SweepResult& r, std::ostream& out, bool markdown,
   if (c.min_tokens_per_s) cons.push_back(text::printf("at least %.3g tokens/s", *c.min_tokens_per_s));
   if (c.max_ttft_s) cons.push_back("p99 TTFT at most " + units::format(*c.max_ttft_s, units::Dimension::Time));
   if (c.max_itl_s) cons.push_back("p99 ITL at most " + units::format(*c.max_itl_s, units::Dimension::Time));
-  out << r.points.size() << " points, " << r.screened_in << " through the analytic screen (fits in memory"
+  out << r.points.size() << " points, " << r.screened_in
+      << (r.grid.serving() ? " through the screen (fits the serving plan's memory"
+                           : " through the analytic screen (fits in memory")
       << (c.budget_usd ? ", within budget" : "") << "), " << r.simulated << " simulated; answers over the "
       << r.answers.over << " points" << (cons.empty() ? "" : " meeting " + text::join(cons, ", ")) << "\n"
       << (markdown ? "\n" : "");
@@ -944,12 +989,21 @@ void print_sweep_summary(const SweepResult& r, std::ostream& out, bool markdown,
       w.print_text(out);
   }
   std::map<std::string, std::int64_t> removed;
-  for (const auto& p : pts)
-    if (p.status != "ok") ++removed[starts_with(p.status, "invalid") ? std::string("refused by the model") : p.status];
+  std::map<std::string, std::string> first_reason;  // the serving plan's, for points that do not fit
+  for (const auto& p : pts) {
+    if (p.status == "ok") continue;
+    const std::string k = starts_with(p.status, "invalid") ? std::string("refused by the model") : p.status;
+    ++removed[k];
+    if (!p.why_not_fit.empty()) first_reason.emplace(k, p.why_not_fit);
+  }
   if (!removed.empty()) {
     out << "\n";
-    for (const auto& [k, n] : removed)
-      out << (markdown ? "- " : "") << n << (n == 1 ? " point " : " points ") << k << "\n";
+    for (const auto& [k, n] : removed) {
+      out << (markdown ? "- " : "") << n << (n == 1 ? " point " : " points ") << k;
+      if (const auto it = first_reason.find(k); it != first_reason.end())
+        out << " (" << (n == 1 ? "" : "the first: ") << it->second << ")";
+      out << "\n";
+    }
   }
 }
 

@@ -108,26 +108,6 @@ ParallelPlan resolve_plan(const ParallelPlan& in, const model::Architecture& a, 
   return p;
 }
 
-std::vector<std::int64_t> stage_layer_starts(std::int64_t layers, std::int64_t pp) {
-  if (pp < 1) throw UserError("pipeline parallelism " + std::to_string(pp) + " must be at least 1");
-  if (pp > layers) {
-    throw UserError("pipeline parallelism " + std::to_string(pp) + " is more than the " + std::to_string(layers) +
-                    " layers: every stage needs at least one layer; use at most " + std::to_string(layers) + " stages");
-  }
-  // vLLM's split, vllm/distributed/utils.py get_pp_indices (vllm-project/vllm, commit 5a6541db):
-  //   partitions = [num_hidden_layers // pp_size] * pp_size
-  //   for i in range(2, remaining_layers + 2): partitions[-i] += 1
-  // The last stage gets no extra layer (it holds the final norm and the LM head); with 0 < remainder ≤
-  // pp − 2 neither does the first (it holds the embedding). 61 layers over 2 stages: 31 + 30.
-  std::vector<std::int64_t> count(static_cast<std::size_t>(pp), layers / pp);
-  const std::int64_t remaining = layers % pp;
-  for (std::int64_t i = 2; i < remaining + 2; ++i) ++count[static_cast<std::size_t>(pp - i)];
-  std::vector<std::int64_t> starts(static_cast<std::size_t>(pp) + 1, 0);
-  for (std::size_t s = 0; s < count.size(); ++s) starts[s + 1] = starts[s] + count[s];
-  MOESIM_CHECK(starts.back() == layers, "the pipeline stages do not cover the layers");
-  return starts;
-}
-
 namespace {
 
 /// What one device of a pipeline stage holds: weights, and KV bytes per token of context.
@@ -136,44 +116,18 @@ struct StageBytes {
   double kv_per_token = 0;
 };
 
-/// Every stage's device, from the stage's own layers (stage_layer_starts): stage 0 holds the embedding,
-/// the last stage the final norm and the LM head (with pp = 1 one device holds them all).
+/// Every stage's device, from the stage's own layers (cost::pipeline_stages): its weights
+/// (cost::device_weight_bytes, routed experts 1/tp each unless they stream from storage) and its KV share.
 std::vector<StageBytes> stage_bytes(const ServingConfig& c, const ParallelPlan& p, const model::Precision& prec) {
   const auto& a = *c.arch;
-  const double tp = static_cast<double>(p.tp);
-  const double attn_tp = p.attention_dp || p.attention_replicated ? 1.0 : tp;
-  auto bytes = [&](double n) { return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), prec).base(); };
+  const cost::DeviceSplit split{p.tp, p.moe_tp, p.attention_dp || p.attention_replicated};
+  const double experts = c.streaming ? 0.0 : 1.0 / static_cast<double>(p.tp);
   // KV per token on a device of a stage (cost::kv_share, the cost model's).
-  const double share = cost::kv_share(a, {p.tp, p.moe_tp, p.attention_dp || p.attention_replicated});
-  const model::ComponentParams whole = model::parameter_counts(a);
-  const std::vector<std::int64_t> starts = stage_layer_starts(a.layers, p.pp);
+  const double share = cost::kv_share(a, split);
   std::vector<StageBytes> out;
-  for (std::int64_t s = 0; s < p.pp; ++s) {
-    const bool first = s == 0;
-    const bool last = s + 1 == p.pp;
-    // The stage's layers as a model of their own: parameter_counts and kv_bytes_per_token sum its layers
-    // (DeepSeek-V3's first three dense layers fall in stage 0, its MoE layers in every stage).
-    model::Architecture stage = a;
-    stage.layer_specs.assign(a.layer_specs.begin() + starts[static_cast<std::size_t>(s)],
-                             a.layer_specs.begin() + starts[static_cast<std::size_t>(s) + 1]);
-    stage.layers = static_cast<std::int64_t>(stage.layer_specs.size());
-    const model::ComponentParams params = model::parameter_counts(stage);
-    // parameter_counts adds the final norm (h); only the last stage holds it (vLLM's norm on the last rank).
-    const double norms = static_cast<double>(params.norms - (last ? 0 : a.hidden));
-    // Attention split over TP (or whole under attention-DP), router and norms replicated, shared experts
-    // and dense FFNs split over TP, routed experts over moe_tp × moe_ep.
-    double w = bytes(static_cast<double>(params.attention) / attn_tp) +
-               bytes(static_cast<double>(params.router) + norms) +
-               bytes(static_cast<double>(params.shared_experts + params.dense_ffn) / attn_tp);
-    if (!c.streaming) w += bytes(static_cast<double>(params.routed_experts) / tp);
-    // Embedding and LM head are vocabulary-parallel over TP (vLLM's VocabParallelEmbedding /
-    // ParallelLMHead). A tied LM head on its own last stage holds a copy of the embedding (vLLM builds
-    // embed_tokens on the last rank too when tie_word_embeddings).
-    double ends = 0;
-    if (first) ends += static_cast<double>(whole.embedding);
-    if (last) ends += static_cast<double>((whole.lm_head > 0 || first) ? whole.lm_head : whole.embedding);
-    w += bytes(ends / attn_tp);
-    out.push_back({w, model::kv_bytes_per_token(stage, c.kv_bytes).base() * share});
+  for (const cost::StageLayers& stage : cost::pipeline_stages(a.layers, p.pp)) {
+    out.push_back({cost::device_weight_bytes(a, prec, split, experts, stage),
+                   model::kv_bytes_per_token(cost::stage_architecture(a, stage), c.kv_bytes).base() * share});
   }
   return out;
 }
@@ -188,11 +142,11 @@ std::size_t fullest(const std::vector<StageBytes>& stages) {
 
 }  // namespace
 
-MemoryPlan plan_memory(const ServingConfig& c) {
+MemoryPlan check_memory(const ServingConfig& c) {
   const auto& a = *c.arch;
   const auto& node = *c.node;
   const ParallelPlan& p = c.plan;
-  MOESIM_CHECK(node.devices.memory.has_value(), "plan_memory needs the device memory (checked by the caller)");
+  MOESIM_CHECK(node.devices.memory.has_value(), "check_memory needs the device memory (checked by the caller)");
   MemoryPlan m;
   const double device_memory = node.devices.memory->value.base();
   m.usable = device_memory * c.scheduler.gpu_memory_utilization;
@@ -210,12 +164,19 @@ MemoryPlan plan_memory(const ServingConfig& c) {
   const double width = 2.0 * static_cast<double>(a.hidden) +
                        static_cast<double>((a.heads + 2 * a.kv_heads) * a.head_dim + a.heads * a.head_dim) / tp +
                        2.0 * ffn / tp;
-  m.activations = static_cast<double>(c.scheduler.max_num_batched_tokens) * width * c.activation_bytes +
-                  static_cast<double>(c.scheduler.max_num_seqs) * static_cast<double>(a.vocab) / tp * 4.0;
+  const double per_token = width * c.activation_bytes;
+  const double logits = static_cast<double>(c.scheduler.max_num_seqs) * static_cast<double>(a.vocab) / tp * 4.0;
+  m.activations = static_cast<double>(c.scheduler.max_num_batched_tokens) * per_token + logits;
   const double free_bytes = m.usable - m.weights - m.activations;
   if (free_bytes <= 0) {
-    // Say by how much, and what would fit: a smaller precision with this plan, or more pipeline stages.
+    // Say by how much, and what would fit: a smaller token budget, a smaller precision with this plan, or
+    // more pipeline stages.
     std::vector<std::string> fits;
+    // Half the room left by the weights and logits for activations leaves the other half for the KV cache.
+    const auto tokens = static_cast<std::int64_t>((m.usable - m.weights - logits) / 2.0 / per_token);
+    if (tokens >= 1 && tokens < c.scheduler.max_num_batched_tokens)
+      fits.push_back("scheduler.max_num_batched_tokens " + std::to_string(tokens) + " (now " +
+                     std::to_string(c.scheduler.max_num_batched_tokens) + ")");
     for (const char* name : {"bf16", "fp8", "int8", "q4", "q2"}) {
       const model::Precision& q = model::precision(name);
       if (q.bits_per_weight >= c.weights->bits_per_weight) continue;
@@ -246,7 +207,9 @@ MemoryPlan plan_memory(const ServingConfig& c) {
       << " gpu_memory_utilization): " << gb(-free_bytes) << " short, before any KV cache; "
       << (fits.empty() ? std::string("nothing smaller in this family fits; use a node with more memory")
                        : "would fit: " + text::join(fits, " or "));
-    throw UserError(o.str());
+    m.fits = false;
+    m.why_not = o.str();
+    return m;
   }
   // Every stage holds the KV cache of its own layers for every token in flight, so the pipeline holds as
   // many tokens as its tightest stage (the fullest one, unless another's layers cost more KV per token).
@@ -264,6 +227,12 @@ MemoryPlan plan_memory(const ServingConfig& c) {
   const std::int64_t bs = c.scheduler.block_size;
   m.kv_blocks = static_cast<std::int64_t>(std::min(tokens / static_cast<double>(bs), 1e12));
   m.kv_tokens = m.kv_blocks * bs;
+  return m;
+}
+
+MemoryPlan plan_memory(const ServingConfig& c) {
+  MemoryPlan m = check_memory(c);
+  if (!m.fits) throw UserError(m.why_not);
   return m;
 }
 

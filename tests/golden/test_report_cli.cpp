@@ -95,6 +95,14 @@ TEST(GoldenReport, DefaultReportIsComplete) {
             std::string::npos)
       << first_section;
   EXPECT_NE(first_section.find("rocev2-25g beats more nodes"), std::string::npos) << first_section;
+  // The 8xH100 server of the purchase grid runs tensor-parallel on the serving simulator: its rows in the
+  // tokens/s per USD and Pareto tables say so, not the Mac cluster's strategy (issue 19 item 4).
+  std::size_t tp_rows = 0;
+  for (auto at = md.find("| 1 × dgx-h100, dbrx-instruct bf16, TP 8 |"); at != std::string::npos;
+       at = md.find("| 1 × dgx-h100, dbrx-instruct bf16, TP 8 |", at + 1))
+    ++tp_rows;
+  EXPECT_EQ(tp_rows, 2u) << md;
+  EXPECT_EQ(md.find("dgx-h100, dbrx-instruct bf16, P-LR-D"), std::string::npos) << md;
   // The HTML carries every plot itself.
   const std::string html = slurp(fs::path(dir) / "report.html");
   std::size_t images = 0;

@@ -51,6 +51,24 @@ std::map<std::string, nlohmann::json> metrics_by_name(const nlohmann::json& p) {
 
 double cost_of(const nlohmann::json& p) { return metrics_by_name(p).at("cost")["value"].get<double>(); }
 
+/// `moesim sweep -q --json` on `grid` (written into the scratch directory): the parsed result, or null
+/// (the failure reported) when the command fails.
+nlohmann::json sweep_json(const Scratch& s, const std::string& grid) {
+  s.write("grid.json", grid);
+  const auto r = s.moesim("sweep -q --json --grid " + s.path("grid.json"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  return r.code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+}
+
+/// A serving grid: Mixtral-8x7B on one 8xH100 server under one Poisson workload, over `plans` (a JSON list),
+/// every point simulated.
+std::string mixtral_dgx_grid(const std::string& plans) {
+  return R"({"models": ["mixtral-8x7b"], "hw": ["dgx-h100"], "nodes": [1], "plans": )" + plans + R"(,
+    "workloads": [{"name": "2/s", "workload": {"arrival": "poisson", "rate": "2/s", "requests": 40,
+                   "prompt": 256, "output": 64}}],
+    "simulate": {"points": "all", "tokens": 2048}})";
+}
+
 }  // namespace
 
 // Seed 000 Table 5's purchase question over the built-in grid. Over the simulated points within the
@@ -102,6 +120,23 @@ TEST(GoldenSweep, DefaultStudyAnswers) {
   }
   // The cheapest point meeting the SLO opens the front.
   EXPECT_EQ(pareto.front(), answers["cheapest_meeting_slo"]);
+
+  // One 8xH100 server runs the model tensor-parallel on the serving simulator, not the grid's P-LR-D: its
+  // strategy, instrument and resolved scenario say what ran; the Mac clusters keep P-LR-D.
+  std::size_t tp_points = 0;
+  for (const auto& p : doc["points"]) {
+    SCOPED_TRACE(p["index"].dump());
+    if (p["hw"] == "dgx-h100" && p["nodes"] == 1) {
+      ++tp_points;
+      EXPECT_EQ(p["strategy"], "TP 8");
+      EXPECT_EQ(p["instrument"], "serving-sim (TP 8)");
+      EXPECT_EQ(p["scenario"]["plan"]["tp"], 8);
+      EXPECT_FALSE(p["scenario"].contains("strategy")) << p["scenario"].dump();
+    } else {
+      EXPECT_EQ(p["strategy"], "P-LR-D");
+    }
+  }
+  EXPECT_EQ(tp_points, 1u);
 }
 
 // The grid is split by point index across ranks and threads and gathered; every figure is a pure
@@ -145,19 +180,8 @@ TEST(GoldenSweep, SameBytesForOneTwoFourRanks) {
 // plans), one Poisson workload. Every simulated point reports p99 TTFT and ITL in seconds.
 TEST(GoldenSweep, ServingGrid) {
   Scratch s("moesim_sweep_cli");
-  s.write("grid.json", R"({
-    "models": ["mixtral-8x7b"],
-    "hw": ["dgx-h100"],
-    "nodes": [1],
-    "plans": [{"name": "tp8", "plan": {"tp": 8}},
-              {"name": "ep8", "plan": {"tp": 8, "moe_ep": 8, "attention_dp": true}}],
-    "workloads": [{"name": "2/s", "workload": {"arrival": "poisson", "rate": "2/s", "requests": 40,
-                   "prompt": 256, "output": 64}}],
-    "simulate": {"points": "all", "tokens": 2048}
-  })");
-  const auto r = s.moesim("sweep -q --json --grid " + s.path("grid.json"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  const auto doc = nlohmann::json::parse(r.out);
+  const auto doc = sweep_json(s, mixtral_dgx_grid(R"([{"name": "tp8", "plan": {"tp": 8}},
+    {"name": "ep8", "plan": {"tp": 8, "moe_ep": 8, "attention_dp": true}}])"));
   ASSERT_EQ(doc["points"].size(), 2u);
   EXPECT_EQ(doc["simulated"], 2);
   std::set<std::string> plans;
@@ -183,6 +207,43 @@ TEST(GoldenSweep, ServingGrid) {
     EXPECT_EQ(p["scenario"]["plan"]["tp"], 8);
   }
   EXPECT_EQ(plans, (std::set<std::string>{"tp8", "ep8"}));
+}
+
+// A serving grid's memory fit is the serving simulator's own plan, not the analytic model's node total.
+// Mixtral-8x7B at bf16 on one 8xH100 server, TP 8: 11.7 GB of weights per GPU, 93 GB a node of 640 GB, so
+// the analytic fit passes both plans. With max_num_batched_tokens 4,000,000 the engine reserves the
+// activations of 4 M tokens through one layer (2h + q/k/v/o/8 + 2·top-2 FFN/8 = 16,640 values of 2 B:
+// 133 GB per GPU), more than 0.9 × 80 GiB: only the serving plan refuses that point, at the screen.
+TEST(GoldenSweep, ServingGridScreensWithTheServingPlan) {
+  Scratch s("moesim_sweep_plan_fit");
+  const auto doc = sweep_json(s, mixtral_dgx_grid(R"([{"name": "tp8", "plan": {"tp": 8}},
+    {"name": "tp8-huge-batch", "plan": {"tp": 8}, "scheduler": {"max_num_batched_tokens": 4000000}}])"));
+  ASSERT_EQ(doc["points"].size(), 2u);
+  EXPECT_EQ(doc["screened_in"], 1);
+  EXPECT_EQ(doc["simulated"], 1);
+  const auto& ok = doc["points"][0];
+  const auto& huge = doc["points"][1];
+  ASSERT_EQ(huge["plan"], "tp8-huge-batch");
+  EXPECT_EQ(ok["status"], "ok");
+  EXPECT_EQ(huge["status"], "removed: does not fit in memory");
+  EXPECT_EQ(huge["instrument"], "analytic");  // never run
+  // The plan's figures per GPU, and its reason among the point's notes: the activations, and the token
+  // budget that would leave half the room after the weights and logits to them.
+  const auto m = metrics_by_name(huge);
+  ASSERT_TRUE(m.count("device_memory_needed") && m.count("device_memory_usable")) << huge["metrics"].dump();
+  EXPECT_GT(m.at("device_memory_needed")["value"].get<double>(), 120.0);         // GiB
+  EXPECT_NEAR(m.at("device_memory_usable")["value"].get<double>(), 72.0, 1e-9);  // 0.9 × 80 GiB
+  EXPECT_EQ(m.at("device_memory_usable")["unit"], "GiB");
+  ASSERT_TRUE(huge.contains("notes")) << huge.dump();
+  bool said = false;
+  for (const auto& n : huge["notes"]) {
+    const std::string text = n.get<std::string>();
+    said = said || (text.find("133 GB of activations") != std::string::npos &&
+                    text.find("would fit: scheduler.max_num_batched_tokens") != std::string::npos);
+  }
+  EXPECT_TRUE(said) << huge["notes"].dump();
+  const auto fits = metrics_by_name(ok);
+  EXPECT_LT(fits.at("device_memory_needed")["value"].get<double>(), 72.0);
 }
 
 TEST(GoldenSweep, BadInputs) {
@@ -279,16 +340,13 @@ TEST(GoldenSweep, MetricNamesAreUniqueWithinAPoint) {
 // a rule of the decode simulator only.
 TEST(GoldenSweep, ServingGridRunsDenseModelAcrossNodes) {
   Scratch s("moesim_sweep_dense");
-  s.write("grid.json", R"({
+  const auto doc = sweep_json(s, R"({
     "models": ["llama-3.1-405b"], "hw": ["dgx-h100"], "nodes": [2], "nics": ["ib-ndr-400"], "precisions": ["fp8"],
     "plans": [{"name": "tp8pp2", "plan": {"tp": 8, "pp": 2}}],
     "workloads": [{"name": "1/s", "workload": {"arrival": "poisson", "rate": "1/s", "requests": 10, "prompt": 128,
                    "output": 16}}],
     "simulate": {"points": "all"}
   })");
-  const auto r = s.moesim("sweep -q --json --grid " + s.path("grid.json"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  const auto doc = nlohmann::json::parse(r.out);
   ASSERT_EQ(doc["points"].size(), 1u);
   EXPECT_EQ(doc["points"][0]["status"], "ok");
   EXPECT_EQ(doc["points"][0]["instrument"], "serving-sim");

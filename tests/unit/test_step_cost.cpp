@@ -1,5 +1,6 @@
 // The shared cost model (model/step_cost.hpp) on figures that follow by hand: the sliding-window sums,
-// the compute path of each weight format, the size rule of the efficiency bands, the kernel table; and
+// the compute path of each weight format, the size rule of the efficiency bands, the kernel table, the
+// weights one device holds (and that the analytic model and the serving plan hold the same); and
 // the attention-data-parallel step of the serving simulator, which charged every device for the whole
 // batch's KV cache before the cost model was shared.
 
@@ -7,11 +8,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "moesim/model/analytic.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/step_cost.hpp"
 #include "moesim/reports/serve.hpp"
+#include "moesim/sim/serving.hpp"
 
 namespace {
 
@@ -104,6 +107,101 @@ TEST(StepCost, AttentionDataParallelChargesEachDeviceItsOwnSequences) {
   const double tp = tpot(false);
   const double dp = tpot(true);
   EXPECT_LT(dp, 0.8 * tp) << "TP " << tp << " s, attention-DP " << dp << " s";
+}
+
+// The weights one device holds (cost::device_weight_bytes), by hand on a small Mixtral-like model:
+// h 8, 4 heads and 2 KV heads of 2, vocabulary 100, 4 experts of width 16; layer 0 dense (FFN 24), layers
+// 1-3 MoE. Parameters (models_and_routing.md §A.3):
+//   attention  h·nq·hd + 2·h·nkv·hd + nq·hd·h = 64 + 64 + 64    = 192 per layer,   768 in all
+//   router     h·E = 32 per MoE layer                                                96
+//   norms      2h = 16 per layer, + h = 8 final                                        72
+//   dense FFN  3·h·24 = 576 (layer 0)                                                 576
+//   experts    3·h·16 = 384 each, 4 per MoE layer                                   4,608
+//   embedding and LM head  100·8 each                                               1,600
+//   whole model                                                                     7,720 = 15,440 B at bf16
+TEST(StepCost, DeviceWeightBytesSplitsEachPart) {
+  model::Architecture a;
+  a.id = "tiny-moe";
+  a.hidden = 8;
+  a.layers = 4;
+  a.vocab = 100;
+  a.heads = 4;
+  a.kv_heads = 2;
+  a.head_dim = 2;
+  a.routed_experts = 4;
+  a.top_k = 2;
+  a.expert_ffn = 16;
+  a.dense_ffn = 24;
+  a.layer_specs.assign(4, model::LayerSpec{});
+  a.layer_specs[0].moe = false;
+  ASSERT_EQ(model::parameter_counts(a).total(), 7720);  // the figures above are this model's
+  const model::Precision& bf16 = model::precision("bf16");
+  const cost::StageLayers whole = cost::whole_model(a);
+
+  // One device holds everything.
+  EXPECT_DOUBLE_EQ(cost::device_weight_bytes(a, bf16, {1, 1, false}, 1.0, whole), 2.0 * 7720);
+  // TP 2, experts 1/2 each: attention 384, router + norms 168 (replicated), dense 288, experts 2,304,
+  // embedding + head 800 (vocabulary-parallel): 3,944 parameters.
+  EXPECT_DOUBLE_EQ(cost::device_weight_bytes(a, bf16, {2, 2, false}, 0.5, whole), 2.0 * 3944);
+  // Attention data-parallel over 2: attention, dense and the vocabulary whole, experts still halved: 5,416.
+  EXPECT_DOUBLE_EQ(cost::device_weight_bytes(a, bf16, {2, 1, true}, 0.5, whole), 2.0 * 5416);
+  // Experts streamed from storage: none resident, 7,720 − 4,608 = 3,112.
+  EXPECT_DOUBLE_EQ(cost::device_weight_bytes(a, bf16, {1, 1, false}, 0.0, whole), 2.0 * 3112);
+
+  // Two pipeline stages of 2 layers (vLLM's split): stage 0 holds layers 0 (dense) and 1 and the
+  // embedding, not the final norm: 384 + 32 + 32 + 576 + 1,536 + 800 = 3,360; stage 1 layers 2-3, the
+  // final norm and the LM head: 384 + 64 + 40 + 3,072 + 800 = 4,360. The two add up to the model.
+  const auto stages = cost::pipeline_stages(a.layers, 2);
+  ASSERT_EQ(stages.size(), 2u);
+  EXPECT_TRUE(stages[0].first && !stages[0].last);
+  EXPECT_TRUE(!stages[1].first && stages[1].last);
+  EXPECT_DOUBLE_EQ(cost::device_weight_bytes(a, bf16, {1, 1, false}, 1.0, stages[0]), 2.0 * 3360);
+  EXPECT_DOUBLE_EQ(cost::device_weight_bytes(a, bf16, {1, 1, false}, 1.0, stages[1]), 2.0 * 4360);
+  // Tied embeddings: one matrix without a pipeline (7,720 − 800); a last stage of its own holds a copy.
+  a.tie_embeddings = true;
+  EXPECT_DOUBLE_EQ(cost::device_weight_bytes(a, bf16, {1, 1, false}, 1.0, whole), 2.0 * 6920);
+  EXPECT_DOUBLE_EQ(cost::device_weight_bytes(a, bf16, {1, 1, false}, 1.0, stages[1]), 2.0 * 4360);
+
+  // Experts at their exact stored size: int8 keeps a scale per output row (model::routed_expert_bytes),
+  // which a bare parameter count leaves out.
+  const model::Precision& int8 = model::precision("int8");
+  const double experts = cost::device_weight_bytes(a, int8, {1, 1, false}, 1.0, whole) -
+                         cost::device_weight_bytes(a, int8, {1, 1, false}, 0.0, whole);
+  EXPECT_DOUBLE_EQ(experts, 12.0 * model::routed_expert_bytes(a, int8).base());
+  EXPECT_GT(experts, model::param_bytes(4608, int8).base());
+}
+
+// The analytic model and the serving simulator hold the same weights for the same split: a node's devices
+// run tensor-parallel in both, every expert on the node. Mixtral at fp8 on one H100 (tp 1) and on a DGX
+// H100 (tp 8): the analytic node's memory less its KV cache is the serving plan's device weights × devices.
+TEST(StepCost, AnalyticAndServingHoldTheSameWeights) {
+  const model::Architecture a = model::load_model("mixtral-8x7b");
+  const model::Precision& fp8 = model::precision("fp8");
+  for (const char* hw : {"h100-sxm", "dgx-h100"}) {
+    const model::NodeProfile node = model::load_node(hw);
+    std::optional<model::NicProfile> intra;
+    if (node.intra_node_link) intra = model::load_nic(*node.intra_node_link);
+    model::DecodeScenario d;
+    d.arch = &a;
+    d.node = &node;
+    d.intra_link = intra ? &*intra : nullptr;
+    d.weights = &fp8;
+    d.expected_active_experts = 2;
+    d.max_experts_per_node = a.routed_experts;
+    d.context = 1000;
+    const model::DecodeEstimate e = model::estimate_decode(d);
+    const double kv = model::kv_bytes_at_context(a, d.context + 1, d.activation_bytes).base();
+
+    sim::ServingConfig c;
+    c.arch = &a;
+    c.weights = &fp8;
+    c.node = &node;
+    sim::ParallelPlan p;
+    p.tp = node.devices.count;
+    c.plan = sim::resolve_plan(p, a, node, "test");
+    const sim::MemoryPlan m = sim::plan_memory(c);
+    EXPECT_DOUBLE_EQ(e.memory_needed.base() - kv, m.weights * static_cast<double>(node.devices.count)) << hw;
+  }
 }
 
 }  // namespace

@@ -60,7 +60,6 @@ struct ModelCosts {
   units::Bytes non_expert_bytes;  ///< non_expert_params at the weight precision
   units::Bytes expert_bytes;      ///< one routed expert, one layer, at the weight precision
   units::Bytes head_bytes;
-  units::Bytes resident_bytes;   ///< weights every node holds: non-expert layers, embedding, LM head
   units::Bytes recurrent_state;  ///< Gated DeltaNet state per sequence (fp32)
   cost::LayerParts parts;        ///< per layer, for the shared cost model
 };
@@ -102,7 +101,8 @@ struct DecodeEstimate {
   double cache_hit_rate = -1;    ///< streaming: the page-cache hit rate assumed (−1 without streaming)
   units::Duration time;          ///< per token
   double tokens_per_second = 0;
-  units::Bytes memory_needed;     ///< on the fullest node: its weights + the KV cache at `context`
+  /// On the fullest node: its devices × cost::device_weight_bytes + the KV cache at `context` + the recurrent state
+  units::Bytes memory_needed;
   units::Bytes memory_available;  ///< the node's memory
   bool fits = false;
   std::string bound;         ///< "memory" or "compute": which term of (1a) is larger

@@ -22,7 +22,13 @@
 //   - The experts of one MoE layer on one device run in one of four ways (ExpertExecution, seed 001).
 //   - KV-cache reads and attention FLOPs per sequence: each new token attends to every cached token and
 //     itself, sliding-window layers to at most their window (attended_sum below).
-// Collectives are in model/collective.hpp, the memory plan in the serving simulator's plan.
+//   - The weights one device holds (device_weight_bytes): the one memory-fit sum. Each part is split as
+//     Megatron-LM splits it (attention, dense FFN and shared experts over the TP devices, norms and router
+//     replicated), the embedding and LM head vocabulary-parallel (vLLM's VocabParallelEmbedding /
+//     ParallelLMHead), a pipeline stage holding its own layers (vLLM's get_pp_indices), the first the
+//     embedding, the last the final norm and the LM head.
+// Collectives are in model/collective.hpp; the serving simulator's memory plan (activations, KV capacity)
+// adds the engine's own reservations to device_weight_bytes.
 
 #include <algorithm>
 #include <cstdint>
@@ -113,6 +119,37 @@ struct DeviceSplit {
 /// each holding at least one (vLLM replicates a head when tp > kv_heads); MLA's latent is replicated; with
 /// attention whole on a device (data-parallel or replicated) it holds its sequences' whole cache.
 double kv_share(const model::Architecture& a, const DeviceSplit& split);
+
+/// The first layer of each pipeline stage, with `layers` appended: stage s holds layers
+/// [starts[s], starts[s + 1]), so the result has pp + 1 entries. vLLM's rule (get_pp_indices): layers / pp
+/// each, the remainder one each to the stages just before the last (the last stage holds the final norm
+/// and LM head, the first the embedding). UserError when pp < 1 or pp > layers.
+std::vector<std::int64_t> stage_layer_starts(std::int64_t layers, std::int64_t pp);
+
+/// The decoder layers one pipeline stage holds, [begin, end), and which ends of the model come with them.
+struct StageLayers {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  bool first = true;  ///< holds the embedding
+  bool last = true;   ///< holds the final norm and the LM head
+};
+/// Every layer and both ends: a model without a pipeline.
+StageLayers whole_model(const model::Architecture& a);
+/// The pp stages of stage_layer_starts(layers, pp), in order.
+std::vector<StageLayers> pipeline_stages(std::int64_t layers, std::int64_t pp);
+/// The stage's layers as a model of their own: parameter_counts and kv_bytes_per_token of it sum the
+/// stage's layers (DeepSeek-V3's first three dense layers fall in stage 0, its MoE layers in every stage).
+model::Architecture stage_architecture(const model::Architecture& a, const StageLayers& stage);
+
+/// Bytes of weights one device holds, the one memory-fit sum of every instrument: the stage's attention,
+/// dense FFN and shared experts over split.tp (whole when split.attention_whole), its router and norms on
+/// every device, `expert_fraction` of its routed experts (every expert of every MoE layer of the stage;
+/// the serving plan: 1 / tp, 0 when they stream from storage; the analytic model: the experts its fullest
+/// node holds over the experts, over the node's devices), the embedding on the first stage and the LM head
+/// (a tied head: the embedding again unless that stage holds it already) on the last, vocabulary-parallel
+/// over split.tp. split.moe_tp is not used: the experts' split is in `expert_fraction`.
+double device_weight_bytes(const model::Architecture& a, const model::Precision& weights, const DeviceSplit& split,
+                           double expert_fraction, const StageLayers& stage);
 
 /// The work of one sequence in one step, per layer (averaged over the decoder layers) on one device.
 struct SeqWork {

@@ -15,6 +15,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
@@ -44,8 +45,33 @@ struct ServeRun {
   std::int64_t requests = 0;
 };
 
+/// A scenario resolved into the serving simulator's configuration, not yet run: the profiles, plan,
+/// scheduler, workload, routing trace and streaming it names, owned here (`config` points into them, so a
+/// PreparedServe stays where it was made).
+struct PreparedServe {
+  ServeRun run;  ///< the ids and the resolved scenario; no result yet
+  model::Architecture arch;
+  model::NodeProfile node;
+  std::optional<model::NicProfile> nic, intra;
+  sim::RoutingTrace trace;
+  sim::ServingConfig config;
+
+  PreparedServe() = default;
+  PreparedServe(const PreparedServe&) = delete;
+  PreparedServe& operator=(const PreparedServe&) = delete;
+};
+
+/// Reads and checks a scenario (its "sweep" key must be absent). With `traffic` false it leaves out what
+/// only a run needs (the open-loop requests and the routing trace; run.requests is then 0 for an open
+/// loop). UserError for bad input.
+std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffic = true);
+
 /// Runs one scenario (its "sweep" key must be absent). UserError for bad input.
 ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& progress = {});
+
+/// The memory plan the run of this scenario would make (sim::check_memory), without running it: whether
+/// the fullest device holds its weights and activations, and why not. UserError for bad input.
+sim::MemoryPlan serve_memory_plan(const ServeScenario& s);
 
 /// The sweep's points: each is the scenario with one combination of the swept values set, and the
 /// combination itself ("key=value" labels). No sweep: one point, no labels.

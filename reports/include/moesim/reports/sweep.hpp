@@ -7,11 +7,13 @@
 // the cost assumptions (energy price, amortisation, utilisation; model/cost.hpp).
 //
 // The run has two stages. The analytic model (model/analytic.hpp, Equation 1 of seed 000 generalised)
-// screens every point: memory fit, capital cost, the single-user decode bound. The points that pass the
-// screen are ranked by analytic tokens/s per USD and the best `simulate.points` of them are simulated
-// (the decode DES, or the serving engine when the grid has workloads). The answers (cheapest meeting the
-// SLO, best tokens/s per USD within the budget, the Pareto front of throughput against capital cost) are
-// taken over the simulated points, or over the analytic ones when nothing is simulated.
+// screens every point: memory fit, capital cost, the single-user decode bound; a serving grid's points are
+// fitted by the serving simulator's own memory plan of their scenario (reports::serve_memory_plan). The
+// points that pass the screen are ranked by analytic tokens/s per USD and the best `simulate.points` of
+// them are simulated (the decode DES, or the serving engine when the grid has workloads). The answers
+// (cheapest meeting the SLO, best tokens/s per USD within the budget, the Pareto front of throughput
+// against capital cost) are taken over the simulated points, or over the analytic ones when nothing is
+// simulated.
 //
 // Work is split by point index: across threads, and across MPI ranks through `SweepComm` (apps/ wires
 // it to Boost.MPI). Results are stored by index and every figure is a pure function of the grid, so the
@@ -66,6 +68,10 @@ struct GridPoint {
   std::string model, hw, nic;  ///< nic empty for one node
   std::int64_t nodes = 1;
   std::string precision, placement, strategy, plan, workload;  ///< strategy: decode grids; plan/workload: serving
+  /// Decode grids, set by run_sweep: the devices of a one-node point on a node of several GPUs, which run
+  /// the model tensor-parallel (vLLM, TensorRT-LLM; the serving simulator with one user) instead of the
+  /// grid's expert-parallel `strategy`; 0 for every other point.
+  std::int64_t tensor_parallel = 0;
 };
 /// The grid's points in index order (one node collapses the NIC axis). UserError for an empty grid.
 std::vector<GridPoint> expand_grid(const Grid& g);
@@ -74,11 +80,16 @@ struct PointResult {
   GridPoint point;
   std::string status = "ok";  ///< "ok", or why the point was removed / not simulated / refused
   /// Where the headline figures come from: "decode-sim" (expert-parallel clusters), "serving-sim (TP n)" (one
-  /// server of n GPUs in a decode grid), "serving-sim" (serving grids) or "analytic" (not simulated).
+  /// server of n GPUs in a decode grid: GridPoint::tensor_parallel), "serving-sim" (serving grids) or
+  /// "analytic" (not simulated).
   std::string instrument;
   // analytic screen
   bool fits = false;
-  double memory_needed = 0, memory_available = 0;  ///< bytes per node
+  double memory_needed = 0, memory_available = 0;  ///< decode grids: bytes per node (the analytic fit)
+  /// Serving grids: the serving plan's fullest device, its weights + activations and its usable bytes
+  /// (device memory × gpu_memory_utilization), and why it does not fit (empty when it does).
+  double device_memory_needed = 0, device_memory_usable = 0;
+  std::string why_not_fit;
   double analytic_tokens_per_s = 0;
   model::CapitalCost capital;
   // simulation
@@ -141,7 +152,10 @@ void write_sweep_points_csv(const SweepResult& r, std::ostream& out);
 nlohmann::json sweep_to_json(const SweepResult& r);
 /// The answers in words and the best points as a table (markdown: a Markdown table).
 void print_sweep_summary(const SweepResult& r, std::ostream& out, bool markdown = false, std::size_t max_rows = 20);
-/// "2 × mac-studio-m2-ultra-192 over rocev2-25g, bf16, P-LR-D" for messages and reports.
+/// "2 × mac-studio-m2-ultra-192 over rocev2-25g, bf16, P-LR-D" for messages and reports; a tensor-parallel
+/// point says "TP 8" where the others name their strategy (strategy_label).
 std::string describe_point(const GridPoint& p);
+/// What a decode-grid point runs: "TP n" for a tensor-parallel point, else its strategy ("" in a serving grid).
+std::string strategy_label(const GridPoint& p);
 
 }  // namespace moesim::reports

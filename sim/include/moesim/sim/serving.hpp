@@ -117,11 +117,8 @@ struct ServingConfig {
   std::function<void(double)> progress;  ///< fraction of requests done
 };
 
-/// The first layer of each pipeline stage, with `layers` appended: stage s holds layers
-/// [starts[s], starts[s + 1]), so the result has pp + 1 entries. vLLM's rule (get_pp_indices): layers / pp
-/// each, the remainder one each to the stages just before the last (the last stage holds the final norm
-/// and LM head, the first the embedding). UserError when pp < 1 or pp > layers.
-std::vector<std::int64_t> stage_layer_starts(std::int64_t layers, std::int64_t pp);
+/// The layers of each pipeline stage, vLLM's split (model/step_cost.hpp).
+using cost::stage_layer_starts;
 
 /// Weights, activations and KV cache on the fullest device. With pp > 1 each stage is sized from its own
 /// layers (MoE and dense layers, their KV cache; the embedding on the first stage, the final norm and LM
@@ -137,13 +134,19 @@ struct MemoryPlan {
   std::int64_t kv_stage = 0;       ///< the pipeline stage whose devices have room for the fewest KV tokens
   /// stage_layer_starts(layers, pp): stage s holds layers [stage_starts[s], stage_starts[s + 1]).
   std::vector<std::int64_t> stage_starts;
+  /// false when the fullest device's weights and activations exceed its usable memory (the KV fields are
+  /// then 0); why_not says by how much and what would fit.
+  bool fits = true;
+  std::string why_not;
 };
 
 /// Checks the plan against the model and the node (TP divides the heads, PP is at most the layers, ...) and returns
 /// it with the defaults resolved. UserError naming the field and what would work.
 ParallelPlan resolve_plan(const ParallelPlan& plan, const model::Architecture& a, const model::NodeProfile& node,
                           std::string_view where);
-/// The memory plan; UserError when the weights do not fit, saying by how much and what would fit.
+/// The memory plan, or why it does not fit (MemoryPlan::fits, why_not): what a sweep screens a point with.
+MemoryPlan check_memory(const ServingConfig& c);
+/// check_memory; UserError (its why_not) when the weights do not fit, saying by how much and what would fit.
 MemoryPlan plan_memory(const ServingConfig& c);
 
 /// A request's life, in seconds from the start of the run.
