@@ -43,6 +43,14 @@ ComputePath compute_path(const model::NodeProfile& node, const model::Precision&
   const std::string& w = weights.name;
   if (w == "bf16" || w == "fp16" || w == "fp32") {
     p.dtype = w;
+    // The two 16-bit float formats run at one rate on every GPU a profile describes (NVIDIA's datasheets
+    // give the same FP16 and BF16 tensor-core figures; Apple GPUs compute in fp16): a profile with one of
+    // the two peaks prices the other with it.
+    const std::string other = w == "bf16" ? "fp16" : w == "fp16" ? "bf16" : "";
+    if (!other.empty() && !peaks.count(w) && peaks.count(other)) {
+      note(notes, node.origin + " gives no devices.peak_flops." + w + ": " + w + " runs at its " + other + " peak");
+      p.dtype = other;
+    }
   } else {
     // The format's own tensor-core type: FP8 (Hopper, Ada), INT8 (every tensor-core GPU since Turing; the
     // CUDA MMQ kernels of llama.cpp run Q8_0 in it), FP4 (Blackwell's NVFP4 and MXFP4).
