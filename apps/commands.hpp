@@ -93,5 +93,6 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out);      // apps/calibra
 /// `moesim ref init|run` and `moesim validate` (apps/ref_cmd.cpp).
 int cmd_ref(const Args& args, std::ostream& out);
 int cmd_validate(const Args& args, std::ostream& out);
+int cmd_validate_table(const Args& args, std::ostream& out);  // apps/validate_table_cmd.cpp
 
 }  // namespace moesim::apps

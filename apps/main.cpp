@@ -49,7 +49,7 @@ const Command kCommands[] = {
     {"ref", moesim::apps::cmd_ref,
      "the reference path: random-weight checkpoints (init) and a real MoE decoder over MPI ranks (run)"},
     {"validate", moesim::apps::cmd_validate,
-     "run the reference decoder and the simulator on the same configuration; predicted vs measured, error in %"},
+     "predicted vs measured, error in %: the reference decoder on this machine, or the public table (--table)"},
     {"cost", moesim::apps::cmd_cost, "capital cost of a configuration and tokens/s per USD for a measured throughput"},
     {"models", moesim::apps::cmd_models, "the model zoo: id, family, total / active parameters, experts, source"},
     {"hw", moesim::apps::cmd_hw, "hardware profiles: nodes, NICs, storage, with units, prices and sources"},

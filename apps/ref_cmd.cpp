@@ -220,6 +220,9 @@ int cmd_ref(const Args& args, std::ostream& out) {
 }
 
 int cmd_validate(const Args& args, std::ostream& out) {
+  // Two validations: the public measurement table (--table), or this machine's reference decoder.
+  for (const auto& a : args)
+    if (a == "--table" || a.starts_with("--table=")) return cmd_validate_table(args, out);
   po::options_description desc("options");
   add_run_options(desc);
   // clang-format off
@@ -238,7 +241,9 @@ int cmd_validate(const Args& args, std::ostream& out) {
                      "placement, strategy and rank count with the run's own routing trace, and prints predicted "
                      "vs measured decode time per token, seed 000 Table 3's split, and the error in %.\n\n"
                      "example:\n"
-                     "  moesim validate --checkpoint /tmp/tm --hw hwprofiles/measured/my-host.json --tokens 64")) {
+                     "  moesim validate --checkpoint /tmp/tm --hw hwprofiles/measured/my-host.json --tokens 64\n\n"
+                     "`moesim validate --table DIR` compares moesim with a public measurement table instead "
+                     "(validation/; --table --help).")) {
     return 0;
   }
   reference::World world;

@@ -1,0 +1,56 @@
+// `moesim validate --table DIR`: predicted vs measured over the public validation table (issue 20).
+
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "commands.hpp"
+#include "moesim/model/output_file.hpp"
+#include "moesim/reports/validation.hpp"
+
+namespace moesim::apps {
+
+namespace po = boost::program_options;
+
+int cmd_validate_table(const Args& args, std::ostream& out) {
+  po::options_description desc("options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("table", po::value<std::string>()->required(), "the validation directory: measurements.csv and mapping.json (the repo's validation/)")
+    ("role", po::value<std::string>(), "calibration (dense rows) or prediction (MoE rows); default both")
+    ("rows", "also print every predicted row: measured, predicted, error")
+    ("csv", po::value<std::string>(), "write every row (predicted or why not) to this CSV file")
+    ("json", "print the result as JSON (every figure with its unit)")
+    ("quiet", "no progress line on stderr");
+  // clang-format on
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm, out,
+                     "usage: moesim validate --table DIR [--role calibration|prediction] [--rows] [--csv FILE]\n\n"
+                     "Predicts every row of a public measurement table that moesim can express, with the shipped\n"
+                     "profiles and nothing fitted, and prints the error per row and its summary (median and p90\n"
+                     "|error|, share within 10% and 25%, worst factor) per role, kind of figure, hardware family\n"
+                     "and runtime. Batch-1 decode comes from the analytic model (equal to both simulators at\n"
+                     "batch 1), prefill and batched decode from the serving simulator; rows it cannot express yet\n"
+                     "are counted with the reason. The table's columns and sources: validation/README.md.\n\n"
+                     "example:\n  moesim validate --table validation --role prediction --rows")) {
+    return 0;
+  }
+  OutputSet outputs;
+  OutputFile* csv = vm.count("csv") ? &outputs.add(vm["csv"].as<std::string>(), "--csv") : nullptr;
+  ProgressLine progress(!vm.count("quiet") && !vm.count("json"));
+  reports::ValidationOptions o;
+  if (vm.count("role")) o.role = vm["role"].as<std::string>();
+  o.progress = [&](std::size_t done, std::size_t total) { progress.update("validate", done, total); };
+  const reports::ValidationResult r = reports::run_validation(vm["table"].as<std::string>(), o);
+  progress.finish();
+  if (vm.count("json")) {
+    out << reports::validation_to_json(r).dump(2) << "\n";
+  } else {
+    reports::print_validation_text(r, out, vm.count("rows") > 0);
+  }
+  if (csv) reports::write_validation_csv(r, csv->stream());
+  outputs.commit();
+  return 0;
+}
+
+}  // namespace moesim::apps

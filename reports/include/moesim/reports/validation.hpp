@@ -1,0 +1,82 @@
+#pragma once
+// `moesim validate --table DIR`: moesim against public measurements nobody here produced (issue 20).
+//
+// DIR holds measurements.csv (one public measurement per row with its source; validation/README.md) and
+// mapping.json, which says how the table's words map onto moesim's inputs: a hardware name and device
+// count onto a node profile, a weight format onto a precision. Each row moesim can express is predicted by
+// the instrument its metric needs, with the same defaults a user gets:
+//   - batch-1 decode (llama-bench tg, `@ dN` depth): the analytic model at the mean context of the
+//     generated tokens (depth + prompt + output / 2), LM head included (a runtime samples every token);
+//     at batch 1 it equals the two simulators (tests/oracle/test_three_way_oracle.cpp);
+//   - batch-1 prefill (llama-bench pp at depth 0): the serving simulator, one request: prompt / TTFT;
+//   - batched decode (llama-batched-bench S_TG, B sequences): the serving simulator, B users at once,
+//     B / mean TPOT.
+// The rest (max-load serving throughput, latency under load) is listed as not expressed yet, with why.
+// Rows are never fitted here: calibration rows (dense) show how far the datasheet profiles are on the
+// models they would be fitted to, prediction rows (MoE) how far moesim is where it has not been fitted.
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace moesim::reports {
+
+struct ValidationRow {
+  std::string id, role, model, format, hardware, hw_family, runtime, metric, unit, source_url;
+  std::int64_t devices = 1;
+  std::optional<std::int64_t> batch, prompt, output, depth;
+  double measured = 0;
+  std::int64_t line = 0;  ///< in measurements.csv
+};
+
+struct ValidationPrediction {
+  ValidationRow row;
+  std::string kind;                ///< "decode b1", "prefill b1", "decode batched", or empty when not expressed
+  std::string model, hw, precision;  ///< the moesim inputs it mapped to (a zoo id, a node profile, a precision)
+  std::string instrument;          ///< "analytic", "serving-sim"
+  std::optional<double> predicted; ///< in the row's unit
+  std::string skipped;             ///< why not expressed (when !predicted)
+  [[nodiscard]] double error() const { return predicted ? *predicted / row.measured - 1.0 : 0.0; }
+};
+
+/// Error statistics of a group of predictions (|error| = |predicted / measured − 1|).
+struct ErrorSummary {
+  std::string role, kind, hw_family, runtime;  ///< the group ("all" where it spans every value)
+  std::int64_t n = 0;
+  double median_abs = 0, p90_abs = 0;  ///< fractions
+  double within_10 = 0, within_25 = 0; ///< shares of rows
+  double median_signed = 0;            ///< > 0: moesim too fast / high
+  double worst_ratio = 1;              ///< max over rows of max(p/m, m/p)
+};
+
+struct ValidationResult {
+  std::filesystem::path table;
+  std::vector<ValidationPrediction> rows;
+  std::vector<ErrorSummary> summaries;  ///< per role × kind, then per role × kind × hw_family × runtime
+  std::map<std::string, std::int64_t> skipped;  ///< reason → rows
+};
+
+struct ValidationOptions {
+  std::string role;  ///< "calibration", "prediction", or empty for both
+  std::function<void(std::size_t, std::size_t)> progress;  ///< rows done, rows in all
+};
+
+/// Reads DIR/measurements.csv and DIR/mapping.json (UserError naming the file, line and field) and
+/// predicts every row it can express.
+ValidationResult run_validation(const std::filesystem::path& dir, const ValidationOptions& o = {});
+
+/// Summary statistics over `preds` with a prediction (n = 0 when none).
+ErrorSummary summarise(const std::vector<const ValidationPrediction*>& preds);
+
+void print_validation_text(const ValidationResult& r, std::ostream& out, bool every_row);
+nlohmann::json validation_to_json(const ValidationResult& r);
+/// One line per row: the table's columns that identify it, the mapping, predicted, measured, error.
+void write_validation_csv(const ValidationResult& r, std::ostream& out);
+
+}  // namespace moesim::reports

@@ -1,0 +1,150 @@
+// `moesim validate --table DIR` (issue 20): the public measurement table, predicted by the instrument each
+// row needs. A small table in a scratch folder: each prediction must be what the instrument itself says
+// for that configuration (a cross-check, not a stored figure), rows it cannot express are counted with
+// the reason, and bad tables are refused with the file, the line and the fix.
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_support.hpp"
+
+namespace {
+
+using namespace moesim::test;
+
+const char* kHeader =
+    "id,role,model,hf_repo,format,hardware,hw_family,devices,runtime,runtime_version,batch,prompt_tokens,"
+    "output_tokens,context_depth,metric,value,unit,source_url,locator\n";
+
+const char* kMapping = R"({
+  "hardware": [{"hardware": "M2 Ultra 192GB", "devices": 1, "hw": "mac-studio-m2-ultra-192"}],
+  "formats": {"Q8_0": "q8_0", "F16": "fp16"},
+  "models": {"meta-llama/Meta-Llama-3-8B": "llama-3.1-8b"}
+})";
+
+void write_table(const Scratch& s, const std::string& rows, const std::string& mapping = kMapping) {
+  s.write("measurements.csv", std::string(kHeader) + rows);
+  s.write("mapping.json", mapping);
+}
+
+double metric_value(const nlohmann::json& row, const char* key) { return row.at(key).at("value").get<double>(); }
+
+// A batch-1 decode row is the analytic model at the generated tokens' mean context with the LM head
+// (estimate --context depth + prompt + output/2 --lm-head); a row on hardware without a profile and a
+// max-load serving row are not predicted, each with its reason.
+TEST(GoldenValidateTable, DecodeRowIsTheEstimateOfItsConfiguration) {
+  const Scratch s("moesim_validate_table");
+  write_table(s,
+              "a,prediction,qwen3-30b-a3b,Qwen/Qwen3-30B-A3B,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,"
+              "128,4096,decode_tokens_per_s,50,tokens/s,https://example.org/a,\"row a, tg128 @ d4096\"\n"
+              "b,calibration,meta-llama/Meta-Llama-3-8B,,F16,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
+              "decode_tokens_per_s,40,tokens/s,https://example.org/b,row b\n"
+              "c,prediction,qwen3-30b-a3b,,Q8_0,RTX 9090,nvidia-desktop,1,llama.cpp-cuda,,1,0,128,0,"
+              "decode_tokens_per_s,50,tokens/s,https://example.org/c,row c\n"
+              "d,prediction,mixtral-8x7b,,Q8_0,M2 Ultra 192GB,apple-m,1,vllm,,,1000,1000,0,"
+              "output_throughput_tokens_per_s,900,tokens/s,https://example.org/d,row d\n");
+  const moesim::test::Run r = s.moesim("validate --table " + s.path() + " --json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& rows = j.at("rows");
+  ASSERT_EQ(rows.size(), 4u);
+
+  const moesim::test::Run est = s.moesim(
+      "estimate --model qwen3-30b-a3b --hw mac-studio-m2-ultra-192 --precision q8_0 --context 4160 --lm-head --json");
+  ASSERT_EQ(est.code, 0) << est.err;
+  double want = 0;
+  const auto est_json = nlohmann::json::parse(est.out);
+  for (const auto& m : est_json.at("rows").at(0).at("metrics"))
+    if (m.at("name") == "tokens_per_second") want = m.at("value").get<double>();
+  ASSERT_GT(want, 0);
+  EXPECT_DOUBLE_EQ(metric_value(rows[0], "predicted"), want);
+  EXPECT_DOUBLE_EQ(metric_value(rows[0], "error"), want / 50.0 - 1.0);
+  EXPECT_EQ(rows[0].at("instrument"), "analytic");
+
+  EXPECT_EQ(rows[1].at("precision"), "fp16");  // the repo id maps onto the zoo entry of the same shapes
+  EXPECT_GT(metric_value(rows[1], "predicted"), 0);
+  EXPECT_NE(rows[2].at("not_predicted").get<std::string>().find("no node profile"), std::string::npos);
+  EXPECT_NE(rows[3].at("not_predicted").get<std::string>().find("max-load serving"), std::string::npos);
+
+  // Summaries: one per role and kind over all hardware, and per family and runtime.
+  bool found = false;
+  for (const auto& sum : j.at("summaries"))
+    if (sum.at("role") == "prediction" && sum.at("kind") == "decode b1" && sum.at("hw_family") == "all") {
+      found = true;
+      EXPECT_EQ(sum.at("rows"), 1);
+      EXPECT_DOUBLE_EQ(sum.at("median_abs_error").at("value").get<double>(), std::fabs(want / 50.0 - 1.0));
+    }
+  EXPECT_TRUE(found);
+
+  // The text form prints the same summary, and --csv writes every row (predicted or why not).
+  const moesim::test::Run text = s.moesim("validate --table " + s.path() + " --quiet --rows --csv " + s.path("rows.csv"));
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("median |err|"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("1 rows: no node profile"), std::string::npos) << text.out;
+  const std::string csv = slurp(s.path("rows.csv"));
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5);
+}
+
+// Batch-1 prefill and batched decode come from the serving simulator: prompt / TTFT, and B / TPOT.
+TEST(GoldenValidateTable, PrefillAndBatchedDecodeAreServed) {
+  const Scratch s("moesim_validate_table");
+  write_table(s,
+              "p,prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,512,0,0,"
+              "prefill_tokens_per_s,1000,tokens/s,https://example.org/p,pp512\n"
+              "b,prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,8,512,32,0,"
+              "decode_tokens_per_s,200,tokens/s,https://example.org/b,B=8\n");
+  const moesim::test::Run r = s.moesim("validate --table " + s.path() + " --json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out).at("rows");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) {
+    EXPECT_EQ(row.at("instrument"), "serving-sim") << row.dump();
+    EXPECT_GT(metric_value(row, "predicted"), 0) << row.dump();
+  }
+  EXPECT_EQ(rows[0].at("kind"), "prefill b1");
+  EXPECT_EQ(rows[1].at("kind"), "decode batched");
+  // Eight sequences decode faster together than one alone (the weights are read once per step).
+  EXPECT_GT(metric_value(rows[1], "predicted"), 100.0);
+}
+
+TEST(GoldenValidateTable, BadTablesAreRefusedWithFileLineAndFix) {
+  const Scratch s("moesim_validate_table");
+  struct Case {
+    std::string rows, mapping, want;
+  };
+  const Case cases[] = {
+      {"a,prediction,x,,Q8_0,M2 Ultra 192GB,apple-m,1,r,,1,0,1,0,decode_tokens_per_s,-3,tokens/s,https://e,l\n",
+       kMapping, "measurements.csv: line 2, value: '-3' is not a number > 0"},
+      {"a,guess,x,,Q8_0,M2 Ultra 192GB,apple-m,1,r,,1,0,1,0,decode_tokens_per_s,3,tokens/s,https://e,l\n", kMapping,
+       "line 2: role 'guess' is not calibration or prediction"},
+      {"a,prediction,x,,Q8_0,M2 Ultra 192GB,apple-m,one,r,,1,0,1,0,decode_tokens_per_s,3,tokens/s,https://e,l\n",
+       kMapping, "line 2, devices: 'one' is not a whole number >= 0"},
+      {"a,prediction,x,,Q8_0,M2 Ultra,apple-m,1,r,,1,0,1,0,decode_tokens_per_s,3,tokens/s,https://e\n", kMapping,
+       "line 2: 18 fields, but the header has 19"},
+      {"", R"({"formats": {"Q8_0": "q7"}})", "mapping.json: $.formats.Q8_0: unknown precision 'q7'"},
+      {"", R"({"hardware": [{"hardware": "X", "devices": 1, "hw": "no-such-node"}]})", "$.hardware[0].hw: unknown hardware (node) profile 'no-such-node'"},
+  };
+  for (const auto& c : cases) {
+    write_table(s, c.rows, c.mapping);
+    const moesim::test::Run r = s.moesim("validate --table " + s.path() + " --quiet");
+    EXPECT_EQ(r.code, 2) << c.want;
+    EXPECT_NE(r.err.find(c.want), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+}
+
+// The repo's own table: every mapping resolves and a share of the rows is predicted (what the
+// validation README's figures come from).
+TEST(GoldenValidateTable, TheRepositoryTableRuns) {
+  const Scratch s("moesim_validate_table");
+  const moesim::test::Run r = s.moesim("validate --table " + std::string(MOESIM_SOURCE_DIR) + "/validation --json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  std::size_t predicted = 0;
+  for (const auto& row : j.at("rows")) predicted += row.contains("predicted") ? 1 : 0;
+  EXPECT_GE(predicted, 50u);
+}
+
+}  // namespace
