@@ -5,7 +5,7 @@
 
 #include "commands.hpp"
 #include "moesim/model/output_file.hpp"
-#include "moesim/reports/validation.hpp"
+#include "moesim/calibrate/validation.hpp"
 
 namespace moesim::apps {
 
@@ -18,6 +18,7 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
     ("help,h", "show this help")
     ("table", po::value<std::string>()->required(), "the validation directory: measurements.csv and mapping.json (the repo's validation/)")
     ("role", po::value<std::string>(), "calibration (dense rows) or prediction (MoE rows); default both")
+    ("fit", "fit each (hardware profile, runtime) to its calibration rows (dense models, batch-1 decode): bandwidth efficiency and a cost per kernel; predict with it, with an interval from the leave-one-out errors")
     ("rows", "also print every predicted row: measured, predicted, error")
     ("csv", po::value<std::string>(), "write every row (predicted or why not) to this CSV file")
     ("json", "print the result as JSON (every figure with its unit)")
@@ -38,17 +39,18 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
   OutputSet outputs;
   OutputFile* csv = vm.count("csv") ? &outputs.add(vm["csv"].as<std::string>(), "--csv") : nullptr;
   ProgressLine progress(!vm.count("quiet") && !vm.count("json"));
-  reports::ValidationOptions o;
+  calibrate::ValidationOptions o;
   if (vm.count("role")) o.role = vm["role"].as<std::string>();
+  o.fit = vm.count("fit") > 0;
   o.progress = [&](std::size_t done, std::size_t total) { progress.update("validate", done, total); };
-  const reports::ValidationResult r = reports::run_validation(vm["table"].as<std::string>(), o);
+  const calibrate::ValidationResult r = calibrate::run_validation(vm["table"].as<std::string>(), o);
   progress.finish();
   if (vm.count("json")) {
-    out << reports::validation_to_json(r).dump(2) << "\n";
+    out << calibrate::validation_to_json(r).dump(2) << "\n";
   } else {
-    reports::print_validation_text(r, out, vm.count("rows") > 0);
+    calibrate::print_validation_text(r, out, vm.count("rows") > 0);
   }
-  if (csv) reports::write_validation_csv(r, csv->stream());
+  if (csv) calibrate::write_validation_csv(r, csv->stream());
   outputs.commit();
   return 0;
 }

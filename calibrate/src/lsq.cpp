@@ -5,6 +5,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "moesim/model/error.hpp"
+
 // LAPACK's Fortran interface, as OpenBLAS exports it (column-major, arguments by pointer).
 extern "C" void dgelsd_(const int* m, const int* n, const int* nrhs, double* a, const int* lda, double* b,
                         const int* ldb, double* s, const double* rcond, int* rank, double* work, const int* lwork,
@@ -83,6 +85,44 @@ LineFit fit_line(const std::vector<double>& x, const std::vector<double>& y, con
   }
   f.r2 = ss_tot > 0 ? 1.0 - ss_res / ss_tot : (ss_res == 0 ? 1.0 : 0.0);
   return f;
+}
+
+}  // namespace moesim::calibrate
+
+namespace moesim::calibrate {
+
+std::vector<double> nonnegative_least_squares(const Matrix& a, const std::vector<double>& b) {
+  MOESIM_CHECK(a.cols <= 8, "nonnegative_least_squares enumerates column subsets: at most 8 columns");
+  MOESIM_CHECK(b.size() == a.rows, "nonnegative_least_squares: b must have one entry per row of A");
+  std::vector<double> best(a.cols, 0.0);
+  double best_residual = 0;
+  for (std::size_t i = 0; i < a.rows; ++i) best_residual += b[i] * b[i];  // x = 0
+  if (a.rows == 0) return best;
+  for (std::size_t mask = 1; mask < (std::size_t{1} << a.cols); ++mask) {
+    std::vector<std::size_t> cols;
+    for (std::size_t c = 0; c < a.cols; ++c)
+      if (mask & (std::size_t{1} << c)) cols.push_back(c);
+    Matrix sub(a.rows, cols.size());
+    for (std::size_t r = 0; r < a.rows; ++r)
+      for (std::size_t j = 0; j < cols.size(); ++j) sub(r, j) = a(r, cols[j]);
+    const LeastSquares s = least_squares(sub, b);
+    if (s.rank < cols.size()) continue;  // these columns cannot be told apart by the rows
+    bool feasible = true;
+    for (const double v : s.x) feasible = feasible && v >= 0;
+    if (!feasible) continue;
+    double residual = 0;
+    for (std::size_t r = 0; r < a.rows; ++r) {
+      double fit = 0;
+      for (std::size_t j = 0; j < cols.size(); ++j) fit += sub(r, j) * s.x[j];
+      residual += (fit - b[r]) * (fit - b[r]);
+    }
+    if (residual < best_residual) {
+      best_residual = residual;
+      std::fill(best.begin(), best.end(), 0.0);
+      for (std::size_t j = 0; j < cols.size(); ++j) best[cols[j]] = s.x[j];
+    }
+  }
+  return best;
 }
 
 }  // namespace moesim::calibrate

@@ -145,3 +145,29 @@ TEST(CalibrateFit, EfficiencyBandsLookupFlagsSizesOutsideTheTable) {
   EXPECT_FALSE(below.inside);
   EXPECT_EQ(below.value, 0.5);
 }
+
+// Non-negative least squares over a few columns: the unconstrained solution where it is non-negative;
+// otherwise the best fit with the offending column at 0 (b = 2·a0 − 1·a1 exactly; with x1 >= 0 the best is
+// x1 = 0 and x0 the projection of b on a0).
+TEST(Lsq, NonNegativeLeastSquaresKeepsTheSignConstraint) {
+  calibrate::Matrix a(4, 2);
+  const double a0[] = {1, 2, 3, 4}, a1[] = {1, 0, 1, 0};
+  std::vector<double> plus(4), minus(4);
+  for (std::size_t i = 0; i < 4; ++i) {
+    a(i, 0) = a0[i];
+    a(i, 1) = a1[i];
+    plus[i] = 2 * a0[i] + 3 * a1[i];
+    minus[i] = 2 * a0[i] - 1 * a1[i];
+  }
+  const auto x = calibrate::nonnegative_least_squares(a, plus);
+  EXPECT_NEAR(x[0], 2.0, 1e-12);
+  EXPECT_NEAR(x[1], 3.0, 1e-12);
+  const auto y = calibrate::nonnegative_least_squares(a, minus);
+  EXPECT_EQ(y[1], 0.0);
+  double ab = 0, aa = 0;
+  for (std::size_t i = 0; i < 4; ++i) {
+    ab += a0[i] * minus[i];
+    aa += a0[i] * a0[i];
+  }
+  EXPECT_NEAR(y[0], ab / aa, 1e-12);
+}

@@ -21,11 +21,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <utility>
 #include <ostream>
 #include <string>
 #include <vector>
 
-namespace moesim::reports {
+namespace moesim::calibrate {
 
 struct ValidationRow {
   std::string id, role, model, format, hardware, hw_family, runtime, metric, unit, source_url;
@@ -40,19 +41,41 @@ struct ValidationPrediction {
   std::string kind;                ///< "decode b1", "prefill b1", "decode batched", or empty when not expressed
   std::string model, hw, precision;  ///< the moesim inputs it mapped to (a zoo id, a node profile, a precision)
   std::string instrument;          ///< "analytic", "serving-sim"
-  std::optional<double> predicted; ///< in the row's unit
+  std::optional<double> predicted; ///< in the row's unit, with the shipped (datasheet) profiles
   std::string skipped;             ///< why not expressed (when !predicted)
+  /// With the runtime fitted to the calibration rows of its (node profile, runtime) class (--fit), and
+  /// the interval the leave-one-out errors of those rows give (a prediction row's measurement should lie
+  /// in it).
+  std::optional<double> fitted;
+  std::optional<std::pair<double, double>> interval;
   [[nodiscard]] double error() const { return predicted ? *predicted / row.measured - 1.0 : 0.0; }
+  [[nodiscard]] double fitted_error() const { return fitted ? *fitted / row.measured - 1.0 : 0.0; }
+};
+
+/// A runtime fitted on one hardware profile (--fit) from the class's dense calibration rows: the weights
+/// are read at `efficiency` of the profile's bandwidth, the KV cache and attention over the context take
+/// `context_factor` times their roofline, and each kernel costs `kernel_overhead` s (the three costs of
+/// batch-1 decode a runtime adds to the hardware; issue 20's runtime profiles will carry them).
+struct ValidationFit {
+  std::string hw, runtime;
+  std::int64_t calibration_rows = 0;
+  double efficiency = 1, kernel_overhead = 0;
+  double context_factor = 1;  ///< the KV-cache and attention roofline's time is multiplied by this
+  std::vector<double> loo_errors;  ///< leave-one-out: predicted / measured − 1 of each calibration row
+  std::string note;
 };
 
 /// Error statistics of a group of predictions (|error| = |predicted / measured − 1|).
 struct ErrorSummary {
+  std::string basis = "datasheet";             ///< "datasheet" (shipped profiles) or "fitted" (--fit)
   std::string role, kind, hw_family, runtime;  ///< the group ("all" where it spans every value)
   std::int64_t n = 0;
   double median_abs = 0, p90_abs = 0;  ///< fractions
   double within_10 = 0, within_25 = 0; ///< shares of rows
   double median_signed = 0;            ///< > 0: moesim too fast / high
   double worst_ratio = 1;              ///< max over rows of max(p/m, m/p)
+  std::int64_t with_interval = 0;      ///< fitted: rows with an interval
+  double coverage = 0;                 ///< fitted: share of those whose measurement lies in it
 };
 
 struct ValidationResult {
@@ -60,10 +83,12 @@ struct ValidationResult {
   std::vector<ValidationPrediction> rows;
   std::vector<ErrorSummary> summaries;  ///< per role × kind, then per role × kind × hw_family × runtime
   std::map<std::string, std::int64_t> skipped;  ///< reason → rows
+  std::vector<ValidationFit> fits;              ///< --fit: one per (node profile, runtime) class
 };
 
 struct ValidationOptions {
   std::string role;  ///< "calibration", "prediction", or empty for both
+  bool fit = false;  ///< fit each (node profile, runtime) class to its calibration rows (ValidationFit)
   std::function<void(std::size_t, std::size_t)> progress;  ///< rows done, rows in all
 };
 
@@ -71,12 +96,13 @@ struct ValidationOptions {
 /// predicts every row it can express.
 ValidationResult run_validation(const std::filesystem::path& dir, const ValidationOptions& o = {});
 
-/// Summary statistics over `preds` with a prediction (n = 0 when none).
-ErrorSummary summarise(const std::vector<const ValidationPrediction*>& preds);
+/// Summary statistics over `preds` with a prediction (n = 0 when none): of the datasheet figure, or of the
+/// fitted one (`fitted`), with the intervals' coverage.
+ErrorSummary summarise(const std::vector<const ValidationPrediction*>& preds, bool fitted = false);
 
 void print_validation_text(const ValidationResult& r, std::ostream& out, bool every_row);
 nlohmann::json validation_to_json(const ValidationResult& r);
 /// One line per row: the table's columns that identify it, the mapping, predicted, measured, error.
 void write_validation_csv(const ValidationResult& r, std::ostream& out);
 
-}  // namespace moesim::reports
+}  // namespace moesim::calibrate

@@ -1,6 +1,6 @@
 // moesim against the public validation table (reports/validation.hpp).
 
-#include "moesim/reports/validation.hpp"
+#include "moesim/calibrate/validation.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -15,13 +15,23 @@
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/text.hpp"
+#include "moesim/calibrate/lsq.hpp"
 #include "moesim/reports/estimate.hpp"
 #include "moesim/reports/json_out.hpp"
 #include "moesim/reports/plot.hpp"
 #include "moesim/reports/serve.hpp"
 #include "moesim/reports/table.hpp"
 
-namespace moesim::reports {
+namespace moesim::calibrate {
+
+using reports::csv_field;
+using reports::fixed;
+using reports::metric;
+using reports::run_serve;
+using reports::ServeRun;
+using reports::ServeScenario;
+using reports::Table;
+
 
 namespace {
 
@@ -155,6 +165,27 @@ double quantile(std::vector<double> v, double q) {
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
+/// Batch-1 decode tokens/s of `p`'s configuration on `node`: the analytic model as `moesim estimate` runs
+/// it on one node (every expert local, so E[active] = top-k), at the generated tokens' mean context with
+/// the LM head (a runtime samples every token).
+double decode_b1(const ValidationPrediction& p, const model::NodeProfile& node,
+                 std::optional<std::int64_t> context = std::nullopt) {
+  const model::Architecture arch = model::load_model(p.model);
+  const model::Precision& prec = model::precision(p.precision);
+  std::optional<model::NicProfile> intra;
+  if (node.intra_node_link) intra = model::load_nic(*node.intra_node_link);
+  model::DecodeScenario s;
+  s.arch = &arch;
+  s.node = &node;
+  s.intra_link = intra ? &*intra : nullptr;
+  s.weights = &prec;
+  s.context = context.value_or(p.row.depth.value_or(0) + p.row.prompt.value_or(0) + p.row.output.value_or(0) / 2);
+  s.include_lm_head = true;
+  s.expected_active_experts = arch.is_moe() ? static_cast<double>(arch.top_k) : 0.0;
+  s.max_experts_per_node = arch.routed_experts;
+  return model::estimate_decode(s).tokens_per_second;
+}
+
 void predict(ValidationPrediction& p, const Mapping& m) {
   const ValidationRow& r = p.row;
   const bool b1 = r.batch && *r.batch == 1;
@@ -200,16 +231,8 @@ void predict(ValidationPrediction& p, const Mapping& m) {
   const std::int64_t prompt = r.prompt.value_or(0), output = r.output.value_or(0), depth = r.depth.value_or(0);
   try {
     if (p.kind == "decode b1") {
-      EstimateRequest q;
-      q.model = p.model;
-      q.hw = p.hw;
-      q.nodes = {1};
-      q.precision = p.precision;
-      q.context = depth + prompt + output / 2;
-      q.lm_head = true;
-      const EstimateResult e = run_estimate(q);
       p.instrument = "analytic";
-      p.predicted = e.rows.front().estimate.tokens_per_second;
+      p.predicted = decode_b1(p, model::load_node(p.hw));
     } else if (p.kind == "prefill b1") {
       const ServeRun run = serve_burst(p.model, p.hw, r.devices, p.precision, 1, std::max<std::int64_t>(prompt, 1), 1);
       p.instrument = "serving-sim";
@@ -227,14 +250,124 @@ void predict(ValidationPrediction& p, const Mapping& m) {
   }
 }
 
+/// A node profile whose memory-bound kernels run at `efficiency` of its bandwidth and whose kernels each
+/// cost `kernel_overhead` on top, with no other overhead: the two figures a runtime adds to the hardware
+/// at batch-1 decode (a runtime profile's, issue 20; here fitted per hardware and runtime).
+model::NodeProfile with_runtime(model::NodeProfile node, double efficiency, double kernel_overhead,
+                                const std::string& source) {
+  model::EfficiencyTable t;
+  t.source = source;
+  t.memory.push_back({units::bytes(0), units::bytes(1e18), efficiency, 0});
+  node.devices.efficiency = t;
+  node.devices.kernel_overhead = model::Sourced<units::Duration>{units::seconds(kernel_overhead), source};
+  node.devices.layer_overhead.reset();
+  return node;
+}
+
+/// One decode-b1 row's time split by the shared cost model into the three costs a runtime scales: the
+/// weights' roofline (at an empty context), the KV cache and attention over the context (the roofline's
+/// growth from context 0 to the row's), and the kernels launched per token (their count).
+struct DecodeTerms {
+  double weights = 0, context = 0, kernels = 0;
+};
+
+DecodeTerms decode_terms(const ValidationPrediction& p, const model::NodeProfile& base) {
+  const model::NodeProfile roof = with_runtime(base, 1.0, 0.0, "roofline");
+  const model::NodeProfile unit = with_runtime(base, 1.0, 1e-6, "one microsecond per kernel");
+  DecodeTerms t;
+  const double at_context = 1.0 / decode_b1(p, roof);
+  t.weights = 1.0 / decode_b1(p, roof, 0);
+  t.context = std::max(0.0, at_context - t.weights);
+  t.kernels = (1.0 / decode_b1(p, unit) - at_context) / 1e-6;
+  return t;
+}
+
+/// The fitted runtime's time for `t`: weights / efficiency + context × its factor + kernels × overhead.
+double fitted_seconds(const ValidationFit& f, const DecodeTerms& t) {
+  return t.weights / f.efficiency + t.context * f.context_factor + t.kernels * f.kernel_overhead;
+}
+
+/// x >= 0 minimising Σ ((x·terms_i − time_i) / time_i)²: relative errors, so that a 70B model's seconds do
+/// not outweigh an 8B model's milliseconds (nonnegative_least_squares over the three costs).
+ValidationFit solve(const std::vector<DecodeTerms>& terms, const std::vector<double>& time) {
+  Matrix a(terms.size(), 3);
+  std::vector<double> ones(terms.size(), 1.0);
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    a(i, 0) = terms[i].weights / time[i];
+    a(i, 1) = terms[i].context / time[i];
+    a(i, 2) = terms[i].kernels / time[i];
+  }
+  const std::vector<double> x = nonnegative_least_squares(a, ones);
+  ValidationFit f;
+  f.efficiency = x[0] > 0 ? 1.0 / x[0] : 1.0;
+  f.context_factor = x[1];
+  f.kernel_overhead = x[2];
+  return f;
+}
+
+/// Fits the runtime on one (node profile, runtime) class from its calibration rows at batch-1 decode
+/// (dense models: formats and sizes vary the bytes at a given kernel count, context depths vary the
+/// attention alone), then prices every decode-b1 row of the class with it. A row's interval spans the
+/// leave-one-out errors of the calibration rows (each predicted by the fit of the others).
+void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit) {
+  const model::NodeProfile base = model::load_node(fit.hw);
+  std::vector<ValidationPrediction*> cal;
+  std::vector<DecodeTerms> terms;
+  std::vector<double> time;
+  for (auto* p : rows) {
+    if (p->row.role != "calibration" || p->kind != "decode b1" || !p->predicted) continue;
+    cal.push_back(p);
+    terms.push_back(decode_terms(*p, base));
+    time.push_back(1.0 / p->row.measured);
+  }
+  fit.calibration_rows = static_cast<std::int64_t>(cal.size());
+  if (cal.empty()) return;
+  {
+    const ValidationFit all = solve(terms, time);
+    fit.efficiency = all.efficiency;
+    fit.context_factor = all.context_factor;
+    fit.kernel_overhead = all.kernel_overhead;
+  }
+  if (fit.efficiency > 1.0)
+    fit.note = "the runtime reads faster than the profile's bandwidth: the profile's figure is low";
+  for (std::size_t i = 0; i < cal.size() && cal.size() >= 4; ++i) {
+    std::vector<DecodeTerms> ti;
+    std::vector<double> yi;
+    for (std::size_t j = 0; j < cal.size(); ++j)
+      if (j != i) {
+        ti.push_back(terms[j]);
+        yi.push_back(time[j]);
+      }
+    const double predicted = 1.0 / fitted_seconds(solve(ti, yi), terms[i]);
+    fit.loo_errors.push_back(predicted / cal[i]->row.measured - 1.0);
+  }
+  double lo = 0, hi = 0;
+  if (!fit.loo_errors.empty()) {
+    lo = *std::min_element(fit.loo_errors.begin(), fit.loo_errors.end());
+    hi = *std::max_element(fit.loo_errors.begin(), fit.loo_errors.end());
+  }
+  for (auto* p : rows) {
+    if (p->kind != "decode b1" || !p->predicted) continue;
+    p->fitted = 1.0 / fitted_seconds(fit, decode_terms(*p, base));
+    // measured = predicted / (1 + error): the calibration rows' error range bounds the measurement.
+    if (!fit.loo_errors.empty()) p->interval = {*p->fitted / (1.0 + hi), *p->fitted / (1.0 + lo)};
+  }
+}
+
 }  // namespace
 
-ErrorSummary summarise(const std::vector<const ValidationPrediction*>& preds) {
+ErrorSummary summarise(const std::vector<const ValidationPrediction*>& preds, bool fitted) {
   ErrorSummary s;
+  s.basis = fitted ? "fitted" : "datasheet";
   std::vector<double> abs, signed_err;
+  std::int64_t covered = 0;
   for (const auto* p : preds) {
-    if (!p->predicted) continue;
-    const double e = p->error();
+    if (!(fitted ? p->fitted : p->predicted)) continue;
+    const double e = fitted ? p->fitted_error() : p->error();
+    if (fitted && p->interval) {
+      ++s.with_interval;
+      covered += p->row.measured >= p->interval->first && p->row.measured <= p->interval->second ? 1 : 0;
+    }
     abs.push_back(std::fabs(e));
     signed_err.push_back(e);
     s.worst_ratio = std::max(s.worst_ratio, std::max(e + 1.0, 1.0 / (e + 1.0)));
@@ -250,6 +383,7 @@ ErrorSummary summarise(const std::vector<const ValidationPrediction*>& preds) {
   };
   s.within_10 = share(0.10);
   s.within_25 = share(0.25);
+  if (s.with_interval > 0) s.coverage = static_cast<double>(covered) / static_cast<double>(s.with_interval);
   return s;
 }
 
@@ -271,25 +405,40 @@ ValidationResult run_validation(const std::filesystem::path& dir, const Validati
     if (!r.rows[i].predicted) ++r.skipped[r.rows[i].skipped.starts_with("refused") ? "refused by moesim" : r.rows[i].skipped];
     if (o.progress) o.progress(i + 1, r.rows.size());
   }
-  // Per role × kind, then per role × kind × hardware family × runtime.
-  std::set<std::tuple<std::string, std::string, std::string, std::string>> groups;
-  for (const auto& p : r.rows)
-    if (p.predicted) {
-      groups.insert({p.row.role, p.kind, "all", "all"});
-      groups.insert({p.row.role, p.kind, p.row.hw_family, p.row.runtime});
+  if (o.fit) {
+    // One fit per (node profile, runtime): a runtime's efficiency is its own on each machine.
+    std::map<std::pair<std::string, std::string>, std::vector<ValidationPrediction*>> classes;
+    for (auto& p : r.rows)
+      if (p.predicted) classes[{p.hw, p.row.runtime}].push_back(&p);
+    for (auto& [key, members] : classes) {
+      ValidationFit f;
+      f.hw = key.first;
+      f.runtime = key.second;
+      fit_class(members, f);
+      if (f.calibration_rows > 0) r.fits.push_back(f);
     }
-  for (const auto& [role, kind, family, runtime] : groups) {
-    std::vector<const ValidationPrediction*> in;
+  }
+  // Per role × kind, then per role × kind × hardware family × runtime; datasheet, then fitted.
+  for (const bool fitted : {false, true}) {
+    std::set<std::tuple<std::string, std::string, std::string, std::string>> groups;
     for (const auto& p : r.rows)
-      if (p.predicted && p.row.role == role && p.kind == kind && (family == "all" || p.row.hw_family == family) &&
-          (runtime == "all" || p.row.runtime == runtime))
-        in.push_back(&p);
-    ErrorSummary s = summarise(in);
-    s.role = role;
-    s.kind = kind;
-    s.hw_family = family;
-    s.runtime = runtime;
-    r.summaries.push_back(s);
+      if (fitted ? p.fitted.has_value() : p.predicted.has_value()) {
+        groups.insert({p.row.role, p.kind, "all", "all"});
+        groups.insert({p.row.role, p.kind, p.row.hw_family, p.row.runtime});
+      }
+    for (const auto& [role, kind, family, runtime] : groups) {
+      std::vector<const ValidationPrediction*> in;
+      for (const auto& p : r.rows)
+        if (p.row.role == role && p.kind == kind && (family == "all" || p.row.hw_family == family) &&
+            (runtime == "all" || p.row.runtime == runtime))
+          in.push_back(&p);
+      ErrorSummary s = summarise(in, fitted);
+      s.role = role;
+      s.kind = kind;
+      s.hw_family = family;
+      s.runtime = runtime;
+      r.summaries.push_back(s);
+    }
   }
   return r;
 }
@@ -303,24 +452,48 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
   std::int64_t predicted = 0;
   for (const auto& p : r.rows) predicted += p.predicted ? 1 : 0;
   out << "moesim validate: " << r.table.string() << ", " << r.rows.size() << " rows, " << predicted
-      << " predicted with the shipped (datasheet) profiles; nothing fitted\n";
+      << " predicted with the shipped (datasheet) profiles"
+      << (r.fits.empty() ? std::string(" (nothing fitted; --fit fits each runtime to its calibration rows)")
+                         : ", then with each runtime fitted to its class's calibration rows (dense only)")
+      << "\n";
   out << "error = predicted / measured - 1 (> 0: moesim too fast); calibration rows are dense models, prediction "
          "rows MoE\n\n";
   if (every_row) {
-    Table t({"id", "role", "kind", "hw", "precision", "instrument", "measured", "predicted", "error"});
+    Table t({"id", "role", "kind", "hw", "precision", "instrument", "measured", "datasheet", "error", "fitted",
+             "interval", "error"});
     for (const auto& p : r.rows) {
       if (!p.predicted) continue;
       t.add_row({p.row.id, p.row.role, p.kind, p.hw, p.precision, p.instrument, text::printf("%.4g", p.row.measured),
-                 text::printf("%.4g", *p.predicted), pct(p.error())});
+                 text::printf("%.4g", *p.predicted), pct(p.error()),
+                 p.fitted ? text::printf("%.4g", *p.fitted) : std::string("-"),
+                 p.interval ? text::printf("%.4g-%.4g", p.interval->first, p.interval->second) : std::string("-"),
+                 p.fitted ? pct(p.fitted_error()) : std::string("-")});
     }
     t.print_text(out);
     out << "\n";
   }
-  Table s({"role", "kind", "hw family", "runtime", "rows", "median |err|", "p90 |err|", "within 10%", "within 25%",
-           "median err", "worst x"});
+  if (!r.fits.empty()) {
+    out << "runtimes fitted to the calibration rows (batch-1 decode; time = weights' roofline / efficiency + "
+           "context roofline x factor + kernels x overhead):\n";
+    Table f({"hw", "runtime", "rows", "bandwidth efficiency", "context x", "per kernel us", "LOO error range"});
+    for (const auto& x : r.fits) {
+      const auto [lo, hi] = std::minmax_element(x.loo_errors.begin(), x.loo_errors.end());
+      f.add_row({x.hw, x.runtime, std::to_string(x.calibration_rows), text::printf("%.3f", x.efficiency),
+                 text::printf("%.2f", x.context_factor), text::printf("%.2f", x.kernel_overhead * 1e6),
+                 x.loo_errors.empty() ? std::string("- (under 3 rows)") : pct(*lo) + " .. " + pct(*hi)});
+    }
+    f.print_text(out);
+    for (const auto& x : r.fits)
+      if (!x.note.empty()) out << "note: " << x.hw << " / " << x.runtime << ": " << x.note << "\n";
+    out << "\n";
+  }
+  Table s({"basis", "role", "kind", "hw family", "runtime", "rows", "median |err|", "p90 |err|", "within 10%",
+           "within 25%", "median err", "worst x", "in interval"});
   for (const auto& e : r.summaries)
-    s.add_row({e.role, e.kind, e.hw_family, e.runtime, std::to_string(e.n), pct_abs(e.median_abs), pct_abs(e.p90_abs),
-               pct_abs(e.within_10), pct_abs(e.within_25), pct(e.median_signed), text::printf("%.2f", e.worst_ratio)});
+    s.add_row({e.basis, e.role, e.kind, e.hw_family, e.runtime, std::to_string(e.n), pct_abs(e.median_abs),
+               pct_abs(e.p90_abs), pct_abs(e.within_10), pct_abs(e.within_25), pct(e.median_signed),
+               text::printf("%.2f", e.worst_ratio),
+               e.with_interval > 0 ? pct_abs(e.coverage) + " of " + std::to_string(e.with_interval) : std::string("-")});
   s.print_text(out);
   if (!r.skipped.empty()) {
     out << "\nnot predicted:\n";
@@ -341,6 +514,12 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
       j["instrument"] = p.instrument;
       j["predicted"] = metric("predicted", *p.predicted, p.row.unit);
       j["error"] = metric("error", p.error(), "fraction");
+      if (p.fitted) {
+        j["fitted"] = metric("fitted", *p.fitted, p.row.unit);
+        j["fitted_error"] = metric("fitted_error", p.fitted_error(), "fraction");
+      }
+      if (p.interval)
+        j["interval"] = {{"low", p.interval->first}, {"high", p.interval->second}, {"unit", p.row.unit}};
     } else {
       j["not_predicted"] = p.skipped;
     }
@@ -348,7 +527,8 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
   }
   nlohmann::json sums = nlohmann::json::array();
   for (const auto& e : r.summaries)
-    sums.push_back({{"role", e.role},
+    sums.push_back({{"basis", e.basis},
+                    {"role", e.role},
                     {"kind", e.kind},
                     {"hw_family", e.hw_family},
                     {"runtime", e.runtime},
@@ -358,22 +538,38 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
                     {"within_10", metric("within_10", e.within_10, "fraction of rows")},
                     {"within_25", metric("within_25", e.within_25, "fraction of rows")},
                     {"median_error", metric("median_error", e.median_signed, "fraction")},
-                    {"worst_ratio", metric("worst_ratio", e.worst_ratio, "x")}});
-  return {{"table", r.table.string()}, {"rows", rows}, {"summaries", sums}};
+                    {"worst_ratio", metric("worst_ratio", e.worst_ratio, "x")},
+                    {"rows_with_interval", e.with_interval},
+                    {"interval_coverage", metric("interval_coverage", e.coverage, "fraction of rows")}});
+  nlohmann::json fits = nlohmann::json::array();
+  for (const auto& f : r.fits)
+    fits.push_back({{"hw", f.hw},
+                    {"runtime", f.runtime},
+                    {"calibration_rows", f.calibration_rows},
+                    {"efficiency", metric("bandwidth_efficiency", f.efficiency, "fraction of memory_bandwidth")},
+                    {"context_factor", metric("context_factor", f.context_factor, "x the KV and attention roofline")},
+                    {"kernel_overhead", metric("kernel_overhead", f.kernel_overhead, "s")},
+                    {"loo_errors", f.loo_errors},
+                    {"note", f.note}});
+  return {{"table", r.table.string()}, {"rows", rows}, {"summaries", sums}, {"fits", fits}};
 }
 
 void write_validation_csv(const ValidationResult& r, std::ostream& out) {
   out << "id,role,kind,model,format,hardware,devices,runtime,hw,precision,instrument,measured,predicted,unit,error,"
-         "not_predicted,source_url\n";
+         "fitted,fitted_error,interval_low,interval_high,not_predicted,source_url\n";
   for (const auto& p : r.rows) {
     out << csv_field(p.row.id) << "," << p.row.role << "," << csv_field(p.kind) << "," << csv_field(p.row.model) << ","
         << csv_field(p.row.format) << "," << csv_field(p.row.hardware) << "," << p.row.devices << ","
         << csv_field(p.row.runtime) << "," << csv_field(p.hw) << "," << csv_field(p.precision) << ","
         << csv_field(p.instrument) << "," << text::printf("%.6g", p.row.measured) << ","
         << (p.predicted ? text::printf("%.6g", *p.predicted) : std::string()) << "," << csv_field(p.row.unit) << ","
-        << (p.predicted ? text::printf("%.6f", p.error()) : std::string()) << "," << csv_field(p.skipped) << ","
+        << (p.predicted ? text::printf("%.6f", p.error()) : std::string()) << ","
+        << (p.fitted ? text::printf("%.6g", *p.fitted) : std::string()) << ","
+        << (p.fitted ? text::printf("%.6f", p.fitted_error()) : std::string()) << ","
+        << (p.interval ? text::printf("%.6g", p.interval->first) : std::string()) << ","
+        << (p.interval ? text::printf("%.6g", p.interval->second) : std::string()) << "," << csv_field(p.skipped) << ","
         << csv_field(p.row.source_url) << "\n";
   }
 }
 
-}  // namespace moesim::reports
+}  // namespace moesim::calibrate
