@@ -257,6 +257,16 @@ int cmd_hw(const Args& args, std::ostream& out) {
                               {"read_latency", s(n.read_latency, "s")},
                               {"capacity", s(n.capacity, "B")}});
     }
+    for (const auto& r : model::builtin_runtimes()) {
+      j["runtimes"].push_back(
+          {{"id", r.id},
+           {"runtime", r.runtime},
+           {"hw", r.hw},
+           {"bandwidth_efficiency", {{"value", r.bandwidth_efficiency.value}, {"source", r.bandwidth_efficiency.source}}},
+           {"attention_factor", {{"value", r.attention_factor.value}, {"source", r.attention_factor.source}}},
+           {"kernel_overhead", s(std::optional(r.kernel_overhead), "s")},
+           {"calibration_rows", r.calibration_rows}});
+    }
     out << j.dump(2) << "\n";
     return 0;
   }
@@ -281,6 +291,14 @@ int cmd_hw(const Args& args, std::ostream& out) {
     ts.add_row({n.id, units::format(n.read_bandwidth.value), q(n.read_latency), n.name});
   }
   ts.print_text(out);
+  out << "\nruntimes (fitted on one node profile to dense measurements: `estimate --runtime`)\n";
+  reports::Table tr({"runtime", "hw", "bandwidth efficiency", "attention x", "per kernel", "fitted to"});
+  for (const auto& r : model::builtin_runtimes()) {
+    tr.add_row({r.runtime, r.hw, text::printf("%.3f", r.bandwidth_efficiency.value),
+                text::printf("%.2f", r.attention_factor.value), units::format(r.kernel_overhead.value),
+                std::to_string(r.calibration_rows) + " rows"});
+  }
+  tr.print_text(out);
   return 0;
 }
 
@@ -306,6 +324,10 @@ int cmd_estimate(const Args& args, std::ostream& out) {
       "how nodes combine expert outputs (below)")(
       "experts", po::value<std::string>()->default_value(defaults.experts),
       "how a node runs the experts of a layer, which sets the kernel launches charged (below)")(
+      "runtime", po::value<std::string>(),
+      "the software on the hardware: a runtime profile fitted on --hw to dense measurements (e.g. llama.cpp; "
+      "hwprofiles/runtimes/), which sets its bandwidth efficiency, attention factor and kernel cost and gives "
+      "tokens/s an interval")(
       "scenario", po::value<std::string>(),
       "a scenario JSON with the same keys as these flags; flags given override it")(
       "json", "print the result as JSON: every value with its unit, and the resolved inputs")(
@@ -333,7 +355,7 @@ int cmd_estimate(const Args& args, std::ostream& out) {
   if (vm.count("scenario")) r = reports::load_scenario(vm["scenario"].as<std::string>());
   // A flag overrides the scenario file's key, and is reported as itself, not as the file's.
   for (const char* k :
-       {"model", "hw", "nic", "placement", "groups", "placement-file", "precision", "exchange", "experts"}) {
+       {"model", "hw", "nic", "placement", "groups", "placement-file", "precision", "exchange", "experts", "runtime"}) {
     if (vm.count(k) && !vm[k].defaulted()) {
       std::string key = k;
       std::replace(key.begin(), key.end(), '-', '_');
@@ -355,6 +377,7 @@ int cmd_estimate(const Args& args, std::ostream& out) {
   if (vm.count("lm-head")) r.lm_head = true;
   if (given("exchange") || use_default("exchange")) r.exchange = vm["exchange"].as<std::string>();
   if (given("experts") || use_default("experts")) r.experts = vm["experts"].as<std::string>();
+  if (vm.count("runtime")) r.runtime = vm["runtime"].as<std::string>();
   if (vm.count("stream-from")) r.origins.erase("streaming");
   apply_streaming_options(vm, r.streaming);
   if (r.model.empty()) throw UserError("--model is missing; give a zoo id (see `moesim models`) or a config.json path");

@@ -2,6 +2,7 @@
 
 #include <boost/program_options.hpp>
 #include <iostream>
+#include <optional>
 
 #include "commands.hpp"
 #include "moesim/model/output_file.hpp"
@@ -19,6 +20,7 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
     ("table", po::value<std::string>()->required(), "the validation directory: measurements.csv and mapping.json (the repo's validation/)")
     ("role", po::value<std::string>(), "calibration (dense rows) or prediction (MoE rows); default both")
     ("fit", "fit each (hardware profile, runtime) to its calibration rows (dense models, batch-1 decode): bandwidth efficiency and a cost per kernel; predict with it, with an interval from the leave-one-out errors")
+    ("write-runtimes", po::value<std::string>(), "with --fit: write each fitted runtime as a profile <runtime>@<hw>.json into this new directory (for `estimate --runtime`; the repo's are in hwprofiles/runtimes/)")
     ("rows", "also print every predicted row: measured, predicted, error")
     ("csv", po::value<std::string>(), "write every row (predicted or why not) to this CSV file")
     ("json", "print the result as JSON (every figure with its unit)")
@@ -36,8 +38,12 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
                      "example:\n  moesim validate --table validation --role prediction --rows")) {
     return 0;
   }
+  if (vm.count("write-runtimes") && !vm.count("fit"))
+    throw UserError("--write-runtimes writes the fitted runtimes: give --fit too");
   OutputSet outputs;
   OutputFile* csv = vm.count("csv") ? &outputs.add(vm["csv"].as<std::string>(), "--csv") : nullptr;
+  std::optional<OutputDir> runtimes;
+  if (vm.count("write-runtimes")) runtimes.emplace(vm["write-runtimes"].as<std::string>(), "--write-runtimes", "runtimes");
   ProgressLine progress(!vm.count("quiet") && !vm.count("json"));
   calibrate::ValidationOptions o;
   if (vm.count("role")) o.role = vm["role"].as<std::string>();
@@ -51,7 +57,16 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
     calibrate::print_validation_text(r, out, vm.count("rows") > 0);
   }
   if (csv) calibrate::write_validation_csv(r, csv->stream());
-  outputs.commit();
+  if (runtimes) {
+    for (const auto& f : r.fits)
+      write_file_atomically((runtimes->path() / (f.profile.id + ".json")).string(),
+                            calibrate::runtime_profile_json(f.profile).dump(2) + "\n", "--write-runtimes");
+    const SignalsHeld held;  // the files and the directory together
+    outputs.commit();
+    runtimes->commit();
+  } else {
+    outputs.commit();
+  }
   return 0;
 }
 

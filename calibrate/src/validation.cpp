@@ -341,16 +341,34 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit) {
     const double predicted = 1.0 / fitted_seconds(solve(ti, yi), terms[i]);
     fit.loo_errors.push_back(predicted / cal[i]->row.measured - 1.0);
   }
-  double lo = 0, hi = 0;
+  // The runtime profile the fit makes, and the class's rows predicted through it (the path `moesim
+  // estimate --runtime` takes).
+  model::RuntimeProfile& rp = fit.profile;
+  rp.runtime = fit.runtime;
+  rp.hw = fit.hw;
+  rp.id = fit.runtime + "@" + fit.hw;
+  rp.name = fit.runtime + " on " + fit.hw + ", fitted to dense measurements";
+  rp.origin = "moesim validate --fit";
+  std::string ids;
+  for (const auto* p : cal) ids += (ids.empty() ? "" : ", ") + p->row.id;
+  const std::string source = "fitted by `moesim validate --table validation --fit` to " +
+                             std::to_string(cal.size()) + " dense batch-1 decode rows of validation/measurements.csv (" +
+                             ids + ")";
+  rp.bandwidth_efficiency = {fit.efficiency, source};
+  rp.attention_factor = {fit.context_factor > 0 ? fit.context_factor : 1e-6, source};
+  rp.kernel_overhead = {units::seconds(fit.kernel_overhead), source};
+  rp.calibration_rows = fit.calibration_rows;
   if (!fit.loo_errors.empty()) {
-    lo = *std::min_element(fit.loo_errors.begin(), fit.loo_errors.end());
-    hi = *std::max_element(fit.loo_errors.begin(), fit.loo_errors.end());
+    rp.error_low = *std::min_element(fit.loo_errors.begin(), fit.loo_errors.end());
+    rp.error_high = *std::max_element(fit.loo_errors.begin(), fit.loo_errors.end());
+    rp.interval_source = "leave-one-out errors (predicted / measured - 1) of the " + std::to_string(cal.size()) +
+                         " rows above, each predicted by the fit of the others";
   }
+  const model::NodeProfile fitted = model::apply_runtime(base, rp);
   for (auto* p : rows) {
     if (p->kind != "decode b1" || !p->predicted) continue;
-    p->fitted = 1.0 / fitted_seconds(fit, decode_terms(*p, base));
-    // measured = predicted / (1 + error): the calibration rows' error range bounds the measurement.
-    if (!fit.loo_errors.empty()) p->interval = {*p->fitted / (1.0 + hi), *p->fitted / (1.0 + lo)};
+    p->fitted = decode_b1(*p, fitted);
+    if (!fit.loo_errors.empty()) p->interval = rp.interval(*p->fitted);
   }
 }
 
@@ -552,6 +570,23 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
                     {"loo_errors", f.loo_errors},
                     {"note", f.note}});
   return {{"table", r.table.string()}, {"rows", rows}, {"summaries", sums}, {"fits", fits}};
+}
+
+nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
+  nlohmann::json j = {{"id", r.id},
+                      {"kind", "runtime"},
+                      {"name", r.name},
+                      {"runtime", r.runtime},
+                      {"hw", r.hw},
+                      {"bandwidth_efficiency", {{"value", r.bandwidth_efficiency.value}, {"source", r.bandwidth_efficiency.source}}},
+                      {"attention_factor", {{"value", r.attention_factor.value}, {"source", r.attention_factor.source}}},
+                      {"kernel_overhead",
+                       {{"value", text::printf("%.10gus", r.kernel_overhead.value.base() * 1e6)},
+                        {"source", r.kernel_overhead.source}}}};
+  if (!r.interval_source.empty())
+    j["prediction_interval"] = {
+        {"low", r.error_low}, {"high", r.error_high}, {"rows", r.calibration_rows}, {"source", r.interval_source}};
+  return j;
 }
 
 void write_validation_csv(const ValidationResult& r, std::ostream& out) {

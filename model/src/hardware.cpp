@@ -47,7 +47,11 @@ std::string date_of(const json::Node& parent, std::string_view key) {
 /// "node", "NIC", "storage" for messages; the option that takes a profile of that kind.
 std::string kind_name(std::string_view kind) { return kind == "nic" ? "NIC" : std::string(kind); }
 std::string flag_of(std::string_view kind) {
-  return kind == "node" ? "--hw" : kind == "nic" ? "--nic" : kind == "storage" ? "the serve scenario key streaming.storage" : "a profile option";
+  return kind == "node"      ? "--hw"
+         : kind == "nic"     ? "--nic"
+         : kind == "runtime" ? "--runtime"
+         : kind == "storage" ? "--stream-from (the scenario key streaming.storage)"
+                             : "a profile option";
 }
 
 void expect_kind(const json::Node& n, std::string_view kind) {
@@ -237,7 +241,10 @@ const std::vector<P>& builtins(std::string_view folder, Parse parse) {
   static const std::vector<P> all = [&] {
     std::vector<P> out;
     // Profiles measured by `moesim calibrate` (hwprofiles/measured/) are built in too, by their "kind".
-    const std::string kind = folder == "nodes" ? "node" : folder == "nics" ? "nic" : "storage";
+    const std::string kind = folder == "nodes"      ? "node"
+                             : folder == "nics"     ? "nic"
+                             : folder == "runtimes" ? "runtime"
+                                                    : "storage";
     for (const auto& f : hw_data::embedded_files()) {
       const bool measured = f.path.substr(0, 9) == "measured/";
       if (!measured && f.path.substr(0, folder.size() + 1) != std::string(folder) + "/") continue;
@@ -392,6 +399,89 @@ const Sourced<units::Money>& NicProfile::nic_price() const {
 NodeProfile load_node(std::string_view id_or_path) {
   return load<NodeProfile>(id_or_path, "nodes", "hardware (node) profile", "moesim hw", parse_node);
 }
+namespace {
+
+/// A dimensionless figure with its source: {"value": 0.85, "source": "..."}, value in (0, max].
+Sourced<double> sourced_ratio(const json::Node& n, std::string_view key, double max) {
+  const json::Node item = n.child(key);
+  item.expect_only({"value", "source", "note"});
+  Sourced<double> f;
+  f.value = item.number("value");
+  if (!(f.value > 0) || f.value > max)
+    throw item.error("value", "must be > 0 and at most " + text::printf("%g", max) + "; got " + std::to_string(f.value));
+  f.source = item.string("source");
+  if (f.source.empty()) throw item.error("source", "is empty; say where the figure comes from");
+  return f;
+}
+
+RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
+  auto p = profile_header<RuntimeProfile>(n, "runtime",
+                                          {"id", "kind", "name", "runtime", "hw", "bandwidth_efficiency",
+                                           "attention_factor", "kernel_overhead", "prediction_interval", "notes"},
+                                          std::move(origin));
+  p.runtime = n.string("runtime");
+  p.hw = n.string("hw");
+  p.bandwidth_efficiency = sourced_ratio(n, "bandwidth_efficiency", 1.5);
+  p.attention_factor = sourced_ratio(n, "attention_factor", 1000.0);
+  p.kernel_overhead = sourced<Dimension::Time>(n, "kernel_overhead", true);
+  if (auto i = n.optional_child("prediction_interval")) {
+    i->expect_only({"low", "high", "rows", "source"});
+    p.error_low = i->number("low");
+    p.error_high = i->number("high");
+    if (!(p.error_low > -1) || !(p.error_high >= p.error_low) || !std::isfinite(p.error_high))
+      throw i->error("give low <= high, both relative errors above -1 (e.g. -0.08 and 0.23)");
+    p.calibration_rows = i->integer("rows", 0);
+    p.interval_source = i->string("source");
+  }
+  return p;
+}
+
+}  // namespace
+
+RuntimeProfile load_runtime(std::string_view id_or_path) {
+  return load<RuntimeProfile>(id_or_path, "runtimes", "runtime profile", "moesim hw", parse_runtime);
+}
+std::vector<RuntimeProfile> builtin_runtimes() { return builtins<RuntimeProfile>("runtimes", parse_runtime); }
+
+RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node) {
+  std::vector<RuntimeProfile> on_node, matching;
+  for (const auto& r : builtin_runtimes()) {
+    if (r.id == name) return r;
+    if (r.hw != node.id) continue;
+    on_node.push_back(r);
+    if (r.runtime == name || r.runtime.starts_with(std::string(name) + "-")) matching.push_back(r);
+  }
+  const std::filesystem::path path{std::string(name)};
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) || path.extension() == ".json") return load_runtime(name);
+  if (matching.size() == 1) return matching.front();
+  std::vector<std::string> ids;
+  for (const auto& r : (matching.empty() ? on_node : matching)) ids.push_back(r.runtime);
+  if (matching.size() > 1)
+    throw UserError("--runtime " + std::string(name) + " matches several runtimes fitted on " + node.id + ": " +
+                    text::join(ids) + "; name one of them");
+  throw UserError("no runtime profile '" + std::string(name) + "' fitted on " + node.id +
+                  (ids.empty() ? std::string(" (none is fitted on it)") : "; fitted on it: " + text::join(ids)) +
+                  "; fit one from dense measurements with `moesim validate --table validation --fit --write-runtimes "
+                  "DIR`, or give a runtime profile's path");
+}
+
+NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime) {
+  if (runtime.hw != node.id)
+    throw UserError(runtime.origin + ": runtime " + runtime.runtime + " was fitted on " + runtime.hw +
+                    ", not on " + node.id + "; a runtime's efficiency belongs to the machine it was measured on "
+                    "(fit one for " + node.id + " with `moesim validate --table validation --fit`)");
+  EfficiencyTable t;
+  t.source = runtime.bandwidth_efficiency.source;
+  t.memory.push_back({units::bytes(0), units::bytes(1e18), runtime.bandwidth_efficiency.value, runtime.calibration_rows});
+  if (node.devices.efficiency) t.compute = node.devices.efficiency->compute;
+  node.devices.efficiency = t;
+  node.devices.kernel_overhead = runtime.kernel_overhead;
+  node.devices.layer_overhead.reset();
+  node.devices.attention_factor = runtime.attention_factor;
+  return node;
+}
+
 NicProfile load_nic(std::string_view id_or_path) {
   return load<NicProfile>(id_or_path, "nics", "NIC profile", "moesim hw", parse_nic);
 }

@@ -269,8 +269,10 @@ void LayerCosts::init(const LayerParts& p, const model::Precision& weights, cons
   dense_rate_ = rate(std::max(dense_bytes_ / kFfnMatrices, 1.0), "dense FFN");
   head_rate_ = rate(head_bytes_, "LM head");
   expert_rate_ = rate(std::max(expert_bytes_ / kFfnMatrices, 1.0), "expert");
-  // KV-cache reads stream at the full bandwidth: they are no weight matrix the bands were measured on.
-  kv_rate_ = Rate{bandwidth, peak};
+  // KV-cache reads stream at the full bandwidth: they are no weight matrix the bands were measured on. A
+  // runtime's attention kernels may take a multiple of that roofline (devices.attention_factor).
+  const double attention = node.devices.attention_factor ? node.devices.attention_factor->value : 1.0;
+  kv_rate_ = Rate{bandwidth / attention, peak / attention};
 }
 
 double LayerCosts::attention(double tokens, const SeqWork& w) const {

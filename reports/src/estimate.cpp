@@ -56,11 +56,11 @@ std::vector<std::int64_t> parse_node_list(const std::string& text, const std::st
 EstimateRequest scenario_from_json(const nlohmann::json& doc, const std::string& source) {
   const json::Node root(doc, source);
   root.expect_only({"model", "hw", "nic", "nodes", "placement", "groups", "placement_file", "precision", "context",
-                    "lm_head", "exchange", "experts", "streaming", "description"});
+                    "lm_head", "exchange", "experts", "streaming", "runtime", "description"});
   EstimateRequest r;
   json::note_origins(r.origins, root,
                      {"model", "hw", "nic", "placement", "groups", "placement_file", "precision", "exchange", "experts",
-                      "streaming"});
+                      "streaming", "runtime"});
   r.model = root.string("model");
   r.hw = root.string("hw");
   if (root.has("nic")) {
@@ -88,6 +88,7 @@ EstimateRequest scenario_from_json(const nlohmann::json& doc, const std::string&
   if (auto v = root.optional_string("exchange")) r.exchange = *v;
   if (auto v = root.optional_string("experts")) r.experts = *v;
   if (auto st = root.optional_child("streaming")) r.streaming = cost::streaming_spec_from_json(*st);
+  if (auto v = root.optional_string("runtime")) r.runtime = *v;
   return r;
 }
 
@@ -103,6 +104,11 @@ EstimateResult run_estimate(const EstimateRequest& request) {
   const auto& at = request.origins;
   r.arch = json::resolving(at, "model", [&] { return model::load_model(request.model); });
   r.node = json::resolving(at, "hw", [&] { return model::load_node(request.hw); });
+  if (!request.runtime.empty()) {
+    // The software on the hardware: its fitted bandwidth efficiency, attention factor and kernel cost.
+    r.runtime = json::resolving(at, "runtime", [&] { return model::find_runtime(request.runtime, r.node); });
+    r.node = model::apply_runtime(r.node, *r.runtime);
+  }
   r.precision = json::resolving(at, "precision", [&] { return &model::precision(request.precision); });
   const model::Exchange exchange =
       json::resolving(at, "exchange", [&] { return model::exchange_by_name(request.exchange); });
@@ -164,6 +170,8 @@ EstimateResult run_estimate(const EstimateRequest& request) {
         row.placement = "dense (no experts)";
       }
       row.estimate = model::estimate_decode(s);
+      if (r.runtime && !r.runtime->interval_source.empty())
+        row.interval = r.runtime->interval(row.estimate.tokens_per_second);
       if (!expected_active_note.empty()) row.estimate.notes.push_back(expected_active_note);
       // The cost is a column beside the answer, not the answer: without a price the row keeps its
       // tokens/s and says which price to add (`moesim cost` and sweeps, whose answer is the cost, refuse).
@@ -212,6 +220,13 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
       << r.request.experts << ", context "
       << r.request.context << " tokens, LM head " << (r.request.lm_head ? "included" : "excluded (as in Equation 1)")
       << "\n";
+  if (r.runtime) {
+    const auto& rt = *r.runtime;
+    out << "runtime    " << rt.runtime << " (" << rt.id << ", fitted to " << rt.calibration_rows
+        << " dense measurements): weights at " << text::printf("%.1f%%", 100.0 * rt.bandwidth_efficiency.value)
+        << " of the bandwidth, attention " << text::printf("%.2f", rt.attention_factor.value) << " x its roofline, "
+        << units::format(rt.kernel_overhead.value) << " per kernel\n";
+  }
   if (r.streaming && r.request.streaming) {
     const auto& sp = *r.streaming;
     out << "streaming  experts read from " << r.request.streaming->storage << " (" << units::format(units::bytes_per_second(sp.ssd_bytes_per_s))
@@ -222,7 +237,10 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
   // The storage column only when experts stream: the other tables keep their shape.
   std::vector<std::string> head = {"nodes", "nic", "E[active]", "load s", "comp s", "lat s", "trans s"};
   if (r.streaming) head.push_back("io s");
-  for (const char* h : {"time s", "tokens/s", "cost USD", "tok/s/USD", "mem/node GiB", "fits"}) head.emplace_back(h);
+  const bool ranged = !r.rows.empty() && r.rows.front().interval.has_value();
+  for (const char* h : {"time s", "tokens/s"}) head.emplace_back(h);
+  if (ranged) head.emplace_back("range tok/s");
+  for (const char* h : {"cost USD", "tok/s/USD", "mem/node GiB", "fits"}) head.emplace_back(h);
   Table t(head);
   for (const auto& row : r.rows) {
     const auto& e = row.estimate;
@@ -231,8 +249,12 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
         fixed(e.load.base(), 3), fixed(e.compute.base(), 3), fixed(e.latency.base() + e.intra_node.base(), 3),
         fixed(e.transfer.base(), 3)};
     if (r.streaming) cells.push_back(fixed(e.io.base(), 3));
+    cells.push_back(fixed(e.time.base(), 3));
+    cells.push_back(fixed(e.tokens_per_second, 1));
+    if (ranged)
+      cells.push_back(row.interval ? fixed(row.interval->first, 1) + "-" + fixed(row.interval->second, 1)
+                                   : std::string("-"));
     for (auto& c : std::vector<std::string>{
-             fixed(e.time.base(), 3), fixed(e.tokens_per_second, 1),
              row.cost ? text::printf("%.0f", row.cost->total().base()) : std::string("no price"),
              row.tokens_per_second_per_usd ? text::printf("%.6f", *row.tokens_per_second_per_usd) : std::string("-"),
              text::printf("%.1f", e.memory_needed.base() / 1073741824.0), e.fits ? "yes" : "NO"})
@@ -251,8 +273,10 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
   for (const auto& row : r.rows) {
     if (row.estimate.overhead.base() > 0 && notes.empty())
       notes.push_back("time s includes " + fixed(row.estimate.overhead.base(), 3) +
-                      " s per token of kernel launches and per-layer overhead (devices.kernel_overhead and "
-                      "devices.layer_overhead of " + r.node.id + ")");
+                      " s per token of kernel launches and per-layer overhead (" +
+                      (r.runtime ? "the kernel_overhead of runtime " + r.runtime->id
+                                 : "devices.kernel_overhead and devices.layer_overhead of " + r.node.id) +
+                      ")");
     for (const auto& n : row.estimate.notes)
       if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
     std::vector<std::string> cost_notes = row.cost ? row.cost->notes : std::vector<std::string>{};
@@ -325,6 +349,17 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
   inputs["context"] = metric("context", static_cast<double>(r.request.context), "tokens");
   inputs["lm_head"] = r.request.lm_head;
   if (r.request.streaming) inputs["streaming"] = cost::streaming_spec_to_json(*r.request.streaming);
+  if (r.runtime) {
+    inputs["runtime"] = {
+        {"id", r.runtime->id},
+        {"origin", r.runtime->origin},
+        {"bandwidth_efficiency", sourced_json(r.runtime->bandwidth_efficiency.value, "fraction",
+                                              r.runtime->bandwidth_efficiency.source)},
+        {"attention_factor",
+         sourced_json(r.runtime->attention_factor.value, "x roofline", r.runtime->attention_factor.source)},
+        {"kernel_overhead",
+         sourced_json(r.runtime->kernel_overhead.value.base(), "s", r.runtime->kernel_overhead.source)}};
+  }
   inputs["phase"] = "decode";
   inputs["users"] = 1;
 
@@ -350,6 +385,10 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
     }
     m.push_back(metric("time_per_token", e.time.base(), "s"));
     m.push_back(metric("tokens_per_second", e.tokens_per_second, "tokens/s"));
+    if (row.interval) {
+      m.back()["low"] = row.interval->first;
+      m.back()["high"] = row.interval->second;
+    }
     m.push_back(metric("memory_needed_per_node", e.memory_needed.base(), "B"));
     m.push_back(metric("memory_per_node", e.memory_available.base(), "B"));
     // Without a price the cost metrics are null with the line that says what to add, never a made-up 0.

@@ -192,4 +192,65 @@ TEST(GoldenValidateTable, FitRecoversTheProfileFromItsOwnPredictions) {
   }
 }
 
+
+// The fit becomes a runtime profile (--write-runtimes) that `estimate --runtime` applies: the estimate of
+// the held-out MoE row through it is validate's fitted figure, with the same interval.
+TEST(GoldenValidateTable, WrittenRuntimeGivesEstimateTheFittedFigure) {
+  const Scratch s("moesim_validate_table");
+  write_table(s,
+              "a,calibration,meta-llama/Meta-Llama-3-8B,,F16,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
+              "decode_tokens_per_s,36.9,tokens/s,https://example.org,l\n"
+              "b,calibration,meta-llama/Meta-Llama-3-8B,,F16,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,8192,0,"
+              "decode_tokens_per_s,30.7,tokens/s,https://example.org,l\n"
+              "c,calibration,meta-llama/Meta-Llama-3-8B,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
+              "decode_tokens_per_s,62.0,tokens/s,https://example.org,l\n"
+              "d,calibration,meta-llama/Meta-Llama-3-8B,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,4096,0,"
+              "decode_tokens_per_s,55.0,tokens/s,https://example.org,l\n"
+              "m,prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
+              "decode_tokens_per_s,76.3,tokens/s,https://example.org,l\n");
+  const moesim::test::Run fit = s.moesim("validate --table " + s.path() + " --json --quiet --fit --write-runtimes " +
+                                         s.path("rt"));
+  ASSERT_EQ(fit.code, 0) << fit.err;
+  const auto j = nlohmann::json::parse(fit.out);
+  const auto& moe = j.at("rows").at(4);
+  const double fitted = metric_value(moe, "fitted");
+  const std::string profile = s.path("rt") + "/llama.cpp-metal@mac-studio-m2-ultra-192.json";
+  ASSERT_TRUE(fs::exists(profile));
+  const moesim::test::Run est = s.moesim("estimate --model qwen3-30b-a3b --hw mac-studio-m2-ultra-192 --precision "
+                                         "q8_0 --context 64 --lm-head --json --runtime " + profile);
+  ASSERT_EQ(est.code, 0) << est.err;
+  const auto e = nlohmann::json::parse(est.out);
+  for (const auto& m : e.at("rows").at(0).at("metrics"))
+    if (m.at("name") == "tokens_per_second") {
+      EXPECT_NEAR(m.at("value").get<double>() / fitted, 1.0, 1e-8);
+      EXPECT_NEAR(m.at("low").get<double>(), moe.at("interval").at("low").get<double>(), 1e-8 * fitted);
+      EXPECT_NEAR(m.at("high").get<double>(), moe.at("interval").at("high").get<double>(), 1e-8 * fitted);
+    }
+  // A runtime fitted on one machine is not applied to another.
+  const moesim::test::Run other = s.moesim("estimate --model qwen3-30b-a3b --hw h100-sxm --runtime " + profile);
+  EXPECT_EQ(other.code, 2);
+  EXPECT_NE(other.err.find("was fitted on mac-studio-m2-ultra-192, not on h100-sxm"), std::string::npos) << other.err;
+  const moesim::test::Run none = s.moesim("estimate --model qwen3-30b-a3b --hw h100-sxm --runtime vllm");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("no runtime profile 'vllm' fitted on h100-sxm"), std::string::npos) << none.err;
+}
+
+// The shipped runtime profiles are the fit of the shipped table: regenerating them gives the same figures.
+TEST(GoldenValidateTable, ShippedRuntimesAreTheFitOfTheShippedTable) {
+  const Scratch s("moesim_validate_table");
+  const moesim::test::Run fit = s.moesim("validate --table " + std::string(MOESIM_SOURCE_DIR) +
+                                         "/validation --quiet --fit --write-runtimes " + s.path("rt"));
+  ASSERT_EQ(fit.code, 0) << fit.err;
+  std::size_t compared = 0;
+  for (const auto& f : fs::directory_iterator(fs::path(MOESIM_SOURCE_DIR) / "hwprofiles" / "runtimes")) {
+    const auto shipped = nlohmann::json::parse(slurp(f.path()));
+    const fs::path fresh = fs::path(s.path("rt")) / f.path().filename();
+    ASSERT_TRUE(fs::exists(fresh)) << f.path() << " is no longer fitted from validation/";
+    const auto now = nlohmann::json::parse(slurp(fresh));
+    expect_json_near(now, shipped, f.path().filename().string());
+    ++compared;
+  }
+  EXPECT_GE(compared, 1u);
+}
+
 }  // namespace

@@ -26,6 +26,8 @@
 #include <string>
 #include <vector>
 
+#include "moesim/model/hardware.hpp"
+
 namespace moesim::calibrate {
 
 struct ValidationRow {
@@ -63,6 +65,7 @@ struct ValidationFit {
   double context_factor = 1;  ///< the KV-cache and attention roofline's time is multiplied by this
   std::vector<double> loo_errors;  ///< leave-one-out: predicted / measured − 1 of each calibration row
   std::string note;
+  model::RuntimeProfile profile;   ///< the fit as a runtime profile (`--write-runtimes`, `estimate --runtime`)
 };
 
 /// Error statistics of a group of predictions (|error| = |predicted / measured − 1|).
@@ -104,5 +107,7 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
 nlohmann::json validation_to_json(const ValidationResult& r);
 /// One line per row: the table's columns that identify it, the mapping, predicted, measured, error.
 void write_validation_csv(const ValidationResult& r, std::ostream& out);
+/// A fitted runtime as the profile JSON model::load_runtime reads (hwprofiles/runtimes/).
+nlohmann::json runtime_profile_json(const model::RuntimeProfile& r);
 
 }  // namespace moesim::calibrate

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "moesim/model/units.hpp"
@@ -84,6 +85,10 @@ struct DeviceSpec {
   std::map<std::string, Sourced<double>> dequant_overhead;
   /// Measured efficiency bands (absent: the roofline at 100% of the peaks, and the simulator says so).
   std::optional<EfficiencyTable> efficiency;
+  /// The KV-cache reads and attention FLOPs over the context take this many times their roofline (a
+  /// runtime's attention kernels at small batch are far from it). Set by a runtime profile
+  /// (apply_runtime), never by the hardware's own. Absent: 1.
+  std::optional<Sourced<double>> attention_factor;
 };
 
 /// How the device driver keeps weight buffers resident (Apple's Metal "wiring", seed 000 §3.2): a buffer
@@ -164,8 +169,41 @@ struct StorageProfile {
   std::optional<Sourced<units::Bytes>> page_cache;
 };
 
+/// A runtime on one hardware profile (issue 20): what a software stack adds to the hardware's physics at
+/// decode, fitted to dense measurements of that runtime on that machine (`moesim validate --table
+/// validation --fit --write-runtimes DIR`). The node profile stays physical; apply_runtime() lays this
+/// over it. `error_low`/`error_high`: the leave-one-out relative errors (predicted / measured − 1) of the
+/// calibration rows, from which a prediction's interval is measured / predicted in [1/(1+high), 1/(1+low)].
+struct RuntimeProfile {
+  std::string id;       ///< "<runtime>@<hw>"
+  std::string name;
+  std::string origin;
+  std::string runtime;  ///< "llama.cpp-metal", "vllm", ...
+  std::string hw;       ///< the node profile it was fitted on
+  Sourced<double> bandwidth_efficiency;     ///< weights are read at this fraction of memory_bandwidth
+  Sourced<double> attention_factor;         ///< KV and attention take this × their roofline
+  Sourced<units::Duration> kernel_overhead;  ///< per kernel launched
+  double error_low = 0, error_high = 0;
+  std::int64_t calibration_rows = 0;
+  std::string interval_source;
+  /// The interval of a prediction `value` (tokens/s): [value / (1 + error_high), value / (1 + error_low)].
+  [[nodiscard]] std::pair<double, double> interval(double value) const {
+    return {value / (1.0 + error_high), value / (1.0 + error_low)};
+  }
+};
+
 /// An id of a built-in profile, or a path to a JSON file. UserError (listing the ids) if neither.
 NodeProfile load_node(std::string_view id_or_path);
+RuntimeProfile load_runtime(std::string_view id_or_path);
+std::vector<RuntimeProfile> builtin_runtimes();
+/// The runtime profile `name` on `node`: a path or an id, or a runtime name whose profile was fitted on
+/// this node ("llama.cpp" finds "llama.cpp-metal@mac-studio-m2-ultra-192" for that Mac). UserError listing
+/// the runtimes fitted on this node, and how to fit one, when there is none (or more than one).
+RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node);
+/// `node` with the runtime's figures: weights at the fitted bandwidth efficiency (one band over every
+/// size, compute bands unchanged), the fitted kernel overhead, no separate layer overhead (the fit has
+/// none), the attention factor. UserError if the runtime was fitted on another node profile.
+NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime);
 NicProfile load_nic(std::string_view id_or_path);
 StorageProfile load_storage(std::string_view id_or_path);
 

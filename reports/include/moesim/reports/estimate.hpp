@@ -6,7 +6,7 @@
 //
 // A scenario file holds the same keys as the flags (every flag has a scenario key and the other way
 // round): {"model", "hw", "nic": [..], "nodes": [..], "placement", "groups", "placement_file",
-// "precision", "context", "lm_head", "exchange", "experts", "streaming"}.
+// "precision", "context", "lm_head", "exchange", "experts", "streaming", "runtime"}.
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
@@ -41,6 +41,7 @@ struct EstimateRequest {
   std::string exchange = "expert-outputs";
   std::string experts = "fused";  ///< cost::ExpertExecution by name
   std::optional<cost::StreamingSpec> streaming;  ///< routed experts read from storage (serial)
+  std::string runtime;  ///< a runtime profile fitted on `hw` (model::find_runtime); empty: the hardware alone
 };
 
 /// Reads a scenario file into a request (unknown keys and bare numbers are errors with their path).
@@ -59,6 +60,8 @@ struct EstimateRow {
   std::optional<model::CapitalCost> cost;
   std::optional<double> tokens_per_second_per_usd;
   std::string price_missing;  ///< model::missing_price's line, empty when the row is priced
+  /// With a runtime profile: the tokens/s interval its calibration rows' leave-one-out errors give.
+  std::optional<std::pair<double, double>> interval;
 };
 
 struct EstimateResult {
@@ -69,6 +72,7 @@ struct EstimateResult {
   std::optional<model::NicProfile> intra_link;
   const model::Precision* precision = nullptr;
   std::optional<cost::StreamingParams> streaming;
+  std::optional<model::RuntimeProfile> runtime;  ///< applied to `node` (model::apply_runtime)
   std::vector<EstimateRow> rows;
 };
 
