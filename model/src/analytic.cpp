@@ -51,6 +51,7 @@ ModelCosts model_costs(const Architecture& a, const Precision& weights) {
   c.head_bytes = param_bytes(head, weights);
   c.recurrent_state = recurrent_state_bytes(a);
   c.parts = cost::layer_parts(a, weights);
+  c.params = params;
   return c;
 }
 
@@ -175,7 +176,8 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
           ? static_cast<double>(s.max_experts_per_node) / static_cast<double>(a.routed_experts) / devices
           : 0.0;
   r.memory_needed =
-      units::bytes(devices * cost::device_weight_bytes(a, *s.weights, split, expert_fraction, cost::whole_model(a))) +
+      units::bytes(devices * cost::device_weight_bytes(a, c.params, c.moe_layers, *s.weights, split, expert_fraction,
+                                                       cost::whole_model(a))) +
       kv + c.recurrent_state;
   r.memory_available = node.memory_total();
   r.fits = r.memory_needed <= r.memory_available;

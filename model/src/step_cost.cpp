@@ -147,12 +147,18 @@ model::Architecture stage_architecture(const model::Architecture& a, const Stage
 
 double device_weight_bytes(const model::Architecture& a, const model::Precision& weights, const DeviceSplit& split,
                            double expert_fraction, const StageLayers& stage) {
+  const model::Architecture sub = stage_architecture(a, stage);
+  return device_weight_bytes(a, model::parameter_counts(sub), model::moe_layer_count(sub), weights, split,
+                             expert_fraction, stage);
+}
+
+double device_weight_bytes(const model::Architecture& a, const model::ComponentParams& params,
+                           std::int64_t stage_moe_layers, const model::Precision& weights, const DeviceSplit& split,
+                           double expert_fraction, const StageLayers& stage) {
   MOESIM_CHECK(split.tp >= 1, "a device split needs tp >= 1");
   MOESIM_CHECK(expert_fraction >= 0 && expert_fraction <= 1, "the experts' fraction on a device is not in [0, 1]");
-  const model::Architecture sub = stage_architecture(a, stage);
   // Parameters per component of the stage's layers (models_and_routing.md §A.3); parameter_counts adds
   // the final norm (h) and the embedding and LM head of a whole model: only the stage's ends are kept.
-  const model::ComponentParams params = model::parameter_counts(sub);
   const double tp = split.attention_whole ? 1.0 : static_cast<double>(split.tp);
   auto bytes = [&](double n) { return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), weights).base(); };
   const auto norms = static_cast<double>(params.norms - (stage.last ? 0 : a.hidden));
@@ -164,7 +170,7 @@ double device_weight_bytes(const model::Architecture& a, const model::Precision&
   // biases), every expert of every MoE layer of the stage, the device's fraction of them.
   if (a.is_moe() && expert_fraction > 0) {
     w += model::routed_expert_bytes(a, weights).base() * static_cast<double>(a.routed_experts) *
-         static_cast<double>(model::moe_layer_count(sub)) * expert_fraction;
+         static_cast<double>(stage_moe_layers) * expert_fraction;
   }
   // Embedding and LM head, vocabulary-parallel over TP (vLLM's VocabParallelEmbedding / ParallelLMHead). A
   // tied LM head on a last stage of its own holds a copy of the embedding (vLLM builds embed_tokens on the

@@ -62,6 +62,7 @@ struct ModelCosts {
   units::Bytes head_bytes;
   units::Bytes recurrent_state;  ///< Gated DeltaNet state per sequence (fp32)
   cost::LayerParts parts;        ///< per layer, for the shared cost model
+  ComponentParams params;        ///< parameter_counts of the whole model (the memory fit)
 };
 ModelCosts model_costs(const Architecture& a, const Precision& weights);
 

@@ -150,6 +150,12 @@ model::Architecture stage_architecture(const model::Architecture& a, const Stage
 /// over split.tp. split.moe_tp is not used: the experts' split is in `expert_fraction`.
 double device_weight_bytes(const model::Architecture& a, const model::Precision& weights, const DeviceSplit& split,
                            double expert_fraction, const StageLayers& stage);
+/// The same from the stage's parameter counts and MoE layer count (parameter_counts and moe_layer_count of
+/// stage_architecture(a, stage)), for a caller that keeps them: the analytic model prices a whole model per
+/// estimate, and copying the architecture each time cost it a third of its speed.
+double device_weight_bytes(const model::Architecture& a, const model::ComponentParams& stage_params,
+                           std::int64_t stage_moe_layers, const model::Precision& weights, const DeviceSplit& split,
+                           double expert_fraction, const StageLayers& stage);
 
 /// The work of one sequence in one step, per layer (averaged over the decoder layers) on one device.
 struct SeqWork {
