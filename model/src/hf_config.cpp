@@ -19,7 +19,7 @@
 namespace moesim::model {
 namespace {
 
-enum class Family { Mixtral, Dbrx, Qwen3Moe, Qwen3Next, Qwen35Moe, DeepseekV3, Glm4Moe, GptOss, Olmoe, Llama };
+enum class Family { Mixtral, Dbrx, Qwen3Moe, Qwen3Next, Qwen35Moe, DeepseekV3, Glm4Moe, GptOss, Olmoe, Llama, Qwen2 };
 
 struct FamilyInfo {
   const char* model_type;
@@ -40,6 +40,7 @@ constexpr FamilyInfo kFamilies[] = {
     {"gpt_oss", "GptOssForCausalLM", Family::GptOss},
     {"olmoe", "OlmoeForCausalLM", Family::Olmoe},
     {"llama", "LlamaForCausalLM", Family::Llama},
+    {"qwen2", "Qwen2ForCausalLM", Family::Qwen2},
 };
 
 /// A dimension above this is a typo (it would also overflow the int64 parameter products).
@@ -499,6 +500,23 @@ void parse_llama(const Fields& f, Architecture& a) {
   a.layer_specs = make_layers(f, kinds, false, moe);
 }
 
+void parse_qwen2(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  // Qwen2 (transformers' modeling_qwen2): q, k and v projections carry biases, o does not.
+  a.attention_bias = true;
+  a.attention_out_bias = false;
+  const auto moe = all_layers(a.layers, false);
+  read_dense_ffn(f, a, moe);
+  // Sliding-window attention only with use_sliding_window, and then (as transformers' Qwen2 does) on the
+  // layers from max_window_layers on; the released Qwen2.5 checkpoints set it false.
+  const bool sliding = f.flag("use_sliding_window", false);
+  const std::int64_t first = sliding ? f.optional_dim("max_window_layers", "first sliding layer").value_or(0) : 0;
+  const auto kinds = layer_kinds(f, a.layers, [&](std::int64_t i) {
+    return sliding && i >= first ? LayerKind::Sliding : LayerKind::Full;
+  });
+  a.layer_specs = make_layers(f, kinds, false, moe);
+}
+
 /// Rough size check in double precision, so that absurd dimensions give an error and not an int64
 /// overflow in parameter_counts.
 void check_size(const Architecture& a, const std::string& source) {
@@ -607,6 +625,9 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
       break;
     case Family::Llama:
       parse_llama(top, a);
+      break;
+    case Family::Qwen2:
+      parse_qwen2(top, a);
       break;
   }
   MOESIM_CHECK(static_cast<std::int64_t>(a.layer_specs.size()) == a.layers, "layer specs do not cover the layers");

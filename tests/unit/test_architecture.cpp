@@ -23,7 +23,7 @@ const std::vector<std::string> kZooIds = {
     "mixtral-8x7b",    "mixtral-8x22b",      "tinymistral-6x248m", "dbrx-instruct", "qwen3-30b-a3b",
     "qwen3-235b-a22b", "qwen3-next-80b-a3b", "qwen3.5-397b-a17b",  "deepseek-v3",   "kimi-k2",
     "glm-4.5",         "gpt-oss-20b",        "gpt-oss-120b",       "olmoe-1b-7b",   "llama-3.1-8b",
-    "llama-3.1-70b",   "llama-3.1-405b",
+    "llama-3.1-70b",   "llama-3.1-405b",     "qwen2.5-coder-7b",
 };
 
 /// How a computed count meets a published figure.
@@ -84,6 +84,9 @@ const std::vector<Expected> kExpected = {
     {"llama-3.1-8b", 8030261248, 8030261248, 0, 131072, true, Match::Within1Pct, Match::Within1Pct},
     {"llama-3.1-70b", 70553706496, 70553706496, 0, 327680, true, Match::Within1Pct, Match::Within1Pct},
     {"llama-3.1-405b", 405853388800, 405853388800, 0, 516096, true, Match::Within1Pct, Match::Within1Pct},
+    // Qwen2.5-Coder-7B: 2·152064·3584 embedding and head + 28 × (q,k,v,o with q/k/v biases + 3·3584·18944
+    // + 2 norms) + the final norm; KV 2·4·128·2 B × 28 layers.
+    {"qwen2.5-coder-7b", 7615616512, 7615616512, 0, 57344, true, Match::Within1Pct, Match::Within1Pct},
 };
 
 const char* name(Match m) {
@@ -123,7 +126,7 @@ nlohmann::json tiny_mixtral() {
 // ---- Zoo -------------------------------------------------------------------------------------------------
 
 // Scenario: list the zoo. Expectation: exactly the 17 ids of the brief, family by family.
-TEST(Zoo, HasTheSeventeenModelsInOrder) { EXPECT_EQ(zoo_ids(), kZooIds); }
+TEST(Zoo, HasTheEighteenModelsInOrder) { EXPECT_EQ(zoo_ids(), kZooIds); }
 
 // Scenario: every zoo entry came through parse_hf_config. Expectation: its family is the config's
 // model_type, it has one LayerSpec per layer, names and sources are filled.
@@ -448,10 +451,10 @@ TEST(HfConfig, UnsupportedModelTypeListsFamilies) {
   EXPECT_NE(msg.find("$.model_type"), std::string::npos) << msg;
   EXPECT_NE(msg.find("bert"), std::string::npos) << msg;
   for (const char* t : {"mixtral", "dbrx", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "deepseek_v3", "kimi_k2",
-                        "glm4_moe", "gpt_oss", "olmoe", "llama"}) {
+                        "glm4_moe", "gpt_oss", "olmoe", "llama", "qwen2"}) {
     EXPECT_NE(msg.find(t), std::string::npos) << t << " missing from: " << msg;
   }
-  EXPECT_EQ(supported_families().size(), 11u);
+  EXPECT_EQ(supported_families().size(), 12u);
 }
 
 // Scenario: hidden_size missing, flat (Mixtral) and nested (Qwen3.5 text_config). Expectation: UserError
@@ -553,6 +556,29 @@ TEST(HfConfig, DeepSeekNullQLoraRank) {
   missing.erase("q_lora_rank");
   const std::string msg = user_error([&] { (void)parse_hf_config(missing, "ds.json"); });
   EXPECT_NE(msg.find("$.q_lora_rank"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace moesim::model
+
+namespace moesim::model {
+namespace {
+
+// Qwen2: biases on q, k and v but not o (transformers' modeling_qwen2); sliding-window attention only with
+// use_sliding_window, from layer max_window_layers on. Qwen2.5-Coder-7B's config sets it false: every
+// layer attends to the whole context.
+TEST(HfConfig, Qwen2BiasesAndOptionalSlidingWindow) {
+  const Architecture a = load_model("qwen2.5-coder-7b");
+  EXPECT_TRUE(a.attention_bias);
+  EXPECT_FALSE(a.attention_out_bias);
+  for (const auto& l : a.layer_specs) EXPECT_EQ(l.sliding_window, 0);
+  nlohmann::json c = load_model_config("qwen2.5-coder-7b");
+  c["use_sliding_window"] = true;
+  c["max_window_layers"] = 20;
+  c["sliding_window"] = 4096;
+  const Architecture s = parse_hf_config(c, "swa.json");
+  EXPECT_EQ(s.layer_specs[19].sliding_window, 0);
+  EXPECT_EQ(s.layer_specs[20].sliding_window, 4096);
 }
 
 }  // namespace
