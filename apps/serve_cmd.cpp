@@ -51,6 +51,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("attention-replicated", "attention on every device for every sequence, MoE expert-parallel, expert outputs exchanged (seed 000's decentralised design; plan.attention_replicated)")
     ("precision", po::value<std::string>(), "weight precision (precision; default bf16)")
     ("experts", po::value<std::string>(), "expert execution (experts; default fused)")
+    ("runtime", po::value<std::string>(), "the software on the hardware (runtime): a runtime profile fitted on --hw, e.g. llama.cpp (`moesim hw` lists them)")
     ("scheduler", po::value<std::string>(), "static, continuous or chunked (scheduler.kind; default chunked)")
     ("max-num-seqs", po::value<std::int64_t>(), "sequences per step (scheduler.max_num_seqs; default 256)")
     ("max-num-batched-tokens", po::value<std::int64_t>(), "tokens per step (scheduler.max_num_batched_tokens; default 2048)")
@@ -114,6 +115,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
   if (vm.count("attention-replicated")) d["plan"]["attention_replicated"] = true;
   set_str("precision", {"precision"});
   set_str("experts", {"experts"});
+  set_str("runtime", {"runtime"});
   set_str("scheduler", {"scheduler", "kind"});
   set_int("max-num-seqs", {"scheduler", "max_num_seqs"});
   set_int("max-num-batched-tokens", {"scheduler", "max_num_batched_tokens"});

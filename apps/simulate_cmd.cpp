@@ -85,6 +85,9 @@ int cmd_simulate(const Args& args, std::ostream& out) {
     ("timing", "also print the replay's wall time and events per second (left out by default so that the same "
                "inputs give byte-identical output)");
   // clang-format on
+  desc.add_options()("runtime", po::value<std::string>(),
+                     "the software on the hardware: a runtime profile fitted on --hw (e.g. llama.cpp; `moesim hw` "
+                     "lists them), which sets its bandwidth efficiency, attention factor and kernel cost");
   add_streaming_options(desc);
   po::variables_map vm;
   if (!parse_options(args, desc, vm, out,
@@ -138,6 +141,7 @@ int cmd_simulate(const Args& args, std::ostream& out) {
   if (vm.count("start-cold")) r.start_wired = false;
   if (vm.count("context")) r.context = vm["context"].as<std::int64_t>();
   if (vm.count("lm-head")) r.lm_head = true;
+  str("runtime", r.runtime);
   if (vm.count("stream-from")) flag_given("streaming");
   apply_streaming_options(vm, r.streaming);
   str("trace", r.trace);

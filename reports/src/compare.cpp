@@ -72,6 +72,7 @@ std::optional<double> simulate_row(const EstimateResult& r, const EstimateRow& r
   s.context = q.context;
   s.lm_head = q.lm_head;
   s.streaming = q.streaming;
+  s.runtime = q.runtime;
   s.generate.tokens = o.tokens;
   if (s.nic.empty()) s.nic = "10gbe-grpc";  // unused by one node, but the request names one
   return run_simulate(s).run.tokens_per_second;
@@ -95,6 +96,7 @@ std::optional<double> serve_row(const EstimateResult& r, const EstimateRow& row,
   nlohmann::json doc = single_user_scenario(q.model, q.hw, q.precision, q.experts, row.nodes, plan, q.context);
   if (row.nodes > 1) doc["nic"] = row.nic;
   if (q.streaming) doc["streaming"] = cost::streaming_spec_to_json(*q.streaming);
+  if (!q.runtime.empty()) doc["runtime"] = q.runtime;
   if (!q.lm_head) notes.push_back("serve always reads the LM head to sample; give --lm-head to compare like with like");
   ServeScenario sc;
   sc.doc = doc;

@@ -109,7 +109,8 @@ std::vector<SweepPoint> expand_sweep(const ServeScenario& s) {
 std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffic) {
   const json::Node root(s.doc, s.source);
   root.expect_only({"description", "model", "model_overrides", "hw", "nic", "nodes", "plan", "precision", "experts",
-                    "scheduler", "workload", "slo", "trace", "generate", "streaming", "activation_bytes", "kv_bytes"});
+                    "scheduler", "workload", "slo", "trace", "generate", "streaming", "activation_bytes", "kv_bytes",
+                    "runtime"});
   auto prepared = std::make_unique<PreparedServe>();
   ServeRun& run = prepared->run;
   model::Architecture& arch = prepared->arch;
@@ -131,6 +132,14 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   const model::Precision& prec = *root.resolving("precision", [&] { return &model::precision(run.precision); });
   run.hw_id = root.optional_string("hw").value_or("dgx-h100");
   prepared->node = root.resolving("hw", [&] { return model::load_node(run.hw_id); });
+  if (auto rt = root.optional_string("runtime")) {
+    // The software on the hardware (model::apply_runtime): its fitted bandwidth efficiency, attention
+    // factor and kernel cost replace the node's own.
+    const model::RuntimeProfile runtime =
+        root.resolving("runtime", [&] { return model::find_runtime(*rt, prepared->node); });
+    prepared->node = model::apply_runtime(prepared->node, runtime);
+    resolved["runtime"] = runtime.id;
+  }
   const model::NodeProfile& node = prepared->node;
   (void)node.memory_total();  // UserError naming the field when the profile has no memory
   (void)node.bandwidth();

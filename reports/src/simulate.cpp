@@ -105,10 +105,11 @@ SimulateRequest load_simulate_scenario(const json::Node& root, SimulateRequest r
   root.expect_only({"model",          "hw",         "nic",       "nodes",       "placement", "groups",
                     "placement_file", "precision",  "strategy",  "packing",     "balancing", "attention",
                     "collective",     "contention", "residency", "start_wired", "context",   "lm_head",
-                    "trace",          "generate",   "tokens",    "experts",     "streaming",   "description"});
+                    "trace",          "generate",   "tokens",    "experts",     "streaming",   "runtime",
+                    "description"});
   json::note_origins(r.origins, root,
                      {"model", "hw", "nic", "placement", "groups", "placement_file", "precision", "strategy", "packing",
-                      "balancing", "attention", "collective", "trace", "experts", "streaming"});
+                      "balancing", "attention", "collective", "trace", "experts", "streaming", "runtime"});
   if (auto v = root.optional_string("model")) r.model = *v;
   if (auto v = root.optional_string("hw")) r.hw = *v;
   if (auto v = root.optional_string("nic")) r.nic = *v;
@@ -129,6 +130,7 @@ SimulateRequest load_simulate_scenario(const json::Node& root, SimulateRequest r
   if (auto v = root.optional_integer("context", 0)) r.context = *v;
   if (auto v = root.optional_boolean("lm_head")) r.lm_head = *v;
   if (auto st = root.optional_child("streaming")) r.streaming = cost::streaming_spec_from_json(*st);
+  if (auto v = root.optional_string("runtime")) r.runtime = *v;
   if (auto v = root.optional_string("trace")) r.trace = *v;
   if (auto v = root.optional_integer("tokens", 1)) r.max_tokens = *v;
   if (auto g = root.optional_child("generate")) {
@@ -161,6 +163,7 @@ nlohmann::json simulate_request_to_json(const SimulateRequest& r) {
   if (r.attention) j["attention"] = *r.attention;
   if (r.max_tokens > 0) j["tokens"] = r.max_tokens;
   if (r.streaming) j["streaming"] = cost::streaming_spec_to_json(*r.streaming);
+  if (!r.runtime.empty()) j["runtime"] = r.runtime;
   if (!r.trace.empty()) {
     j["trace"] = r.trace;
   } else {
@@ -269,6 +272,9 @@ PreparedSimulate prepare_simulate(const SimulateRequest& req) {
                     "(see `moesim models`)");
   }
   r.node = json::resolving(at, "hw", [&] { return model::load_node(req.hw); });
+  if (!req.runtime.empty())
+    r.node = model::apply_runtime(
+        r.node, json::resolving(at, "runtime", [&] { return model::find_runtime(req.runtime, r.node); }));
   if (req.nodes > 1) r.nic = json::resolving(at, "nic", [&] { return model::load_nic(req.nic); });
   if (r.node.intra_node_link) r.intra_link = model::load_nic(*r.node.intra_node_link);
   r.precision = json::resolving(at, "precision", [&] { return &model::precision(req.precision); });

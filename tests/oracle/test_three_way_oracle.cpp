@@ -7,8 +7,9 @@
 // an L4, FlexFlow's loop), FP8 weights on FP8 tensor cores (Mixtral on one H100), and experts streamed
 // from the SSD (Qwen3.5 on the MacBook, seed 004) with the page cache off, so that every read goes to the
 // SSD in each instrument (with a page cache the simulators' hit rate comes from the trace, the estimate's
-// from cost::expected_hit_rate). The remaining differences are the routing trace's sampling of E[active]
-// (~0.1%).
+// from cost::expected_hit_rate), and a runtime profile fitted to dense measurements laid over a node
+// (llama.cpp on the M2 Ultra: its bandwidth efficiency, attention factor and kernel cost, issue 20). The
+// remaining differences are the routing trace's sampling of E[active] (~0.1%).
 //
 // Before the shared cost model, DBRX on the DGX at batch 1 came out 166.8 (estimate), 86 (simulate) and
 // 103.5 (serve) tokens/s.
@@ -50,6 +51,12 @@ reports::EstimateRequest streamed(reports::EstimateRequest r) {
   return r;
 }
 
+/// A runtime profile laid over the node (hwprofiles/runtimes/): its attention factor and kernel cost too.
+reports::EstimateRequest with_runtime(reports::EstimateRequest r, const char* runtime) {
+  r.runtime = runtime;
+  return r;
+}
+
 TEST(ThreeWayOracle, EstimateSimulateAndServeAgreeWithinHalfAPercent) {
   const OracleSetup setups[] = {
       {"DBRX on 2 Mac Studios over 10 GbE", request("dbrx-instruct", "mac-studio-m2-ultra-192", 2, 2000)},
@@ -59,6 +66,8 @@ TEST(ThreeWayOracle, EstimateSimulateAndServeAgreeWithinHalfAPercent) {
       {"Mixtral on h100-sxm at fp8", request("mixtral-8x7b", "h100-sxm", 1, 2000, "fp8")},
       {"Qwen3.5 on the MacBook, q4 experts streamed from the SSD",
        streamed(request("qwen3.5-397b-a17b", "macbook-pro-m3-max-48", 1, 256, "q4"))},
+      {"Qwen3-30B-A3B on the M2 Ultra with the fitted llama.cpp runtime",
+       with_runtime(request("qwen3-30b-a3b", "mac-studio-m2-ultra-192", 1, 4096, "q8_0"), "llama.cpp")},
   };
   for (const auto& s : setups) {
     SCOPED_TRACE(s.name);

@@ -73,6 +73,7 @@ struct SimulateRequest {
   std::int64_t context = 0;
   bool lm_head = false;
   std::optional<cost::StreamingSpec> streaming;  ///< routed experts read from storage (serial)
+  std::string runtime;  ///< a runtime profile fitted on `hw` (model::find_runtime); empty: the hardware alone
   std::string trace;  ///< a trace file; empty: generate
   GenerateRequest generate;
   std::int64_t max_tokens = 0;  ///< replay at most this many tokens (0: all)
