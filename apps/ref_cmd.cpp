@@ -222,7 +222,8 @@ int cmd_ref(const Args& args, std::ostream& out) {
 int cmd_validate(const Args& args, std::ostream& out) {
   // Two validations: the public measurement table (--table), or this machine's reference decoder.
   for (const auto& a : args)
-    if (a == "--table" || a.starts_with("--table=")) return cmd_validate_table(args, out);
+    if (a == "--table" || a.starts_with("--table=") || a == "--llama-bench" || a.starts_with("--llama-bench="))
+      return cmd_validate_table(args, out);
   po::options_description desc("options");
   add_run_options(desc);
   // clang-format off

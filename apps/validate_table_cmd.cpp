@@ -2,7 +2,9 @@
 
 #include <boost/program_options.hpp>
 #include <iostream>
+#include <filesystem>
 #include <optional>
+#include <vector>
 
 #include "commands.hpp"
 #include "moesim/model/output_file.hpp"
@@ -17,7 +19,11 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
   // clang-format off
   desc.add_options()
     ("help,h", "show this help")
-    ("table", po::value<std::string>()->required(), "the validation directory: measurements.csv and mapping.json (the repo's validation/)")
+    ("table", po::value<std::string>(), "the validation directory: measurements.csv and mapping.json (the repo's validation/)")
+    ("llama-bench", po::value<std::vector<std::string>>()->composing(), "MODEL=FILE: a `llama-bench -o json` file of this machine and the zoo model (or config.json) its GGUF holds; repeat for several models (instead of --table)")
+    ("hw", po::value<std::string>(), "with --llama-bench: the node profile of the machine that ran it")
+    ("runtime", po::value<std::string>(), "with --llama-bench: the runtime's name, e.g. llama.cpp-metal or llama.cpp-cuda")
+    ("source", po::value<std::string>(), "with --llama-bench: where the measurements come from (a URL; default the file)")
     ("role", po::value<std::string>(), "calibration (dense rows) or prediction (MoE rows); default both")
     ("fit", "fit each (hardware profile, runtime) to its calibration rows (dense models, batch-1 decode): bandwidth efficiency and a cost per kernel; predict with it, with an interval from the leave-one-out errors")
     ("write-runtimes", po::value<std::string>(), "with --fit: write each fitted runtime as a profile <runtime>@<hw>.json into this new directory (for `estimate --runtime`; the repo's are in hwprofiles/runtimes/)")
@@ -28,14 +34,21 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
   // clang-format on
   po::variables_map vm;
   if (!parse_options(args, desc, vm, out,
-                     "usage: moesim validate --table DIR [--role calibration|prediction] [--rows] [--csv FILE]\n\n"
+                     "usage: moesim validate --table DIR [--role calibration|prediction] [--fit] [--rows] [--csv FILE]\n"
+                     "       moesim validate --llama-bench MODEL=FILE [...] --hw PROFILE --runtime NAME [--fit] "
+                     "[--write-runtimes DIR]\n\n"
                      "Predicts every row of a public measurement table that moesim can express, with the shipped\n"
                      "profiles and nothing fitted, and prints the error per row and its summary (median and p90\n"
                      "|error|, share within 10% and 25%, worst factor) per role, kind of figure, hardware family\n"
                      "and runtime. Batch-1 decode comes from the analytic model (equal to both simulators at\n"
                      "batch 1), prefill and batched decode from the serving simulator; rows it cannot express yet\n"
                      "are counted with the reason. The table's columns and sources: validation/README.md.\n\n"
-                     "example:\n  moesim validate --table validation --role prediction --rows")) {
+                     "With --llama-bench the rows are your own `llama-bench -o json` runs (tg tests: batch-1 decode\n"
+                     "at n_depth; pp tests: prefill); with --fit and dense models among them, the runtime fitted to\n"
+                     "them is written by --write-runtimes for `estimate --runtime`.\n\n"
+                     "examples:\n  moesim validate --table validation --role prediction --rows\n"
+                     "  moesim validate --llama-bench llama-3.1-8b=8b.json --llama-bench qwen3-30b-a3b=moe.json "
+                     "--hw mac-studio-m2-ultra-192 --runtime llama.cpp-metal --fit --write-runtimes my-runtimes")) {
     return 0;
   }
   if (vm.count("write-runtimes") && !vm.count("fit"))
@@ -49,7 +62,30 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
   if (vm.count("role")) o.role = vm["role"].as<std::string>();
   o.fit = vm.count("fit") > 0;
   o.progress = [&](std::size_t done, std::size_t total) { progress.update("validate", done, total); };
-  const calibrate::ValidationResult r = calibrate::run_validation(vm["table"].as<std::string>(), o);
+  if (vm.count("table") == vm.count("llama-bench"))
+    throw UserError("give --table DIR (the public table) or --llama-bench MODEL=FILE (your own runs), one of them");
+  calibrate::ValidationResult r;
+  if (vm.count("table")) {
+    r = calibrate::run_validation(vm["table"].as<std::string>(), o);
+  } else {
+    if (!vm.count("hw") || !vm.count("runtime"))
+      throw UserError("--llama-bench needs --hw (the machine's node profile) and --runtime (e.g. llama.cpp-metal)");
+    std::vector<std::filesystem::path> files;
+    std::vector<calibrate::LlamaBenchImport> imports;
+    for (const auto& arg : vm["llama-bench"].as<std::vector<std::string>>()) {
+      const auto eq = arg.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == arg.size())
+        throw UserError("--llama-bench " + arg + ": write MODEL=FILE, e.g. --llama-bench llama-3.1-8b=bench.json");
+      calibrate::LlamaBenchImport in;
+      in.model = arg.substr(0, eq);
+      in.hw = vm["hw"].as<std::string>();
+      in.runtime = vm["runtime"].as<std::string>();
+      if (vm.count("source")) in.source = vm["source"].as<std::string>();
+      files.emplace_back(arg.substr(eq + 1));
+      imports.push_back(in);
+    }
+    r = calibrate::run_llama_bench(files, imports, o);
+  }
   progress.finish();
   if (vm.count("json")) {
     out << calibrate::validation_to_json(r).dump(2) << "\n";

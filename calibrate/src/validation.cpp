@@ -405,11 +405,112 @@ ErrorSummary summarise(const std::vector<const ValidationPrediction*>& preds, bo
   return s;
 }
 
+namespace {
+
+/// The weight format of a llama-bench model_type ("llama 8B Q4_K - Medium", "gpt-oss 120B MXFP4 MoE",
+/// "qwen2 7B Q8_0": llama.cpp's llama_model_ftype_name after the architecture and size) as a precision:
+/// its first word, lower case, with F16 as fp16. A mixed file type (Q4_K - Medium) is priced as its main
+/// block type.
+std::string llama_bench_precision(const std::string& model_type, const std::string& where) {
+  const std::vector<std::string> words = text::split(model_type, ' ');
+  if (words.size() < 3)
+    throw UserError(where + ": model_type \"" + model_type +
+                    "\" is not llama-bench's \"<arch> <size> <file type>\"; was the file written by `llama-bench -o json`?");
+  std::string f = words[2];
+  std::transform(f.begin(), f.end(), f.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (f == "f16") f = "fp16";
+  if (f == "f32") f = "fp32";
+  try {
+    return model::precision(f).name;
+  } catch (const UserError&) {
+    throw UserError(where + ": model_type \"" + model_type + "\": file type " + words[2] +
+                    " is not a precision moesim prices (see `moesim estimate --help`)");
+  }
+}
+
+void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const Mapping& m,
+              const ValidationOptions& o);
+
+std::vector<ValidationRow> llama_bench_rows(const std::filesystem::path& path, const LlamaBenchImport& in,
+                                            std::map<std::string, std::string>& formats) {
+  const nlohmann::json doc = json::load_file(path);
+  const json::Node root(doc, path.string());
+  if (!doc.is_array())
+    throw root.error("is not llama-bench's JSON output (an array of tests; write it with `llama-bench -o json`)");
+  const model::Architecture arch = model::load_model(in.model);
+  std::vector<ValidationRow> out;
+  std::size_t i = 0;
+  for (const auto& t : doc) {
+    const json::Node n(t, path.string() + ": $[" + std::to_string(i) + "]");
+    const std::string where = path.string() + ": test " + std::to_string(i);
+    ++i;
+    // The fields of llama.cpp's llama-bench JSON printer (the same names as its SQL output:
+    // scripts/compare-llama-bench.py LLAMA_BENCH_DB_FIELDS); the rest are kept out of the fit.
+    const std::string model_type = n.string("model_type");
+    const std::int64_t prompt = n.integer("n_prompt"), gen = n.integer("n_gen");
+    const std::int64_t depth = n.has("n_depth") ? n.integer("n_depth") : 0;
+    const double ts = n.number("avg_ts");
+    if (!(ts > 0) || !std::isfinite(ts)) throw n.error("avg_ts", "must be a positive tokens/s figure");
+    if ((prompt > 0) == (gen > 0))
+      throw UserError(where + ": n_prompt " + std::to_string(prompt) + " and n_gen " + std::to_string(gen) +
+                      ": a pp test has only n_prompt, a tg test only n_gen (pg tests mix both and are not read)");
+    ValidationRow r;
+    r.format = model_type.substr(model_type.find(' ', model_type.find(' ') + 1) + 1);
+    formats[r.format] = llama_bench_precision(model_type, where);
+    r.id = (gen > 0 ? "tg" + std::to_string(gen) : "pp" + std::to_string(prompt)) +
+           (depth > 0 ? "@d" + std::to_string(depth) : std::string()) + "-" + formats[r.format];
+    r.role = arch.is_moe() ? "prediction" : "calibration";
+    r.model = in.model;
+    r.hardware = in.hw;
+    r.hw_family = "user";
+    r.runtime = in.runtime;
+    r.devices = 1;
+    r.batch = 1;
+    r.prompt = prompt;
+    r.output = gen;
+    r.depth = depth;
+    r.metric = gen > 0 ? "decode_tokens_per_s" : "prefill_tokens_per_s";
+    r.unit = "tokens/s";
+    r.measured = ts;
+    r.source_url = in.source.empty() ? path.string() : in.source;
+    r.line = static_cast<std::int64_t>(i);
+    out.push_back(std::move(r));
+  }
+  if (out.empty()) throw root.error("holds no tests");
+  return out;
+}
+
+}  // namespace
+
+ValidationResult run_llama_bench(const std::vector<std::filesystem::path>& files,
+                                 const std::vector<LlamaBenchImport>& imports, const ValidationOptions& o) {
+  MOESIM_CHECK(files.size() == imports.size(), "one import description per llama-bench file");
+  Mapping m;
+  std::vector<ValidationRow> rows;
+  for (std::size_t f = 0; f < files.size(); ++f) {
+    const model::NodeProfile node = model::load_node(imports[f].hw);
+    if (std::none_of(m.hardware.begin(), m.hardware.end(), [&](const Mapping::Hw& h) { return h.hw == node.id; }))
+      m.hardware.push_back({imports[f].hw, 1, node.id});
+    for (auto& r : llama_bench_rows(files[f], imports[f], m.formats)) rows.push_back(std::move(r));
+  }
+  ValidationResult r;
+  r.table = files.front();
+  run_rows(r, rows, m, o);
+  return r;
+}
+
 ValidationResult run_validation(const std::filesystem::path& dir, const ValidationOptions& o) {
   ValidationResult r;
   r.table = dir / "measurements.csv";
   const Mapping m = read_mapping(dir / "mapping.json");
-  const std::vector<ValidationRow> rows = read_rows(r.table);
+  run_rows(r, read_rows(r.table), m, o);
+  return r;
+}
+
+namespace {
+
+void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const Mapping& m,
+              const ValidationOptions& o) {
   if (!o.role.empty() && o.role != "calibration" && o.role != "prediction")
     throw UserError("--role " + o.role + ": give calibration or prediction");
   for (const auto& row : rows) {
@@ -458,8 +559,9 @@ ValidationResult run_validation(const std::filesystem::path& dir, const Validati
       r.summaries.push_back(s);
     }
   }
-  return r;
 }
+
+}  // namespace
 
 namespace {
 std::string pct(double f) { return text::printf("%+.0f%%", 100.0 * f); }

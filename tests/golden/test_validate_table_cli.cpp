@@ -253,4 +253,54 @@ TEST(GoldenValidateTable, ShippedRuntimesAreTheFitOfTheShippedTable) {
   EXPECT_GE(compared, 1u);
 }
 
+
+// A user's own `llama-bench -o json` runs (tests/data/llama-bench/, llama.cpp's JSON fields): tg tests are
+// batch-1 decode at n_depth, the format comes from model_type ("llama 8B Q4_K - Medium" -> q4_k), the dense
+// model's rows calibrate and the MoE model's are predicted, and --fit writes the runtime estimate uses.
+TEST(GoldenValidateTable, LlamaBenchJsonFitsARuntime) {
+  const Scratch s("moesim_validate_table");
+  const std::string data = std::string(MOESIM_SOURCE_DIR) + "/tests/data/llama-bench/";
+  const std::string args = "validate --llama-bench llama-3.1-8b=" + data +
+                           "m2-ultra-llama3-8b.json --llama-bench qwen3-30b-a3b=" + data +
+                           "m2-ultra-qwen3-coder-30b.json --hw mac-studio-m2-ultra-192 --runtime llama.cpp-metal "
+                           "--fit --json --quiet --write-runtimes " + s.path("rt");
+  const moesim::test::Run r = s.moesim(args);
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("rows").size(), 5u);
+  EXPECT_EQ(j.at("rows").at(2).at("precision"), "q4_k");
+  EXPECT_EQ(j.at("rows").at(4).at("role"), "prediction");
+  EXPECT_EQ(j.at("rows").at(4).at("precision"), "q8_0");
+  ASSERT_EQ(j.at("fits").size(), 1u);
+  EXPECT_EQ(j.at("fits").at(0).at("calibration_rows"), 4);
+  // The fit reproduces the dense rows it was fitted to far better than the datasheet profile.
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto& row = j.at("rows").at(i);
+    EXPECT_LT(std::fabs(metric_value(row, "fitted_error")), std::fabs(metric_value(row, "error"))) << row.dump();
+  }
+  EXPECT_TRUE(fs::exists(s.path("rt") + "/llama.cpp-metal@mac-studio-m2-ultra-192.json"));
+
+  // Files llama-bench did not write, and malformed arguments, are refused with the file and the fix.
+  s.write("pg.json", R"([{"model_type": "llama 8B F16", "n_prompt": 512, "n_gen": 128, "avg_ts": 10}])");
+  s.write("object.json", R"({"model_type": "llama 8B F16"})");
+  s.write("type.json", R"([{"model_type": "llama8B", "n_prompt": 0, "n_gen": 128, "avg_ts": 10}])");
+  s.write("fmt.json", R"([{"model_type": "llama 8B TQ9_9", "n_prompt": 0, "n_gen": 128, "avg_ts": 10}])");
+  const std::pair<std::string, std::string> bad[] = {
+      {"--llama-bench llama-3.1-8b=" + s.path("pg.json"), "a pp test has only n_prompt, a tg test only n_gen"},
+      {"--llama-bench llama-3.1-8b=" + s.path("object.json"), "is not llama-bench's JSON output"},
+      {"--llama-bench llama-3.1-8b=" + s.path("type.json"), "is not llama-bench's \"<arch> <size> <file type>\""},
+      {"--llama-bench llama-3.1-8b=" + s.path("fmt.json"), "file type TQ9_9 is not a precision moesim prices"},
+      {"--llama-bench " + s.path("pg.json"), "write MODEL=FILE"},
+  };
+  for (const auto& [arg, want] : bad) {
+    const moesim::test::Run b =
+        s.moesim("validate " + arg + " --hw mac-studio-m2-ultra-192 --runtime llama.cpp-metal --quiet");
+    EXPECT_EQ(b.code, 2) << arg;
+    EXPECT_NE(b.err.find(want), std::string::npos) << b.err;
+  }
+  const moesim::test::Run both = s.moesim("validate --table x --llama-bench a=b --quiet");
+  EXPECT_EQ(both.code, 2);
+  EXPECT_NE(both.err.find("one of them"), std::string::npos) << both.err;
+}
+
 }  // namespace

@@ -95,6 +95,21 @@ struct ValidationOptions {
   std::function<void(std::size_t, std::size_t)> progress;  ///< rows done, rows in all
 };
 
+/// A `llama-bench -o json` file of the user's own machine: which zoo model it ran, on which node profile,
+/// under which runtime name (its rows are calibration rows for a dense model, prediction rows for MoE).
+struct LlamaBenchImport {
+  std::string model;    ///< zoo id or config.json of the model the GGUF holds
+  std::string hw;       ///< node profile id or path of the machine
+  std::string runtime;  ///< e.g. llama.cpp-metal
+  std::string source;   ///< where the measurement comes from (default: the file)
+};
+
+/// The tests of llama-bench JSON files (tg: batch-1 decode at n_depth, pp: batch-1 prefill; the weight
+/// format from model_type) predicted and, with o.fit, fitted like the table's rows. UserError naming the
+/// file and test for a file llama-bench did not write.
+ValidationResult run_llama_bench(const std::vector<std::filesystem::path>& files,
+                                 const std::vector<LlamaBenchImport>& imports, const ValidationOptions& o = {});
+
 /// Reads DIR/measurements.csv and DIR/mapping.json (UserError naming the file, line and field) and
 /// predicts every row it can express.
 ValidationResult run_validation(const std::filesystem::path& dir, const ValidationOptions& o = {});
