@@ -15,6 +15,10 @@
 
 #include "moesim/model/units.hpp"
 
+namespace moesim::json {
+class Node;
+}
+
 namespace moesim::model {
 
 /// A hardware figure with where it comes from (datasheet, seed table, measurement).
@@ -89,6 +93,10 @@ struct DeviceSpec {
   /// runtime's attention kernels at small batch are far from it). Set by a runtime profile
   /// (apply_runtime), never by the hardware's own. Absent: 1.
   std::optional<Sourced<double>> attention_factor;
+  /// The low-precision tensor-core types ("fp8", "int8", "fp4") the runtime's matmuls use for weights in
+  /// those formats; a format whose type is not listed is dequantised into the 16-bit path. Set by a runtime
+  /// profile (apply_runtime). Absent: every type the profile gives a peak for.
+  std::optional<Sourced<std::vector<std::string>>> native_dtypes;
 };
 
 /// How the device driver keeps weight buffers resident (Apple's Metal "wiring", seed 000 §3.2): a buffer
@@ -183,6 +191,11 @@ struct RuntimeProfile {
   Sourced<double> bandwidth_efficiency;     ///< weights are read at this fraction of memory_bandwidth
   Sourced<double> attention_factor;         ///< KV and attention take this × their roofline
   Sourced<units::Duration> kernel_overhead;  ///< per kernel launched
+  /// Compute-bound matmuls (prefill, large batches) run at this fraction of the node's peak FLOP rate
+  /// (absent: the node profile's own compute bands).
+  std::optional<Sourced<double>> compute_efficiency;
+  /// The tensor-core types its matmuls use for low-precision weights (devices.native_dtypes); absent: all.
+  std::optional<Sourced<std::vector<std::string>>> native_dtypes;
   double error_low = 0, error_high = 0;
   std::int64_t calibration_rows = 0;
   std::string interval_source;
@@ -191,6 +204,10 @@ struct RuntimeProfile {
     return {value / (1.0 + error_high), value / (1.0 + error_low)};
   }
 };
+
+/// A runtime's native_dtypes item ({"value": ["int8"], "source": "..."}), as runtime profiles and
+/// validation/mapping.json give it. UserError naming the JSON path for anything else.
+Sourced<std::vector<std::string>> parse_native_dtypes(const moesim::json::Node& item);
 
 /// An id of a built-in profile, or a path to a JSON file. UserError (listing the ids) if neither.
 NodeProfile load_node(std::string_view id_or_path);
@@ -201,7 +218,8 @@ std::vector<RuntimeProfile> builtin_runtimes();
 /// the runtimes fitted on this node, and how to fit one, when there is none (or more than one).
 RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node);
 /// `node` with the runtime's figures: weights at the fitted bandwidth efficiency (one band over every
-/// size, compute bands unchanged), the fitted kernel overhead, no separate layer overhead (the fit has
+/// size; compute bands unchanged unless the runtime gives a compute efficiency, then one band of it), the
+/// fitted kernel overhead, no separate layer overhead (the fit has
 /// none), the attention factor. UserError if the runtime was fitted on another node profile.
 NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime);
 NicProfile load_nic(std::string_view id_or_path);
