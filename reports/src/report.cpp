@@ -221,6 +221,13 @@ std::string hardware_words(const GridPoint& p) {
   return s;
 }
 
+/// A fitted parameter's value with its unit ("ratio": achieved / peak, as a plain number).
+std::string parameter_value(double v, const std::string& unit) {
+  if (unit == "s") return units::format(units::seconds(v));
+  if (unit == "B/s") return units::format(units::Bandwidth::from_base(v));
+  return text::printf("%.3f", v);
+}
+
 /// Removes the temporary directory unless released.
 void check_cancel(const ReportOptions& o, const std::string& during) {
   if (o.sweep.cancelled && o.sweep.cancelled())
@@ -266,7 +273,7 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
 
   // 1. The purchase question.
   stage("sweeping " + in.grid.origin);
-  const SweepResult sweep = run_sweep(in.grid, o.sweep, o.comm);
+  SweepResult sweep = run_sweep(in.grid, o.sweep, o.comm);
   check_cancel(o, "sweeping");
   std::optional<SweepResult> serving;
   if (in.serving) {
@@ -277,6 +284,39 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
   if (!root) return {};
   const fs::path dir = tmp->path();
   ReportSummary summary;
+
+  // 1b. The calibration: the profiles fitted to the measured runs (calibrate::fit_runs through
+  // in.calibrate), the grid's decode-simulated points on the measured hardware re-simulated with them
+  // (calibrate_points); their datasheet figures stay beside them as upper bounds. A fit that fails leaves
+  // the datasheet figures, labelled so in the report.
+  std::optional<ReportCalibration> cal;
+  std::string cal_failure;  ///< why the figures stay datasheet although measured runs were given
+  if (in.calibrate && !in.grid.serving()) {
+    stage("fitting the profiles to the measured runs of " + in.measured_origin + " (leave-one-out refits too)");
+    try {
+      cal = in.calibrate([&](const std::string& line) {
+        check_cancel(o, "fitting the profiles");
+        stage("fit: " + line);
+      });
+      if (std::none_of(sweep.points.begin(), sweep.points.end(),
+                       [&](const PointResult& p) { return p.point.hw == cal->profiles.hw; })) {
+        cal_failure = "the measured runs of " + in.measured_origin + " are on " + cal->profiles.hw +
+                      ", which is not in the grid";
+        cal.reset();
+      } else {
+        stage("re-simulating the points on " + cal->profiles.hw + " with the fitted profiles");
+        SweepResult calibrated = sweep;
+        calibrate_points(calibrated, cal->profiles, o.sweep);
+        sweep = std::move(calibrated);
+      }
+    } catch (const UserError& e) {
+      check_cancel(o, "fitting the profiles");  // an interrupt is not a failed fit
+      cal_failure = e.what();
+      cal.reset();
+    }
+  } else if (in.calibrate) {
+    cal_failure = "the grid is a serving grid, whose figures the decode fit does not apply to";
+  }
 
   // 2. The measured runs, simulated beside their measurements (with a Chrome trace each).
   struct MeasuredSim {
@@ -330,12 +370,36 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
 
   // ---- the answers in words ----
   const auto& c = in.grid.constraints;
+  // "5.8 tokens/s (4.5–6.6; datasheet upper bound 9.7)" for a calibrated point; an uncalibrated one says
+  // why, and a report without a calibration says its figures are the datasheet's.
+  const auto tps_words = [&](const PointResult& p) {
+    std::string s = num(p.tokens_per_s, 1) + " tokens/s";
+    if (p.calibration == "fitted" && p.tokens_per_s_low && p.tokens_per_s_high)
+      s += " (" + num(*p.tokens_per_s_low, 1) + "–" + num(*p.tokens_per_s_high, 1) + "; datasheet upper bound " +
+           num(p.datasheet_tokens_per_s.value_or(NAN), 1) + ")";
+    else if (!p.calibration.empty())
+      s += " (" + p.calibration + ": datasheet profiles)";
+    else if (!in.measured.empty())
+      s += " (datasheet, uncalibrated)";
+    return s;
+  };
+  // A table cell: "5.8 (4.5–6.6)" for a calibrated point, the figure alone otherwise.
+  const auto tps_cell = [&](const PointResult& p) {
+    if (p.calibration == "fitted" && p.tokens_per_s_low && p.tokens_per_s_high)
+      return num(p.tokens_per_s, 1) + " (" + num(*p.tokens_per_s_low, 1) + "–" + num(*p.tokens_per_s_high, 1) + ")";
+    return num(p.tokens_per_s, 1) + (p.calibration.rfind("uncalibrated", 0) == 0 ? " (uncalibrated)" : "");
+  };
   std::vector<std::string> answers;
   const auto per_kusd = [](const PointResult& p) { return num(p.tokens_per_s_per_usd * 1000, 3); };
+  // Calibration failed: every answer is the datasheet projection, and says so first.
+  if (!cal_failure.empty())
+    answers.push_back("**Not calibrated:** fitting the profiles to the measured runs failed (" + cal_failure +
+                      "); every figure below is the datasheet projection, uncalibrated (an upper bound where the "
+                      "measured runs are slower).");
   answers.push_back("**Fastest for the money:** " + hardware_words(best.point) + " (" + best.point.model + " " +
                     best.point.precision +
                     (strategy_label(best.point).empty() ? "" : ", " + strategy_label(best.point)) +
-                    "): " + num(best.tokens_per_s, 1) + " tokens/s for " + usd(best.capital.total().base()) + ", " +
+                    "): " + tps_words(best) + " for " + usd(best.capital.total().base()) + ", " +
                     per_kusd(best) + " tokens/s per 1,000 USD (" + best.instrument + ")" +
                     (best.running.usd_per_million_tokens
                          ? ", " + num(*best.running.usd_per_million_tokens, 2) + " USD per million tokens"
@@ -343,7 +407,7 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
                     ".");
   answers.push_back(std::string("**Cheapest") +
                     (c.min_tokens_per_s ? " meeting " + text::printf("%g", *c.min_tokens_per_s) + " tokens/s" : "") +
-                    ":** " + hardware_words(cheapest.point) + ": " + num(cheapest.tokens_per_s, 1) + " tokens/s for " +
+                    ":** " + hardware_words(cheapest.point) + ": " + tps_words(cheapest) + " for " +
                     usd(cheapest.capital.total().base()) + ".");
   // Where a faster NIC beats more nodes: per hardware, the cheapest NIC is the base; another NIC at n
   // nodes "beats more nodes" when it is faster than the base NIC at every node count of the grid.
@@ -382,9 +446,9 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
         for (const auto& [n, p] : m) {
           if (p->tokens_per_s > base_best) {
             nic_words.push_back("**" + nic + " beats more nodes:** " + std::to_string(n) + " × " + hw + " over " + nic +
-                                " (" + num(p->tokens_per_s, 1) + " tokens/s, " + usd(p->capital.total().base()) +
+                                " (" + tps_words(*p) + ", " + usd(p->capital.total().base()) +
                                 ") is faster than " + hw + " over " + base +
-                                " at any node count of the grid (at best " + num(base_best, 1) + " tokens/s, with " +
+                                " at any node count of the grid (at best " + tps_words(*base_best_p) + ", with " +
                                 std::to_string(base_best_n) + " nodes for " + usd(base_best_p->capital.total().base()) +
                                 "): upgrade the NICs before adding nodes.");
             break;
@@ -393,7 +457,8 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
       }
       if (nic_headers.size() == 1) {
         for (const auto& [nic, m] : nics) {
-          nic_headers.push_back(hw + " " + nic + " tokens/s");
+          nic_headers.push_back(hw + " " + nic + " tokens/s" + (cal ? " (calibrated, interval)" : ""));
+          if (cal) nic_headers.push_back(nic + " datasheet tokens/s (upper bound)");
           nic_headers.push_back(nic + " cost USD");
         }
         std::set<std::int64_t> ns;
@@ -403,7 +468,11 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
           std::vector<std::string> row = {std::to_string(n)};
           for (const auto& [nic, m] : nics) {
             const auto it = m.find(n);
-            row.push_back(it == m.end() ? "-" : num(it->second->tokens_per_s, 1));
+            row.push_back(it == m.end() ? "-" : tps_cell(*it->second));
+            if (cal)
+              row.push_back(it == m.end() || !it->second->datasheet_tokens_per_s
+                                ? "-"
+                                : num(*it->second->datasheet_tokens_per_s, 1));
             row.push_back(it == m.end() ? "-" : num(it->second->capital.total().base(), 0));
           }
           nic_rows.push_back(std::move(row));
@@ -412,7 +481,8 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     }
   }
   for (const auto& w : nic_words) answers.push_back(w);
-  // How far the simulator is from the measured runs, so that no answer above reads as a measurement.
+  // How far the datasheet simulation is from the measured runs, and what the calibration did, so that no
+  // answer above reads as a measurement.
   {
     double lo = INFINITY, hi = -INFINITY;
     std::string lo_name, hi_name;
@@ -424,13 +494,54 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
       if (ratio < lo) lo = ratio, lo_name = ms.m->name;
       if (ratio > hi) hi = ratio, hi_name = ms.m->name;
     }
-    if (n > 0)
-      answers.push_back("**Against measurements:** over the " + std::to_string(n) + " measured runs of " +
-                        in.measured_origin + ", the simulator's tokens/s with these profiles is off by " +
-                        text::printf("%+.0f%%", lo * 100) + " (" + lo_name + ") to " +
-                        text::printf("%+.0f%%", hi * 100) + " (" + hi_name +
-                        ") against the measured ones (table below). Fit the profiles to runs on your own machines "
-                        "(`moesim calibrate fit`) before you buy on these figures.");
+    const std::string datasheet_error =
+        n == 0 ? std::string()
+               : "off by " + text::printf("%+.0f%%", lo * 100) + " (" + lo_name + ") to " +
+                     text::printf("%+.0f%%", hi * 100) + " (" + hi_name + ") against the " + std::to_string(n) +
+                     " measured runs of " + in.measured_origin;
+    if (cal) {
+      std::vector<std::string> node_params, nic_params;
+      for (const auto& q : cal->parameters) {
+        if (!q.determined) continue;
+        (q.nic ? nic_params : node_params).push_back(q.name + " " + parameter_value(q.value, q.unit));
+      }
+      std::set<std::string> uncalibrated_hw;
+      for (const auto& p : pts)
+        if (p.calibration.rfind("uncalibrated: no measured runs", 0) == 0) uncalibrated_hw.insert(p.point.hw);
+      std::string words =
+          "**Calibrated to measurements:** the " + cal->profiles.hw + " figures above are the simulator with "
+          "profiles fitted to the " + std::to_string(cal->runs.size()) + " measured runs of " + cal->origin +
+          " (`moesim calibrate fit`, Levenberg-Marquardt; rms relative error " +
+          text::printf("%.3f", cal->rms_relative) + "). The node's fitted " +
+          (node_params.empty() ? std::string("(none)") : text::join(node_params)) +
+          " describe the machine with the software stack the runs were measured on and apply to every " +
+          cal->profiles.hw + " point";
+      if (!nic_params.empty())
+        words += "; the NIC's fitted " + text::join(nic_params) + " belongs to the NIC stack the runs were measured " +
+                 "on, " + cal->profiles.nic + ", and applies only to points on it: other NICs keep their datasheet "
+                 "profiles";
+      words += ". Ranges are leave-one-out: each measured run predicted by a fit to the others is off by " +
+               text::printf("%+.0f%%", cal->error_low * 100) + " to " + text::printf("%+.0f%%", cal->error_high * 100) +
+               " in tokens/s, so a calibrated figure v reads [v / " + text::printf("%.2f", 1 + cal->error_high) +
+               ", v / " + text::printf("%.2f", 1 + cal->error_low) + "] (table below).";
+      if (n > 0)
+        words += " With the datasheet profiles alone the simulator is " + datasheet_error +
+                 ": those figures stay beside the calibrated ones as upper bounds.";
+      if (!uncalibrated_hw.empty())
+        words += " " + text::join(std::vector<std::string>(uncalibrated_hw.begin(), uncalibrated_hw.end())) +
+                 (uncalibrated_hw.size() == 1 ? " has" : " have") +
+                 " no measured runs: its figures are uncalibrated datasheet projections.";
+      answers.push_back(words);
+    } else if (n > 0) {
+      answers.push_back("**Against measurements:** the simulator's tokens/s with the datasheet profiles is " +
+                        datasheet_error +
+                        " (table below). Fit the profiles to runs on your own machines (`moesim calibrate fit`) "
+                        "before you buy on these figures.");
+    } else {
+      answers.push_back("**Uncalibrated:** no measured runs were given (--measured): every figure is a datasheet "
+                        "projection. Fit the profiles to runs on your own machines (`moesim calibrate fit`) "
+                        "before you buy on these figures.");
+    }
   }
   // The measured comparison points (Table 5), priced the same way.
   for (const auto& cp : in.cost_points) {
@@ -456,8 +567,9 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     }
     std::vector<std::string> parts;
     for (const auto& [cfg, rates] : runs) parts.push_back(cfg + " at " + text::join(rates));
-    answers.push_back("**Under load** (" + in.serving->models.front() +
-                      ", the serving grid's SLO): the cheapest configuration that meets it is " +
+    answers.push_back("**Under load** (" + in.serving->models.front() + ", the serving grid's SLO" +
+                      (in.measured.empty() ? "" : "; serving simulator, datasheet profiles, uncalibrated") +
+                      "): the cheapest configuration that meets it is " +
                       text::join(parts, "; ") + ".");
   }
   summary.headline = answers;
