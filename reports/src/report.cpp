@@ -625,9 +625,19 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     csv << "nodes";
     std::set<std::string> series_hw;
     for (const auto& [hw, nic] : series) series_hw.insert(hw);
+    // A series is calibrated when any of its points is: its columns are then the calibrated figure, the
+    // interval's ends and the datasheet figure (the upper bound); else the simulated (datasheet) figure.
+    std::set<std::pair<std::string, std::string>> fitted_series;
+    for (const auto& [key, p] : lookup)
+      if (p->calibration == "fitted") fitted_series.insert({std::get<0>(key), std::get<1>(key)});
     for (const auto& [hw, nic] : series) {
       const std::string label = series_hw.size() > 1 ? hw + " " + nic : nic;
-      csv << "," << csv_field(label + " analytic [tokens/s]") << "," << csv_field(label + " simulated [tokens/s]");
+      csv << "," << csv_field(label + " analytic [tokens/s]");
+      if (fitted_series.count({hw, nic}))
+        csv << "," << csv_field(label + " calibrated [tokens/s]") << "," << csv_field(label + " low [tokens/s]") << ","
+            << csv_field(label + " high [tokens/s]") << "," << csv_field(label + " datasheet [tokens/s]");
+      else
+        csv << "," << csv_field(label + " simulated [tokens/s]");
     }
     for (const auto& nic : measured_nics) csv << "," << csv_field("measured " + nic + " [tokens/s]");
     csv << "\n";
@@ -638,6 +648,12 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
         const PointResult* p = it == lookup.end() ? nullptr : it->second;
         csv << "," << csvnum(p ? p->analytic_tokens_per_s : NAN) << ","
             << csvnum(p && p->simulated ? p->tokens_per_s : NAN);
+        if (fitted_series.count({hw, nic})) {
+          const bool fitted = p && p->calibration == "fitted";
+          csv << "," << csvnum(fitted && p->tokens_per_s_low ? *p->tokens_per_s_low : NAN) << ","
+              << csvnum(fitted && p->tokens_per_s_high ? *p->tokens_per_s_high : NAN) << ","
+              << csvnum(p && p->datasheet_tokens_per_s ? *p->datasheet_tokens_per_s : NAN);
+        }
       }
       for (const auto& nic : measured_nics) {
         const auto it = measured.find({nic, n});
@@ -653,11 +669,21 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
        << "set xtics 1\nplot ";
     int col = 2, color = 1;
     std::vector<std::string> clauses;
-    for (std::size_t s = 0; s < series.size(); ++s, col += 2, ++color) {
-      clauses.push_back("'fig8-tokens-vs-nodes.csv' using 1:" + std::to_string(col) + " with lines dt 2 lw 1.5 lc " +
-                        std::to_string(color) + " title columnhead(" + std::to_string(col) + ")");
-      clauses.push_back("'' using 1:" + std::to_string(col + 1) + " with linespoints pt 7 lw 2 lc " +
-                        std::to_string(color) + " title columnhead(" + std::to_string(col + 1) + ")");
+    for (std::size_t s = 0; s < series.size(); ++s, ++color) {
+      const std::string lc = " lc " + std::to_string(color) + " title columnhead(";
+      const auto cn = [&](int k) { return std::to_string(col + k); };
+      if (fitted_series.count(series[s])) {
+        // Calibrated: the figure with its interval as error bars, the datasheet figure dashed (its upper
+        // bound); the analytic bound stays in the CSV.
+        clauses.push_back("'' using 1:" + cn(1) + ":" + cn(2) + ":" + cn(3) + " with yerrorlines pt 7 lw 2" + lc + cn(1) +
+                          ")");
+        clauses.push_back("'' using 1:" + cn(4) + " with linespoints dt 2 pt 6 lw 1.5" + lc + cn(4) + ")");
+        col += 5;
+      } else {
+        clauses.push_back("'' using 1:" + cn(0) + " with lines dt 2 lw 1.5" + lc + cn(0) + ")");
+        clauses.push_back("'' using 1:" + cn(1) + " with linespoints pt 7 lw 2" + lc + cn(1) + ")");
+        col += 2;
+      }
     }
     for (std::size_t m = 0; m < measured_nics.size(); ++m, ++col)
       clauses.push_back("'' using 1:" + std::to_string(col) +
@@ -671,13 +697,21 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
                      "node count to draw."});
     else
       figure({"fig8-tokens-vs-nodes", "tokens/s against node count per NIC (seed 000 Figure 8)", csv.str(), gp.str()},
-             "Decode tokens/s against node count, per NIC: the analytic bound (dashed), the simulator (solid) and "
-             "the measured runs (black squares, " +
+             std::string(fitted_series.empty()
+                             ? "Decode tokens/s against node count, per NIC: the analytic bound (dashed), the "
+                               "simulator (solid) and "
+                             : "Decode tokens/s against node count, per NIC: the simulator calibrated to the measured "
+                               "runs (solid, error bars: the leave-one-out interval), the simulator with the "
+                               "datasheet profiles (dashed: the upper bound; uncalibrated series: the analytic bound "
+                               "dashed and the datasheet simulator solid) and ") +
+                 "the measured runs (black squares, " +
                  (in.measured_origin.empty() ? std::string("none given") : in.measured_origin) + ").");
     if (!nic_rows.empty()) {
       doc.push_back({Block::Para,
-                     "Simulated tokens/s and capital cost (nodes, NICs, the switch from 3 nodes) per "
-                     "node count and NIC:"});
+                     std::string(cal ? "Calibrated tokens/s (leave-one-out interval), the datasheet figure (its "
+                                       "upper bound)"
+                                     : "Simulated tokens/s") +
+                         " and capital cost (nodes, NICs, the switch from 3 nodes) per node count and NIC:"});
       doc.push_back({Block::TableBlock, "", {}, nic_headers, nic_rows});
     }
   }
@@ -695,7 +729,19 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
             << csvnum(*m.misc) << "\n";
       csv << csv_field(m.name + " simulated") << "," << csvnum(s.split.moe) << "," << csvnum(s.split.comm) << ","
           << csvnum(s.split.misc) << "\n";
-      rows.push_back({m.name, m.tokens_per_s ? num(*m.tokens_per_s, 1) : "-", num(s.tokens_per_s, 1),
+      // The fit's leave-one-out prediction of this run (the fit to the other runs) and its fit to all.
+      const ReportCalibration::Run* fr = nullptr;
+      if (cal)
+        for (const auto& x : cal->runs)
+          if (x.name == m.name) fr = &x;
+      std::string loo = "-", fitted = "-";
+      if (fr && fr->loo_time)
+        loo = num(1.0 / *fr->loo_time, 1) + " (" + text::printf("%+.0f%%", (fr->measured_time / *fr->loo_time - 1) * 100) +
+              ")";
+      if (fr) fitted = num(1.0 / fr->fitted_time, 1);
+      rows.push_back({m.name, m.tokens_per_s ? num(*m.tokens_per_s, 1) : fr ? num(1.0 / fr->measured_time, 1) : "-", loo,
+                      fitted,
+                      num(s.tokens_per_s, 1),
                       m.moe ? num(*m.moe, 3) + " / " + num(s.split.moe, 3) : "- / " + num(s.split.moe, 3),
                       m.comm ? num(*m.comm, 3) + " / " + num(s.split.comm, 3) : "- / " + num(s.split.comm, 3),
                       m.misc ? num(*m.misc, 3) + " / " + num(s.split.misc, 3) : "- / " + num(s.split.misc, 3),
@@ -711,18 +757,32 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
             csv.str(), gp},
            "Seconds per token in the experts (MoE), waiting on the network (comm) and the rest (misc): each "
            "measured run (" +
-               in.measured_origin + ") beside its simulation with the built-in profiles.");
+               in.measured_origin + ") beside its simulation with the datasheet profiles.");
     doc.push_back({Block::TableBlock,
                    "",
                    {},
-                   {"run", "measured tok/s", "simulated tok/s", "MoE s meas/sim", "comm s meas/sim", "misc s meas/sim",
-                    "Chrome trace"},
+                   {"run", "measured tok/s", "leave-one-out tok/s (err)", "fitted tok/s", "datasheet tok/s",
+                    "MoE s meas/datasheet", "comm s meas/datasheet", "misc s meas/datasheet", "Chrome trace"},
                    rows});
     doc.push_back({Block::Para,
-                   "The simulated runs use the datasheet profiles; `moesim calibrate fit --measured "
-                   "<file>` fits the efficiencies to the measured runs (see examples/README.md). "
+                   std::string(cal ? "Leave-one-out: each run predicted by the fit to the other runs (err: tokens/s "
+                                     "predicted / measured - 1, from the measured time per token); their least and "
+                                     "greatest error give every calibrated figure's interval. Fitted: the fit to every "
+                                     "run, the one the calibrated figures use. "
+                                   : std::string()) +
+                   "The datasheet runs and the time split use the datasheet profiles; `moesim calibrate fit --measured "
+                   "<file>` fits the efficiencies to the measured runs (calibrate/FIT.md). "
                    "Traces open in ui.perfetto.dev or chrome://tracing: one track per node, device "
-                   "and NIC."});
+                   "and NIC."});    if (cal) {
+      std::vector<std::vector<std::string>> prow;
+      for (const auto& q : cal->parameters)
+        prow.push_back({q.name, q.nic ? "NIC " + cal->profiles.nic : "node " + cal->profiles.hw,
+                        parameter_value(q.start, q.unit),
+                        q.determined ? parameter_value(q.value, q.unit) : "- (not constrained by these runs: kept)"});
+      doc.push_back({Block::Para, "The fitted parameters (calibrate/FIT.md; " +
+                                      std::string(cal->converged ? "converged" : "iteration limit") + "):"});
+      doc.push_back({Block::TableBlock, "", {}, {"parameter", "profile", "datasheet", "fitted"}, prow});
+    }
   }
 
   // ---- Table 5: tokens/s per USD per configuration ----
@@ -735,11 +795,12 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
       return a->tokens_per_s_per_usd > b->tokens_per_s_per_usd;
     });
     std::ostringstream csv;
-    csv << "configuration,simulated [tokens/s per 1000 USD],measured [tokens/s per 1000 USD]\n";
+    csv << "configuration," << (cal ? "predicted" : "simulated") << " [tokens/s per 1000 USD],measured [tokens/s per 1000 USD]\n";
     std::vector<std::vector<std::string>> rows;
     for (const auto* p : ok) {
       csv << csv_field(hardware_words(p->point)) << "," << csvnum(p->tokens_per_s_per_usd * 1000) << ",0\n";
-      rows.push_back({describe_point(p->point), num(p->tokens_per_s, 1), p->instrument,
+      rows.push_back({describe_point(p->point), tps_cell(*p),
+                      p->datasheet_tokens_per_s ? num(*p->datasheet_tokens_per_s, 1) : "-", p->instrument,
                       num(p->capital.total().base(), 0), num(p->tokens_per_s_per_usd * 1000, 3),
                       p->running.usd_per_million_tokens ? num(*p->running.usd_per_million_tokens, 2) : "-",
                       p->running.cloud_usd_per_million_tokens ? num(*p->running.cloud_usd_per_million_tokens, 2) : "-",
@@ -748,7 +809,7 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     for (const auto& cp : in.cost_points) {
       const CostRow row = price_point(cp);
       csv << csv_field(cp.label) << ",0," << csvnum(row.tokens_per_second_per_usd * 1000) << "\n";
-      rows.push_back({cp.label, num(cp.tokens_per_second, 1), "measured", num(row.cost.total().base(), 0),
+      rows.push_back({cp.label, num(cp.tokens_per_second, 1), "-", "measured", num(row.cost.total().base(), 0),
                       num(row.tokens_per_second_per_usd * 1000, 3), "-", "-", ""});
     }
     const std::string gp =
@@ -775,7 +836,8 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     doc.push_back({Block::TableBlock,
                    "",
                    {},
-                   {"configuration", "tokens/s", "source", "cost USD", "tok/s per kUSD", "USD/Mtoken",
+                   {"configuration", cal ? "tokens/s (calibrated, interval)" : "tokens/s",
+                    "datasheet tokens/s (upper bound)", "source", "cost USD", "tok/s per kUSD", "USD/Mtoken",
                     "cloud USD/Mtoken", "Pareto"},
                    rows});
   }
@@ -805,10 +867,12 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     std::vector<std::vector<std::string>> rows;
     for (auto i : sweep.answers.pareto) {
       const auto& p = at(i);
-      rows.push_back({describe_point(p.point), num(p.capital.total().base(), 0), num(p.tokens_per_s, 1),
+      rows.push_back({describe_point(p.point), num(p.capital.total().base(), 0), tps_cell(p),
+                      p.datasheet_tokens_per_s ? num(*p.datasheet_tokens_per_s, 1) : "-",
                       num(p.tokens_per_s_per_usd * 1000, 3)});
     }
-    doc.push_back({Block::TableBlock, "", {}, {"on the front", "cost USD", "tokens/s", "tok/s per kUSD"}, rows});
+    doc.push_back({Block::TableBlock, "", {}, {"on the front", "cost USD", cal ? "tokens/s (calibrated, interval)" : "tokens/s",
+                                    "datasheet tokens/s", "tok/s per kUSD"}, rows});
   }
 
   // ---- latency against arrival rate ----
@@ -964,7 +1028,40 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     OutputFile f((dir / "sweep.csv").string());
     write_sweep_points_csv(sweep, f.stream());
     f.commit();
-    write_file_atomically((dir / "sweep.json").string(), sweep_to_json(sweep).dump(2) + "\n");
+    nlohmann::json sj = sweep_to_json(sweep);
+    if (cal) {
+      nlohmann::json params = nlohmann::json::array(), runs = nlohmann::json::array();
+      for (const auto& q : cal->parameters)
+        params.push_back({{"name", q.name},
+                          {"unit", q.unit},
+                          {"profile", q.nic ? cal->profiles.nic : cal->profiles.hw},
+                          {"datasheet", q.start},
+                          {"fitted", q.value},
+                          {"determined", q.determined}});
+      for (const auto& x : cal->runs) {
+        nlohmann::json j = {{"name", x.name},
+                            {"measured_time_per_token_s", x.measured_time},
+                            {"fitted_time_per_token_s", x.fitted_time}};
+        if (x.loo_time) {
+          j["leave_one_out_time_per_token_s"] = *x.loo_time;
+          j["leave_one_out_error"] = x.measured_time / *x.loo_time - 1;
+        }
+        runs.push_back(j);
+      }
+      sj["calibration"] = {{"measured", cal->origin},
+                           {"hw", cal->profiles.hw},
+                           {"nic", cal->profiles.nic},
+                           {"parameters", params},
+                           {"runs", runs},
+                           {"error_low", cal->error_low},
+                           {"error_high", cal->error_high},
+                           {"error_unit", "relative: tokens/s predicted (leave-one-out) / measured - 1"},
+                           {"interval", "[tokens/s / (1 + error_high), tokens/s / (1 + error_low)]"},
+                           {"rms_relative_error", cal->rms_relative}};
+    } else if (!cal_failure.empty()) {
+      sj["calibration"] = {{"failed", cal_failure}};
+    }
+    write_file_atomically((dir / "sweep.json").string(), sj.dump(2) + "\n");
     summary.files.insert(summary.files.end(), {"sweep.csv", "sweep.json"});
     if (serving) {
       OutputFile s((dir / "serving.csv").string());
