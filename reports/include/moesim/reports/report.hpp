@@ -5,7 +5,15 @@
 //   .csv (data) and .gp (gnuplot script), sweep.csv / sweep.json (every point, every metric with its
 //   unit, the resolved scenario), serving.csv, and traces/ (Chrome/Perfetto traces, one track per node,
 //   device and NIC, linked from the report).
-// Plots: tokens/s against node count per NIC with the measured points (seed 000 Figure 8); the
+// The answers at the top are calibrated when measured runs are given (ReportInputs::calibrate): the node
+// profile and the measured NIC are fitted to the runs (calibrate::fit_runs, calibrate/FIT.md); every
+// decode-simulated point on that node is re-simulated with the fitted node (reports::calibrate_points), and
+// with the fitted NIC only when it is on the measured NIC (other NICs keep their profiles). Each calibrated
+// figure carries the interval of the fit's leave-one-out errors (model::prediction_interval) and its
+// datasheet figure as an upper bound; points on hardware without measured runs are labelled uncalibrated.
+// A fit that fails is stated in one line and the figures fall back to datasheet, labelled.
+// Plots: tokens/s against node count per NIC, calibrated with error bars and the datasheet dashed, with the
+// measured points (seed 000 Figure 8); the
 // per-token time split, measured against simulated (Tables 3-4); tokens/s per USD per configuration with
 // the measured throughputs (Table 5); the Pareto front of throughput against capital cost; TTFT and ITL
 // percentiles against arrival rate; expert-cache hit rate against cache size.
