@@ -177,6 +177,15 @@ struct StorageProfile {
   std::optional<Sourced<units::Bytes>> page_cache;
 };
 
+/// The interval of a predicted throughput `value` (tokens/s) from the relative errors of held-out predictions
+/// (predicted / measured - 1, leave-one-out): measured = predicted / (1 + error), so the measured value of a
+/// new prediction lies in [value / (1 + error_high), value / (1 + error_low)] as often as the held-out errors
+/// did. One formula for every such interval: RuntimeProfile::interval and the report's calibrated figures.
+[[nodiscard]] inline std::pair<double, double> prediction_interval(double value, double error_low,
+                                                                   double error_high) {
+  return {value / (1.0 + error_high), value / (1.0 + error_low)};
+}
+
 /// A runtime on one hardware profile (issue 20): what a software stack adds to the hardware's physics at
 /// decode, fitted to dense measurements of that runtime on that machine (`moesim validate --table
 /// validation --fit --write-runtimes DIR`). The node profile stays physical; apply_runtime() lays this
@@ -201,7 +210,7 @@ struct RuntimeProfile {
   std::string interval_source;
   /// The interval of a prediction `value` (tokens/s): [value / (1 + error_high), value / (1 + error_low)].
   [[nodiscard]] std::pair<double, double> interval(double value) const {
-    return {value / (1.0 + error_high), value / (1.0 + error_low)};
+    return prediction_interval(value, error_low, error_high);
   }
 };
 
