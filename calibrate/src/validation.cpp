@@ -530,7 +530,7 @@ void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
     }
     if (!p->fitted) continue;
     const auto& range = p->kind == "prefill b1" ? prefill_range : decode_range;
-    if (range) p->interval = std::make_pair(*p->fitted / (1.0 + range->second), *p->fitted / (1.0 + range->first));
+    if (range) p->interval = model::prediction_interval(*p->fitted, range->first, range->second);
   }
 }
 
