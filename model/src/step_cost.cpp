@@ -284,9 +284,12 @@ void LayerCosts::init(const LayerParts& p, const model::Precision& weights, cons
   head_rate_ = rate(head_bytes_, "LM head");
   expert_rate_ = rate(std::max(expert_bytes_ / kFfnMatrices, 1.0), "expert");
   // KV-cache reads stream at the full bandwidth: they are no weight matrix the bands were measured on. A
-  // runtime's attention kernels may take a multiple of that roofline (devices.attention_factor).
+  // runtime's attention kernels may take a multiple of that roofline (devices.attention_factor: fitted to
+  // batch-1 decode, where reading the cache is the whole cost). The attention FLOPs (prefill's QK^T and PV,
+  // which FlashAttention-style kernels run near the matmul rate: Dao et al. 2022) run at the attention
+  // block's compute rate.
   const double attention = node.devices.attention_factor ? node.devices.attention_factor->value : 1.0;
-  kv_rate_ = Rate{bandwidth / attention, peak / attention};
+  kv_rate_ = Rate{bandwidth / attention, attn_rate_.peak};
 }
 
 double LayerCosts::attention(double tokens, const SeqWork& w) const {

@@ -39,7 +39,7 @@ constexpr PrintedRow kTable6[] = {
 EstimateRequest paper(const std::string& nic) {
   EstimateRequest r;
   r.model = "dbrx-instruct";
-  r.hw = "mac-studio-m2-ultra-192";
+  r.hw = "mac-studio-m2-ultra-192-paper";  // Table 1's figures (54 TFLOPS BF16)
   r.nics = {nic};
   r.nodes = {2, 3, 4, 6, 8};
   return r;
