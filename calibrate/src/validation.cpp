@@ -15,6 +15,7 @@
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/text.hpp"
+#include "moesim/calibrate/bench_import.hpp"
 #include "moesim/calibrate/lsq.hpp"
 #include "moesim/reports/estimate.hpp"
 #include "moesim/reports/json_out.hpp"
@@ -433,7 +434,7 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
 
 std::vector<ValidationRow> llama_bench_rows(const std::filesystem::path& path, const LlamaBenchImport& in,
                                             std::map<std::string, std::string>& formats) {
-  const nlohmann::json doc = json::load_file(path);
+  const nlohmann::json doc = read_llama_bench(path);  // -o json, or the default markdown table
   const json::Node root(doc, path.string());
   if (!doc.is_array())
     throw root.error("is not llama-bench's JSON output (an array of tests; write it with `llama-bench -o json`)");
@@ -685,6 +686,13 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
                       {"kernel_overhead",
                        {{"value", text::printf("%.10gus", r.kernel_overhead.value.base() * 1e6)},
                         {"source", r.kernel_overhead.source}}}};
+  // The serving host costs, when fitted (`calibrate fit --vllm-serving`); absent, they read as 0.
+  if (!r.step_overhead.source.empty())
+    j["step_overhead"] = {{"value", text::printf("%.10gus", r.step_overhead.value.base() * 1e6)},
+                          {"source", r.step_overhead.source}};
+  if (!r.request_overhead.source.empty())
+    j["request_overhead"] = {{"value", text::printf("%.10gus", r.request_overhead.value.base() * 1e6)},
+                             {"source", r.request_overhead.source}};
   if (!r.interval_source.empty())
     j["prediction_interval"] = {
         {"low", r.error_low}, {"high", r.error_high}, {"rows", r.calibration_rows}, {"source", r.interval_source}};

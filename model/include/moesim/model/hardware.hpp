@@ -89,6 +89,13 @@ struct DeviceSpec {
   /// runtime's attention kernels at small batch are far from it). Set by a runtime profile
   /// (apply_runtime), never by the hardware's own. Absent: 1.
   std::optional<Sourced<double>> attention_factor;
+  /// Serving host costs (issue 20), set by a runtime profile (apply_runtime). `step_overhead`: host time of
+  /// every engine step outside the GPU's kernels (vLLM's engine loop runs the scheduler, the sampler's
+  /// host side and the detokeniser on the CPU between GPU steps, vllm/v1/engine/core.py step()), added
+  /// to each serving-simulator step. `request_overhead`: host time of each request before it reaches the
+  /// scheduler (the API server's tokenisation and admission), added to its TTFT. Absent: 0.
+  std::optional<Sourced<units::Duration>> step_overhead;
+  std::optional<Sourced<units::Duration>> request_overhead;
 };
 
 /// How the device driver keeps weight buffers resident (Apple's Metal "wiring", seed 000 §3.2): a buffer
@@ -183,6 +190,11 @@ struct RuntimeProfile {
   Sourced<double> bandwidth_efficiency;     ///< weights are read at this fraction of memory_bandwidth
   Sourced<double> attention_factor;         ///< KV and attention take this × their roofline
   Sourced<units::Duration> kernel_overhead;  ///< per kernel launched
+  /// Serving host costs (DeviceSpec::step_overhead, request_overhead), fitted by `moesim calibrate fit
+  /// --vllm-serving`. Optional in the JSON; absent: 0 with an empty source (apply_runtime then leaves the
+  /// node's own, if any).
+  Sourced<units::Duration> step_overhead;     ///< per engine step
+  Sourced<units::Duration> request_overhead;  ///< per request, before its first prefill
   double error_low = 0, error_high = 0;
   std::int64_t calibration_rows = 0;
   std::string interval_source;
