@@ -45,6 +45,15 @@ VllmServingResult read_vllm_serving(const std::filesystem::path& path) {
   const json::Node n(doc, path.string());
   if (!doc.is_object())
     throw n.error("is not a benchmark_serving.py result (a JSON object); " + std::string(kFix));
+  // The keys the replay and the fit need (benchmark_serving.py writes them all; the statistics only for
+  // the metrics selected by --percentile-metrics, whose default "ttft,tpot,itl" includes these two).
+  for (const char* key : {"num_prompts", "request_rate", "completed", "duration", "total_input_tokens",
+                          "total_output_tokens", "request_throughput", "output_throughput", "mean_ttft_ms",
+                          "mean_tpot_ms"})
+    if (!n.has(key))
+      throw n.error(key, std::string("is missing; ") + kFix +
+                             (std::string(key).starts_with("mean_") ? " (with ttft and tpot in --percentile-metrics)"
+                                                                    : ""));
   VllmServingResult r;
   r.path = path.string();
   r.date = n.optional_string("date").value_or("");
@@ -58,7 +67,6 @@ VllmServingResult read_vllm_serving(const std::filesystem::path& path) {
                                    " requests completed: the failed ones (see \"errors\") would bias the replay; "
                                    "rerun the benchmark until every request succeeds");
   // "request_rate": a number, or the string "inf" (main(): `args.request_rate if < inf else "inf"`).
-  if (!n.has("request_rate")) throw n.error("request_rate", std::string("is missing; ") + kFix);
   const nlohmann::json& rate = n.raw().at("request_rate");
   if (rate.is_string()) {
     if (rate.get<std::string>() != "inf")
