@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -75,7 +76,9 @@ nlohmann::json figures_json(const calibrate::ServingFigures& f) {
 
 }  // namespace
 
-int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std::ostream& out) {
+int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std::ostream& stdout_stream) {
+  // The text report is collected here and printed at the end, or replaced by the profile as JSON (--json).
+  std::ostringstream out;
   const std::string model_id = required(vm, "model", "the zoo id or config.json of the model the runs served");
   const std::string hw = required(vm, "hw", "the node profile of the machine that ran them");
   const std::string runtime_name = required(vm, "runtime", "the runtime's name (e.g. vllm, llama.cpp-metal) or a "
@@ -215,11 +218,16 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
                                    {"iterations", fit.iterations},
                                    {"simulations", fit.simulations}};
   }
+  nlohmann::json doc = calibrate::runtime_profile_json(rp);
+  doc["calibration"] = calibration;
   if (file) {
-    nlohmann::json doc = calibrate::runtime_profile_json(rp);
-    doc["calibration"] = calibration;
     file->stream() << doc.dump(2) << "\n";
     out << "runtime profile  " << file->path() << " (use it with --runtime " << file->path() << ")\n";
+  }
+  if (vm.count("json")) {
+    stdout_stream << doc.dump(2) << "\n";  // the profile with its calibration block, units in every figure
+  } else {
+    stdout_stream << out.str();
   }
   outputs.commit();
   return 0;
