@@ -59,6 +59,12 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
      "instead of --measured: a vLLM benchmark_serving.py --save-result JSON of --model on --hw; fits the runtime's "
      "step_overhead and request_overhead to its mean TTFT and TPOT (repeatable: each file is also predicted by "
      "the fit to the others)")
+    ("vllm-latency", po::value<std::vector<std::string>>()->composing(),
+     "instead of --measured: a vLLM benchmark_latency.py --output-json file of --model on --hw; fits the runtime's "
+     "step_overhead to its avg_latency (repeatable)")
+    ("input-len", po::value<std::int64_t>(), "with --vllm-latency: its --input-len (default 32, the script's)")
+    ("output-len", po::value<std::int64_t>(), "with --vllm-latency: its --output-len (default 128, the script's)")
+    ("batch-size", po::value<std::int64_t>(), "with --vllm-latency: its --batch-size (default 8, the script's)")
     ("model", po::value<std::string>(), "with --llama-bench / --vllm-serving: the zoo id or config.json of the model run")
     ("hw", po::value<std::string>(), "with --llama-bench / --vllm-serving: the node profile of the machine that ran it")
     ("runtime", po::value<std::string>(), "with --llama-bench / --vllm-serving: the runtime, a name (llama.cpp-metal, "
@@ -81,10 +87,12 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
                      "usage: moesim calibrate fit --measured runs.json [options]\n"
                      "       moesim calibrate fit --llama-bench FILE --model M --hw NODE --runtime NAME --out runtime.json\n"
                      "       moesim calibrate fit --vllm-serving FILE [--vllm-serving FILE ...] --model M --hw NODE "
-                     "--runtime NAME|PROFILE [--tp N] --out runtime.json",
+                     "--runtime NAME|PROFILE [--tp N] --out runtime.json\n"
+                     "       moesim calibrate fit --vllm-latency FILE [--input-len N --output-len N --batch-size N] "
+                     "--model M --hw NODE --runtime NAME|PROFILE --out runtime.json",
                      footer))
     return 0;
-  if (vm.count("llama-bench") || vm.count("vllm-serving")) {
+  if (vm.count("llama-bench") || vm.count("vllm-serving") || vm.count("vllm-latency")) {
     if (vm.count("measured"))
       throw UserError("give --measured (moesim's measured-runs file) or --llama-bench / --vllm-serving (a runtime's "
                       "own benchmark output), not both");

@@ -87,8 +87,13 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
     if (vm.count(flag))
       throw UserError(std::string("--") + flag + " belongs to --measured fits; --llama-bench / --vllm-serving fit "
                                                  "a runtime profile's own figures");
-  if (!vm.count("vllm-serving") && (vm.count("tp") || vm.count("precision")))
-    throw UserError("--tp and --precision describe a --vllm-serving run; give the serving result too");
+  if (!vm.count("vllm-serving") && !vm.count("vllm-latency") && (vm.count("tp") || vm.count("precision")))
+    throw UserError("--tp and --precision describe a vLLM run; give --vllm-serving or --vllm-latency too");
+  if (vm.count("vllm-serving") && vm.count("vllm-latency"))
+    throw UserError("--vllm-serving fits step_overhead and request_overhead, --vllm-latency step_overhead alone: "
+                    "give one of them (fit the other into the written profile with a second run, --runtime PATH)");
+  if (!vm.count("vllm-latency") && (vm.count("input-len") || vm.count("output-len") || vm.count("batch-size")))
+    throw UserError("--input-len, --output-len and --batch-size describe a --vllm-latency run; give it too");
   const model::NodeProfile node = model::load_node(hw);
   // Outputs are opened before any work, so a bad path fails at once; written together at the end.
   OutputSet outputs;
@@ -150,20 +155,71 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
     rp = base_runtime(runtime_name, node, &existing);
   }
 
+  // The vLLM run's configuration as moesim inputs (--vllm-serving, --vllm-latency).
+  calibrate::ServingImport vin;
+  vin.model = model_id;
+  vin.hw = hw;
+  if (vm.count("precision")) vin.precision = vm["precision"].as<std::string>();
+  if (vm.count("tp")) {
+    vin.tp = vm["tp"].as<std::int64_t>();
+    if (vin.tp < 1) throw UserError("--tp must be at least 1");
+  }
+  vin.runtime = rp;
+
+  if (vm.count("vllm-latency")) {
+    calibrate::LatencyLengths given;
+    if (vm.count("input-len")) given.input_len = vm["input-len"].as<std::int64_t>();
+    if (vm.count("output-len")) given.output_len = vm["output-len"].as<std::int64_t>();
+    if (vm.count("batch-size")) given.batch_size = vm["batch-size"].as<std::int64_t>();
+    std::vector<calibrate::VllmLatencyResult> runs;
+    for (const auto& f : vm["vllm-latency"].as<std::vector<std::string>>())
+      runs.push_back(calibrate::read_vllm_latency(f, given));
+    const calibrate::LatencyFit fit = calibrate::fit_vllm_latency(runs, vin);
+    std::vector<std::string> names;
+    for (const auto& r : runs) names.push_back(r.path);
+    rp.step_overhead = {units::seconds(fit.step_overhead),
+                        "fitted by `moesim calibrate fit --vllm-latency` to the avg_latency of " + text::join(names) +
+                            source_note + " replayed in the serving simulator with " + rp.id + ", " + prov.day +
+                            ", moesim " + prov.commit};
+    out << "moesim calibrate fit: " << runs.size() << " vLLM latency result" << (runs.size() == 1 ? "" : "s")
+        << " replayed on " << node.id << " with " << rp.id << (existing ? "" : " (new: the hardware profile's figures)")
+        << "\nfitted: step_overhead " << units::format(units::seconds(fit.step_overhead)) << " per engine step\n\n";
+    reports::Table t({"file", "batch x in / out", "lengths from", "steps", "measured s", "datasheet s", "err",
+                      "fitted s", "err", "LOO s", "err"});
+    nlohmann::json files = nlohmann::json::array();
+    for (std::size_t i = 0; i < fit.files.size(); ++i) {
+      const auto& f = fit.files[i];
+      const auto& r = runs[i];
+      t.add_row({f.path, text::printf("%lld x %lld / %lld", static_cast<long long>(r.batch_size),
+                                      static_cast<long long>(r.input_len), static_cast<long long>(r.output_len)),
+                 r.lengths_from, text::printf("%.0f", f.steps), text::printf("%.4f", f.measured),
+                 text::printf("%.4f", f.before), err(f.before, f.measured), text::printf("%.4f", f.after),
+                 err(f.after, f.measured), f.loo ? text::printf("%.4f", *f.loo) : "-",
+                 f.loo ? err(*f.loo, f.measured) : "-"});
+      nlohmann::json j = {{"file", f.path},
+                          {"batch_size", r.batch_size},
+                          {"input_len", r.input_len},
+                          {"output_len", r.output_len},
+                          {"lengths_from", r.lengths_from},
+                          {"engine_steps", f.steps},
+                          {"measured_latency", {{"value", f.measured}, {"unit", "s"}}},
+                          {"before_fit", {{"value", f.before}, {"unit", "s"}}},
+                          {"after_fit", {{"value", f.after}, {"unit", "s"}}}};
+      if (f.loo) j["leave_one_out"] = {{"value", *f.loo}, {"unit", "s"}};
+      files.push_back(j);
+    }
+    t.print_text(out);
+    out << "\nerr = predicted / measured - 1; datasheet: step_overhead 0; LOO: predicted by the fit to the other "
+           "files\n";
+    calibration["vllm_latency"] = {{"files", files},
+                                   {"step_overhead", {{"value", fit.step_overhead * 1e3}, {"unit", "ms"}}}};
+  }
+
   if (vm.count("vllm-serving")) {
     std::vector<calibrate::VllmServingResult> runs;
     for (const auto& f : vm["vllm-serving"].as<std::vector<std::string>>()) runs.push_back(calibrate::read_vllm_serving(f));
-    calibrate::ServingImport in;
-    in.model = model_id;
-    in.hw = hw;
-    if (vm.count("precision")) in.precision = vm["precision"].as<std::string>();
-    if (vm.count("tp")) {
-      in.tp = vm["tp"].as<std::int64_t>();
-      if (in.tp < 1) throw UserError("--tp must be at least 1");
-    }
-    in.runtime = rp;
     const calibrate::ServingFit fit = calibrate::fit_vllm_serving(
-        runs, in, [](const std::string& line) { std::cerr << "calibrate fit: " << line << "\n"; });
+        runs, vin, [](const std::string& line) { std::cerr << "calibrate fit: " << line << "\n"; });
     std::vector<std::string> names;
     for (const auto& r : runs) names.push_back(r.path);
     const std::string src = "fitted by `moesim calibrate fit --vllm-serving` to the mean TTFT and TPOT of " +

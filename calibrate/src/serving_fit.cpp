@@ -149,7 +149,7 @@ ServingFigures replay_vllm_serving(const VllmServingResult& run, const ServingIm
     }
   }
   const sim::ServingResult r = sim::run_serving(p->config);
-  return {r.ttft.mean, r.tpot.mean, r.output_throughput};
+  return {r.ttft.mean, r.tpot.mean, r.output_throughput, r.duration};
 }
 
 namespace {
@@ -270,6 +270,91 @@ ServingFit fit_vllm_serving(const std::vector<VllmServingResult>& runs, const Se
     fit.files.push_back(x);
   }
   fit.rms_relative = std::sqrt(sq / static_cast<double>(2 * runs.size()));
+  return fit;
+}
+
+VllmLatencyResult read_vllm_latency(const std::filesystem::path& path, const LatencyLengths& given) {
+  const nlohmann::json doc = json::load_file(path);  // bounded before reading (read_input_file)
+  const json::Node n(doc, path.string());
+  const std::string fix = "give the file benchmark_latency.py wrote with --output-json, unedited (calibrate/FIT.md)";
+  if (!doc.is_object()) throw n.error("is not a benchmark_latency.py result (a JSON object); " + fix);
+  if (!n.has("avg_latency")) throw n.error("avg_latency", "is missing; " + fix);
+  VllmLatencyResult r;
+  r.path = path.string();
+  r.avg_latency = n.number("avg_latency");
+  if (!(r.avg_latency > 0) || !std::isfinite(r.avg_latency))
+    throw n.error("avg_latency", "must be a positive number of seconds; " + fix);
+  if (n.has("latencies") && !n.raw().at("latencies").is_array())
+    throw n.error("latencies", "is not an array of seconds; " + fix);
+  const bool in_file = n.has("input_len") || n.has("output_len") || n.has("batch_size");
+  const bool on_line = given.input_len || given.output_len || given.batch_size;
+  if (in_file && on_line)
+    throw n.error("the file records its lengths (input_len, output_len, batch_size): drop --input-len, "
+                  "--output-len and --batch-size");
+  r.lengths_from = in_file ? "file" : on_line ? "command line" : "benchmark_latency.py defaults";
+  // benchmark_latency.py's argparse defaults: --input-len 32, --output-len 128, --batch-size 8.
+  r.input_len = in_file ? n.optional_integer("input_len", 1).value_or(32) : given.input_len.value_or(32);
+  r.output_len = in_file ? n.optional_integer("output_len", 1).value_or(128) : given.output_len.value_or(128);
+  r.batch_size = in_file ? n.optional_integer("batch_size", 1).value_or(8) : given.batch_size.value_or(8);
+  if (r.input_len < 1 || r.output_len < 1 || r.batch_size < 1)
+    throw UserError(r.path + ": --input-len, --output-len and --batch-size must be at least 1");
+  return r;
+}
+
+namespace {
+
+/// The latency's batch as a serving result: every prompt at once, fixed lengths.
+VllmServingResult as_batch(const VllmLatencyResult& l) {
+  VllmServingResult r;
+  r.path = l.path;
+  r.num_prompts = r.completed = l.batch_size;
+  r.input_lens.assign(static_cast<std::size_t>(l.batch_size), l.input_len);
+  r.output_lens.assign(static_cast<std::size_t>(l.batch_size), l.output_len);
+  r.total_input_tokens = l.batch_size * l.input_len;
+  r.total_output_tokens = l.batch_size * l.output_len;
+  return r;
+}
+
+double solve_latency(const std::vector<LatencyFileFit>& files, const std::vector<std::size_t>& use) {
+  Matrix a(use.size(), 1);
+  std::vector<double> b(use.size());
+  for (std::size_t k = 0; k < use.size(); ++k) {
+    const LatencyFileFit& f = files[use[k]];
+    a(k, 0) = f.steps / f.measured;
+    b[k] = (f.measured - f.before) / f.measured;
+  }
+  return nonnegative_least_squares(a, b)[0];
+}
+
+}  // namespace
+
+LatencyFit fit_vllm_latency(const std::vector<VllmLatencyResult>& runs, const ServingImport& in) {
+  MOESIM_CHECK(!runs.empty(), "at least one latency result to fit");
+  LatencyFit fit;
+  for (const auto& l : runs) {
+    LatencyFileFit f;
+    f.path = l.path;
+    f.measured = l.avg_latency;
+    const VllmServingResult batch = as_batch(l);
+    f.before = replay_vllm_serving(batch, in, 0.0, 0.0).duration;
+    // The slope: the batch's engine steps (1% of the measured latency per step as the probe).
+    const double probe = 0.01 * l.avg_latency;
+    f.steps = (replay_vllm_serving(batch, in, probe, 0.0).duration - f.before) / probe;
+    fit.files.push_back(f);
+  }
+  std::vector<std::size_t> all(runs.size());
+  std::iota(all.begin(), all.end(), std::size_t{0});
+  fit.step_overhead = solve_latency(fit.files, all);
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    LatencyFileFit& f = fit.files[i];
+    f.after = replay_vllm_serving(as_batch(runs[i]), in, fit.step_overhead, 0.0).duration;
+    if (runs.size() >= 2) {
+      std::vector<std::size_t> others;
+      for (std::size_t j = 0; j < runs.size(); ++j)
+        if (j != i) others.push_back(j);
+      f.loo = replay_vllm_serving(as_batch(runs[i]), in, solve_latency(fit.files, others), 0.0).duration;
+    }
+  }
   return fit;
 }
 

@@ -93,4 +93,25 @@ TEST(GoldenCalibrateImport, BadServingResultIsRefusedAndNothingWritten) {
   EXPECT_NE(no_model.err.find("--model"), std::string::npos) << no_model.err;
 }
 
+// benchmark_latency.py output: step_overhead alone is fitted and the profile is read by estimate and serve.
+TEST(GoldenCalibrateImport, VllmLatencyProfile) {
+  const Scratch s("moesim_calibrate_import");
+  const moesim::test::Run r = s.moesim("calibrate fit --vllm-latency " + kData +
+                                       "vllm/llama-3.1-8b-h100-latency-b8.json --batch-size 8 --input-len 32 "
+                                       "--output-len 128 --model llama-3.1-8b --hw h100-sxm --runtime vllm --out " +
+                                       s.path("lat.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto p = nlohmann::json::parse(slurp(s.path("lat.json")));
+  EXPECT_TRUE(p.contains("step_overhead"));
+  EXPECT_FALSE(p.contains("request_overhead"));
+  EXPECT_EQ(p.at("calibration").at("vllm_latency").at("files").at(0).at("lengths_from"), "command line");
+  const moesim::test::Run serve = s.moesim("serve --model llama-3.1-8b --hw h100-sxm --runtime " + s.path("lat.json") +
+                                           " --rate 4/s --prompt 100 --output 16 --requests 4");
+  EXPECT_EQ(serve.code, 0) << serve.err;
+  const moesim::test::Run both = s.moesim("calibrate fit --vllm-latency " + kData +
+                                          "vllm/llama-3.1-8b-h100-latency-b8.json --vllm-serving " + kInf +
+                                          " --model llama-3.1-8b --hw h100-sxm --runtime vllm");
+  EXPECT_EQ(both.code, 2);
+}
+
 }  // namespace

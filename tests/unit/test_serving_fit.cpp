@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
+#include <tuple>
 
 #include "moesim/calibrate/serving_fit.hpp"
 #include "moesim/model/hardware.hpp"
@@ -16,7 +17,10 @@
 
 namespace {
 
+using moesim::calibrate::fit_vllm_latency;
 using moesim::calibrate::fit_vllm_serving;
+using moesim::calibrate::read_vllm_latency;
+using moesim::calibrate::VllmLatencyResult;
 using moesim::calibrate::read_vllm_serving;
 using moesim::calibrate::replay_vllm_serving;
 using moesim::calibrate::ServingImport;
@@ -158,6 +162,54 @@ TEST(ServingFit, HeldOutFileImproves) {
     const double before = std::fabs(f.before.ttft / f.measured.ttft - 1.0);
     const double held_out = std::fabs(f.loo->ttft / f.measured.ttft - 1.0);
     EXPECT_LT(held_out, before) << f.path << ": before " << before << ", held out " << held_out;
+  }
+}
+
+// benchmark_latency.py --output-json: the lengths come from the file's own keys, else the command line,
+// else the script's defaults; a file without avg_latency is refused naming the key.
+TEST(VllmLatency, ReadsTheOutputJsonAndItsLengths) {
+  const std::string file = kData + "llama-3.1-8b-h100-latency-b8.json";
+  const VllmLatencyResult d = read_vllm_latency(file);
+  EXPECT_EQ(d.lengths_from, "benchmark_latency.py defaults");
+  EXPECT_DOUBLE_EQ(d.avg_latency, fixture("llama-3.1-8b-h100-latency-b8.json").at("avg_latency").get<double>());
+  const VllmLatencyResult c = read_vllm_latency(file, {64, 16, 4});
+  EXPECT_EQ(c.input_len, 64);
+  EXPECT_EQ(c.output_len, 16);
+  EXPECT_EQ(c.batch_size, 4);
+  const std::string path = testing::TempDir() + "moesim_vllm_latency.json";
+  std::ofstream(path) << R"({"latencies": [1.0], "percentiles": {"50": 1.0}})";
+  EXPECT_NE(moesim::test::error_of([&] { (void)read_vllm_latency(path); }).find("avg_latency"), std::string::npos);
+  std::ofstream(path) << R"({"avg_latency": 1.0, "batch_size": 2})";
+  EXPECT_NE(moesim::test::error_of([&] { (void)read_vllm_latency(path, {std::nullopt, std::nullopt, 4}); })
+                .find("drop --input-len"),
+            std::string::npos);
+}
+
+// Round trip and held out: latencies the simulator produced with a known step_overhead are fitted back to
+// it, and each file predicted by the fit to the other is closer than with no host cost.
+TEST(VllmLatency, RecoversAKnownStepOverhead) {
+  const ServingImport in = h100_import();
+  const double step = 0.0042;
+  std::vector<VllmLatencyResult> runs;
+  for (const auto& [b, i, o] : {std::tuple{8, 32, 128}, std::tuple{32, 512, 64}}) {
+    VllmLatencyResult r;
+    r.path = "synthetic b" + std::to_string(b);
+    r.batch_size = b;
+    r.input_len = i;
+    r.output_len = o;
+    VllmServingResult batch;
+    batch.path = r.path;
+    batch.num_prompts = batch.completed = b;
+    batch.input_lens.assign(static_cast<std::size_t>(b), i);
+    batch.output_lens.assign(static_cast<std::size_t>(b), o);
+    r.avg_latency = replay_vllm_serving(batch, in, step, 0.0).duration;
+    runs.push_back(r);
+  }
+  const auto fit = fit_vllm_latency(runs, in);
+  EXPECT_NEAR(fit.step_overhead, step, 1e-6 * step);
+  for (const auto& f : fit.files) {
+    ASSERT_TRUE(f.loo.has_value());
+    EXPECT_LT(std::fabs(*f.loo / f.measured - 1.0), std::fabs(f.before / f.measured - 1.0)) << f.path;
   }
 }
 

@@ -57,3 +57,17 @@ for name, args in {"llama-3.1-8b-h100-inf.json": (1, 8, "inf", None, 0.060, 0.01
                    "llama-3.1-8b-h100-rate4.json": (2, 8, 4.0, None, 0.045, 0.0, 0.0080)}.items():
     with open(name, "w", encoding="utf-8") as f:
         json.dump(result(*args), f)
+
+
+# benchmark_latency.py --output-json (vllm-project/vllm commit 00db02095a5d578c18383609a00fa0c6e7fc8db8,
+# main()): {"avg_latency", "latencies", "percentiles" {"10".."99"}}, json.dump(indent=4). Illustrative
+# latencies of one batch (--batch-size 8 --input-len 32 --output-len 128, the script's defaults).
+def latency(seed, n, center):
+    rnd = random.Random(seed)
+    lat = [center + rnd.uniform(-0.004, 0.004) for _ in range(n)]
+    return {"avg_latency": statistics.fmean(lat), "latencies": lat,
+            "percentiles": {str(p): pct(lat, p) for p in (10, 25, 50, 75, 90, 99)}}
+
+
+with open("llama-3.1-8b-h100-latency-b8.json", "w", encoding="utf-8") as f:
+    json.dump(latency(3, 30, 1.02), f, indent=4)

@@ -71,6 +71,7 @@ struct ServingImport {
 /// The three figures compared with the file: mean TTFT (s), mean TPOT (s), output throughput (tokens/s).
 struct ServingFigures {
   double ttft = 0, tpot = 0, output_throughput = 0;
+  double duration = 0;  ///< s, first arrival to last completion
 };
 
 /// The file's run replayed with step_overhead `step` s and request_overhead `request` s.
@@ -95,5 +96,40 @@ struct ServingFit {
 /// refits without each to predict it (leave-one-out). `progress` (may be empty) gets a line now and then.
 ServingFit fit_vllm_serving(const std::vector<VllmServingResult>& runs, const ServingImport& in,
                             const std::function<void(const std::string&)>& progress = {});
+
+/// One vLLM benchmarks/benchmark_latency.py --output-json file (vllm-project/vllm commit
+/// 00db02095a5d578c18383609a00fa0c6e7fc8db8, main(): {"avg_latency": s, "latencies": [s, ...],
+/// "percentiles": {"10": s, ...}}): the time of llm.generate() over one batch of `batch_size` prompts of
+/// `input_len` random tokens, each generating `output_len` tokens (ignore_eos). The file does not record
+/// the three lengths: they come from "input_len" / "output_len" / "batch_size" keys when a wrapper added
+/// them, else from the caller (the command line), else benchmark_latency.py's argparse defaults 32, 128, 8.
+struct VllmLatencyResult {
+  std::string path;
+  double avg_latency = 0;  ///< s
+  std::int64_t input_len = 32, output_len = 128, batch_size = 8;
+  std::string lengths_from;  ///< "file", "command line" or "benchmark_latency.py defaults"
+};
+
+struct LatencyLengths {
+  std::optional<std::int64_t> input_len, output_len, batch_size;
+};
+VllmLatencyResult read_vllm_latency(const std::filesystem::path& path, const LatencyLengths& given = {});
+
+struct LatencyFileFit {
+  std::string path;
+  double measured = 0, before = 0, after = 0;  ///< batch latency, s
+  std::optional<double> loo;                   ///< predicted by the fit to the other files (>= 2 files)
+  double steps = 0;                            ///< engine steps of the batch (the latency's slope in step_overhead)
+};
+
+struct LatencyFit {
+  double step_overhead = 0;  ///< s
+  std::vector<LatencyFileFit> files;
+};
+
+/// The batch replayed (every prompt at time 0) and step_overhead fitted to the files' avg_latency: the
+/// replayed latency is L0 + steps × step_overhead (a fixed batch takes the same steps whatever their
+/// length), so the fit is the one-column non-negative least squares of the relative residuals.
+LatencyFit fit_vllm_latency(const std::vector<VllmLatencyResult>& runs, const ServingImport& in);
 
 }  // namespace moesim::calibrate
