@@ -59,9 +59,8 @@ model::RuntimeProfile base_runtime(const std::string& name, const model::NodePro
   const std::string datasheet = "not fitted: the hardware profile " + node.id + " as it is (no decode rows fitted)";
   r.bandwidth_efficiency = {1.0, datasheet};
   r.attention_factor = {1.0, datasheet};
-  r.kernel_overhead = node.devices.kernel_overhead
-                          ? *node.devices.kernel_overhead
-                          : model::Sourced<units::Duration>{units::seconds(0), datasheet};
+  r.kernel_overhead = node.devices.kernel_overhead ? *node.devices.kernel_overhead
+                                                   : model::Sourced<units::Duration>{units::seconds(0), datasheet};
   return r;
 }
 
@@ -81,17 +80,20 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
   std::ostringstream out;
   const std::string model_id = required(vm, "model", "the zoo id or config.json of the model the runs served");
   const std::string hw = required(vm, "hw", "the node profile of the machine that ran them");
-  const std::string runtime_name = required(vm, "runtime", "the runtime's name (e.g. vllm, llama.cpp-metal) or a "
-                                                           "runtime profile to add to");
+  const std::string runtime_name = required(vm, "runtime",
+                                            "the runtime's name (e.g. vllm, llama.cpp-metal) or a "
+                                            "runtime profile to add to");
   for (const char* flag : {"profile", "nic", "fit", "runs", "nic-out", "max-iterations", "no-loo"})
     if (vm.count(flag))
-      throw UserError(std::string("--") + flag + " belongs to --measured fits; --llama-bench / --vllm-serving fit "
-                                                 "a runtime profile's own figures");
+      throw UserError(std::string("--") + flag +
+                      " belongs to --measured fits; --llama-bench / --vllm-serving fit "
+                      "a runtime profile's own figures");
   if (!vm.count("vllm-serving") && !vm.count("vllm-latency") && (vm.count("tp") || vm.count("precision")))
     throw UserError("--tp and --precision describe a vLLM run; give --vllm-serving or --vllm-latency too");
   if (vm.count("vllm-serving") && vm.count("vllm-latency"))
-    throw UserError("--vllm-serving fits step_overhead and request_overhead, --vllm-latency step_overhead alone: "
-                    "give one of them (fit the other into the written profile with a second run, --runtime PATH)");
+    throw UserError(
+        "--vllm-serving fits step_overhead and request_overhead, --vllm-latency step_overhead alone: "
+        "give one of them (fit the other into the written profile with a second run, --runtime PATH)");
   if (!vm.count("vllm-latency") && (vm.count("input-len") || vm.count("output-len") || vm.count("batch-size")))
     throw UserError("--input-len, --output-len and --batch-size describe a --vllm-latency run; give it too");
   const model::NodeProfile node = model::load_node(hw);
@@ -123,7 +125,8 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
     calibrate::print_validation_text(r, out, true);
     out << "\n";
     if (r.fits.empty())
-      throw UserError(files.front().string() + ": no batch-1 decode (tg) test of a dense model to fit a runtime to "
+      throw UserError(files.front().string() +
+                      ": no batch-1 decode (tg) test of a dense model to fit a runtime to "
                       "(an MoE model's rows are predictions, not calibration); run llama-bench with -n on a dense "
                       "model, e.g. -p 0 -n 128 -d 0,4096");
     const calibrate::ValidationFit& fit = r.fits.front();
@@ -147,9 +150,9 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
     std::vector<std::string> names;
     for (const auto& f : files) names.push_back(f.string());
     calibration["llama_bench"] = {{"files", names}, {"rows", rows}};
-    const std::string src = "fitted by `moesim calibrate fit --llama-bench` to " + std::to_string(fit.calibration_rows) +
-                            " batch-1 decode tests of " + text::join(names) + source_note + ", " + prov.day +
-                            ", moesim " + prov.commit;
+    const std::string src = "fitted by `moesim calibrate fit --llama-bench` to " +
+                            std::to_string(fit.calibration_rows) + " batch-1 decode tests of " + text::join(names) +
+                            source_note + ", " + prov.day + ", moesim " + prov.commit;
     rp.bandwidth_efficiency.source = rp.attention_factor.source = rp.kernel_overhead.source = src;
   } else {
     rp = base_runtime(runtime_name, node, &existing);
@@ -190,8 +193,9 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
     for (std::size_t i = 0; i < fit.files.size(); ++i) {
       const auto& f = fit.files[i];
       const auto& r = runs[i];
-      t.add_row({f.path, text::printf("%lld x %lld / %lld", static_cast<long long>(r.batch_size),
-                                      static_cast<long long>(r.input_len), static_cast<long long>(r.output_len)),
+      t.add_row({f.path,
+                 text::printf("%lld x %lld / %lld", static_cast<long long>(r.batch_size),
+                              static_cast<long long>(r.input_len), static_cast<long long>(r.output_len)),
                  r.lengths_from, text::printf("%.0f", f.steps), text::printf("%.4f", f.measured),
                  text::printf("%.4f", f.before), err(f.before, f.measured), text::printf("%.4f", f.after),
                  err(f.after, f.measured), f.loo ? text::printf("%.4f", *f.loo) : "-",
@@ -217,14 +221,15 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
 
   if (vm.count("vllm-serving")) {
     std::vector<calibrate::VllmServingResult> runs;
-    for (const auto& f : vm["vllm-serving"].as<std::vector<std::string>>()) runs.push_back(calibrate::read_vllm_serving(f));
+    for (const auto& f : vm["vllm-serving"].as<std::vector<std::string>>())
+      runs.push_back(calibrate::read_vllm_serving(f));
     const calibrate::ServingFit fit = calibrate::fit_vllm_serving(
         runs, vin, [](const std::string& line) { std::cerr << "calibrate fit: " << line << "\n"; });
     std::vector<std::string> names;
     for (const auto& r : runs) names.push_back(r.path);
     const std::string src = "fitted by `moesim calibrate fit --vllm-serving` to the mean TTFT and TPOT of " +
-                            text::join(names) + source_note + " replayed in the serving simulator with " +
-                            rp.id + ", " + prov.day + ", moesim " + prov.commit;
+                            text::join(names) + source_note + " replayed in the serving simulator with " + rp.id +
+                            ", " + prov.day + ", moesim " + prov.commit;
     rp.step_overhead = {units::seconds(fit.step_overhead), src};
     rp.request_overhead = {units::seconds(fit.request_overhead), src};
 

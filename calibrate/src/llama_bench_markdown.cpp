@@ -67,17 +67,17 @@ nlohmann::json markdown_tests(const std::string& text, const std::string& file) 
     return static_cast<std::size_t>(it - header.begin());
   };
   if (header.empty())
-    throw UserError(file + ": neither a JSON array nor a markdown table; give llama-bench's output as it printed it "
-                           "(`llama-bench -o json > out.json`, or its default table)");
+    throw UserError(file +
+                    ": neither a JSON array nor a markdown table; give llama-bench's output as it printed it "
+                    "(`llama-bench -o json > out.json`, or its default table)");
   const std::size_t model = column("model"), test = column("test"), ts = column("t/s");
   nlohmann::json out = nlohmann::json::array();
   for (std::size_t j = i + 1; j < lines.size(); ++j) {
     const std::string l = trim(lines[j]);
     if (l.empty() || l.front() != '|') break;  // the table ends (the "build:" line follows it)
     const std::vector<std::string> c = cells(l);
-    if (std::all_of(c.begin(), c.end(), [](const std::string& x) {
-          return !x.empty() && x.find_first_not_of("-:") == std::string::npos;
-        }))
+    if (std::all_of(c.begin(), c.end(),
+                    [](const std::string& x) { return !x.empty() && x.find_first_not_of("-:") == std::string::npos; }))
       continue;  // the separator row
     const std::string where = file + ": line " + std::to_string(j + 1);
     if (c.size() != header.size())
@@ -108,8 +108,8 @@ nlohmann::json markdown_tests(const std::string& text, const std::string& file) 
       throw UserError(where + ", column t/s: \"" + text::one_line(rate) +
                       "\" is not llama-bench's \"<tokens/s> ± <stddev>\"");
     (void)p;
-    out.push_back({{"model_type", c[model]}, {"n_prompt", prompt}, {"n_gen", gen}, {"n_depth", depth},
-                   {"avg_ts", avg}});
+    out.push_back(
+        {{"model_type", c[model]}, {"n_prompt", prompt}, {"n_gen", gen}, {"n_depth", depth}, {"avg_ts", avg}});
   }
   if (out.empty()) throw UserError(file + ": the markdown table holds no tests");
   return out;

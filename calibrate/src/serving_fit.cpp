@@ -16,8 +16,7 @@
 namespace moesim::calibrate {
 namespace {
 
-constexpr const char* kFix =
-    "give the file benchmark_serving.py wrote with --save-result, unedited (calibrate/FIT.md)";
+constexpr const char* kFix = "give the file benchmark_serving.py wrote with --save-result, unedited (calibrate/FIT.md)";
 
 double positive(const json::Node& n, const char* key) {
   const double v = n.number(key);
@@ -31,8 +30,8 @@ std::vector<std::int64_t> lengths(const json::Node& n, const char* key) {
   if (!n.raw().at(key).is_array()) throw n.error(key, "is not an array of token counts; " + std::string(kFix));
   for (const auto& e : n.elements(key)) {
     if (!e.raw().is_number_integer() || e.raw().get<std::int64_t>() < 0)
-      throw n.error(key, "holds " + json::type_name(e.raw()) + " where a token count (an integer >= 0) belongs; " +
-                             kFix);
+      throw n.error(key,
+                    "holds " + json::type_name(e.raw()) + " where a token count (an integer >= 0) belongs; " + kFix);
     out.push_back(e.raw().get<std::int64_t>());
   }
   return out;
@@ -43,17 +42,16 @@ std::vector<std::int64_t> lengths(const json::Node& n, const char* key) {
 VllmServingResult read_vllm_serving(const std::filesystem::path& path) {
   const nlohmann::json doc = json::load_file(path);  // bounded before reading (read_input_file)
   const json::Node n(doc, path.string());
-  if (!doc.is_object())
-    throw n.error("is not a benchmark_serving.py result (a JSON object); " + std::string(kFix));
+  if (!doc.is_object()) throw n.error("is not a benchmark_serving.py result (a JSON object); " + std::string(kFix));
   // The keys the replay and the fit need (benchmark_serving.py writes them all; the statistics only for
   // the metrics selected by --percentile-metrics, whose default "ttft,tpot,itl" includes these two).
-  for (const char* key : {"num_prompts", "request_rate", "completed", "duration", "total_input_tokens",
-                          "total_output_tokens", "request_throughput", "output_throughput", "mean_ttft_ms",
-                          "mean_tpot_ms"})
+  for (const char* key :
+       {"num_prompts", "request_rate", "completed", "duration", "total_input_tokens", "total_output_tokens",
+        "request_throughput", "output_throughput", "mean_ttft_ms", "mean_tpot_ms"})
     if (!n.has(key))
-      throw n.error(key, std::string("is missing; ") + kFix +
-                             (std::string(key).starts_with("mean_") ? " (with ttft and tpot in --percentile-metrics)"
-                                                                    : ""));
+      throw n.error(key,
+                    std::string("is missing; ") + kFix +
+                        (std::string(key).starts_with("mean_") ? " (with ttft and tpot in --percentile-metrics)" : ""));
   VllmServingResult r;
   r.path = path.string();
   r.date = n.optional_string("date").value_or("");
@@ -61,7 +59,8 @@ VllmServingResult read_vllm_serving(const std::filesystem::path& path) {
   r.model_id = n.optional_string("model_id").value_or("");
   r.num_prompts = n.integer("num_prompts", 1);
   r.completed = n.integer("completed", 0);
-  if (r.completed < 1) throw n.error("completed", "is 0: every request failed, there is nothing to fit; rerun the benchmark");
+  if (r.completed < 1)
+    throw n.error("completed", "is 0: every request failed, there is nothing to fit; rerun the benchmark");
   if (r.completed < r.num_prompts)
     throw n.error("completed", std::to_string(r.completed) + " of " + std::to_string(r.num_prompts) +
                                    " requests completed: the failed ones (see \"errors\") would bias the replay; "
@@ -100,8 +99,7 @@ VllmServingResult read_vllm_serving(const std::filesystem::path& path) {
   return r;
 }
 
-ServingFigures replay_vllm_serving(const VllmServingResult& run, const ServingImport& in, double step,
-                                   double request) {
+ServingFigures replay_vllm_serving(const VllmServingResult& run, const ServingImport& in, double step, double request) {
   const auto mean_of = [&](const std::vector<std::int64_t>& v, std::int64_t total) {
     const double m = v.empty() ? static_cast<double>(total) / static_cast<double>(run.num_prompts)
                                : static_cast<double>(std::accumulate(v.begin(), v.end(), std::int64_t{0})) /
@@ -289,8 +287,9 @@ VllmLatencyResult read_vllm_latency(const std::filesystem::path& path, const Lat
   const bool in_file = n.has("input_len") || n.has("output_len") || n.has("batch_size");
   const bool on_line = given.input_len || given.output_len || given.batch_size;
   if (in_file && on_line)
-    throw n.error("the file records its lengths (input_len, output_len, batch_size): drop --input-len, "
-                  "--output-len and --batch-size");
+    throw n.error(
+        "the file records its lengths (input_len, output_len, batch_size): drop --input-len, "
+        "--output-len and --batch-size");
   r.lengths_from = in_file ? "file" : on_line ? "command line" : "benchmark_latency.py defaults";
   // benchmark_latency.py's argparse defaults: --input-len 32, --output-len 128, --batch-size 8.
   r.input_len = in_file ? n.optional_integer("input_len", 1).value_or(32) : given.input_len.value_or(32);

@@ -3,9 +3,9 @@
 
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "cli_support.hpp"
@@ -22,8 +22,9 @@ const std::string kRate = kData + "vllm/llama-3.1-8b-h100-rate4.json";
 // says it used them.
 TEST(GoldenCalibrateImport, VllmServingProfileIsReadByServe) {
   const Scratch s("moesim_calibrate_import");
-  const moesim::test::Run r = s.moesim("calibrate fit --vllm-serving " + kInf + " --vllm-serving " + kRate +
-                         " --model llama-3.1-8b --hw h100-sxm --runtime vllm --out " + s.path("vllm.json"));
+  const moesim::test::Run r =
+      s.moesim("calibrate fit --vllm-serving " + kInf + " --vllm-serving " + kRate +
+               " --model llama-3.1-8b --hw h100-sxm --runtime vllm --out " + s.path("vllm.json"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("leave-one-out"), std::string::npos) << r.out;
   const nlohmann::json p = nlohmann::json::parse(slurp(s.path("vllm.json")));
@@ -34,7 +35,7 @@ TEST(GoldenCalibrateImport, VllmServingProfileIsReadByServe) {
   for (const auto& f : files) EXPECT_TRUE(f.contains("leave_one_out")) << f.dump();
 
   const moesim::test::Run serve = s.moesim("serve --model llama-3.1-8b --hw h100-sxm --runtime " + s.path("vllm.json") +
-                             " --rate 4/s --prompt 1000 --output 64 --requests 8");
+                                           " --rate 4/s --prompt 1000 --output 64 --requests 8");
   ASSERT_EQ(serve.code, 0) << serve.err;
   EXPECT_NE(serve.out.find("step_overhead"), std::string::npos) << serve.out;
   EXPECT_NE(serve.out.find("request_overhead"), std::string::npos) << serve.out;
@@ -45,11 +46,11 @@ TEST(GoldenCalibrateImport, VllmServingProfileIsReadByServe) {
 TEST(GoldenCalibrateImport, LlamaBenchBothFormatsThenServingMerges) {
   const Scratch s("moesim_calibrate_import");
   const std::string common = " --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime llama.cpp-metal";
-  const moesim::test::Run md = s.moesim("calibrate fit --llama-bench " + kData + "llama-bench/m2-ultra-llama3-8b.md" + common +
-                          " --out " + s.path("md.json"));
+  const moesim::test::Run md = s.moesim("calibrate fit --llama-bench " + kData + "llama-bench/m2-ultra-llama3-8b.md" +
+                                        common + " --out " + s.path("md.json"));
   ASSERT_EQ(md.code, 0) << md.err;
-  const moesim::test::Run js = s.moesim("calibrate fit --llama-bench " + kData + "llama-bench/m2-ultra-llama3-8b.json" + common +
-                          " --out " + s.path("js.json"));
+  const moesim::test::Run js = s.moesim("calibrate fit --llama-bench " + kData + "llama-bench/m2-ultra-llama3-8b.json" +
+                                        common + " --out " + s.path("js.json"));
   ASSERT_EQ(js.code, 0) << js.err;
   const auto a = nlohmann::json::parse(slurp(s.path("md.json")));
   const auto b = nlohmann::json::parse(slurp(s.path("js.json")));
@@ -61,15 +62,15 @@ TEST(GoldenCalibrateImport, LlamaBenchBothFormatsThenServingMerges) {
   for (const auto& row : rows) EXPECT_TRUE(row.contains("leave_one_out_error")) << row.dump();
 
   const moesim::test::Run merged = s.moesim("calibrate fit --vllm-serving " + kInf +
-                              " --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime " + s.path("md.json") +
-                              " --out " + s.path("merged.json"));
+                                            " --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime " +
+                                            s.path("md.json") + " --out " + s.path("merged.json"));
   ASSERT_EQ(merged.code, 0) << merged.err;
   const auto m = nlohmann::json::parse(slurp(s.path("merged.json")));
   EXPECT_EQ(m.at("bandwidth_efficiency"), a.at("bandwidth_efficiency"));
   EXPECT_EQ(m.at("kernel_overhead"), a.at("kernel_overhead"));
   EXPECT_TRUE(m.contains("step_overhead"));
-  const moesim::test::Run est = s.moesim("estimate --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime " +
-                           s.path("merged.json"));
+  const moesim::test::Run est =
+      s.moesim("estimate --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime " + s.path("merged.json"));
   EXPECT_EQ(est.code, 0) << est.err;
 }
 
@@ -80,7 +81,7 @@ TEST(GoldenCalibrateImport, BadServingResultIsRefusedAndNothingWritten) {
   doc.erase("mean_tpot_ms");
   s.write("bad.json", doc.dump());
   const moesim::test::Run r = s.moesim("calibrate fit --vllm-serving " + s.path("bad.json") +
-                         " --model llama-3.1-8b --hw h100-sxm --runtime vllm --out " + s.path("p.json"));
+                                       " --model llama-3.1-8b --hw h100-sxm --runtime vllm --out " + s.path("p.json"));
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("bad.json"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("mean_tpot_ms"), std::string::npos) << r.err;
@@ -108,9 +109,9 @@ TEST(GoldenCalibrateImport, VllmLatencyProfile) {
   const moesim::test::Run serve = s.moesim("serve --model llama-3.1-8b --hw h100-sxm --runtime " + s.path("lat.json") +
                                            " --rate 4/s --prompt 100 --output 16 --requests 4");
   EXPECT_EQ(serve.code, 0) << serve.err;
-  const moesim::test::Run both = s.moesim("calibrate fit --vllm-latency " + kData +
-                                          "vllm/llama-3.1-8b-h100-latency-b8.json --vllm-serving " + kInf +
-                                          " --model llama-3.1-8b --hw h100-sxm --runtime vllm");
+  const moesim::test::Run both =
+      s.moesim("calibrate fit --vllm-latency " + kData + "vllm/llama-3.1-8b-h100-latency-b8.json --vllm-serving " +
+               kInf + " --model llama-3.1-8b --hw h100-sxm --runtime vllm");
   EXPECT_EQ(both.code, 2);
 }
 

@@ -7,8 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "moesim/calibrate/bench_import.hpp"
 #include "../test_support.hpp"
+#include "moesim/calibrate/bench_import.hpp"
 
 namespace {
 
@@ -27,19 +27,21 @@ TEST(LlamaBenchMarkdown, SameTestsAsTheJson) {
   const nlohmann::json js = read_llama_bench(kData + "m2-ultra-llama3-8b.json");
   ASSERT_EQ(md.size(), js.size());
   for (std::size_t i = 0; i < md.size(); ++i) {
-    for (const char* key : {"model_type", "n_prompt", "n_gen", "n_depth"}) EXPECT_EQ(md[i].at(key), js[i].at(key)) << i << key;
+    for (const char* key : {"model_type", "n_prompt", "n_gen", "n_depth"})
+      EXPECT_EQ(md[i].at(key), js[i].at(key)) << i << key;
     // The table prints t/s with two decimals.
     EXPECT_NEAR(md[i].at("avg_ts").get<double>(), js[i].at("avg_ts").get<double>(), 0.005) << i;
   }
 }
 
 TEST(LlamaBenchMarkdown, RefusesWhatLlamaBenchDidNotWrite) {
-  const std::string header = "| model | size | params | backend | ngl | test | t/s |\n| --- | ---: | ---: | --- | --: | ---: | ---: |\n";
+  const std::string header =
+      "| model | size | params | backend | ngl | test | t/s |\n| --- | ---: | ---: | --- | --: | ---: | ---: |\n";
   EXPECT_NE(error_reading("| model | test |\n| --- | --- |\n| llama 8B F16 | tg32 |\n").find("\"t/s\" column"),
             std::string::npos);
-  EXPECT_NE(error_reading(header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | xx32 | 1.0 ± 0.0 |\n")
-                .find("column test"),
-            std::string::npos);
+  EXPECT_NE(
+      error_reading(header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | xx32 | 1.0 ± 0.0 |\n").find("column test"),
+      std::string::npos);
   EXPECT_NE(error_reading(header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | tg32 | fast |\n").find("column t/s"),
             std::string::npos);
   EXPECT_NE(error_reading(header + "| llama 8B F16 | 1 GiB | 99 | tg32 | 1.0 ± 0.0 |\n").find("columns"),

@@ -11,19 +11,19 @@
 #include <string>
 #include <tuple>
 
+#include "../test_support.hpp"
 #include "moesim/calibrate/serving_fit.hpp"
 #include "moesim/model/hardware.hpp"
-#include "../test_support.hpp"
 
 namespace {
 
 using moesim::calibrate::fit_vllm_latency;
 using moesim::calibrate::fit_vllm_serving;
 using moesim::calibrate::read_vllm_latency;
-using moesim::calibrate::VllmLatencyResult;
 using moesim::calibrate::read_vllm_serving;
 using moesim::calibrate::replay_vllm_serving;
 using moesim::calibrate::ServingImport;
+using moesim::calibrate::VllmLatencyResult;
 using moesim::calibrate::VllmServingResult;
 
 const std::string kData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/vllm/";
@@ -180,8 +180,9 @@ TEST(VllmLatency, ReadsTheOutputJsonAndItsLengths) {
   std::ofstream(path) << R"({"latencies": [1.0], "percentiles": {"50": 1.0}})";
   EXPECT_NE(moesim::test::error_of([&] { (void)read_vllm_latency(path); }).find("avg_latency"), std::string::npos);
   std::ofstream(path) << R"({"avg_latency": 1.0, "batch_size": 2})";
-  EXPECT_NE(moesim::test::error_of([&] { (void)read_vllm_latency(path, {std::nullopt, std::nullopt, 4}); })
-                .find("drop --input-len"),
+  EXPECT_NE(moesim::test::error_of([&] {
+              (void)read_vllm_latency(path, {std::nullopt, std::nullopt, 4});
+            }).find("drop --input-len"),
             std::string::npos);
 }
 

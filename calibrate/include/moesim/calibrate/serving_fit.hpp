@@ -46,8 +46,8 @@ struct VllmServingResult {
   std::optional<std::int64_t> max_concurrency;
   double duration = 0;  ///< s
   std::int64_t total_input_tokens = 0, total_output_tokens = 0;
-  double request_throughput = 0;  ///< req/s
-  double output_throughput = 0;   ///< output tokens/s
+  double request_throughput = 0;                      ///< req/s
+  double output_throughput = 0;                       ///< output tokens/s
   std::vector<std::int64_t> input_lens, output_lens;  ///< per request (empty when not saved)
   double mean_ttft = 0, mean_tpot = 0;                ///< s
   std::optional<double> median_ttft, mean_itl;        ///< s
@@ -59,8 +59,8 @@ VllmServingResult read_vllm_serving(const std::filesystem::path& path);
 
 /// What the runs were served with, as moesim inputs.
 struct ServingImport {
-  std::string model;      ///< zoo id or config.json
-  std::string hw;         ///< node profile id or path
+  std::string model;  ///< zoo id or config.json
+  std::string hw;     ///< node profile id or path
   std::string precision = "bf16";
   std::int64_t tp = 1;
   /// The runtime profile whose GPU-side figures the replay uses (already resolved by the caller; its
@@ -75,8 +75,7 @@ struct ServingFigures {
 };
 
 /// The file's run replayed with step_overhead `step` s and request_overhead `request` s.
-ServingFigures replay_vllm_serving(const VllmServingResult& run, const ServingImport& in, double step,
-                                   double request);
+ServingFigures replay_vllm_serving(const VllmServingResult& run, const ServingImport& in, double step, double request);
 
 struct ServingFileFit {
   std::string path;
