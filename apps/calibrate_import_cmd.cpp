@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -133,23 +134,31 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
     rp = fit.profile;
     rp.origin = "moesim calibrate fit --llama-bench";
     existing = true;
-    // Each calibration row with its leave-one-out error, in the order the fit took them (fit_class).
+    // Each row of the class with its datasheet, fitted and (decode calibration rows) leave-one-out figures:
+    // the fit's held-out errors come with the id of the row each belongs to (ValidationFit::loo_ids).
+    std::map<std::string, double> loo;
+    for (std::size_t k = 0; k < fit.loo_errors.size() && k < fit.loo_ids.size(); ++k)
+      loo[fit.loo_ids[k]] = fit.loo_errors[k];
     nlohmann::json rows = nlohmann::json::array();
-    std::size_t k = 0;
     for (const auto& p : r.rows) {
-      if (p.row.role != "calibration" || p.kind != "decode b1" || !p.predicted || p.hw != fit.hw) continue;
+      if (!p.predicted || p.hw != fit.hw) continue;
       nlohmann::json j = {{"test", p.row.id},
+                          {"role", p.row.role},
+                          {"kind", p.kind},
                           {"measured", {{"value", p.row.measured}, {"unit", p.row.unit}}},
                           {"datasheet", {{"value", *p.predicted}, {"unit", p.row.unit}}}};
       if (p.fitted) j["fitted"] = {{"value", *p.fitted}, {"unit", p.row.unit}};
-      if (k < fit.loo_errors.size())
-        j["leave_one_out_error"] = {{"value", fit.loo_errors[k]}, {"unit", "fraction: predicted / measured - 1"}};
-      ++k;
+      if (const auto it = loo.find(p.row.id); it != loo.end())
+        j["leave_one_out_error"] = {{"value", it->second}, {"unit", "fraction: predicted / measured - 1"}};
       rows.push_back(j);
     }
     std::vector<std::string> names;
     for (const auto& f : files) names.push_back(f.string());
     calibration["llama_bench"] = {{"files", names}, {"rows", rows}};
+    if (fit.loo_errors.empty())
+      calibration["llama_bench"]["leave_one_out"] =
+          "none of its own: leave-one-out holds out one (model, format) configuration at a time and needs three "
+          "of them (calibrate/src/validation.cpp kMinConfigurations); run llama-bench on more models or formats";
     const std::string src = "fitted by `moesim calibrate fit --llama-bench` to " +
                             std::to_string(fit.calibration_rows) + " batch-1 decode tests of " + text::join(names) +
                             source_note + ", " + prov.day + ", moesim " + prov.commit;

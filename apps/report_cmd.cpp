@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "moesim/calibrate/fit.hpp"
+#include "moesim/calibrate/report_fit.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/reference/run.hpp"
@@ -22,6 +23,10 @@ void add_measured(const calibrate::MeasuredRuns& runs, reports::ReportInputs& in
   in.measured_origin = runs.path;
   for (const auto& r : runs.runs)
     in.measured.push_back({r.name, r.source, r.scenario, r.tokens_per_s, r.moe, r.comm, r.misc});
+  // The headline is calibrated: the profiles fitted to these runs (calibrate/report_fit.hpp).
+  in.calibrate = [runs](const std::function<void(const std::string&)>& progress) {
+    return calibrate::report_calibration(runs, progress);
+  };
 }
 
 }  // namespace
@@ -34,7 +39,7 @@ int cmd_report(const Args& args, std::ostream& out) {
     ("out,o", po::value<std::string>()->default_value("moesim-report"), "the report directory (replaced whole when complete)")
     ("grid", po::value<std::string>(), "decode or serving grid for the purchase question (default: the built-in DBRX study)")
     ("serving-grid", po::value<std::string>(), "serving grid for latency against arrival rate (default with no --grid: built-in)")
-    ("measured", po::value<std::string>(), "measured-runs file to plot beside the simulation (default with no --grid: seed 000 Tables 3-4)")
+    ("measured", po::value<std::string>(), "measured-runs file: the profiles are fitted to it and the figures on its hardware calibrated (default with no --grid: seed 000 Tables 3-4)")
     ("study", po::value<std::string>(), "study file whose cost_comparison (measured throughputs) is priced beside the grid")
     ("threads", po::value<unsigned>(), "worker threads per process (default: all cores)")
     ("quiet,q", "no progress on stderr");

@@ -46,12 +46,14 @@ struct Mapping {
   std::vector<Hw> hardware;
   std::map<std::string, std::string> formats;
   std::map<std::string, std::string> models;  ///< a checkpoint's repo id -> the zoo entry of the same shapes
+  /// runtime -> the low-precision tensor-core types its matmuls use (model::RuntimeProfile::native_dtypes)
+  std::map<std::string, model::Sourced<std::vector<std::string>>> native_dtypes;
 };
 
 Mapping read_mapping(const std::filesystem::path& path) {
   const nlohmann::json doc = json::load_file(path);
   const json::Node root(doc, path.string());
-  root.expect_only({"description", "hardware", "formats", "models", "model_notes", "format_notes"});
+  root.expect_only({"description", "hardware", "formats", "models", "model_notes", "format_notes", "runtimes"});
   Mapping m;
   if (root.has("hardware")) {
     for (const auto& h : root.elements("hardware")) {
@@ -68,6 +70,15 @@ Mapping read_mapping(const std::filesystem::path& path) {
       const std::string name = v.get<std::string>();
       f->resolving(k, [&] { return &model::precision(name); });
       m.formats[k] = name;
+    }
+  }
+  if (auto f = root.optional_child("runtimes")) {
+    if (!f->raw().is_object()) throw f->error("is not an object of {\"runtime\": {\"native_dtypes\": ...}}");
+    for (const auto& item : f->raw().items()) {
+      const std::string& k = item.key();
+      const json::Node rt = f->child(k);
+      rt.expect_only({"native_dtypes"});
+      m.native_dtypes[k] = model::parse_native_dtypes(rt.child("native_dtypes"));
     }
   }
   if (auto f = root.optional_child("models")) {
@@ -134,9 +145,11 @@ std::vector<ValidationRow> read_rows(const std::filesystem::path& path) {
   return out;
 }
 
-/// One serve run of `users` requests arriving at once, each `prompt` tokens in and `output` out.
+/// One serve run of `users` requests arriving at once, each `prompt` tokens in and `output` out; on `node`
+/// when given (hw's profile with a runtime's figures), else on hw's profile as shipped.
 ServeRun serve_burst(const std::string& model, const std::string& hw, std::int64_t devices, const std::string& prec,
-                     std::int64_t users, std::int64_t prompt, std::int64_t output) {
+                     std::int64_t users, std::int64_t prompt, std::int64_t output,
+                     const model::NodeProfile* node = nullptr) {
   nlohmann::json doc = {
       {"description", "validation row"},
       {"model", model},
@@ -153,7 +166,12 @@ ServeRun serve_burst(const std::string& model, const std::string& hw, std::int64
   ServeScenario sc;
   sc.doc = doc;
   sc.source = "validation";
-  return run_serve(sc);
+  if (!node) return run_serve(sc);
+  // The prepared configuration points at its own copy of the node profile: the runtime's figures go there.
+  const std::unique_ptr<reports::PreparedServe> prepared = reports::prepare_serve(sc);
+  prepared->node = *node;
+  prepared->run.result = sim::run_serving(prepared->config);
+  return std::move(prepared->run);
 }
 
 double quantile(std::vector<double> v, double q) {
@@ -187,6 +205,27 @@ double decode_b1(const ValidationPrediction& p, const model::NodeProfile& node,
   return model::estimate_decode(s).tokens_per_second;
 }
 
+/// The row's figure on `node` by its kind's instrument: batch-1 decode by the analytic model, prefill
+/// (TTFT of one request) and batched decode (a closed loop of `batch` users) by the serving simulator.
+std::optional<double> figure(const ValidationPrediction& p, const model::NodeProfile& node) {
+  const ValidationRow& r = p.row;
+  const std::int64_t prompt = r.prompt.value_or(0), output = r.output.value_or(0), depth = r.depth.value_or(0);
+  if (p.kind == "decode b1") return decode_b1(p, node);
+  if (p.kind == "prefill b1") {
+    const ServeRun run =
+        serve_burst(p.model, p.hw, r.devices, p.precision, 1, std::max<std::int64_t>(prompt, 1), 1, &node);
+    if (run.result.ttft.median > 0) return static_cast<double>(prompt) / run.result.ttft.median;
+    return std::nullopt;
+  }
+  // llama-batched-bench's S_TG (and a decode throughput in general) times the decode steps alone, all
+  // `batch` sequences in each: the median gap between tokens is one such step. (TPOT would also count the
+  // steps that prefill the other sequences' prompts.)
+  const ServeRun run = serve_burst(p.model, p.hw, r.devices, p.precision, *r.batch,
+                                   std::max<std::int64_t>(depth + prompt, 1), std::max<std::int64_t>(output, 2), &node);
+  if (run.result.itl.median > 0) return static_cast<double>(*r.batch) / run.result.itl.median;
+  return std::nullopt;
+}
+
 void predict(ValidationPrediction& p, const Mapping& m) {
   const ValidationRow& r = p.row;
   const bool b1 = r.batch && *r.batch == 1;
@@ -212,7 +251,10 @@ void predict(ValidationPrediction& p, const Mapping& m) {
     p.skipped = "no node profile for this hardware and device count in mapping.json";
     return;
   }
-  const auto fmt = m.formats.find(r.format);
+  // "FORMAT @ RUNTIME" first: one format name stores differently per runtime (gpt-oss "MXFP4" is
+  // mxfp4/bf16 as released for vLLM and SGLang, mxfp4/q8_0 in ggml-org's GGUF for llama.cpp).
+  auto fmt = m.formats.find(r.format + " @ " + r.runtime);
+  if (fmt == m.formats.end()) fmt = m.formats.find(r.format);
   if (fmt == m.formats.end()) {
     p.kind.clear();
     p.skipped = "no precision for this format in mapping.json";
@@ -229,21 +271,9 @@ void predict(ValidationPrediction& p, const Mapping& m) {
   }
   p.hw = hw->hw;
   p.precision = fmt->second;
-  const std::int64_t prompt = r.prompt.value_or(0), output = r.output.value_or(0), depth = r.depth.value_or(0);
   try {
-    if (p.kind == "decode b1") {
-      p.instrument = "analytic";
-      p.predicted = decode_b1(p, model::load_node(p.hw));
-    } else if (p.kind == "prefill b1") {
-      const ServeRun run = serve_burst(p.model, p.hw, r.devices, p.precision, 1, std::max<std::int64_t>(prompt, 1), 1);
-      p.instrument = "serving-sim";
-      if (run.result.ttft.median > 0) p.predicted = static_cast<double>(prompt) / run.result.ttft.median;
-    } else {
-      const ServeRun run = serve_burst(p.model, p.hw, r.devices, p.precision, *r.batch,
-                                       std::max<std::int64_t>(depth + prompt, 1), std::max<std::int64_t>(output, 2));
-      p.instrument = "serving-sim";
-      if (run.result.tpot.mean > 0) p.predicted = static_cast<double>(*r.batch) / run.result.tpot.mean;
-    }
+    p.instrument = p.kind == "decode b1" ? "analytic" : "serving-sim";
+    p.predicted = figure(p, model::load_node(p.hw));
     if (!p.predicted) p.skipped = "the instrument gave no figure";
   } catch (const UserError& e) {
     // A configuration moesim refuses (the model does not fit, a missing figure) is a finding, not a crash.
@@ -306,12 +336,73 @@ ValidationFit solve(const std::vector<DecodeTerms>& terms, const std::vector<dou
   return f;
 }
 
-/// Fits the runtime on one (node profile, runtime) class from its calibration rows at batch-1 decode
-/// (dense models: formats and sizes vary the bytes at a given kernel count, context depths vary the
-/// attention alone), then prices every decode-b1 row of the class with it. A row's interval spans the
-/// leave-one-out errors of the calibration rows (each predicted by the fit of the others).
-void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit) {
-  const model::NodeProfile base = model::load_node(fit.hw);
+/// Configurations (model, format) a class needs for leave-one-out errors of its own: with fewer, a fit
+/// without one has too little left to say how far it carries (2 leaves one configuration per fit).
+constexpr std::size_t kMinConfigurations = 3;
+
+/// The configuration a row measures (model and weight format): leave-one-out holds out a configuration
+/// with all its rows, so that each is predicted by a fit that never saw that model in that format (rows of
+/// one configuration at several context depths or lengths share its errors).
+std::string configuration(const ValidationPrediction& p) { return p.model + " " + p.precision; }
+
+/// Leave-one-configuration-out: for each configuration of `cal`, `predict_held_out(held)` gives the
+/// predicted / measured − 1 of its rows from a fit without them. Fewer than `min_configs`: none (the class
+/// alone cannot say how far a fit carries to a configuration it has not seen).
+template <class Predict>
+std::vector<double> loo_by_configuration(const std::vector<ValidationPrediction*>& cal, std::size_t min_configs,
+                                         Predict predict_held_out) {
+  std::set<std::string> configs;
+  for (const auto* p : cal) configs.insert(configuration(*p));
+  std::vector<double> errors;
+  if (configs.size() < min_configs) return errors;
+  for (const auto& c : configs) {
+    std::vector<bool> held(cal.size());
+    for (std::size_t i = 0; i < cal.size(); ++i) held[i] = configuration(*cal[i]) == c;
+    for (double e : predict_held_out(held)) errors.push_back(e);
+  }
+  return errors;
+}
+
+/// Prefill's time split by one compute efficiency e: T(e) = rest + compute / e, from two runs of the
+/// serving simulator (e = 1 and e = 1/2: their difference is the compute-bound part). Exact where a
+/// kernel group stays compute-bound at both, the case of a prompt of hundreds of tokens.
+struct PrefillTerms {
+  double rest = 0, compute = 0;
+};
+
+model::NodeProfile with_compute_efficiency(model::NodeProfile node, double e, const std::string& source) {
+  model::EfficiencyTable t = node.devices.efficiency.value_or(model::EfficiencyTable{});
+  t.compute.assign(1, {units::bytes(0), units::bytes(1e18), e, 0});
+  if (t.source.empty()) t.source = source;
+  node.devices.efficiency = t;
+  return node;
+}
+
+/// x >= 0 minimising Σ ((rest_i + x·compute_i − time_i) / time_i)²: the inverse compute efficiency.
+double solve_compute(const std::vector<PrefillTerms>& terms, const std::vector<double>& time,
+                     const std::vector<bool>& skip) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    if (!skip.empty() && skip[i]) continue;
+    const double c = terms[i].compute / time[i];
+    num += c * (1.0 - terms[i].rest / time[i]);
+    den += c * c;
+  }
+  return den > 0 ? std::max(num / den, 1e-3) : 1.0;
+}
+
+/// Fits the runtime on one (node profile, runtime) class from its calibration rows (dense models only).
+/// Batch-1 decode fits the three costs of DecodeTerms (formats and sizes vary the bytes at a given kernel
+/// count, context depths vary the attention alone); batch-1 prefill then fits the compute efficiency with
+/// those fixed. Every row of the class (prefill and batched decode too) is then priced with the fitted
+/// runtime. Intervals come from leave-one-configuration-out errors; `pooled` stands in for a class with too
+/// few configurations to have its own.
+void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m) {
+  model::NodeProfile base = model::load_node(fit.hw);
+  if (auto nd = m.native_dtypes.find(fit.runtime); nd != m.native_dtypes.end()) {
+    fit.profile.native_dtypes = nd->second;
+    base.devices.native_dtypes = nd->second;
+  }
   std::vector<ValidationPrediction*> cal;
   std::vector<DecodeTerms> terms;
   std::vector<double> time;
@@ -331,17 +422,23 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit) {
   }
   if (fit.efficiency > 1.0)
     fit.note = "the runtime reads faster than the profile's bandwidth: the profile's figure is low";
-  for (std::size_t i = 0; i < cal.size() && cal.size() >= 4; ++i) {
+  fit.loo_errors = loo_by_configuration(cal, kMinConfigurations, [&](const std::vector<bool>& held) {
     std::vector<DecodeTerms> ti;
     std::vector<double> yi;
     for (std::size_t j = 0; j < cal.size(); ++j)
-      if (j != i) {
+      if (!held[j]) {
         ti.push_back(terms[j]);
         yi.push_back(time[j]);
       }
-    const double predicted = 1.0 / fitted_seconds(solve(ti, yi), terms[i]);
-    fit.loo_errors.push_back(predicted / cal[i]->row.measured - 1.0);
-  }
+    const ValidationFit f = solve(ti, yi);
+    std::vector<double> e;
+    for (std::size_t j = 0; j < cal.size(); ++j)
+      if (held[j]) {
+        e.push_back(time[j] / fitted_seconds(f, terms[j]) - 1.0);
+        fit.loo_ids.push_back(cal[j]->row.id);  // in loo_by_configuration's order, the same as the errors
+      }
+    return e;
+  });
   // The runtime profile the fit makes, and the class's rows predicted through it (the path `moesim
   // estimate --runtime` takes).
   model::RuntimeProfile& rp = fit.profile;
@@ -359,17 +456,85 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit) {
   rp.attention_factor = {fit.context_factor > 0 ? fit.context_factor : 1e-6, source};
   rp.kernel_overhead = {units::seconds(fit.kernel_overhead), source};
   rp.calibration_rows = fit.calibration_rows;
-  if (!fit.loo_errors.empty()) {
-    rp.error_low = *std::min_element(fit.loo_errors.begin(), fit.loo_errors.end());
-    rp.error_high = *std::max_element(fit.loo_errors.begin(), fit.loo_errors.end());
-    rp.interval_source = "leave-one-out errors (predicted / measured - 1) of the " + std::to_string(cal.size()) +
-                         " rows above, each predicted by the fit of the others";
-  }
-  const model::NodeProfile fitted = model::apply_runtime(base, rp);
+  const model::NodeProfile decode_node = model::apply_runtime(base, rp);
+
+  // Prefill: the compute efficiency, with the decode figures in place.
+  std::vector<ValidationPrediction*> pcal;
+  std::vector<PrefillTerms> pterms;
+  std::vector<double> ptime;
+  const model::NodeProfile half = with_compute_efficiency(decode_node, 0.5, "two-point split");
+  const model::NodeProfile full = with_compute_efficiency(decode_node, 1.0, "two-point split");
   for (auto* p : rows) {
-    if (p->kind != "decode b1" || !p->predicted) continue;
-    p->fitted = decode_b1(*p, fitted);
-    if (!fit.loo_errors.empty()) p->interval = rp.interval(*p->fitted);
+    if (p->row.role != "calibration" || p->kind != "prefill b1" || !p->predicted) continue;
+    const auto t1 = figure(*p, full), t2 = figure(*p, half);
+    if (!t1 || !t2) continue;
+    const double prompt = static_cast<double>(p->row.prompt.value_or(1));
+    PrefillTerms t;
+    t.compute = std::max(0.0, prompt / *t2 - prompt / *t1);
+    t.rest = std::max(0.0, prompt / *t1 - t.compute);
+    pcal.push_back(p);
+    pterms.push_back(t);
+    ptime.push_back(prompt / p->row.measured);
+  }
+  if (!pcal.empty()) {
+    fit.compute_efficiency = 1.0 / solve_compute(pterms, ptime, {});
+    fit.prefill_rows = static_cast<std::int64_t>(pcal.size());
+    fit.prefill_loo_errors = loo_by_configuration(pcal, kMinConfigurations, [&](const std::vector<bool>& held) {
+      const double x = solve_compute(pterms, ptime, held);
+      std::vector<double> e;
+      for (std::size_t j = 0; j < pcal.size(); ++j)
+        if (held[j]) e.push_back(ptime[j] / (pterms[j].rest + x * pterms[j].compute) - 1.0);
+      return e;
+    });
+    std::string pids;
+    for (const auto* p : pcal) pids += (pids.empty() ? "" : ", ") + p->row.id;
+    rp.compute_efficiency = model::Sourced<double>{
+        std::min(fit.compute_efficiency, 1.5),
+        "fitted by `moesim validate --table validation --fit` to " + std::to_string(pcal.size()) +
+            " dense batch-1 prefill rows of validation/measurements.csv (" + pids + "), the decode figures fixed"};
+  }
+}
+
+/// The interval of a relative-error sample: its min and max, over `errors`.
+std::optional<std::pair<double, double>> error_range(const std::vector<double>& errors) {
+  if (errors.empty()) return std::nullopt;
+  return std::make_pair(*std::min_element(errors.begin(), errors.end()),
+                        *std::max_element(errors.begin(), errors.end()));
+}
+
+/// Prices every row of the class with its fitted runtime. Decode rows (batch 1 and batched) take the
+/// decode interval, prefill rows the prefill one: the class's own leave-one-configuration-out range, or
+/// the range pooled over every class when it has too few configurations (`pooled_*`).
+void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const std::vector<double>& pooled_decode,
+               const std::vector<double>& pooled_prefill) {
+  model::RuntimeProfile& rp = fit.profile;
+  const bool own_decode = !fit.loo_errors.empty();
+  const auto decode_range = error_range(own_decode ? fit.loo_errors : pooled_decode);
+  if (decode_range) {
+    rp.error_low = decode_range->first;
+    rp.error_high = decode_range->second;
+    rp.interval_source = own_decode
+                             ? "leave-one-configuration-out errors (predicted / measured - 1) of the " +
+                                   std::to_string(fit.calibration_rows) +
+                                   " rows above, each configuration (model, format) predicted by the fit of the others"
+                             : "the class has fewer than " + std::to_string(kMinConfigurations) +
+                                   " dense configurations: leave-one-configuration-out errors pooled over every "
+                                   "runtime and machine of validation/measurements.csv";
+  }
+  const auto prefill_range = error_range(!fit.prefill_loo_errors.empty() ? fit.prefill_loo_errors : pooled_prefill);
+  if (rp.compute_efficiency) fit.prefill_range = prefill_range;
+  const model::NodeProfile fitted = model::apply_runtime(model::load_node(fit.hw), rp);
+  for (auto* p : rows) {
+    if (!p->predicted) continue;
+    if (p->kind == "prefill b1" && !rp.compute_efficiency) continue;
+    try {
+      p->fitted = figure(*p, fitted);
+    } catch (const UserError&) {
+      continue;
+    }
+    if (!p->fitted) continue;
+    const auto& range = p->kind == "prefill b1" ? prefill_range : decode_range;
+    if (range) p->interval = std::make_pair(*p->fitted / (1.0 + range->second), *p->fitted / (1.0 + range->first));
   }
 }
 
@@ -421,6 +586,11 @@ std::string llama_bench_precision(const std::string& model_type, const std::stri
   std::transform(f.begin(), f.end(), f.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (f == "f16") f = "fp16";
   if (f == "f32") f = "fp32";
+  // llama_model_ftype_name writes the K-quant medium file types as "Q4_K - Medium": their per-tensor mix.
+  if (words.size() >= 5 && words[3] == "-" && words[4] == "Medium" && (f == "q4_k" || f == "q5_k")) f += "_m";
+  // A GGUF's "MXFP4 MoE" file type (gpt-oss) keeps MXFP4 for the routed experts only and Q8_0 elsewhere
+  // (the size llama-bench prints: gpt-oss-20b 11.27 GiB, validation/mapping.json's format_notes).
+  if (f == "mxfp4") f = "mxfp4/q8_0";
   try {
     return model::precision(f).name;
   } catch (const UserError&) {
@@ -489,6 +659,10 @@ ValidationResult run_llama_bench(const std::vector<std::filesystem::path>& files
   Mapping m;
   std::vector<ValidationRow> rows;
   for (std::size_t f = 0; f < files.size(); ++f) {
+    // llama-bench is llama.cpp: its GGUF matmuls use no FP8 or FP4 tensor cores (validation/mapping.json's
+    // "runtimes" says why), whatever name the user gives the runtime.
+    m.native_dtypes[imports[f].runtime] = {{}, "llama.cpp ggml/src/ggml-cuda/mmq.cuh and ggml-metal: GGUF weights are "
+                                               "dequantised into int8 (CUDA MMQ) or half (Metal) tiles"};
     const model::NodeProfile node = model::load_node(imports[f].hw);
     if (std::none_of(m.hardware.begin(), m.hardware.end(), [&](const Mapping::Hw& h) { return h.hw == node.id; }))
       m.hardware.push_back({imports[f].hw, 1, node.id});
@@ -530,13 +704,20 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
     std::map<std::pair<std::string, std::string>, std::vector<ValidationPrediction*>> classes;
     for (auto& p : r.rows)
       if (p.predicted) classes[{p.hw, p.row.runtime}].push_back(&p);
+    std::vector<std::vector<ValidationPrediction*>*> fitted_members;
+    std::vector<double> pooled_decode, pooled_prefill;
     for (auto& [key, members] : classes) {
       ValidationFit f;
       f.hw = key.first;
       f.runtime = key.second;
-      fit_class(members, f);
-      if (f.calibration_rows > 0) r.fits.push_back(f);
+      fit_class(members, f, m);
+      if (f.calibration_rows == 0) continue;
+      pooled_decode.insert(pooled_decode.end(), f.loo_errors.begin(), f.loo_errors.end());
+      pooled_prefill.insert(pooled_prefill.end(), f.prefill_loo_errors.begin(), f.prefill_loo_errors.end());
+      r.fits.push_back(f);
+      fitted_members.push_back(&members);
     }
+    for (std::size_t i = 0; i < r.fits.size(); ++i) apply_fit(*fitted_members[i], r.fits[i], pooled_decode, pooled_prefill);
   }
   // Per role × kind, then per role × kind × hardware family × runtime; datasheet, then fitted.
   for (const bool fitted : {false, true}) {
@@ -594,14 +775,28 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
     out << "\n";
   }
   if (!r.fits.empty()) {
-    out << "runtimes fitted to the calibration rows (batch-1 decode; time = weights' roofline / efficiency + "
-           "context roofline x factor + kernels x overhead):\n";
-    Table f({"hw", "runtime", "rows", "bandwidth efficiency", "context x", "per kernel us", "LOO error range"});
+    out << "runtimes fitted to the calibration rows (batch-1 decode: time = weights' roofline / efficiency + "
+           "context roofline x factor + kernels x overhead; then batch-1 prefill: compute-bound time / compute "
+           "efficiency). Error ranges: leave-one-configuration-out (model, format); a class of fewer than "
+        << kMinConfigurations << " configurations takes the range pooled over all classes:\n";
+    Table f({"hw", "runtime", "rows", "bandwidth efficiency", "context x", "per kernel us", "decode error range",
+             "prefill rows", "compute efficiency", "prefill error range"});
+    auto range = [](const std::vector<double>& own, double lo, double hi) {
+      if (!own.empty()) {
+        const auto [a, b] = std::minmax_element(own.begin(), own.end());
+        return pct(*a) + " .. " + pct(*b);
+      }
+      return hi >= lo ? pct(lo) + " .. " + pct(hi) + " (pooled)" : std::string("-");
+    };
     for (const auto& x : r.fits) {
-      const auto [lo, hi] = std::minmax_element(x.loo_errors.begin(), x.loo_errors.end());
+      const auto& rp = x.profile;
       f.add_row({x.hw, x.runtime, std::to_string(x.calibration_rows), text::printf("%.3f", x.efficiency),
                  text::printf("%.2f", x.context_factor), text::printf("%.2f", x.kernel_overhead * 1e6),
-                 x.loo_errors.empty() ? std::string("- (under 3 rows)") : pct(*lo) + " .. " + pct(*hi)});
+                 range(x.loo_errors, rp.error_low, rp.interval_source.empty() ? -1.0 : rp.error_high),
+                 std::to_string(x.prefill_rows),
+                 x.prefill_rows > 0 ? text::printf("%.3f", x.compute_efficiency) : std::string("-"),
+                 x.prefill_range ? range(x.prefill_loo_errors, x.prefill_range->first, x.prefill_range->second)
+                                 : std::string("-")});
     }
     f.print_text(out);
     for (const auto& x : r.fits)
@@ -693,6 +888,9 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
   if (!r.request_overhead.source.empty())
     j["request_overhead"] = {{"value", text::printf("%.10gus", r.request_overhead.value.base() * 1e6)},
                              {"source", r.request_overhead.source}};
+  if (r.native_dtypes) j["native_dtypes"] = {{"value", r.native_dtypes->value}, {"source", r.native_dtypes->source}};
+  if (r.compute_efficiency)
+    j["compute_efficiency"] = {{"value", r.compute_efficiency->value}, {"source", r.compute_efficiency->source}};
   if (!r.interval_source.empty())
     j["prediction_interval"] = {
         {"low", r.error_low}, {"high", r.error_high}, {"rows", r.calibration_rows}, {"source", r.interval_source}};

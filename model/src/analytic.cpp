@@ -46,9 +46,9 @@ ModelCosts model_costs(const Architecture& a, const Precision& weights) {
   c.non_expert_params = static_cast<double>(non_expert);
   c.expert_params = a.is_moe() ? static_cast<double>(params_per_routed_expert(a)) : 0.0;
   c.head_params = static_cast<double>(head);
-  c.non_expert_bytes = param_bytes(non_expert, weights);
+  c.non_expert_bytes = param_bytes(non_expert, others_precision(weights));
   c.expert_bytes = a.is_moe() ? routed_expert_bytes(a, weights) : units::bytes(0);
-  c.head_bytes = param_bytes(head, weights);
+  c.head_bytes = param_bytes(head, others_precision(weights));
   c.recurrent_state = recurrent_state_bytes(a);
   c.parts = cost::layer_parts(a, weights);
   c.params = params;

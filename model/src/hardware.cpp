@@ -416,10 +416,28 @@ Sourced<double> sourced_ratio(const json::Node& n, std::string_view key, double 
   return f;
 }
 
+}  // namespace
+
+Sourced<std::vector<std::string>> parse_native_dtypes(const json::Node& d) {
+  d.expect_only({"value", "source"});
+  Sourced<std::vector<std::string>> v;
+  for (const json::Node& e : d.elements("value")) {
+    if (!e.raw().is_string() || (e.raw() != "fp8" && e.raw() != "int8" && e.raw() != "fp4"))
+      throw UserError(e.where() + ": give the low-precision tensor-core types the runtime uses: fp8, int8, fp4");
+    v.value.push_back(e.raw().get<std::string>());
+  }
+  v.source = d.string("source");
+  if (v.source.empty()) throw d.error("source", "is empty; say where the figure comes from");
+  return v;
+}
+
+namespace {
+
 RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
   auto p = profile_header<RuntimeProfile>(n, "runtime",
                                           {"id", "kind", "name", "runtime", "hw", "bandwidth_efficiency",
-                                           "attention_factor", "kernel_overhead", "step_overhead", "request_overhead",
+                                           "attention_factor", "kernel_overhead", "compute_efficiency",
+                                           "native_dtypes", "step_overhead", "request_overhead",
                                            "prediction_interval", "calibration", "notes"},
                                           std::move(origin));
   p.runtime = n.string("runtime");
@@ -429,6 +447,8 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
   p.kernel_overhead = sourced<Dimension::Time>(n, "kernel_overhead", true);
   if (n.has("step_overhead")) p.step_overhead = sourced<Dimension::Time>(n, "step_overhead", true);
   if (n.has("request_overhead")) p.request_overhead = sourced<Dimension::Time>(n, "request_overhead", true);
+  if (n.has("compute_efficiency")) p.compute_efficiency = sourced_ratio(n, "compute_efficiency", 1.5);
+  if (auto d = n.optional_child("native_dtypes")) p.native_dtypes = parse_native_dtypes(*d);
   if (auto i = n.optional_child("prediction_interval")) {
     i->expect_only({"low", "high", "rows", "source"});
     p.error_low = i->number("low");
@@ -479,13 +499,18 @@ NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime) {
   EfficiencyTable t;
   t.source = runtime.bandwidth_efficiency.source;
   t.memory.push_back({units::bytes(0), units::bytes(1e18), runtime.bandwidth_efficiency.value, runtime.calibration_rows});
-  if (node.devices.efficiency) t.compute = node.devices.efficiency->compute;
+  if (runtime.compute_efficiency) {
+    t.compute.push_back({units::bytes(0), units::bytes(1e18), runtime.compute_efficiency->value, runtime.calibration_rows});
+  } else if (node.devices.efficiency) {
+    t.compute = node.devices.efficiency->compute;
+  }
   node.devices.efficiency = t;
   node.devices.kernel_overhead = runtime.kernel_overhead;
   node.devices.layer_overhead.reset();
   node.devices.attention_factor = runtime.attention_factor;
   if (!runtime.step_overhead.source.empty()) node.devices.step_overhead = runtime.step_overhead;
   if (!runtime.request_overhead.source.empty()) node.devices.request_overhead = runtime.request_overhead;
+  if (runtime.native_dtypes) node.devices.native_dtypes = runtime.native_dtypes;
   return node;
 }
 

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <deque>
+#include <mutex>
 #include <string>
 
 #include "moesim/model/architecture.hpp"
@@ -21,64 +23,76 @@ constexpr const char* kGgml =
 const std::vector<Precision>& precisions() {
   static const std::vector<Precision> all = {
       {"bf16", "bfloat16: 1 sign, 8 exponent, 7 fraction bits (the usual checkpoint format)", 16, 0, 0, false,
-       "bfloat16 format (Google Brain; IEEE 754 binary32 with the low 16 fraction bits dropped)"},
-      {"fp16", "IEEE half precision: 1 sign, 5 exponent, 10 fraction bits", 16, 0, 0, false, "IEEE 754-2008 binary16"},
-      {"fp32", "IEEE single precision", 32, 0, 0, false, "IEEE 754-2008 binary32"},
+       "bfloat16 format (Google Brain; IEEE 754 binary32 with the low 16 fraction bits dropped)", {}},
+      {"fp16", "IEEE half precision: 1 sign, 5 exponent, 10 fraction bits", 16, 0, 0, false, "IEEE 754-2008 binary16", {}},
+      {"fp32", "IEEE single precision", 32, 0, 0, false, "IEEE 754-2008 binary32", {}},
       // A per-tensor scale is a few bytes per matrix. DeepSeek-V3's FP8 checkpoint uses one fp32 scale per
       // 128x128 block instead: 32 / 16384 = 0.002 bit per weight, also negligible.
       {"fp8", "8-bit float E4M3 with a per-tensor scale (negligible)", 8, 0, 0, false,
-       "OCP 8-bit Floating Point Specification (OFP8) v1.0, E4M3"},
+       "OCP 8-bit Floating Point Specification (OFP8) v1.0, E4M3", {}},
       // One bf16 scale per output row: a group as long as the row (group_per_row), 16 bits of overhead.
       {"int8", "8-bit integer weights with one bf16 scale per output row (per-channel symmetric)", 8, 0, 16, true,
-       "per-output-channel symmetric int8 weight quantisation (absmax scale per row, stored in bf16)"},
+       "per-output-channel symmetric int8 weight quantisation (absmax scale per row, stored in bf16)", {}},
       // MLX affine quantisation: w ~= scale * q + bias, one bf16 scale and one bf16 bias per 64 weights
       // along the input dimension (models_and_routing.md §A.2 Qwen3.5: scales and biases [512, 1024, 64]
       // for a 4096-wide input = 4096 / 64 groups).
       {"q4", "4-bit MLX affine groups of 64 (bf16 scale + bf16 bias per group; 4.5 bits/weight)", 4, 64, 32, false,
-       "MLX mlx.core.quantize (affine, group_size 64, bits 4), as in flash-moe's expert_index.json"},
+       "MLX mlx.core.quantize (affine, group_size 64, bits 4), as in flash-moe's expert_index.json", {}},
       {"q2", "2-bit MLX affine groups of 64 (bf16 scale + bf16 bias per group; 2.5 bits/weight)", 2, 64, 32, false,
-       "MLX mlx.core.quantize (affine, group_size 64, bits 2), as in flash-moe"},
+       "MLX mlx.core.quantize (affine, group_size 64, bits 2), as in flash-moe", {}},
       // §A.2 gpt-oss: "4-bit values + one 8-bit scale per 32-element block" = 4.25 bits/weight.
       {"mxfp4", "OCP MXFP4: 4-bit E2M1 values + one E8M0 scale per 32-element block (4.25 bits/weight)", 4, 32, 8,
-       false, "OCP Microscaling Formats (MX) Specification v1.0 (gpt-oss ships its MoE weights in it)"},
+       false, "OCP Microscaling Formats (MX) Specification v1.0 (gpt-oss ships its MoE weights in it)", {}},
       // NVFP4: E2M1 values, one FP8 E4M3 scale per 16-element micro-block (4.5 bits/weight), plus one FP32
       // scale per tensor (negligible). Blackwell's tensor cores compute in it (cost::compute_path: "fp4").
       {"nvfp4", "NVIDIA NVFP4: 4-bit E2M1 values + one FP8 E4M3 scale per 16-element block (4.5 bits/weight)", 4, 16,
        8, false,
-       "NVIDIA Technical Blog, 'Introducing NVFP4 for Efficient and Accurate Low-Precision Inference' (2025-06)"},
+       "NVIDIA Technical Blog, 'Introducing NVFP4 for Efficient and Accurate Low-Precision Inference' (2025-06)", {}},
       // GGUF block formats (llama.cpp), each a block of 32 (legacy) or 256 (k-quants, i-quants) weights whose
       // size ggml fixes with a static_assert in ggml/src/ggml-common.h: value bits per weight plus the
       // block's scales (and mins) as the group overhead, so that bytes = blocks × sizeof(block). The file
       // types people download (Q4_K_M, UD-Q4_K_XL) mix these per tensor; each entry here is one block type.
-      {"q8_0", "GGUF Q8_0: blocks of 32 int8 + one fp16 scale (34 B, 8.5 bits/weight)", 8, 32, 16, false, kGgml},
-      {"q4_0", "GGUF Q4_0: blocks of 32 4-bit + one fp16 scale (18 B, 4.5 bits/weight)", 4, 32, 16, false, kGgml},
-      {"q4_1", "GGUF Q4_1: blocks of 32 4-bit + fp16 scale and min (20 B, 5.0 bits/weight)", 4, 32, 32, false, kGgml},
-      {"q5_0", "GGUF Q5_0: blocks of 32 5-bit + one fp16 scale (22 B, 5.5 bits/weight)", 5, 32, 16, false, kGgml},
-      {"q5_1", "GGUF Q5_1: blocks of 32 5-bit + fp16 scale and min (24 B, 6.0 bits/weight)", 5, 32, 32, false, kGgml},
+      {"q8_0", "GGUF Q8_0: blocks of 32 int8 + one fp16 scale (34 B, 8.5 bits/weight)", 8, 32, 16, false, kGgml, {}},
+      {"q4_0", "GGUF Q4_0: blocks of 32 4-bit + one fp16 scale (18 B, 4.5 bits/weight)", 4, 32, 16, false, kGgml, {}},
+      {"q4_1", "GGUF Q4_1: blocks of 32 4-bit + fp16 scale and min (20 B, 5.0 bits/weight)", 4, 32, 32, false, kGgml, {}},
+      {"q5_0", "GGUF Q5_0: blocks of 32 5-bit + one fp16 scale (22 B, 5.5 bits/weight)", 5, 32, 16, false, kGgml, {}},
+      {"q5_1", "GGUF Q5_1: blocks of 32 5-bit + fp16 scale and min (24 B, 6.0 bits/weight)", 5, 32, 32, false, kGgml, {}},
       // k-quants: super-blocks of 256. Q2_K: scales[16] + d + dmin = 160 bits over 2-bit values (84 B);
       // Q3_K: hmask is part of the 3-bit values, scales[12] + d = 112 bits (110 B); Q4_K and Q5_K: d, dmin
       // and scales[12] = 128 bits (144 B, 176 B); Q6_K: scales[16] + d = 144 bits (210 B).
-      {"q2_k", "GGUF Q2_K: super-blocks of 256 2-bit (84 B, 2.625 bits/weight)", 2, 256, 160, false, kGgml},
-      {"q3_k", "GGUF Q3_K: super-blocks of 256 3-bit (110 B, 3.4375 bits/weight)", 3, 256, 112, false, kGgml},
-      {"q4_k", "GGUF Q4_K: super-blocks of 256 4-bit (144 B, 4.5 bits/weight)", 4, 256, 128, false, kGgml},
-      {"q5_k", "GGUF Q5_K: super-blocks of 256 5-bit (176 B, 5.5 bits/weight)", 5, 256, 128, false, kGgml},
-      {"q6_k", "GGUF Q6_K: super-blocks of 256 6-bit (210 B, 6.5625 bits/weight)", 6, 256, 144, false, kGgml},
+      {"q2_k", "GGUF Q2_K: super-blocks of 256 2-bit (84 B, 2.625 bits/weight)", 2, 256, 160, false, kGgml, {}},
+      {"q3_k", "GGUF Q3_K: super-blocks of 256 3-bit (110 B, 3.4375 bits/weight)", 3, 256, 112, false, kGgml, {}},
+      {"q4_k", "GGUF Q4_K: super-blocks of 256 4-bit (144 B, 4.5 bits/weight)", 4, 256, 128, false, kGgml, {}},
+      {"q5_k", "GGUF Q5_K: super-blocks of 256 5-bit (176 B, 5.5 bits/weight)", 5, 256, 128, false, kGgml, {}},
+      {"q6_k", "GGUF Q6_K: super-blocks of 256 6-bit (210 B, 6.5625 bits/weight)", 6, 256, 144, false, kGgml, {}},
+      // The K-quant "medium" file types mix block types per tensor (llama.cpp src/llama-quant.cpp,
+      // llama_tensor_get_type): attn_v and ffn_down (ffn_down_exps) get Q6_K in the layers use_more_bits
+      // picks (the first and last eighth, every third between: half of them), the rest the base type. In a
+      // Llama-shaped layer ffn_down is 27% of the weights and attn_v 2%, so 14.4% are Q6_K: Q4_K_M averages
+      // 4.5 + 0.144 x (6.5625 - 4.5) = 4.80 bits/weight, Q5_K_M 5.5 + 0.144 x 1.0625 = 5.65. Checked against
+      // llama-bench's size column: Llama-3-8B Q4_K_M is 4.58 GiB for 8.03 B weights (4.90 bits with the
+      // Q6_K output matrix and Q4_K embedding, which this average leaves at 4.80: 2% small).
+      {"q4_k_m", "GGUF file type Q4_K_M: Q4_K, with Q6_K for attn_v and half the ffn_down (4.80 bits/weight)", 4.80,
+       0, 0, false, "llama.cpp src/llama-quant.cpp llama_tensor_get_type (LLAMA_FTYPE_MOSTLY_Q4_K_M)", {}},
+      {"q5_k_m", "GGUF file type Q5_K_M: Q5_K, with Q6_K for attn_v and half the ffn_down (5.65 bits/weight)", 5.65,
+       0, 0, false, "llama.cpp src/llama-quant.cpp llama_tensor_get_type (LLAMA_FTYPE_MOSTLY_Q5_K_M)", {}},
       // i-quants index codebooks, so a weight has no whole value bits: their bits are the block's size in
       // bits over its 256 (IQ4_NL: 32) weights, with no separate overhead.
-      {"iq1_s", "GGUF IQ1_S: 50 B per 256 weights (1.5625 bits/weight)", 1.5625, 256, 0, false, kGgml},
-      {"iq1_m", "GGUF IQ1_M: 56 B per 256 weights (1.75 bits/weight)", 1.75, 256, 0, false, kGgml},
-      {"iq2_xxs", "GGUF IQ2_XXS: 66 B per 256 weights (2.0625 bits/weight)", 2.0625, 256, 0, false, kGgml},
-      {"iq2_xs", "GGUF IQ2_XS: 74 B per 256 weights (2.3125 bits/weight)", 2.3125, 256, 0, false, kGgml},
-      {"iq2_s", "GGUF IQ2_S: 82 B per 256 weights (2.5625 bits/weight)", 2.5625, 256, 0, false, kGgml},
-      {"iq3_xxs", "GGUF IQ3_XXS: 98 B per 256 weights (3.0625 bits/weight)", 3.0625, 256, 0, false, kGgml},
-      {"iq3_s", "GGUF IQ3_S: 110 B per 256 weights (3.4375 bits/weight)", 3.4375, 256, 0, false, kGgml},
-      {"iq4_nl", "GGUF IQ4_NL: 18 B per 32 weights (4.5 bits/weight)", 4.5, 32, 0, false, kGgml},
-      {"iq4_xs", "GGUF IQ4_XS: 136 B per 256 weights (4.25 bits/weight)", 4.25, 256, 0, false, kGgml},
+      {"iq1_s", "GGUF IQ1_S: 50 B per 256 weights (1.5625 bits/weight)", 1.5625, 256, 0, false, kGgml, {}},
+      {"iq1_m", "GGUF IQ1_M: 56 B per 256 weights (1.75 bits/weight)", 1.75, 256, 0, false, kGgml, {}},
+      {"iq2_xxs", "GGUF IQ2_XXS: 66 B per 256 weights (2.0625 bits/weight)", 2.0625, 256, 0, false, kGgml, {}},
+      {"iq2_xs", "GGUF IQ2_XS: 74 B per 256 weights (2.3125 bits/weight)", 2.3125, 256, 0, false, kGgml, {}},
+      {"iq2_s", "GGUF IQ2_S: 82 B per 256 weights (2.5625 bits/weight)", 2.5625, 256, 0, false, kGgml, {}},
+      {"iq3_xxs", "GGUF IQ3_XXS: 98 B per 256 weights (3.0625 bits/weight)", 3.0625, 256, 0, false, kGgml, {}},
+      {"iq3_s", "GGUF IQ3_S: 110 B per 256 weights (3.4375 bits/weight)", 3.4375, 256, 0, false, kGgml, {}},
+      {"iq4_nl", "GGUF IQ4_NL: 18 B per 32 weights (4.5 bits/weight)", 4.5, 32, 0, false, kGgml, {}},
+      {"iq4_xs", "GGUF IQ4_XS: 136 B per 256 weights (4.25 bits/weight)", 4.25, 256, 0, false, kGgml, {}},
   };
   return all;
 }
 
-const Precision& precision(std::string_view name) {
+namespace {
+const Precision& single_precision(std::string_view name) {
   // GGUF's own spelling is upper case (Q4_K, IQ2_XXS): names match without regard to case.
   const auto same = [](std::string_view a, std::string_view b) {
     return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
@@ -91,7 +105,40 @@ const Precision& precision(std::string_view name) {
   std::vector<std::string> names;
   for (const auto& p : precisions()) names.push_back(p.name);
   throw UserError("unknown precision '" + std::string(name) + "'" + text::did_you_mean(name, names) +
-                  "; valid precisions: " + text::join(names));
+                  "; valid precisions: " + text::join(names) +
+                  ", or EXPERTS/OTHERS (e.g. mxfp4/q8_0: routed experts in the first, every other tensor in the "
+                  "second)");
+}
+}  // namespace
+
+const Precision& precision(std::string_view name) {
+  const auto slash = name.find('/');
+  if (slash == std::string_view::npos) return single_precision(name);
+  const Precision& experts = single_precision(name.substr(0, slash));
+  const Precision& others = single_precision(name.substr(slash + 1));
+  if (others.name == experts.name) return experts;
+  // Composites are made on first use and kept for the process (at most one per pair of named formats, so
+  // the store is bounded); a deque keeps the references handed out valid as it grows.
+  static std::mutex mutex;
+  static std::deque<Precision> composites;
+  const std::string composite = experts.name + "/" + others.name;
+  const std::scoped_lock lock(mutex);
+  for (const auto& p : composites) {
+    if (p.name == composite) return p;
+  }
+  Precision p = experts;
+  p.name = composite;
+  p.description = "routed experts: " + experts.description + "; every other tensor: " + others.description;
+  p.source = experts.source + "; " + others.source;
+  p.others = others.name;
+  return composites.emplace_back(std::move(p));
+}
+
+const Precision& others_precision(const Precision& p) { return p.others.empty() ? p : single_precision(p.others); }
+
+std::string_view expert_format(const Precision& p) {
+  const std::string_view n = p.name;
+  return n.substr(0, n.find('/'));
 }
 
 units::Bytes matrix_bytes(std::int64_t rows, std::int64_t cols, const Precision& p) {

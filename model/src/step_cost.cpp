@@ -40,7 +40,9 @@ ComputePath compute_path(const model::NodeProfile& node, const model::Precision&
                          std::vector<std::string>* notes) {
   ComputePath p;
   const auto& peaks = node.devices.peak_flops;
-  const std::string& w = weights.name;
+  // The routed experts' format decides the path (they are most of the work); a composite's other tensors
+  // (attention, dense layers) are priced on the same path.
+  const std::string w(model::expert_format(weights));
   if (w == "bf16" || w == "fp16" || w == "fp32") {
     p.dtype = w;
     // The two 16-bit float formats run at one rate on every GPU a profile describes (NVIDIA's datasheets
@@ -55,7 +57,9 @@ ComputePath compute_path(const model::NodeProfile& node, const model::Precision&
     // The format's own tensor-core type: FP8 (Hopper, Ada), INT8 (every tensor-core GPU since Turing; the
     // CUDA MMQ kernels of llama.cpp run Q8_0 in it), FP4 (Blackwell's NVFP4 and MXFP4).
     const std::string own = w == "fp8" ? "fp8" : w == "int8" ? "int8" : (w == "mxfp4" || w == "nvfp4") ? "fp4" : "";
-    if (!own.empty() && peaks.count(own)) {
+    const auto& native = node.devices.native_dtypes;
+    const bool runtime_uses = !native || std::find(native->value.begin(), native->value.end(), own) != native->value.end();
+    if (!own.empty() && peaks.count(own) && runtime_uses) {
       p.dtype = own;
     } else {
       p.dtype = "bf16";
@@ -160,7 +164,9 @@ double device_weight_bytes(const model::Architecture& a, const model::ComponentP
   // Parameters per component of the stage's layers (models_and_routing.md §A.3); parameter_counts adds
   // the final norm (h) and the embedding and LM head of a whole model: only the stage's ends are kept.
   const double tp = split.attention_whole ? 1.0 : static_cast<double>(split.tp);
-  auto bytes = [&](double n) { return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), weights).base(); };
+  // Every tensor but the routed experts at the others' format (a composite precision, e.g. mxfp4/q8_0).
+  const model::Precision& others = model::others_precision(weights);
+  auto bytes = [&](double n) { return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), others).base(); };
   const auto norms = static_cast<double>(params.norms - (stage.last ? 0 : a.hidden));
   // Megatron-LM (Shoeybi et al. 2019, §3): attention heads and the FFN's columns/rows split over the TP
   // devices; the norms (and an MoE router, a small h × E matrix) are replicated on every device.
@@ -186,8 +192,10 @@ LayerParts layer_parts(const model::Architecture& a, const model::Precision& wei
   LayerParts p;
   const model::ComponentParams params = model::parameter_counts(a);
   const auto L = static_cast<double>(a.layers);
+  // Every tensor but the routed experts at the others' format (a composite precision, e.g. mxfp4/q8_0).
+  const model::Precision& others = model::others_precision(weights);
   auto bytes = [&](double n) {
-    return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), weights).base();
+    return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), others).base();
   };
   // The norms ride with the attention block (its two RMSNorm kernels).
   p.attn_params = static_cast<double>(params.attention + params.norms) / L;

@@ -221,6 +221,13 @@ std::string hardware_words(const GridPoint& p) {
   return s;
 }
 
+/// A fitted parameter's value with its unit ("ratio": achieved / peak, as a plain number).
+std::string parameter_value(double v, const std::string& unit) {
+  if (unit == "s") return units::format(units::seconds(v));
+  if (unit == "B/s") return units::format(units::Bandwidth::from_base(v));
+  return text::printf("%.3f", v);
+}
+
 /// Removes the temporary directory unless released.
 void check_cancel(const ReportOptions& o, const std::string& during) {
   if (o.sweep.cancelled && o.sweep.cancelled())
@@ -266,7 +273,7 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
 
   // 1. The purchase question.
   stage("sweeping " + in.grid.origin);
-  const SweepResult sweep = run_sweep(in.grid, o.sweep, o.comm);
+  SweepResult sweep = run_sweep(in.grid, o.sweep, o.comm);
   check_cancel(o, "sweeping");
   std::optional<SweepResult> serving;
   if (in.serving) {
@@ -277,6 +284,39 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
   if (!root) return {};
   const fs::path dir = tmp->path();
   ReportSummary summary;
+
+  // 1b. The calibration: the profiles fitted to the measured runs (calibrate::fit_runs through
+  // in.calibrate), the grid's decode-simulated points on the measured hardware re-simulated with them
+  // (calibrate_points); their datasheet figures stay beside them as upper bounds. A fit that fails leaves
+  // the datasheet figures, labelled so in the report.
+  std::optional<ReportCalibration> cal;
+  std::string cal_failure;  ///< why the figures stay datasheet although measured runs were given
+  if (in.calibrate && !in.grid.serving()) {
+    stage("fitting the profiles to the measured runs of " + in.measured_origin + " (leave-one-out refits too)");
+    try {
+      cal = in.calibrate([&](const std::string& line) {
+        check_cancel(o, "fitting the profiles");
+        stage("fit: " + line);
+      });
+      if (std::none_of(sweep.points.begin(), sweep.points.end(),
+                       [&](const PointResult& p) { return p.point.hw == cal->profiles.hw; })) {
+        cal_failure = "the measured runs of " + in.measured_origin + " are on " + cal->profiles.hw +
+                      ", which is not in the grid";
+        cal.reset();
+      } else {
+        stage("re-simulating the points on " + cal->profiles.hw + " with the fitted profiles");
+        SweepResult calibrated = sweep;
+        calibrate_points(calibrated, cal->profiles, o.sweep);
+        sweep = std::move(calibrated);
+      }
+    } catch (const UserError& e) {
+      check_cancel(o, "fitting the profiles");  // an interrupt is not a failed fit
+      cal_failure = e.what();
+      cal.reset();
+    }
+  } else if (in.calibrate) {
+    cal_failure = "the grid is a serving grid, whose figures the decode fit does not apply to";
+  }
 
   // 2. The measured runs, simulated beside their measurements (with a Chrome trace each).
   struct MeasuredSim {
@@ -330,12 +370,36 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
 
   // ---- the answers in words ----
   const auto& c = in.grid.constraints;
+  // "5.8 tokens/s (4.5–6.6; datasheet upper bound 9.7)" for a calibrated point; an uncalibrated one says
+  // why, and a report without a calibration says its figures are the datasheet's.
+  const auto tps_words = [&](const PointResult& p) {
+    std::string s = num(p.tokens_per_s, 1) + " tokens/s";
+    if (p.calibration == "fitted" && p.tokens_per_s_low && p.tokens_per_s_high)
+      s += " (" + num(*p.tokens_per_s_low, 1) + "–" + num(*p.tokens_per_s_high, 1) + "; datasheet upper bound " +
+           num(p.datasheet_tokens_per_s.value_or(NAN), 1) + ")";
+    else if (!p.calibration.empty())
+      s += " (" + p.calibration + ": datasheet profiles)";
+    else if (!in.measured.empty())
+      s += " (datasheet, uncalibrated)";
+    return s;
+  };
+  // A table cell: "5.8 (4.5–6.6)" for a calibrated point, the figure alone otherwise.
+  const auto tps_cell = [&](const PointResult& p) {
+    if (p.calibration == "fitted" && p.tokens_per_s_low && p.tokens_per_s_high)
+      return num(p.tokens_per_s, 1) + " (" + num(*p.tokens_per_s_low, 1) + "–" + num(*p.tokens_per_s_high, 1) + ")";
+    return num(p.tokens_per_s, 1) + (p.calibration.rfind("uncalibrated", 0) == 0 ? " (uncalibrated)" : "");
+  };
   std::vector<std::string> answers;
   const auto per_kusd = [](const PointResult& p) { return num(p.tokens_per_s_per_usd * 1000, 3); };
+  // Calibration failed: every answer is the datasheet projection, and says so first.
+  if (!cal_failure.empty())
+    answers.push_back("**Not calibrated:** fitting the profiles to the measured runs failed (" + cal_failure +
+                      "); every figure below is the datasheet projection, uncalibrated (an upper bound where the "
+                      "measured runs are slower).");
   answers.push_back("**Fastest for the money:** " + hardware_words(best.point) + " (" + best.point.model + " " +
                     best.point.precision +
                     (strategy_label(best.point).empty() ? "" : ", " + strategy_label(best.point)) +
-                    "): " + num(best.tokens_per_s, 1) + " tokens/s for " + usd(best.capital.total().base()) + ", " +
+                    "): " + tps_words(best) + " for " + usd(best.capital.total().base()) + ", " +
                     per_kusd(best) + " tokens/s per 1,000 USD (" + best.instrument + ")" +
                     (best.running.usd_per_million_tokens
                          ? ", " + num(*best.running.usd_per_million_tokens, 2) + " USD per million tokens"
@@ -343,7 +407,7 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
                     ".");
   answers.push_back(std::string("**Cheapest") +
                     (c.min_tokens_per_s ? " meeting " + text::printf("%g", *c.min_tokens_per_s) + " tokens/s" : "") +
-                    ":** " + hardware_words(cheapest.point) + ": " + num(cheapest.tokens_per_s, 1) + " tokens/s for " +
+                    ":** " + hardware_words(cheapest.point) + ": " + tps_words(cheapest) + " for " +
                     usd(cheapest.capital.total().base()) + ".");
   // Where a faster NIC beats more nodes: per hardware, the cheapest NIC is the base; another NIC at n
   // nodes "beats more nodes" when it is faster than the base NIC at every node count of the grid.
@@ -382,9 +446,9 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
         for (const auto& [n, p] : m) {
           if (p->tokens_per_s > base_best) {
             nic_words.push_back("**" + nic + " beats more nodes:** " + std::to_string(n) + " × " + hw + " over " + nic +
-                                " (" + num(p->tokens_per_s, 1) + " tokens/s, " + usd(p->capital.total().base()) +
+                                " (" + tps_words(*p) + ", " + usd(p->capital.total().base()) +
                                 ") is faster than " + hw + " over " + base +
-                                " at any node count of the grid (at best " + num(base_best, 1) + " tokens/s, with " +
+                                " at any node count of the grid (at best " + tps_words(*base_best_p) + ", with " +
                                 std::to_string(base_best_n) + " nodes for " + usd(base_best_p->capital.total().base()) +
                                 "): upgrade the NICs before adding nodes.");
             break;
@@ -393,7 +457,8 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
       }
       if (nic_headers.size() == 1) {
         for (const auto& [nic, m] : nics) {
-          nic_headers.push_back(hw + " " + nic + " tokens/s");
+          nic_headers.push_back(hw + " " + nic + " tokens/s" + (cal ? " (calibrated, interval)" : ""));
+          if (cal) nic_headers.push_back(nic + " datasheet tokens/s (upper bound)");
           nic_headers.push_back(nic + " cost USD");
         }
         std::set<std::int64_t> ns;
@@ -403,7 +468,11 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
           std::vector<std::string> row = {std::to_string(n)};
           for (const auto& [nic, m] : nics) {
             const auto it = m.find(n);
-            row.push_back(it == m.end() ? "-" : num(it->second->tokens_per_s, 1));
+            row.push_back(it == m.end() ? "-" : tps_cell(*it->second));
+            if (cal)
+              row.push_back(it == m.end() || !it->second->datasheet_tokens_per_s
+                                ? "-"
+                                : num(*it->second->datasheet_tokens_per_s, 1));
             row.push_back(it == m.end() ? "-" : num(it->second->capital.total().base(), 0));
           }
           nic_rows.push_back(std::move(row));
@@ -412,7 +481,8 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     }
   }
   for (const auto& w : nic_words) answers.push_back(w);
-  // How far the simulator is from the measured runs, so that no answer above reads as a measurement.
+  // How far the datasheet simulation is from the measured runs, and what the calibration did, so that no
+  // answer above reads as a measurement.
   {
     double lo = INFINITY, hi = -INFINITY;
     std::string lo_name, hi_name;
@@ -424,13 +494,54 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
       if (ratio < lo) lo = ratio, lo_name = ms.m->name;
       if (ratio > hi) hi = ratio, hi_name = ms.m->name;
     }
-    if (n > 0)
-      answers.push_back("**Against measurements:** over the " + std::to_string(n) + " measured runs of " +
-                        in.measured_origin + ", the simulator's tokens/s with these profiles is off by " +
-                        text::printf("%+.0f%%", lo * 100) + " (" + lo_name + ") to " +
-                        text::printf("%+.0f%%", hi * 100) + " (" + hi_name +
-                        ") against the measured ones (table below). Fit the profiles to runs on your own machines "
-                        "(`moesim calibrate fit`) before you buy on these figures.");
+    const std::string datasheet_error =
+        n == 0 ? std::string()
+               : "off by " + text::printf("%+.0f%%", lo * 100) + " (" + lo_name + ") to " +
+                     text::printf("%+.0f%%", hi * 100) + " (" + hi_name + ") against the " + std::to_string(n) +
+                     " measured runs of " + in.measured_origin;
+    if (cal) {
+      std::vector<std::string> node_params, nic_params;
+      for (const auto& q : cal->parameters) {
+        if (!q.determined) continue;
+        (q.nic ? nic_params : node_params).push_back(q.name + " " + parameter_value(q.value, q.unit));
+      }
+      std::set<std::string> uncalibrated_hw;
+      for (const auto& p : pts)
+        if (p.calibration.rfind("uncalibrated: no measured runs", 0) == 0) uncalibrated_hw.insert(p.point.hw);
+      std::string words =
+          "**Calibrated to measurements:** the " + cal->profiles.hw + " figures above are the simulator with "
+          "profiles fitted to the " + std::to_string(cal->runs.size()) + " measured runs of " + cal->origin +
+          " (`moesim calibrate fit`, Levenberg-Marquardt; rms relative error " +
+          text::printf("%.3f", cal->rms_relative) + "). The node's fitted " +
+          (node_params.empty() ? std::string("(none)") : text::join(node_params)) +
+          " describe the machine with the software stack the runs were measured on and apply to every " +
+          cal->profiles.hw + " point";
+      if (!nic_params.empty())
+        words += "; the NIC's fitted " + text::join(nic_params) + " belongs to the NIC stack the runs were measured " +
+                 "on, " + cal->profiles.nic + ", and applies only to points on it: other NICs keep their datasheet "
+                 "profiles";
+      words += ". Ranges are leave-one-out: each measured run predicted by a fit to the others is off by " +
+               text::printf("%+.0f%%", cal->error_low * 100) + " to " + text::printf("%+.0f%%", cal->error_high * 100) +
+               " in tokens/s, so a calibrated figure v reads [v / " + text::printf("%.2f", 1 + cal->error_high) +
+               ", v / " + text::printf("%.2f", 1 + cal->error_low) + "] (table below).";
+      if (n > 0)
+        words += " With the datasheet profiles alone the simulator is " + datasheet_error +
+                 ": those figures stay beside the calibrated ones as upper bounds.";
+      if (!uncalibrated_hw.empty())
+        words += " " + text::join(std::vector<std::string>(uncalibrated_hw.begin(), uncalibrated_hw.end())) +
+                 (uncalibrated_hw.size() == 1 ? " has" : " have") +
+                 " no measured runs: its figures are uncalibrated datasheet projections.";
+      answers.push_back(words);
+    } else if (n > 0) {
+      answers.push_back("**Against measurements:** the simulator's tokens/s with the datasheet profiles is " +
+                        datasheet_error +
+                        " (table below). Fit the profiles to runs on your own machines (`moesim calibrate fit`) "
+                        "before you buy on these figures.");
+    } else {
+      answers.push_back("**Uncalibrated:** no measured runs were given (--measured): every figure is a datasheet "
+                        "projection. Fit the profiles to runs on your own machines (`moesim calibrate fit`) "
+                        "before you buy on these figures.");
+    }
   }
   // The measured comparison points (Table 5), priced the same way.
   for (const auto& cp : in.cost_points) {
@@ -456,8 +567,9 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     }
     std::vector<std::string> parts;
     for (const auto& [cfg, rates] : runs) parts.push_back(cfg + " at " + text::join(rates));
-    answers.push_back("**Under load** (" + in.serving->models.front() +
-                      ", the serving grid's SLO): the cheapest configuration that meets it is " +
+    answers.push_back("**Under load** (" + in.serving->models.front() + ", the serving grid's SLO" +
+                      (in.measured.empty() ? "" : "; serving simulator, datasheet profiles, uncalibrated") +
+                      "): the cheapest configuration that meets it is " +
                       text::join(parts, "; ") + ".");
   }
   summary.headline = answers;
@@ -513,9 +625,19 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     csv << "nodes";
     std::set<std::string> series_hw;
     for (const auto& [hw, nic] : series) series_hw.insert(hw);
+    // A series is calibrated when any of its points is: its columns are then the calibrated figure, the
+    // interval's ends and the datasheet figure (the upper bound); else the simulated (datasheet) figure.
+    std::set<std::pair<std::string, std::string>> fitted_series;
+    for (const auto& [key, p] : lookup)
+      if (p->calibration == "fitted") fitted_series.insert({std::get<0>(key), std::get<1>(key)});
     for (const auto& [hw, nic] : series) {
       const std::string label = series_hw.size() > 1 ? hw + " " + nic : nic;
-      csv << "," << csv_field(label + " analytic [tokens/s]") << "," << csv_field(label + " simulated [tokens/s]");
+      csv << "," << csv_field(label + " analytic [tokens/s]");
+      if (fitted_series.count({hw, nic}))
+        csv << "," << csv_field(label + " calibrated [tokens/s]") << "," << csv_field(label + " low [tokens/s]") << ","
+            << csv_field(label + " high [tokens/s]") << "," << csv_field(label + " datasheet [tokens/s]");
+      else
+        csv << "," << csv_field(label + " simulated [tokens/s]");
     }
     for (const auto& nic : measured_nics) csv << "," << csv_field("measured " + nic + " [tokens/s]");
     csv << "\n";
@@ -526,6 +648,12 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
         const PointResult* p = it == lookup.end() ? nullptr : it->second;
         csv << "," << csvnum(p ? p->analytic_tokens_per_s : NAN) << ","
             << csvnum(p && p->simulated ? p->tokens_per_s : NAN);
+        if (fitted_series.count({hw, nic})) {
+          const bool fitted = p && p->calibration == "fitted";
+          csv << "," << csvnum(fitted && p->tokens_per_s_low ? *p->tokens_per_s_low : NAN) << ","
+              << csvnum(fitted && p->tokens_per_s_high ? *p->tokens_per_s_high : NAN) << ","
+              << csvnum(p && p->datasheet_tokens_per_s ? *p->datasheet_tokens_per_s : NAN);
+        }
       }
       for (const auto& nic : measured_nics) {
         const auto it = measured.find({nic, n});
@@ -541,11 +669,21 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
        << "set xtics 1\nplot ";
     int col = 2, color = 1;
     std::vector<std::string> clauses;
-    for (std::size_t s = 0; s < series.size(); ++s, col += 2, ++color) {
-      clauses.push_back("'fig8-tokens-vs-nodes.csv' using 1:" + std::to_string(col) + " with lines dt 2 lw 1.5 lc " +
-                        std::to_string(color) + " title columnhead(" + std::to_string(col) + ")");
-      clauses.push_back("'' using 1:" + std::to_string(col + 1) + " with linespoints pt 7 lw 2 lc " +
-                        std::to_string(color) + " title columnhead(" + std::to_string(col + 1) + ")");
+    for (std::size_t s = 0; s < series.size(); ++s, ++color) {
+      const std::string lc = " lc " + std::to_string(color) + " title columnhead(";
+      const auto cn = [&](int k) { return std::to_string(col + k); };
+      if (fitted_series.count(series[s])) {
+        // Calibrated: the figure with its interval as error bars, the datasheet figure dashed (its upper
+        // bound); the analytic bound stays in the CSV.
+        clauses.push_back("'' using 1:" + cn(1) + ":" + cn(2) + ":" + cn(3) + " with yerrorlines pt 7 lw 2" + lc + cn(1) +
+                          ")");
+        clauses.push_back("'' using 1:" + cn(4) + " with linespoints dt 2 pt 6 lw 1.5" + lc + cn(4) + ")");
+        col += 5;
+      } else {
+        clauses.push_back("'' using 1:" + cn(0) + " with lines dt 2 lw 1.5" + lc + cn(0) + ")");
+        clauses.push_back("'' using 1:" + cn(1) + " with linespoints pt 7 lw 2" + lc + cn(1) + ")");
+        col += 2;
+      }
     }
     for (std::size_t m = 0; m < measured_nics.size(); ++m, ++col)
       clauses.push_back("'' using 1:" + std::to_string(col) +
@@ -559,13 +697,21 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
                      "node count to draw."});
     else
       figure({"fig8-tokens-vs-nodes", "tokens/s against node count per NIC (seed 000 Figure 8)", csv.str(), gp.str()},
-             "Decode tokens/s against node count, per NIC: the analytic bound (dashed), the simulator (solid) and "
-             "the measured runs (black squares, " +
+             std::string(fitted_series.empty()
+                             ? "Decode tokens/s against node count, per NIC: the analytic bound (dashed), the "
+                               "simulator (solid) and "
+                             : "Decode tokens/s against node count, per NIC: the simulator calibrated to the measured "
+                               "runs (solid, error bars: the leave-one-out interval), the simulator with the "
+                               "datasheet profiles (dashed: the upper bound; uncalibrated series: the analytic bound "
+                               "dashed and the datasheet simulator solid) and ") +
+                 "the measured runs (black squares, " +
                  (in.measured_origin.empty() ? std::string("none given") : in.measured_origin) + ").");
     if (!nic_rows.empty()) {
       doc.push_back({Block::Para,
-                     "Simulated tokens/s and capital cost (nodes, NICs, the switch from 3 nodes) per "
-                     "node count and NIC:"});
+                     std::string(cal ? "Calibrated tokens/s (leave-one-out interval), the datasheet figure (its "
+                                       "upper bound)"
+                                     : "Simulated tokens/s") +
+                         " and capital cost (nodes, NICs, the switch from 3 nodes) per node count and NIC:"});
       doc.push_back({Block::TableBlock, "", {}, nic_headers, nic_rows});
     }
   }
@@ -583,7 +729,19 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
             << csvnum(*m.misc) << "\n";
       csv << csv_field(m.name + " simulated") << "," << csvnum(s.split.moe) << "," << csvnum(s.split.comm) << ","
           << csvnum(s.split.misc) << "\n";
-      rows.push_back({m.name, m.tokens_per_s ? num(*m.tokens_per_s, 1) : "-", num(s.tokens_per_s, 1),
+      // The fit's leave-one-out prediction of this run (the fit to the other runs) and its fit to all.
+      const ReportCalibration::Run* fr = nullptr;
+      if (cal)
+        for (const auto& x : cal->runs)
+          if (x.name == m.name) fr = &x;
+      std::string loo = "-", fitted = "-";
+      if (fr && fr->loo_time)
+        loo = num(1.0 / *fr->loo_time, 1) + " (" + text::printf("%+.0f%%", (fr->measured_time / *fr->loo_time - 1) * 100) +
+              ")";
+      if (fr) fitted = num(1.0 / fr->fitted_time, 1);
+      rows.push_back({m.name, m.tokens_per_s ? num(*m.tokens_per_s, 1) : fr ? num(1.0 / fr->measured_time, 1) : "-", loo,
+                      fitted,
+                      num(s.tokens_per_s, 1),
                       m.moe ? num(*m.moe, 3) + " / " + num(s.split.moe, 3) : "- / " + num(s.split.moe, 3),
                       m.comm ? num(*m.comm, 3) + " / " + num(s.split.comm, 3) : "- / " + num(s.split.comm, 3),
                       m.misc ? num(*m.misc, 3) + " / " + num(s.split.misc, 3) : "- / " + num(s.split.misc, 3),
@@ -599,18 +757,32 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
             csv.str(), gp},
            "Seconds per token in the experts (MoE), waiting on the network (comm) and the rest (misc): each "
            "measured run (" +
-               in.measured_origin + ") beside its simulation with the built-in profiles.");
+               in.measured_origin + ") beside its simulation with the datasheet profiles.");
     doc.push_back({Block::TableBlock,
                    "",
                    {},
-                   {"run", "measured tok/s", "simulated tok/s", "MoE s meas/sim", "comm s meas/sim", "misc s meas/sim",
-                    "Chrome trace"},
+                   {"run", "measured tok/s", "leave-one-out tok/s (err)", "fitted tok/s", "datasheet tok/s",
+                    "MoE s meas/datasheet", "comm s meas/datasheet", "misc s meas/datasheet", "Chrome trace"},
                    rows});
     doc.push_back({Block::Para,
-                   "The simulated runs use the datasheet profiles; `moesim calibrate fit --measured "
-                   "<file>` fits the efficiencies to the measured runs (see examples/README.md). "
+                   std::string(cal ? "Leave-one-out: each run predicted by the fit to the other runs (err: tokens/s "
+                                     "predicted / measured - 1, from the measured time per token); their least and "
+                                     "greatest error give every calibrated figure's interval. Fitted: the fit to every "
+                                     "run, the one the calibrated figures use. "
+                                   : std::string()) +
+                   "The datasheet runs and the time split use the datasheet profiles; `moesim calibrate fit --measured "
+                   "<file>` fits the efficiencies to the measured runs (calibrate/FIT.md). "
                    "Traces open in ui.perfetto.dev or chrome://tracing: one track per node, device "
-                   "and NIC."});
+                   "and NIC."});    if (cal) {
+      std::vector<std::vector<std::string>> prow;
+      for (const auto& q : cal->parameters)
+        prow.push_back({q.name, q.nic ? "NIC " + cal->profiles.nic : "node " + cal->profiles.hw,
+                        parameter_value(q.start, q.unit),
+                        q.determined ? parameter_value(q.value, q.unit) : "- (not constrained by these runs: kept)"});
+      doc.push_back({Block::Para, "The fitted parameters (calibrate/FIT.md; " +
+                                      std::string(cal->converged ? "converged" : "iteration limit") + "):"});
+      doc.push_back({Block::TableBlock, "", {}, {"parameter", "profile", "datasheet", "fitted"}, prow});
+    }
   }
 
   // ---- Table 5: tokens/s per USD per configuration ----
@@ -623,11 +795,12 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
       return a->tokens_per_s_per_usd > b->tokens_per_s_per_usd;
     });
     std::ostringstream csv;
-    csv << "configuration,simulated [tokens/s per 1000 USD],measured [tokens/s per 1000 USD]\n";
+    csv << "configuration," << (cal ? "predicted" : "simulated") << " [tokens/s per 1000 USD],measured [tokens/s per 1000 USD]\n";
     std::vector<std::vector<std::string>> rows;
     for (const auto* p : ok) {
       csv << csv_field(hardware_words(p->point)) << "," << csvnum(p->tokens_per_s_per_usd * 1000) << ",0\n";
-      rows.push_back({describe_point(p->point), num(p->tokens_per_s, 1), p->instrument,
+      rows.push_back({describe_point(p->point), tps_cell(*p),
+                      p->datasheet_tokens_per_s ? num(*p->datasheet_tokens_per_s, 1) : "-", p->instrument,
                       num(p->capital.total().base(), 0), num(p->tokens_per_s_per_usd * 1000, 3),
                       p->running.usd_per_million_tokens ? num(*p->running.usd_per_million_tokens, 2) : "-",
                       p->running.cloud_usd_per_million_tokens ? num(*p->running.cloud_usd_per_million_tokens, 2) : "-",
@@ -636,7 +809,7 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     for (const auto& cp : in.cost_points) {
       const CostRow row = price_point(cp);
       csv << csv_field(cp.label) << ",0," << csvnum(row.tokens_per_second_per_usd * 1000) << "\n";
-      rows.push_back({cp.label, num(cp.tokens_per_second, 1), "measured", num(row.cost.total().base(), 0),
+      rows.push_back({cp.label, num(cp.tokens_per_second, 1), "-", "measured", num(row.cost.total().base(), 0),
                       num(row.tokens_per_second_per_usd * 1000, 3), "-", "-", ""});
     }
     const std::string gp =
@@ -663,7 +836,8 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     doc.push_back({Block::TableBlock,
                    "",
                    {},
-                   {"configuration", "tokens/s", "source", "cost USD", "tok/s per kUSD", "USD/Mtoken",
+                   {"configuration", cal ? "tokens/s (calibrated, interval)" : "tokens/s",
+                    "datasheet tokens/s (upper bound)", "source", "cost USD", "tok/s per kUSD", "USD/Mtoken",
                     "cloud USD/Mtoken", "Pareto"},
                    rows});
   }
@@ -693,10 +867,12 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     std::vector<std::vector<std::string>> rows;
     for (auto i : sweep.answers.pareto) {
       const auto& p = at(i);
-      rows.push_back({describe_point(p.point), num(p.capital.total().base(), 0), num(p.tokens_per_s, 1),
+      rows.push_back({describe_point(p.point), num(p.capital.total().base(), 0), tps_cell(p),
+                      p.datasheet_tokens_per_s ? num(*p.datasheet_tokens_per_s, 1) : "-",
                       num(p.tokens_per_s_per_usd * 1000, 3)});
     }
-    doc.push_back({Block::TableBlock, "", {}, {"on the front", "cost USD", "tokens/s", "tok/s per kUSD"}, rows});
+    doc.push_back({Block::TableBlock, "", {}, {"on the front", "cost USD", cal ? "tokens/s (calibrated, interval)" : "tokens/s",
+                                    "datasheet tokens/s", "tok/s per kUSD"}, rows});
   }
 
   // ---- latency against arrival rate ----
@@ -852,7 +1028,40 @@ ReportSummary write_report(const ReportInputs& in, const ReportOptions& o) {
     OutputFile f((dir / "sweep.csv").string());
     write_sweep_points_csv(sweep, f.stream());
     f.commit();
-    write_file_atomically((dir / "sweep.json").string(), sweep_to_json(sweep).dump(2) + "\n");
+    nlohmann::json sj = sweep_to_json(sweep);
+    if (cal) {
+      nlohmann::json params = nlohmann::json::array(), runs = nlohmann::json::array();
+      for (const auto& q : cal->parameters)
+        params.push_back({{"name", q.name},
+                          {"unit", q.unit},
+                          {"profile", q.nic ? cal->profiles.nic : cal->profiles.hw},
+                          {"datasheet", q.start},
+                          {"fitted", q.value},
+                          {"determined", q.determined}});
+      for (const auto& x : cal->runs) {
+        nlohmann::json j = {{"name", x.name},
+                            {"measured_time_per_token_s", x.measured_time},
+                            {"fitted_time_per_token_s", x.fitted_time}};
+        if (x.loo_time) {
+          j["leave_one_out_time_per_token_s"] = *x.loo_time;
+          j["leave_one_out_error"] = x.measured_time / *x.loo_time - 1;
+        }
+        runs.push_back(j);
+      }
+      sj["calibration"] = {{"measured", cal->origin},
+                           {"hw", cal->profiles.hw},
+                           {"nic", cal->profiles.nic},
+                           {"parameters", params},
+                           {"runs", runs},
+                           {"error_low", cal->error_low},
+                           {"error_high", cal->error_high},
+                           {"error_unit", "relative: tokens/s predicted (leave-one-out) / measured - 1"},
+                           {"interval", "[tokens/s / (1 + error_high), tokens/s / (1 + error_low)]"},
+                           {"rms_relative_error", cal->rms_relative}};
+    } else if (!cal_failure.empty()) {
+      sj["calibration"] = {{"failed", cal_failure}};
+    }
+    write_file_atomically((dir / "sweep.json").string(), sj.dump(2) + "\n");
     summary.files.insert(summary.files.end(), {"sweep.csv", "sweep.json"});
     if (serving) {
       OutputFile s((dir / "serving.csv").string());

@@ -623,67 +623,19 @@ std::vector<GridPoint> expand_grid(const Grid& g) {
   return out;
 }
 
-SweepResult run_sweep(const Grid& g, const SweepOptions& o, const SweepComm& comm_in) {
-  SweepComm comm = comm_in;
-  if (!comm.allgather) comm.allgather = [](const std::string& s) { return std::vector<std::string>{s}; };
-  SweepResult r;
-  r.grid = g;
-  const std::vector<GridPoint> grid_points = expand_grid(g);
+void rank_points(SweepResult& r) {
+  const Grid& g = r.grid;
   const Resolved res = resolve(g);
-  r.points.resize(grid_points.size());
-  std::vector<std::int64_t> all(grid_points.size());
-  for (std::size_t i = 0; i < grid_points.size(); ++i) {
-    r.points[i].point = grid_points[i];
-    all[i] = static_cast<std::int64_t>(i);
-    // A decode grid's one-node point on a node of several GPUs runs them tensor-parallel (GridPoint).
-    GridPoint& p = r.points[i].point;
-    if (const auto devices = res.nodes.at(p.hw).devices.count; !g.serving() && p.nodes == 1 && devices > 1)
-      p.tensor_parallel = devices;
-  }
-
-  // Stage 1: the analytic screen.
-  run_stage("analytic", all, r.points, o, comm, [&](PointResult& p) { analytic_point(g, res, p); });
   const auto& c = g.constraints;
-  std::vector<std::int64_t> candidates;
-  for (auto& p : r.points) {
-    if (p.status != "ok") continue;
-    if (!p.fits) {
-      p.status = "removed: does not fit in memory";
-    } else if (c.budget_usd && p.capital.total().base() > *c.budget_usd) {
-      p.status = "removed: over the budget";
-    } else if (!g.serving() && c.min_tokens_per_s && p.analytic_tokens_per_s < *c.min_tokens_per_s) {
-      p.status = "removed: below the tokens/s SLO (analytic bound)";
-    } else {
-      candidates.push_back(p.point.index);
-    }
-  }
-  r.screened_in = static_cast<std::int64_t>(candidates.size());
-
-  // Stage 2: simulate the most promising points (analytic tokens/s per USD, then index).
-  const std::int64_t want = o.simulate ? *o.simulate : g.simulate_points;
-  if (g.serving() && want == 0)
-    throw UserError("--simulate 0: a serving grid's TTFT and ITL come only from the simulator; simulate at least 1");
-  if (want != 0) {
-    std::stable_sort(candidates.begin(), candidates.end(), [&](std::int64_t a, std::int64_t b) {
-      const auto& pa = r.points[static_cast<std::size_t>(a)];
-      const auto& pb = r.points[static_cast<std::size_t>(b)];
-      return pa.analytic_tokens_per_s / pa.capital.total().base() >
-             pb.analytic_tokens_per_s / pb.capital.total().base();
-    });
-    std::vector<std::int64_t> chosen = candidates;
-    if (want > 0 && static_cast<std::int64_t>(chosen.size()) > want) chosen.resize(static_cast<std::size_t>(want));
-    std::sort(chosen.begin(), chosen.end());
-    run_stage("simulate", chosen, r.points, o, comm, [&](PointResult& p) { simulate_point(g, o, p); });
-    for (auto i : candidates) {
-      auto& p = r.points[static_cast<std::size_t>(i)];
-      if (!p.simulated && p.status == "ok") p.status = "not simulated: ranked below the simulated points";
-    }
-  }
-
+  r.simulated = 0;
+  r.answers.cheapest_meeting_slo = r.answers.best_per_usd = r.answers.fastest = -1;
+  r.answers.pareto.clear();
   // Headline figures, SLO on the simulated numbers, answers.
-  r.answers.over = want != 0 ? "simulated" : "analytic";
   for (auto& p : r.points) {
     if (p.simulated) ++r.simulated;
+    // A second ranking decides the SLO on the simulated figures afresh (those statuses end "(simulated)").
+    if (starts_with(p.status, "removed: ") && p.status.ends_with("(simulated)")) p.status = "ok";
+    p.pareto = false;
     if (!p.simulated) p.instrument = "analytic";
     if (p.simulated)
       p.tokens_per_s = g.serving() ? p.output_tokens_per_s : p.sim_tokens_per_s;
@@ -745,6 +697,102 @@ SweepResult run_sweep(const Grid& g, const SweepOptions& o, const SweepComm& com
     if (at(i).tokens_per_s_per_usd > at(r.answers.best_per_usd).tokens_per_s_per_usd) r.answers.best_per_usd = i;
     if (at(i).tokens_per_s > at(r.answers.fastest).tokens_per_s) r.answers.fastest = i;
   }
+}
+
+void calibrate_points(SweepResult& r, const ProfileOverride& with, const SweepOptions& o) {
+  const Grid& g = r.grid;
+  std::vector<std::int64_t> todo;
+  for (auto& p : r.points) {
+    p.datasheet_tokens_per_s = p.tokens_per_s > 0 ? std::optional<double>(p.tokens_per_s) : std::nullopt;
+    p.tokens_per_s_low = p.tokens_per_s_high = std::nullopt;
+    if (p.point.hw != with.hw) {
+      p.calibration = "uncalibrated: no measured runs on " + p.point.hw;
+    } else if (!p.simulated || p.instrument != "decode-sim") {
+      // The fitted parameters are the decode simulator's; the analytic bound and the serving simulator
+      // do not take them.
+      p.calibration = "uncalibrated: not decode-simulated (" + (p.simulated ? p.instrument : "analytic") + ")";
+    } else {
+      p.calibration = "fitted";
+      todo.push_back(p.point.index);
+    }
+  }
+  SweepComm self;
+  self.allgather = [](const std::string& s) { return std::vector<std::string>{s}; };
+  run_stage("calibrate", todo, r.points, o, self, [&](PointResult& out) {
+    const GridPoint& p = out.point;
+    const PreparedSimulate prepared = prepare_simulate(decode_request(g, p));
+    const model::NicProfile* nic = nullptr;
+    if (p.nodes > 1 && prepared.nic) nic = p.nic == with.nic && with.nic_profile ? &*with.nic_profile : &*prepared.nic;
+    const sim::DecodeResult run = sim::run_decode(decode_config(prepared, with.node, nic), prepared.trace);
+    const TimeSplit split = mean_split(run);
+    out.sim_tokens_per_s = run.tokens_per_second;
+    out.split_moe = split.moe;
+    out.split_comm = split.comm;
+    out.split_misc = split.misc;
+    if (with.interval) std::tie(out.tokens_per_s_low, out.tokens_per_s_high) = with.interval(run.tokens_per_second);
+  });
+  rank_points(r);
+}
+
+SweepResult run_sweep(const Grid& g, const SweepOptions& o, const SweepComm& comm_in) {
+  SweepComm comm = comm_in;
+  if (!comm.allgather) comm.allgather = [](const std::string& s) { return std::vector<std::string>{s}; };
+  SweepResult r;
+  r.grid = g;
+  const std::vector<GridPoint> grid_points = expand_grid(g);
+  const Resolved res = resolve(g);
+  r.points.resize(grid_points.size());
+  std::vector<std::int64_t> all(grid_points.size());
+  for (std::size_t i = 0; i < grid_points.size(); ++i) {
+    r.points[i].point = grid_points[i];
+    all[i] = static_cast<std::int64_t>(i);
+    // A decode grid's one-node point on a node of several GPUs runs them tensor-parallel (GridPoint).
+    GridPoint& p = r.points[i].point;
+    if (const auto devices = res.nodes.at(p.hw).devices.count; !g.serving() && p.nodes == 1 && devices > 1)
+      p.tensor_parallel = devices;
+  }
+
+  // Stage 1: the analytic screen.
+  run_stage("analytic", all, r.points, o, comm, [&](PointResult& p) { analytic_point(g, res, p); });
+  const auto& c = g.constraints;
+  std::vector<std::int64_t> candidates;
+  for (auto& p : r.points) {
+    if (p.status != "ok") continue;
+    if (!p.fits) {
+      p.status = "removed: does not fit in memory";
+    } else if (c.budget_usd && p.capital.total().base() > *c.budget_usd) {
+      p.status = "removed: over the budget";
+    } else if (!g.serving() && c.min_tokens_per_s && p.analytic_tokens_per_s < *c.min_tokens_per_s) {
+      p.status = "removed: below the tokens/s SLO (analytic bound)";
+    } else {
+      candidates.push_back(p.point.index);
+    }
+  }
+  r.screened_in = static_cast<std::int64_t>(candidates.size());
+
+  // Stage 2: simulate the most promising points (analytic tokens/s per USD, then index).
+  const std::int64_t want = o.simulate ? *o.simulate : g.simulate_points;
+  if (g.serving() && want == 0)
+    throw UserError("--simulate 0: a serving grid's TTFT and ITL come only from the simulator; simulate at least 1");
+  if (want != 0) {
+    std::stable_sort(candidates.begin(), candidates.end(), [&](std::int64_t a, std::int64_t b) {
+      const auto& pa = r.points[static_cast<std::size_t>(a)];
+      const auto& pb = r.points[static_cast<std::size_t>(b)];
+      return pa.analytic_tokens_per_s / pa.capital.total().base() >
+             pb.analytic_tokens_per_s / pb.capital.total().base();
+    });
+    std::vector<std::int64_t> chosen = candidates;
+    if (want > 0 && static_cast<std::int64_t>(chosen.size()) > want) chosen.resize(static_cast<std::size_t>(want));
+    std::sort(chosen.begin(), chosen.end());
+    run_stage("simulate", chosen, r.points, o, comm, [&](PointResult& p) { simulate_point(g, o, p); });
+    for (auto i : candidates) {
+      auto& p = r.points[static_cast<std::size_t>(i)];
+      if (!p.simulated && p.status == "ok") p.status = "not simulated: ranked below the simulated points";
+    }
+  }
+
+  r.answers.over = want != 0 ? "simulated" : "analytic";
+  rank_points(r);
   return r;
 }
 
@@ -756,6 +804,7 @@ struct Column {
   const char* name;
   const char* unit;
   std::function<std::optional<double>(const PointResult&)> value;
+  bool calibrated = false;  ///< a column of a calibrated sweep only (calibrate_points)
 };
 
 std::optional<double> opt(bool have, double v) { return have ? std::optional<double>(v) : std::nullopt; }
@@ -792,6 +841,12 @@ const std::vector<Column>& metric_columns() {
        [](const PointResult& p) { return opt(p.output_tokens_per_s > 0, p.goodput); }},
       {"tokens_per_s", "tokens_per_second", "tokens/s",
        [](const PointResult& p) { return opt(p.tokens_per_s > 0, p.tokens_per_s); }},
+      {"tokens_per_s_low", "tokens_per_second_low", "tokens/s",
+       [](const PointResult& p) { return p.tokens_per_s_low; }, true},
+      {"tokens_per_s_high", "tokens_per_second_high", "tokens/s",
+       [](const PointResult& p) { return p.tokens_per_s_high; }, true},
+      {"datasheet_tokens_per_s", "datasheet_tokens_per_second", "tokens/s",
+       [](const PointResult& p) { return p.datasheet_tokens_per_s; }, true},
       {"cost_nodes_usd", "cost_nodes", "USD",
        [](const PointResult& p) { return opt(p.capital.total().base() > 0, p.capital.nodes.base()); }},
       {"cost_nics_usd", "cost_nics", "USD",
@@ -818,8 +873,15 @@ const std::vector<Column>& metric_columns() {
 }  // namespace
 
 void write_sweep_points_csv(const SweepResult& r, std::ostream& out) {
+  // A calibrated sweep (the report's) adds the calibration, the interval and the datasheet figure.
+  const bool calibrated =
+      std::any_of(r.points.begin(), r.points.end(), [](const PointResult& p) { return !p.calibration.empty(); });
+  std::vector<const Column*> cols;
+  for (const auto& c : metric_columns())
+    if (calibrated || !c.calibrated) cols.push_back(&c);
   out << "index,model,hw,nodes,nic,precision,placement,strategy,plan,workload,status,instrument,fits,pareto";
-  for (const auto& c : metric_columns()) out << "," << c.csv;
+  if (calibrated) out << ",calibration";
+  for (const auto* c : cols) out << "," << c->csv;
   out << "\n";
   for (const auto& p : r.points) {
     const auto& g = p.point;
@@ -827,8 +889,9 @@ void write_sweep_points_csv(const SweepResult& r, std::ostream& out) {
         << "," << g.precision << "," << g.placement << "," << csv_field(strategy_label(g)) << "," << csv_field(g.plan)
         << "," << csv_field(g.workload) << "," << csv_field(p.status) << "," << p.instrument << ","
         << (p.fits ? "yes" : "no") << "," << (p.pareto ? "yes" : "no");
-    for (const auto& c : metric_columns()) {
-      const auto v = c.value(p);
+    if (calibrated) out << "," << csv_field(p.calibration);
+    for (const auto* c : cols) {
+      const auto v = c->value(p);
       out << "," << (v ? fmt(*v) : std::string());
     }
     out << "\n";
@@ -867,6 +930,7 @@ nlohmann::json sweep_to_json(const SweepResult& r) {
     if (const std::string st = strategy_label(g); !st.empty()) e["strategy"] = st;
     if (!g.plan.empty()) e["plan"] = g.plan;
     if (!g.workload.empty()) e["workload"] = g.workload;
+    if (!p.calibration.empty()) e["calibration"] = p.calibration;
     std::vector<std::string> notes = p.capital.notes;
     notes.insert(notes.end(), p.running.notes.begin(), p.running.notes.end());
     if (!p.why_not_fit.empty()) notes.push_back(p.why_not_fit);

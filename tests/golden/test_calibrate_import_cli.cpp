@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -57,9 +58,13 @@ TEST(GoldenCalibrateImport, LlamaBenchBothFormatsThenServingMerges) {
   // The table rounds t/s to 0.01: the fits agree to that.
   EXPECT_NEAR(a.at("bandwidth_efficiency").at("value").get<double>(),
               b.at("bandwidth_efficiency").at("value").get<double>(), 1e-3);
-  const auto& rows = a.at("calibration").at("llama_bench").at("rows");
-  ASSERT_EQ(rows.size(), 4u);
-  for (const auto& row : rows) EXPECT_TRUE(row.contains("leave_one_out_error")) << row.dump();
+  // Two configurations (F16, Q4_K_M) are too few for leave-one-configuration-out errors: the profile says so.
+  const auto& lb = a.at("calibration").at("llama_bench");
+  ASSERT_EQ(lb.at("rows").size(), 4u);
+  for (const auto& row : lb.at("rows")) {
+    EXPECT_TRUE(row.contains("fitted")) << row.dump();
+    EXPECT_EQ(row.contains("leave_one_out_error"), !lb.contains("leave_one_out")) << row.dump();
+  }
 
   const moesim::test::Run merged = s.moesim("calibrate fit --vllm-serving " + kInf +
                                             " --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime " +
@@ -113,6 +118,37 @@ TEST(GoldenCalibrateImport, VllmLatencyProfile) {
       s.moesim("calibrate fit --vllm-latency " + kData + "vllm/llama-3.1-8b-h100-latency-b8.json --vllm-serving " +
                kInf + " --model llama-3.1-8b --hw h100-sxm --runtime vllm");
   EXPECT_EQ(both.code, 2);
+}
+
+// Three (model, format) configurations: every decode calibration row gets its leave-one-out error, each
+// predicted by the fit to the other configurations (llama-bench's JSON fields; test figures, not measured).
+TEST(GoldenCalibrateImport, LlamaBenchRowsCarryTheirLeaveOneOutErrors) {
+  const Scratch s("moesim_calibrate_import");
+  nlohmann::json tests = nlohmann::json::parse(slurp(kData + "llama-bench/m2-ultra-llama3-8b.json"));
+  for (const double ts : {58.0, 51.0}) {
+    nlohmann::json t = tests.at(0);
+    t["model_type"] = "llama 8B Q8_0";
+    t["n_depth"] = ts > 55 ? 256 : 2048;
+    t["avg_ts"] = ts;
+    tests.push_back(t);
+  }
+  s.write("three.json", tests.dump());
+  const moesim::test::Run r = s.moesim("calibrate fit --llama-bench " + s.path("three.json") +
+                                       " --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime llama.cpp-metal "
+                                       "--json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto p = nlohmann::json::parse(r.out);
+  const auto& lb = p.at("calibration").at("llama_bench");
+  EXPECT_FALSE(lb.contains("leave_one_out")) << lb.dump();
+  std::size_t with = 0;
+  for (const auto& row : lb.at("rows"))
+    if (row.at("kind") == "decode b1") {
+      ASSERT_TRUE(row.contains("leave_one_out_error")) << row.dump();
+      EXPECT_TRUE(std::isfinite(row.at("leave_one_out_error").at("value").get<double>()));
+      ++with;
+    }
+  EXPECT_EQ(with, 6u);
+  EXPECT_TRUE(p.contains("prediction_interval")) << p.dump(2);
 }
 
 }  // namespace

@@ -20,7 +20,7 @@ const char* kHeader =
 
 const char* kMapping = R"({
   "hardware": [{"hardware": "M2 Ultra 192GB", "devices": 1, "hw": "mac-studio-m2-ultra-192"}],
-  "formats": {"Q8_0": "q8_0", "F16": "fp16"},
+  "formats": {"Q8_0": "q8_0", "F16": "fp16", "Q4_K_M": "q4_k_m"},
   "models": {"meta-llama/Meta-Llama-3-8B": "llama-3.1-8b"}
 })";
 
@@ -207,7 +207,10 @@ TEST(GoldenValidateTable, WrittenRuntimeGivesEstimateTheFittedFigure) {
               "d,calibration,meta-llama/Meta-Llama-3-8B,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,4096,0,"
               "decode_tokens_per_s,55.0,tokens/s,https://example.org,l\n"
               "m,prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
-              "decode_tokens_per_s,76.3,tokens/s,https://example.org,l\n");
+              "decode_tokens_per_s,76.3,tokens/s,https://example.org,l\n"
+              // A third configuration: leave-one-configuration-out needs three for an interval of the class's own.
+              "e,calibration,meta-llama/Meta-Llama-3-8B,,Q4_K_M,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,512,0,"
+              "decode_tokens_per_s,78.8,tokens/s,https://example.org,l\n");
   const moesim::test::Run fit = s.moesim("validate --table " + s.path() + " --json --quiet --fit --write-runtimes " +
                                          s.path("rt"));
   ASSERT_EQ(fit.code, 0) << fit.err;
@@ -255,7 +258,7 @@ TEST(GoldenValidateTable, ShippedRuntimesAreTheFitOfTheShippedTable) {
 
 
 // A user's own `llama-bench -o json` runs (tests/data/llama-bench/, llama.cpp's JSON fields): tg tests are
-// batch-1 decode at n_depth, the format comes from model_type ("llama 8B Q4_K - Medium" -> q4_k), the dense
+// batch-1 decode at n_depth, the format comes from model_type ("llama 8B Q4_K - Medium" -> q4_k_m), the dense
 // model's rows calibrate and the MoE model's are predicted, and --fit writes the runtime estimate uses.
 TEST(GoldenValidateTable, LlamaBenchJsonFitsARuntime) {
   const Scratch s("moesim_validate_table");
@@ -268,7 +271,7 @@ TEST(GoldenValidateTable, LlamaBenchJsonFitsARuntime) {
   ASSERT_EQ(r.code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.at("rows").size(), 5u);
-  EXPECT_EQ(j.at("rows").at(2).at("precision"), "q4_k");
+  EXPECT_EQ(j.at("rows").at(2).at("precision"), "q4_k_m");
   EXPECT_EQ(j.at("rows").at(4).at("role"), "prediction");
   EXPECT_EQ(j.at("rows").at(4).at("precision"), "q8_0");
   ASSERT_EQ(j.at("fits").size(), 1u);

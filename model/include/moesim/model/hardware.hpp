@@ -15,6 +15,10 @@
 
 #include "moesim/model/units.hpp"
 
+namespace moesim::json {
+class Node;
+}
+
 namespace moesim::model {
 
 /// A hardware figure with where it comes from (datasheet, seed table, measurement).
@@ -96,6 +100,10 @@ struct DeviceSpec {
   /// scheduler (the API server's tokenisation and admission), added to its TTFT. Absent: 0.
   std::optional<Sourced<units::Duration>> step_overhead;
   std::optional<Sourced<units::Duration>> request_overhead;
+  /// The low-precision tensor-core types ("fp8", "int8", "fp4") the runtime's matmuls use for weights in
+  /// those formats; a format whose type is not listed is dequantised into the 16-bit path. Set by a runtime
+  /// profile (apply_runtime). Absent: every type the profile gives a peak for.
+  std::optional<Sourced<std::vector<std::string>>> native_dtypes;
 };
 
 /// How the device driver keeps weight buffers resident (Apple's Metal "wiring", seed 000 §3.2): a buffer
@@ -176,6 +184,15 @@ struct StorageProfile {
   std::optional<Sourced<units::Bytes>> page_cache;
 };
 
+/// The interval of a predicted throughput `value` (tokens/s) from the relative errors of held-out predictions
+/// (predicted / measured - 1, leave-one-out): measured = predicted / (1 + error), so the measured value of a
+/// new prediction lies in [value / (1 + error_high), value / (1 + error_low)] as often as the held-out errors
+/// did. One formula for every such interval: RuntimeProfile::interval and the report's calibrated figures.
+[[nodiscard]] inline std::pair<double, double> prediction_interval(double value, double error_low,
+                                                                   double error_high) {
+  return {value / (1.0 + error_high), value / (1.0 + error_low)};
+}
+
 /// A runtime on one hardware profile (issue 20): what a software stack adds to the hardware's physics at
 /// decode, fitted to dense measurements of that runtime on that machine (`moesim validate --table
 /// validation --fit --write-runtimes DIR`). The node profile stays physical; apply_runtime() lays this
@@ -195,14 +212,23 @@ struct RuntimeProfile {
   /// node's own, if any).
   Sourced<units::Duration> step_overhead;     ///< per engine step
   Sourced<units::Duration> request_overhead;  ///< per request, before its first prefill
+  /// Compute-bound matmuls (prefill, large batches) run at this fraction of the node's peak FLOP rate
+  /// (absent: the node profile's own compute bands).
+  std::optional<Sourced<double>> compute_efficiency;
+  /// The tensor-core types its matmuls use for low-precision weights (devices.native_dtypes); absent: all.
+  std::optional<Sourced<std::vector<std::string>>> native_dtypes;
   double error_low = 0, error_high = 0;
   std::int64_t calibration_rows = 0;
   std::string interval_source;
   /// The interval of a prediction `value` (tokens/s): [value / (1 + error_high), value / (1 + error_low)].
   [[nodiscard]] std::pair<double, double> interval(double value) const {
-    return {value / (1.0 + error_high), value / (1.0 + error_low)};
+    return prediction_interval(value, error_low, error_high);
   }
 };
+
+/// A runtime's native_dtypes item ({"value": ["int8"], "source": "..."}), as runtime profiles and
+/// validation/mapping.json give it. UserError naming the JSON path for anything else.
+Sourced<std::vector<std::string>> parse_native_dtypes(const moesim::json::Node& item);
 
 /// An id of a built-in profile, or a path to a JSON file. UserError (listing the ids) if neither.
 NodeProfile load_node(std::string_view id_or_path);
@@ -213,7 +239,8 @@ std::vector<RuntimeProfile> builtin_runtimes();
 /// the runtimes fitted on this node, and how to fit one, when there is none (or more than one).
 RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node);
 /// `node` with the runtime's figures: weights at the fitted bandwidth efficiency (one band over every
-/// size, compute bands unchanged), the fitted kernel overhead, no separate layer overhead (the fit has
+/// size; compute bands unchanged unless the runtime gives a compute efficiency, then one band of it), the
+/// fitted kernel overhead, no separate layer overhead (the fit has
 /// none), the attention factor. UserError if the runtime was fitted on another node profile.
 NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime);
 NicProfile load_nic(std::string_view id_or_path);

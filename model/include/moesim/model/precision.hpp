@@ -23,13 +23,23 @@ struct Precision {
   /// When set, group_size is ignored by matrix_bytes.
   bool group_per_row = false;
   std::string source;  ///< where the format is defined
+  /// The precision of every tensor other than the routed experts (attention, router, dense FFN, shared
+  /// experts, embedding, LM head), when it differs: released checkpoints keep them at 8 or 16 bits while
+  /// the experts are 4-bit. Empty: the same as the experts. Set by a composite name "EXPERTS/OTHERS".
+  std::string others;
 };
 
 /// The named precisions: bf16, fp16, fp32, fp8, int8, MLX q4 and q2, mxfp4, nvfp4, and the GGUF block types
 /// (q8_0, q4_0, ..., q2_k .. q6_k, iq1_s .. iq4_xs).
 const std::vector<Precision>& precisions();
-/// By name, in any case ("Q4_K" is q4_k). UserError listing the valid names if unknown.
+/// By name, in any case ("Q4_K" is q4_k). A composite "EXPERTS/OTHERS" (e.g. "mxfp4/q8_0": gpt-oss as
+/// ggml-org's GGUF stores it, "mxfp4/bf16": as OpenAI released it) stores the routed experts in the first
+/// and every other tensor in the second. UserError listing the valid names if unknown.
 const Precision& precision(std::string_view name);
+/// The precision of the tensors other than the routed experts: p itself unless p is a composite.
+const Precision& others_precision(const Precision& p);
+/// The routed experts' format name: "mxfp4" for "mxfp4/q8_0", the name itself otherwise.
+std::string_view expert_format(const Precision& p);
 
 /// Bytes of a rows x cols weight matrix (groups run along cols, the input dimension).
 units::Bytes matrix_bytes(std::int64_t rows, std::int64_t cols, const Precision& p);

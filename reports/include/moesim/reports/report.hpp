@@ -5,7 +5,15 @@
 //   .csv (data) and .gp (gnuplot script), sweep.csv / sweep.json (every point, every metric with its
 //   unit, the resolved scenario), serving.csv, and traces/ (Chrome/Perfetto traces, one track per node,
 //   device and NIC, linked from the report).
-// Plots: tokens/s against node count per NIC with the measured points (seed 000 Figure 8); the
+// The answers at the top are calibrated when measured runs are given (ReportInputs::calibrate): the node
+// profile and the measured NIC are fitted to the runs (calibrate::fit_runs, calibrate/FIT.md); every
+// decode-simulated point on that node is re-simulated with the fitted node (reports::calibrate_points), and
+// with the fitted NIC only when it is on the measured NIC (other NICs keep their profiles). Each calibrated
+// figure carries the interval of the fit's leave-one-out errors (model::prediction_interval) and its
+// datasheet figure as an upper bound; points on hardware without measured runs are labelled uncalibrated.
+// A fit that fails is stated in one line and the figures fall back to datasheet, labelled.
+// Plots: tokens/s against node count per NIC, calibrated with error bars and the datasheet dashed, with the
+// measured points (seed 000 Figure 8); the
 // per-token time split, measured against simulated (Tables 3-4); tokens/s per USD per configuration with
 // the measured throughputs (Table 5); the Pareto front of throughput against capital cost; TTFT and ITL
 // percentiles against arrival rate; expert-cache hit rate against cache size.
@@ -35,11 +43,41 @@ struct MeasuredPoint {
   std::optional<double> moe, comm, misc;  ///< seconds per token
 };
 
+/// The measured runs' fit as the report uses it: calibrate::report_calibration makes one with
+/// calibrate::fit_runs (this library cannot call the fitter, which is built on it).
+struct ReportCalibration {
+  std::string origin;         ///< the measured-runs file
+  ProfileOverride profiles;   ///< the fitted node (its hw id), the fitted NIC (its id) and the interval
+  struct Parameter {
+    std::string name, unit;  ///< unit: "ratio", "s" or "B/s"
+    double start = 0, value = 0;
+    bool determined = true;  ///< false: the runs do not constrain it; kept at its start value
+    bool nic = false;        ///< a NIC parameter (else the node's)
+  };
+  std::vector<Parameter> parameters;
+  struct Run {
+    std::string name;
+    double measured_time = 0;               ///< s per token, as measured
+    double fitted_time = 0;                 ///< s per token, the fit to every run
+    std::optional<double> loo_time;         ///< s per token, the fit to the other runs
+  };
+  std::vector<Run> runs;
+  /// The leave-one-out relative errors of tokens/s, predicted / measured - 1 = measured time / LOO time - 1:
+  /// their least and greatest give the interval (model::prediction_interval).
+  double error_low = 0, error_high = 0;
+  double rms_relative = 0;  ///< of the fit to every run, over its residuals
+  bool converged = false;
+};
+
 struct ReportInputs {
   Grid grid;                    ///< the decode grid: the purchase question
   std::optional<Grid> serving;  ///< latency against arrival rate (a serving grid)
   std::vector<MeasuredPoint> measured;
   std::string measured_origin;
+  /// Fits the profiles to the measured runs (progress lines to the callback, which throws UserError when
+  /// interrupted). Empty: the figures stay datasheet. A UserError from it (runs the fitter refuses) is
+  /// reported in one line and the report falls back to the datasheet figures, labelled so.
+  std::function<ReportCalibration(const std::function<void(const std::string&)>& progress)> calibrate;
   std::vector<CostPoint> cost_points;  ///< measured throughputs to price beside the grid (Table 5)
   std::string cost_points_origin;
 };

@@ -104,6 +104,12 @@ struct PointResult {
   double tokens_per_s_per_usd = 0;
   model::RunningCost running;
   bool pareto = false;
+  // calibration (set by calibrate_points, the report's fit to measured runs; unset in a plain sweep)
+  /// "fitted" (re-simulated with the fitted profiles), or why the point keeps its datasheet figure
+  /// ("uncalibrated: ..."); empty when the sweep was not calibrated.
+  std::string calibration;
+  std::optional<double> datasheet_tokens_per_s;  ///< the headline with the datasheet profiles (an upper bound)
+  std::optional<double> tokens_per_s_low, tokens_per_s_high;  ///< the interval of a fitted headline
 };
 
 /// The answers to the purchase question (indices into the results; -1 when none).
@@ -142,6 +148,29 @@ struct SweepOptions {
 /// Runs the sweep. Every rank returns the whole result. UserError when no point meets the constraints
 /// (naming how many each constraint removed), or when `cancelled` says so.
 SweepResult run_sweep(const Grid& g, const SweepOptions& o, const SweepComm& comm = {});
+
+/// Profiles that replace the named ones in a decode grid's simulated points: a node profile fitted to
+/// measured runs (its points are all those on `hw`) and, optionally, the NIC profile fitted with it (it
+/// replaces `nic` only; points on other NICs keep their profiles).
+struct ProfileOverride {
+  std::string hw;
+  model::NodeProfile node;
+  std::string nic;
+  std::optional<model::NicProfile> nic_profile;
+  /// The interval of a figure simulated with these profiles (model::prediction_interval).
+  std::function<std::pair<double, double>(double tokens_per_s)> interval;
+};
+
+/// Re-simulates the decode-simulated points on `with.hw` with the overriding profiles (threads as in
+/// run_sweep; this process only, no MPI), sets every point's calibration fields (the datasheet figure
+/// kept as datasheet_tokens_per_s; points on other hardware, or not decode-simulated, are labelled
+/// uncalibrated), then ranks the points again (rank_points). UserError when interrupted.
+void calibrate_points(SweepResult& r, const ProfileOverride& with, const SweepOptions& o);
+
+/// run_sweep's last step: the headline figure of each point (simulated, else analytic), its cost per token,
+/// the SLO on the simulated figures, and the answers. Idempotent: statuses the SLO set are recomputed.
+/// UserError when no point meets the constraints.
+void rank_points(SweepResult& r);
 
 /// Serving grids: for each workload (in grid order), the cheapest point meeting the constraints (-1:
 /// none). Open-loop throughput is capped by the arrival rate, so the question is asked per workload.
