@@ -51,7 +51,28 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
                                           "NIC parameter was fitted)")
     ("max-iterations", po::value<std::int64_t>(), "Levenberg-Marquardt iterations (default 60)")
     ("no-loo", "skip the leave-one-out refits")
-    ("json", "print the results as JSON");
+    ("json", "print the results as JSON")
+    ("llama-bench", po::value<std::vector<std::string>>()->composing(),
+     "instead of --measured: a llama-bench output file (`-o json`, or its default markdown table) of --model on "
+     "--hw; fits the runtime's bandwidth efficiency, attention factor and per-kernel cost (repeatable)")
+    ("vllm-serving", po::value<std::vector<std::string>>()->composing(),
+     "instead of --measured: a vLLM benchmark_serving.py --save-result JSON of --model on --hw; fits the runtime's "
+     "step_overhead and request_overhead to its mean TTFT and TPOT (repeatable: each file is also predicted by "
+     "the fit to the others)")
+    ("vllm-latency", po::value<std::vector<std::string>>()->composing(),
+     "instead of --measured: a vLLM benchmark_latency.py --output-json file of --model on --hw; fits the runtime's "
+     "step_overhead to its avg_latency (repeatable)")
+    ("input-len", po::value<std::int64_t>(), "with --vllm-latency: its --input-len (default 32, the script's)")
+    ("output-len", po::value<std::int64_t>(), "with --vllm-latency: its --output-len (default 128, the script's)")
+    ("batch-size", po::value<std::int64_t>(), "with --vllm-latency: its --batch-size (default 8, the script's)")
+    ("model", po::value<std::string>(), "with --llama-bench / --vllm-serving: the zoo id or config.json of the model run")
+    ("hw", po::value<std::string>(), "with --llama-bench / --vllm-serving: the node profile of the machine that ran it")
+    ("runtime", po::value<std::string>(), "with --llama-bench / --vllm-serving: the runtime, a name (llama.cpp-metal, "
+                                          "vllm) or a runtime profile (id or path) to start from and add to")
+    ("tp", po::value<std::int64_t>(), "with --vllm-serving: tensor-parallel devices of the run (default 1)")
+    ("precision", po::value<std::string>(), "with --vllm-serving: the weights' precision of the run (default bf16)")
+    ("source", po::value<std::string>(), "with --llama-bench / --vllm-serving: where the measurements come from (a "
+                                         "URL; default the files)");
   // clang-format on
   std::string footer = "\nparameters (--fit):\n";
   for (const auto& p : calibrate::fit_parameters())
@@ -62,9 +83,24 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
       "scenario with the profile at the current parameter values. Leave-one-out: each fitted run is predicted by a "
       "fit to the others.\n";
   po::variables_map vm;
-  if (!parse_options(args, desc, vm, out, "usage: moesim calibrate fit --measured runs.json [options]", footer))
+  if (!parse_options(args, desc, vm, out,
+                     "usage: moesim calibrate fit --measured runs.json [options]\n"
+                     "       moesim calibrate fit --llama-bench FILE --model M --hw NODE --runtime NAME --out runtime.json\n"
+                     "       moesim calibrate fit --vllm-serving FILE [--vllm-serving FILE ...] --model M --hw NODE "
+                     "--runtime NAME|PROFILE [--tp N] --out runtime.json\n"
+                     "       moesim calibrate fit --vllm-latency FILE [--input-len N --output-len N --batch-size N] "
+                     "--model M --hw NODE --runtime NAME|PROFILE --out runtime.json",
+                     footer))
     return 0;
-  if (!vm.count("measured")) throw UserError("--measured is required: the measured-runs JSON file to fit");
+  if (vm.count("llama-bench") || vm.count("vllm-serving") || vm.count("vllm-latency")) {
+    if (vm.count("measured"))
+      throw UserError("give --measured (moesim's measured-runs file) or --llama-bench / --vllm-serving (a runtime's "
+                      "own benchmark output), not both");
+    return cmd_calibrate_fit_imports(vm, args, out);  // apps/calibrate_import_cmd.cpp
+  }
+  if (!vm.count("measured"))
+    throw UserError("--measured is required: the measured-runs JSON file to fit (or --llama-bench FILE / "
+                    "--vllm-serving FILE with --model, --hw and --runtime)");
   const auto runs = calibrate::load_measured_runs(vm["measured"].as<std::string>());
   calibrate::FitOptions o;
   if (vm.count("profile")) o.node = vm["profile"].as<std::string>();

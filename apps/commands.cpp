@@ -258,6 +258,9 @@ int cmd_hw(const Args& args, std::ostream& out) {
                               {"capacity", s(n.capacity, "B")}});
     }
     for (const auto& r : model::builtin_runtimes()) {
+      nlohmann::json host = nlohmann::json::object();  // serving host costs, when the profile has them
+      if (!r.step_overhead.source.empty()) host["step_overhead"] = s(std::optional(r.step_overhead), "s");
+      if (!r.request_overhead.source.empty()) host["request_overhead"] = s(std::optional(r.request_overhead), "s");
       j["runtimes"].push_back(
           {{"id", r.id},
            {"runtime", r.runtime},
@@ -266,6 +269,7 @@ int cmd_hw(const Args& args, std::ostream& out) {
            {"attention_factor", {{"value", r.attention_factor.value}, {"source", r.attention_factor.source}}},
            {"kernel_overhead", s(std::optional(r.kernel_overhead), "s")},
            {"calibration_rows", r.calibration_rows}});
+      j["runtimes"].back().update(host);
     }
     out << j.dump(2) << "\n";
     return 0;

@@ -90,6 +90,9 @@ int cmd_calibrate_storage(const Args& args, std::ostream& out);  // apps/calibra
 int cmd_calibrate_net(const Args& args, std::ostream& out);      // apps/calibrate_net_cmd.cpp
 int cmd_calibrate_all(const Args& args, std::ostream& out);      // apps/calibrate_cmd.cpp
 int cmd_calibrate_fit(const Args& args, std::ostream& out);      // apps/calibrate_fit_cmd.cpp
+/// `calibrate fit --llama-bench / --vllm-serving` (options parsed by cmd_calibrate_fit).
+int cmd_calibrate_fit_imports(const boost::program_options::variables_map& vm, const Args& args,
+                              std::ostream& out);  // apps/calibrate_import_cmd.cpp
 /// `moesim ref init|run` and `moesim validate` (apps/ref_cmd.cpp).
 int cmd_ref(const Args& args, std::ostream& out);
 int cmd_validate(const Args& args, std::ostream& out);

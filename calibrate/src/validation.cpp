@@ -15,6 +15,7 @@
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/text.hpp"
+#include "moesim/calibrate/bench_import.hpp"
 #include "moesim/calibrate/lsq.hpp"
 #include "moesim/reports/estimate.hpp"
 #include "moesim/reports/json_out.hpp"
@@ -432,7 +433,10 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
     const ValidationFit f = solve(ti, yi);
     std::vector<double> e;
     for (std::size_t j = 0; j < cal.size(); ++j)
-      if (held[j]) e.push_back(time[j] / fitted_seconds(f, terms[j]) - 1.0);
+      if (held[j]) {
+        e.push_back(time[j] / fitted_seconds(f, terms[j]) - 1.0);
+        fit.loo_ids.push_back(cal[j]->row.id);  // in loo_by_configuration's order, the same as the errors
+      }
     return e;
   });
   // The runtime profile the fit makes, and the class's rows predicted through it (the path `moesim
@@ -600,7 +604,7 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
 
 std::vector<ValidationRow> llama_bench_rows(const std::filesystem::path& path, const LlamaBenchImport& in,
                                             std::map<std::string, std::string>& formats) {
-  const nlohmann::json doc = json::load_file(path);
+  const nlohmann::json doc = read_llama_bench(path);  // -o json, or the default markdown table
   const json::Node root(doc, path.string());
   if (!doc.is_array())
     throw root.error("is not llama-bench's JSON output (an array of tests; write it with `llama-bench -o json`)");
@@ -877,6 +881,13 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
                       {"kernel_overhead",
                        {{"value", text::printf("%.10gus", r.kernel_overhead.value.base() * 1e6)},
                         {"source", r.kernel_overhead.source}}}};
+  // The serving host costs, when fitted (`calibrate fit --vllm-serving`); absent, they read as 0.
+  if (!r.step_overhead.source.empty())
+    j["step_overhead"] = {{"value", text::printf("%.10gus", r.step_overhead.value.base() * 1e6)},
+                          {"source", r.step_overhead.source}};
+  if (!r.request_overhead.source.empty())
+    j["request_overhead"] = {{"value", text::printf("%.10gus", r.request_overhead.value.base() * 1e6)},
+                             {"source", r.request_overhead.source}};
   if (r.native_dtypes) j["native_dtypes"] = {{"value", r.native_dtypes->value}, {"source", r.native_dtypes->source}};
   if (r.compute_efficiency)
     j["compute_efficiency"] = {{"value", r.compute_efficiency->value}, {"source", r.compute_efficiency->source}};

@@ -126,7 +126,7 @@ NodeProfile parse_node(const json::Node& n, std::string origin) {
                                        std::move(origin));
   const json::Node d = n.child("devices");
   d.expect_only({"count", "name", "memory", "memory_bandwidth", "peak_flops", "kernel_overhead", "layer_overhead",
-                 "dequant_overhead", "efficiency", "notes"});
+                 "dequant_overhead", "efficiency", "step_overhead", "request_overhead", "notes"});
   p.devices.count = d.integer("count", 1);
   p.devices.name = d.optional_string("name").value_or("");
   p.devices.memory = optional_sourced<Dimension::Bytes>(d, "memory");
@@ -159,6 +159,8 @@ NodeProfile parse_node(const json::Node& n, std::string origin) {
   }
   p.devices.kernel_overhead = optional_sourced<Dimension::Time>(d, "kernel_overhead", true);
   p.devices.layer_overhead = optional_sourced<Dimension::Time>(d, "layer_overhead", true);
+  p.devices.step_overhead = optional_sourced<Dimension::Time>(d, "step_overhead", true);
+  p.devices.request_overhead = optional_sourced<Dimension::Time>(d, "request_overhead", true);
   if (auto q = d.optional_child("dequant_overhead")) {
     for (const auto& [name, v] : q->raw().items()) {
       (void)v;
@@ -435,13 +437,16 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
   auto p = profile_header<RuntimeProfile>(n, "runtime",
                                           {"id", "kind", "name", "runtime", "hw", "bandwidth_efficiency",
                                            "attention_factor", "kernel_overhead", "compute_efficiency",
-                                           "native_dtypes", "prediction_interval", "notes"},
+                                           "native_dtypes", "step_overhead", "request_overhead",
+                                           "prediction_interval", "calibration", "notes"},
                                           std::move(origin));
   p.runtime = n.string("runtime");
   p.hw = n.string("hw");
   p.bandwidth_efficiency = sourced_ratio(n, "bandwidth_efficiency", 1.5);
   p.attention_factor = sourced_ratio(n, "attention_factor", 1000.0);
   p.kernel_overhead = sourced<Dimension::Time>(n, "kernel_overhead", true);
+  if (n.has("step_overhead")) p.step_overhead = sourced<Dimension::Time>(n, "step_overhead", true);
+  if (n.has("request_overhead")) p.request_overhead = sourced<Dimension::Time>(n, "request_overhead", true);
   if (n.has("compute_efficiency")) p.compute_efficiency = sourced_ratio(n, "compute_efficiency", 1.5);
   if (auto d = n.optional_child("native_dtypes")) p.native_dtypes = parse_native_dtypes(*d);
   if (auto i = n.optional_child("prediction_interval")) {
@@ -503,6 +508,8 @@ NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime) {
   node.devices.kernel_overhead = runtime.kernel_overhead;
   node.devices.layer_overhead.reset();
   node.devices.attention_factor = runtime.attention_factor;
+  if (!runtime.step_overhead.source.empty()) node.devices.step_overhead = runtime.step_overhead;
+  if (!runtime.request_overhead.source.empty()) node.devices.request_overhead = runtime.request_overhead;
   if (runtime.native_dtypes) node.devices.native_dtypes = runtime.native_dtypes;
   return node;
 }

@@ -427,6 +427,26 @@ class Engine final : public EventHandler {
  public:
   Engine(const ServingConfig& c, ServingResult& r) : c_(c), r_(r), cost_(c, r.plan, r.assumptions) {
     handler_ = sim_.add_handler(this);
+    // The runtime's host costs (model::DeviceSpec::step_overhead, request_overhead; a runtime profile sets
+    // them). vLLM's engine loop is synchronous on the host: each step the scheduler forms the batch, the
+    // model runner prepares its inputs, the GPU runs, then the sampler's host side and the detokeniser
+    // process the outputs before the next step is scheduled (vllm/v1/engine/core.py EngineCore.step:
+    // schedule -> execute_model -> update_from_output). That host time is paid once per engine step,
+    // whatever the batch. Before any of it, the API server tokenises each request and hands it to the
+    // engine (vllm/entrypoints/openai/serving_completion.py, vllm/v1/engine/async_llm.py add_request):
+    // paid once per request, between its arrival and its entry into the scheduler's queue, so it lands
+    // in the request's TTFT. Both 0 when the profile has none: then nothing below changes.
+    if (c_.node->devices.step_overhead) step_overhead_ = to_sim_time(c_.node->devices.step_overhead->value);
+    if (c_.node->devices.request_overhead)
+      request_overhead_ = to_sim_time(c_.node->devices.request_overhead->value);
+    if (step_overhead_ > 0)
+      r_.assumptions.push_back("every engine step adds the runtime's host time step_overhead " +
+                               units::format(c_.node->devices.step_overhead->value) + " (" +
+                               c_.node->devices.step_overhead->source + ")");
+    if (request_overhead_ > 0)
+      r_.assumptions.push_back("every request waits the runtime's request_overhead " +
+                               units::format(c_.node->devices.request_overhead->value) +
+                               " before the scheduler sees it (" + c_.node->devices.request_overhead->source + ")");
     blocks_free_ = r_.memory.kv_blocks;
     batches_.resize(static_cast<std::size_t>(r_.plan.pp) + 1);
     stage_free_.assign(static_cast<std::size_t>(r_.plan.pp), 0);
@@ -448,7 +468,9 @@ class Engine final : public EventHandler {
       seqs_.reserve(c_.requests.size());
       for (const Request& q : c_.requests) {
         check_fits(q.prompt_tokens, q.output_tokens, q.id);
-        sim_.schedule(q.arrival, handler_, kArrival, static_cast<std::uint64_t>(add_seq(q)));
+        // Tokenisation and admission (request_overhead) before the scheduler sees it; TTFT still counts
+        // from q.arrival.
+        sim_.schedule(q.arrival + request_overhead_, handler_, kArrival, static_cast<std::uint64_t>(add_seq(q)));
       }
     }
     r_.events = sim_.run();
@@ -463,6 +485,11 @@ class Engine final : public EventHandler {
         const std::optional<Request> q = users_->send(static_cast<std::int64_t>(arg), sim_.now());
         if (!q) return;
         check_fits(q->prompt_tokens, q->output_tokens, q->id);
+        if (request_overhead_ > 0) {
+          // As for open-loop arrivals: the request enters the queue after its host-side admission.
+          sim_.schedule(sim_.now() + request_overhead_, handler_, kArrival, static_cast<std::uint64_t>(add_seq(*q)));
+          return;
+        }
         waiting_.push_back(add_seq(*q));
         break;
       }
@@ -694,7 +721,9 @@ class Engine final : public EventHandler {
     const StepCost& cost = cost_.cost(batch_, c_.trace);
     // Through the pipeline: stage s starts when the batch arrives and the stage is free.
     const SimTime now = sim_.now();
-    SimTime t = now;
+    // The step's host time (step_overhead, see the constructor) comes first: scheduling this batch and
+    // processing the previous one's outputs hold the engine before stage 0 can start.
+    SimTime t = now + step_overhead_;
     SimTime stage0_end = 0;
     for (std::size_t s = 0; s < stage_free_.size(); ++s) {
       if (s > 0) t += cost.transfer[s - 1];
@@ -723,7 +752,7 @@ class Engine final : public EventHandler {
     sim_.schedule(stage0_end, handler_, kStageFree);
     StepRecord rec;
     rec.start = to_seconds(now);
-    rec.duration = to_seconds(cost.stage[0]);
+    rec.duration = to_seconds(cost.stage[0] + step_overhead_);
     rec.decode = decodes;
     rec.prefill_tokens = prefill;
     rec.waiting = static_cast<std::int32_t>(waiting_.size());
@@ -801,6 +830,7 @@ class Engine final : public EventHandler {
   CostModel cost_;
   Simulation sim_;
   std::uint32_t handler_ = 0;
+  SimTime step_overhead_ = 0, request_overhead_ = 0;  ///< the runtime's host costs (0: none)
   std::vector<Seq> seqs_;
   std::deque<std::int64_t> waiting_;
   std::vector<std::int64_t> running_;  ///< in admission order

@@ -90,6 +90,11 @@ TEST(BadInputCatalogue, EveryCommandRefusesWithOneLineAndLeavesNothing) {
   s.write("nic-nounit.json", kNicNoUnit);
   s.write("config-negative.json", kConfigNegativeLayers);
   s.write("not-json.json", "this is not JSON");
+  s.write("vllm-norate.json", R"({"num_prompts": 2, "completed": 2, "duration": 1.0, "total_input_tokens": 10,
+      "total_output_tokens": 10, "request_throughput": 2.0, "output_throughput": 10.0, "mean_ttft_ms": 50.0,
+      "mean_tpot_ms": 8.0})");
+  s.write("bench.md", "| model | size | params | backend | ngl | test | t/s |\n| --- | --: | --: | --- | --: | --: | --: |\n"
+                      "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | tg32 | many |\n");
   // Found by fuzzing: a number beyond a double escaped the JSON readers as an uncaught exception (exit 1).
   s.write("huge-number.json", R"({"model": "dbrx-instruct", "nodes": 1e400})");
   s.write("empty-axis.json", R"({"models": [], "hw": ["dgx-h100"]})");
@@ -189,6 +194,16 @@ TEST(BadInputCatalogue, EveryCommandRefusesWithOneLineAndLeavesNothing) {
        "calibrate fit --measured {d}/measured-nospeed.json --out {d}/f2.json",
        {"measured-nospeed.json", "tokens_per_s"},
        {"f2.json"}},
+      {"vLLM serving result without its request rate",
+       "calibrate fit --vllm-serving {d}/vllm-norate.json --model llama-3.1-8b --hw h100-sxm --runtime vllm "
+       "--out {d}/v.json",
+       {"vllm-norate.json", "request_rate", "--save-result"},
+       {"v.json"}},
+      {"llama-bench table with a bad t/s cell",
+       "calibrate fit --llama-bench {d}/bench.md --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime "
+       "llama.cpp-metal --out {d}/lb.json",
+       {"bench.md", "line 3", "t/s"},
+       {"lb.json"}},
       {"unknown kernel dtype", "calibrate kernels --dtypes f64 --out {d}/k.json", {"--dtypes", "f64"}, {"k.json"}},
       {"unit-less array size",
        "calibrate memory --array-size 5 --out {d}/m.json",

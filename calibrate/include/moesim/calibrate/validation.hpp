@@ -64,6 +64,7 @@ struct ValidationFit {
   double efficiency = 1, kernel_overhead = 0;
   double context_factor = 1;  ///< the KV-cache and attention roofline's time is multiplied by this
   std::vector<double> loo_errors;  ///< leave-one-configuration-out: predicted / measured − 1 of each decode row
+  std::vector<std::string> loo_ids;  ///< the row id of each loo_errors entry (in the same order)
   double compute_efficiency = 1;   ///< prefill: achieved / peak FLOP rate (fitted when the class has prefill rows)
   std::int64_t prefill_rows = 0;
   std::vector<double> prefill_loo_errors;  ///< leave-one-configuration-out errors of the prefill rows

@@ -93,6 +93,13 @@ struct DeviceSpec {
   /// runtime's attention kernels at small batch are far from it). Set by a runtime profile
   /// (apply_runtime), never by the hardware's own. Absent: 1.
   std::optional<Sourced<double>> attention_factor;
+  /// Serving host costs (issue 20), set by a runtime profile (apply_runtime). `step_overhead`: host time of
+  /// every engine step outside the GPU's kernels (vLLM's engine loop runs the scheduler, the sampler's
+  /// host side and the detokeniser on the CPU between GPU steps, vllm/v1/engine/core.py step()), added
+  /// to each serving-simulator step. `request_overhead`: host time of each request before it reaches the
+  /// scheduler (the API server's tokenisation and admission), added to its TTFT. Absent: 0.
+  std::optional<Sourced<units::Duration>> step_overhead;
+  std::optional<Sourced<units::Duration>> request_overhead;
   /// The low-precision tensor-core types ("fp8", "int8", "fp4") the runtime's matmuls use for weights in
   /// those formats; a format whose type is not listed is dequantised into the 16-bit path. Set by a runtime
   /// profile (apply_runtime). Absent: every type the profile gives a peak for.
@@ -200,6 +207,11 @@ struct RuntimeProfile {
   Sourced<double> bandwidth_efficiency;     ///< weights are read at this fraction of memory_bandwidth
   Sourced<double> attention_factor;         ///< KV and attention take this × their roofline
   Sourced<units::Duration> kernel_overhead;  ///< per kernel launched
+  /// Serving host costs (DeviceSpec::step_overhead, request_overhead), fitted by `moesim calibrate fit
+  /// --vllm-serving`. Optional in the JSON; absent: 0 with an empty source (apply_runtime then leaves the
+  /// node's own, if any).
+  Sourced<units::Duration> step_overhead;     ///< per engine step
+  Sourced<units::Duration> request_overhead;  ///< per request, before its first prefill
   /// Compute-bound matmuls (prefill, large batches) run at this fraction of the node's peak FLOP rate
   /// (absent: the node profile's own compute bands).
   std::optional<Sourced<double>> compute_efficiency;

@@ -1,0 +1,154 @@
+// `moesim calibrate fit --llama-bench / --vllm-serving` (issue 20): a runtime profile fitted to a runtime's
+// own benchmark output, written by --out, and read back by the commands' --runtime.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "cli_support.hpp"
+
+namespace {
+
+using namespace moesim::test;
+
+const std::string kData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/";
+const std::string kInf = kData + "vllm/llama-3.1-8b-h100-inf.json";
+const std::string kRate = kData + "vllm/llama-3.1-8b-h100-rate4.json";
+
+// Two serving results: the profile written holds both host costs, and `serve --runtime PATH` loads it and
+// says it used them.
+TEST(GoldenCalibrateImport, VllmServingProfileIsReadByServe) {
+  const Scratch s("moesim_calibrate_import");
+  const moesim::test::Run r =
+      s.moesim("calibrate fit --vllm-serving " + kInf + " --vllm-serving " + kRate +
+               " --model llama-3.1-8b --hw h100-sxm --runtime vllm --out " + s.path("vllm.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("leave-one-out"), std::string::npos) << r.out;
+  const nlohmann::json p = nlohmann::json::parse(slurp(s.path("vllm.json")));
+  EXPECT_EQ(p.at("id"), "vllm@h100-sxm");
+  ASSERT_TRUE(p.contains("step_overhead") && p.contains("request_overhead")) << p.dump(2);
+  const auto& files = p.at("calibration").at("vllm_serving").at("files");
+  ASSERT_EQ(files.size(), 2u);
+  for (const auto& f : files) EXPECT_TRUE(f.contains("leave_one_out")) << f.dump();
+
+  const moesim::test::Run serve = s.moesim("serve --model llama-3.1-8b --hw h100-sxm --runtime " + s.path("vllm.json") +
+                                           " --rate 4/s --prompt 1000 --output 64 --requests 8");
+  ASSERT_EQ(serve.code, 0) << serve.err;
+  EXPECT_NE(serve.out.find("step_overhead"), std::string::npos) << serve.out;
+  EXPECT_NE(serve.out.find("request_overhead"), std::string::npos) << serve.out;
+}
+
+// The markdown table and the JSON of the same llama-bench tests fit the same runtime; a serving result on
+// the same machine then adds its host costs to that profile (given by path) and keeps the rest.
+TEST(GoldenCalibrateImport, LlamaBenchBothFormatsThenServingMerges) {
+  const Scratch s("moesim_calibrate_import");
+  const std::string common = " --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime llama.cpp-metal";
+  const moesim::test::Run md = s.moesim("calibrate fit --llama-bench " + kData + "llama-bench/m2-ultra-llama3-8b.md" +
+                                        common + " --out " + s.path("md.json"));
+  ASSERT_EQ(md.code, 0) << md.err;
+  const moesim::test::Run js = s.moesim("calibrate fit --llama-bench " + kData + "llama-bench/m2-ultra-llama3-8b.json" +
+                                        common + " --out " + s.path("js.json"));
+  ASSERT_EQ(js.code, 0) << js.err;
+  const auto a = nlohmann::json::parse(slurp(s.path("md.json")));
+  const auto b = nlohmann::json::parse(slurp(s.path("js.json")));
+  // The table rounds t/s to 0.01: the fits agree to that.
+  EXPECT_NEAR(a.at("bandwidth_efficiency").at("value").get<double>(),
+              b.at("bandwidth_efficiency").at("value").get<double>(), 1e-3);
+  // Two configurations (F16, Q4_K_M) are too few for leave-one-configuration-out errors: the profile says so.
+  const auto& lb = a.at("calibration").at("llama_bench");
+  ASSERT_EQ(lb.at("rows").size(), 4u);
+  for (const auto& row : lb.at("rows")) {
+    EXPECT_TRUE(row.contains("fitted")) << row.dump();
+    EXPECT_EQ(row.contains("leave_one_out_error"), !lb.contains("leave_one_out")) << row.dump();
+  }
+
+  const moesim::test::Run merged = s.moesim("calibrate fit --vllm-serving " + kInf +
+                                            " --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime " +
+                                            s.path("md.json") + " --out " + s.path("merged.json"));
+  ASSERT_EQ(merged.code, 0) << merged.err;
+  const auto m = nlohmann::json::parse(slurp(s.path("merged.json")));
+  EXPECT_EQ(m.at("bandwidth_efficiency"), a.at("bandwidth_efficiency"));
+  EXPECT_EQ(m.at("kernel_overhead"), a.at("kernel_overhead"));
+  EXPECT_TRUE(m.contains("step_overhead"));
+  const moesim::test::Run est =
+      s.moesim("estimate --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime " + s.path("merged.json"));
+  EXPECT_EQ(est.code, 0) << est.err;
+}
+
+// A result file with a key missing: exit 2, one line naming the file and the key, nothing written.
+TEST(GoldenCalibrateImport, BadServingResultIsRefusedAndNothingWritten) {
+  const Scratch s("moesim_calibrate_import");
+  nlohmann::json doc = nlohmann::json::parse(slurp(kInf));
+  doc.erase("mean_tpot_ms");
+  s.write("bad.json", doc.dump());
+  const moesim::test::Run r = s.moesim("calibrate fit --vllm-serving " + s.path("bad.json") +
+                                       " --model llama-3.1-8b --hw h100-sxm --runtime vllm --out " + s.path("p.json"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("bad.json"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("mean_tpot_ms"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(s.path("p.json")));
+  const moesim::test::Run both = s.moesim("calibrate fit --measured x.json --vllm-serving " + kInf);
+  EXPECT_EQ(both.code, 2);
+  const moesim::test::Run no_model = s.moesim("calibrate fit --vllm-serving " + kInf + " --hw h100-sxm --runtime vllm");
+  EXPECT_EQ(no_model.code, 2);
+  EXPECT_NE(no_model.err.find("--model"), std::string::npos) << no_model.err;
+}
+
+// benchmark_latency.py output: step_overhead alone is fitted and the profile is read by estimate and serve.
+TEST(GoldenCalibrateImport, VllmLatencyProfile) {
+  const Scratch s("moesim_calibrate_import");
+  const moesim::test::Run r = s.moesim("calibrate fit --vllm-latency " + kData +
+                                       "vllm/llama-3.1-8b-h100-latency-b8.json --batch-size 8 --input-len 32 "
+                                       "--output-len 128 --model llama-3.1-8b --hw h100-sxm --runtime vllm --out " +
+                                       s.path("lat.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto p = nlohmann::json::parse(slurp(s.path("lat.json")));
+  EXPECT_TRUE(p.contains("step_overhead"));
+  EXPECT_FALSE(p.contains("request_overhead"));
+  EXPECT_EQ(p.at("calibration").at("vllm_latency").at("files").at(0).at("lengths_from"), "command line");
+  const moesim::test::Run serve = s.moesim("serve --model llama-3.1-8b --hw h100-sxm --runtime " + s.path("lat.json") +
+                                           " --rate 4/s --prompt 100 --output 16 --requests 4");
+  EXPECT_EQ(serve.code, 0) << serve.err;
+  const moesim::test::Run both =
+      s.moesim("calibrate fit --vllm-latency " + kData + "vllm/llama-3.1-8b-h100-latency-b8.json --vllm-serving " +
+               kInf + " --model llama-3.1-8b --hw h100-sxm --runtime vllm");
+  EXPECT_EQ(both.code, 2);
+}
+
+// Three (model, format) configurations: every decode calibration row gets its leave-one-out error, each
+// predicted by the fit to the other configurations (llama-bench's JSON fields; test figures, not measured).
+TEST(GoldenCalibrateImport, LlamaBenchRowsCarryTheirLeaveOneOutErrors) {
+  const Scratch s("moesim_calibrate_import");
+  nlohmann::json tests = nlohmann::json::parse(slurp(kData + "llama-bench/m2-ultra-llama3-8b.json"));
+  for (const double ts : {58.0, 51.0}) {
+    nlohmann::json t = tests.at(0);
+    t["model_type"] = "llama 8B Q8_0";
+    t["n_depth"] = ts > 55 ? 256 : 2048;
+    t["avg_ts"] = ts;
+    tests.push_back(t);
+  }
+  s.write("three.json", tests.dump());
+  const moesim::test::Run r = s.moesim("calibrate fit --llama-bench " + s.path("three.json") +
+                                       " --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime llama.cpp-metal "
+                                       "--json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto p = nlohmann::json::parse(r.out);
+  const auto& lb = p.at("calibration").at("llama_bench");
+  EXPECT_FALSE(lb.contains("leave_one_out")) << lb.dump();
+  std::size_t with = 0;
+  for (const auto& row : lb.at("rows"))
+    if (row.at("kind") == "decode b1") {
+      ASSERT_TRUE(row.contains("leave_one_out_error")) << row.dump();
+      EXPECT_TRUE(std::isfinite(row.at("leave_one_out_error").at("value").get<double>()));
+      ++with;
+    }
+  EXPECT_EQ(with, 6u);
+  EXPECT_TRUE(p.contains("prediction_interval")) << p.dump(2);
+}
+
+}  // namespace
