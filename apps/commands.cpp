@@ -156,7 +156,11 @@ std::string registry_help() {
   s += "\nexpert execution (--experts):\n";
   for (const auto& e : cost::expert_executions()) s += "  " + e.name + ": " + e.description + "\n";
   s += "\nprecisions (--precision):\n";
+  s += "  checkpoint: the format the model's config.json declares (quantization_config: gpt-oss mxfp4/bf16, "
+       "DeepSeek-V3 fp8, AWQ/GPTQ int4_g128), else bf16\n";
   for (const auto& p : model::precisions()) s += "  " + p.name + ": " + p.description + "\n";
+  s += "  EXPERTS/OTHERS, e.g. mxfp4/q8_0: the routed experts in the first format, every other tensor (attention, "
+       "dense layers, embedding, LM head) in the second\n";
   return s;
 }
 

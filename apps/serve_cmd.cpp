@@ -49,7 +49,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("moe-ep", po::value<std::int64_t>(), "MoE expert parallelism (plan.moe_ep)")
     ("attention-dp", "attention data-parallel, MoE expert-parallel with all-to-all (plan.attention_dp)")
     ("attention-replicated", "attention on every device for every sequence, MoE expert-parallel, expert outputs exchanged (seed 000's decentralised design; plan.attention_replicated)")
-    ("precision", po::value<std::string>(), "weight precision (precision; default bf16)")
+    ("precision", po::value<std::string>(), "weight precision (precision; default checkpoint: the format the model's config.json declares in quantization_config, else bf16)")
     ("experts", po::value<std::string>(), "expert execution (experts; default fused)")
     ("runtime", po::value<std::string>(), "the software on the hardware (runtime): a runtime profile fitted on --hw, e.g. llama.cpp (`moesim hw` lists them)")
     ("scheduler", po::value<std::string>(), "static, continuous or chunked (scheduler.kind; default chunked)")

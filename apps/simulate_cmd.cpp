@@ -56,7 +56,7 @@ int cmd_simulate(const Args& args, std::ostream& out) {
     ("placement", po::value<std::string>(), "expert placement (default replicated-groups)")
     ("groups", po::value<std::int64_t>(), "replicated-groups: number of expert groups (default 2)")
     ("placement-file", po::value<std::string>(), "a custom placement JSON (implies --placement custom)")
-    ("precision", po::value<std::string>(), "weight precision (default bf16)")
+    ("precision", po::value<std::string>(), "weight precision (default checkpoint: the format the model's config.json declares in quantization_config, else bf16)")
     ("strategy", po::value<std::string>(), "naive, P-LB or P-LR-D (default P-LR-D)")
     ("packing", po::value<std::string>(), "override the strategy's packing")
     ("balancing", po::value<std::string>(), "override the strategy's balancing")

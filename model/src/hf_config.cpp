@@ -630,6 +630,25 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
       parse_qwen2(top, a);
       break;
   }
+  // quantization_config (transformers' HfQuantizer configs): the format the checkpoint stores, which moesim
+  // sizes it at by default (`--precision checkpoint`).
+  if (auto q = root.optional_child("quantization_config")) {
+    const std::string method = q->optional_string("quant_method").value_or("");
+    if (method == "mxfp4") {
+      // gpt-oss: MXFP4 for the MoE experts; modules_to_not_convert (attention, router, embedding, LM head)
+      // stay bf16 (openai/gpt-oss-* config.json; transformers' Mxfp4Config).
+      a.checkpoint_precision = "mxfp4/bf16";
+    } else if (method == "fp8") {
+      // DeepSeek-V3's fp8 with 128x128 block scales (weight_block_size): 0.002 bit/weight of scales.
+      a.checkpoint_precision = "fp8";
+    } else if ((method == "awq" || method == "gptq") && q->raw().value("bits", nlohmann::json()) == 4 &&
+               q->raw().value("group_size", nlohmann::json()) == 128) {
+      a.checkpoint_precision = "int4_g128";
+    } else {
+      a.checkpoint_precision = "?" + (method.empty() ? std::string("(none)") : method);
+    }
+  }
+
   MOESIM_CHECK(static_cast<std::int64_t>(a.layer_specs.size()) == a.layers, "layer specs do not cover the layers");
   check_size(a, source);
   return a;

@@ -48,6 +48,13 @@ const std::vector<Precision>& precisions() {
       {"nvfp4", "NVIDIA NVFP4: 4-bit E2M1 values + one FP8 E4M3 scale per 16-element block (4.5 bits/weight)", 4, 16,
        8, false,
        "NVIDIA Technical Blog, 'Introducing NVFP4 for Efficient and Accurate Low-Precision Inference' (2025-06)", {}},
+      // AWQ and GPTQ checkpoints (quant_method "awq"/"gptq", bits 4, group_size 128): qweight packs eight
+      // 4-bit weights per int32, and each group of 128 input weights of an output column stores an fp16 scale
+      // and a 4-bit zero point (qzeros packs eight per int32): 16 + 4 = 20 bits per group.
+      {"int4_g128", "INT4 AWQ/GPTQ: 4-bit weights, an fp16 scale and a 4-bit zero per group of 128 (4.16 bits/weight)",
+       4, 128, 20, false,
+       "AutoAWQ / AutoGPTQ checkpoint layout (qweight, qzeros int32-packed; scales fp16), quantization_config "
+       "bits 4, group_size 128", {}},
       // GGUF block formats (llama.cpp), each a block of 32 (legacy) or 256 (k-quants, i-quants) weights whose
       // size ggml fixes with a static_assert in ggml/src/ggml-common.h: value bits per weight plus the
       // block's scales (and mins) as the group overhead, so that bytes = blocks × sizeof(block). The file
@@ -132,6 +139,16 @@ const Precision& precision(std::string_view name) {
   p.source = experts.source + "; " + others.source;
   p.others = others.name;
   return composites.emplace_back(std::move(p));
+}
+
+const Precision& precision_for(std::string_view name, const Architecture& a) {
+  if (name != "checkpoint") return precision(name);
+  if (a.checkpoint_precision.empty()) return precision("bf16");
+  if (a.checkpoint_precision.front() == '?')
+    throw UserError(a.source + ": quantization_config.quant_method is \"" + a.checkpoint_precision.substr(1) +
+                    "\", a format moesim does not size; give the weights' format with --precision (scenario key "
+                    "precision), e.g. fp8, int4_g128 or q4_k_m");
+  return precision(a.checkpoint_precision);
 }
 
 const Precision& others_precision(const Precision& p) { return p.others.empty() ? p : single_precision(p.others); }

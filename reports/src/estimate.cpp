@@ -109,7 +109,7 @@ EstimateResult run_estimate(const EstimateRequest& request) {
     r.runtime = json::resolving(at, "runtime", [&] { return model::find_runtime(request.runtime, r.node); });
     r.node = model::apply_runtime(r.node, *r.runtime);
   }
-  r.precision = json::resolving(at, "precision", [&] { return &model::precision(request.precision); });
+  r.precision = json::resolving(at, "precision", [&] { return &model::precision_for(request.precision, r.arch); });
   const model::Exchange exchange =
       json::resolving(at, "exchange", [&] { return model::exchange_by_name(request.exchange); });
   const cost::ExpertExecution experts =

@@ -128,8 +128,10 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   } else {
     arch = root.resolving("model", [&] { return model::load_model(run.model_id); });
   }
-  run.precision = root.optional_string("precision").value_or("bf16");
-  const model::Precision& prec = *root.resolving("precision", [&] { return &model::precision(run.precision); });
+  // Default: the format the model's config.json declares (quantization_config), else bf16.
+  const model::Precision& prec = *root.resolving(
+      "precision", [&] { return &model::precision_for(root.optional_string("precision").value_or("checkpoint"), arch); });
+  run.precision = prec.name;
   run.hw_id = root.optional_string("hw").value_or("dgx-h100");
   prepared->node = root.resolving("hw", [&] { return model::load_node(run.hw_id); });
   if (auto rt = root.optional_string("runtime")) {

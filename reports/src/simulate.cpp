@@ -277,7 +277,7 @@ PreparedSimulate prepare_simulate(const SimulateRequest& req) {
         r.node, json::resolving(at, "runtime", [&] { return model::find_runtime(req.runtime, r.node); }));
   if (req.nodes > 1) r.nic = json::resolving(at, "nic", [&] { return model::load_nic(req.nic); });
   if (r.node.intra_node_link) r.intra_link = model::load_nic(*r.node.intra_node_link);
-  r.precision = json::resolving(at, "precision", [&] { return &model::precision(req.precision); });
+  r.precision = json::resolving(at, "precision", [&] { return &model::precision_for(req.precision, r.arch); });
   const auto& preset = *json::resolving(at, "strategy", [&] { return &sim::strategy_by_name(req.strategy); });
   r.packing = req.packing ? json::resolving(at, "packing", [&] { return sim::packing_by_name(*req.packing); })
                           : preset.packing;

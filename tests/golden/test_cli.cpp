@@ -33,6 +33,29 @@ TEST(GoldenCli, EstimateJson) {
 }
 
 // The README's main job: `moesim study` with no arguments prints Table 6 and the NIC projections.
+// gpt-oss-120b without --precision is sized as OpenAI released it (quantization_config: experts MXFP4, the
+// rest bf16) and fits one 80 GB GPU, as its model card says; all-bf16 would not.
+TEST(GoldenCli, CheckpointPrecisionIsTheDefault) {
+  const auto r = run_cli("estimate --model gpt-oss-120b --hw h100-sxm --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("inputs").at("precision").at("name"), "mxfp4/bf16");
+  double needed = 0, have = 0;
+  for (const auto& m : j.at("rows").at(0).at("metrics")) {
+    if (m.at("name") == "memory_needed_per_node") needed = m.at("value").get<double>();
+    if (m.at("name") == "memory_per_node") have = m.at("value").get<double>();
+  }
+  EXPECT_GT(needed, 60e9);
+  EXPECT_LT(needed, 80e9);
+  EXPECT_LT(needed, have);
+  const auto bf16 = run_cli("estimate --model gpt-oss-120b --hw h100-sxm --precision bf16 --json");
+  ASSERT_EQ(bf16.code, 0) << bf16.err;
+  for (const auto& m : nlohmann::json::parse(bf16.out).at("rows").at(0).at("metrics"))
+    if (m.at("name") == "memory_needed_per_node") {
+      EXPECT_GT(m.at("value").get<double>(), 200e9);
+    }
+}
+
 TEST(GoldenCli, DefaultStudyRuns) {
   const auto r = run_cli("study");
   ASSERT_EQ(r.code, 0) << r.err;

@@ -583,3 +583,33 @@ TEST(HfConfig, Qwen2BiasesAndOptionalSlidingWindow) {
 
 }  // namespace
 }  // namespace moesim::model
+
+namespace moesim::model {
+namespace {
+
+// Scenario: quantization_config in config.json. Expectation: gpt-oss is sized as released (experts MXFP4,
+// the rest bf16), DeepSeek-V3 as FP8, a 4-bit group-128 AWQ config as int4_g128; a config without one is
+// bf16; an explicit name overrides it; a quant_method moesim does not size is refused naming the field.
+TEST(Precision, CheckpointFormatFromQuantizationConfig) {
+  EXPECT_EQ(precision_for("checkpoint", load_model("gpt-oss-120b")).name, "mxfp4/bf16");
+  EXPECT_EQ(precision_for("checkpoint", load_model("deepseek-v3")).name, "fp8");
+  EXPECT_EQ(precision_for("checkpoint", load_model("mixtral-8x7b")).name, "bf16");
+  EXPECT_EQ(precision_for("q8_0", load_model("gpt-oss-120b")).name, "q8_0");
+  nlohmann::json config = load_model_config("qwen3-30b-a3b");
+  config["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}, {"group_size", 128}};
+  EXPECT_EQ(precision_for("checkpoint", parse_hf_config(config, "awq.json")).name, "int4_g128");
+  config["quantization_config"] = {{"quant_method", "bitsandbytes"}, {"load_in_4bit", true}};
+  try {
+    (void)precision_for("checkpoint", parse_hf_config(config, "bnb.json"));
+    FAIL() << "an unknown quant_method was sized";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("bnb.json: quantization_config.quant_method is \"bitsandbytes\""),
+              std::string::npos)
+        << e.what();
+  }
+  // AWQ/GPTQ group-128 int4: 4 bits plus 20 bits per 128 weights.
+  EXPECT_DOUBLE_EQ(matrix_bytes(1, 128, precision("int4_g128")).base(), (128 * 4 + 20) / 8.0);
+}
+
+}  // namespace
+}  // namespace moesim::model

@@ -93,6 +93,11 @@ struct Architecture {
   bool router_bias = false;         ///< gpt-oss router bias; DeepSeek e_score_correction_bias
   bool expert_bias = false;         ///< gpt-oss expert biases (2I + h per expert)
   bool tie_embeddings = false;
+  /// The weights' format as the checkpoint stores them, from config.json's quantization_config: a precision
+  /// name ("mxfp4/bf16": gpt-oss's experts in MXFP4, the modules it does not convert in bf16; "fp8";
+  /// "int4_g128"), empty when the config declares none (16-bit weights), or "?METHOD" for a quant_method
+  /// moesim does not size (model::precision_for refuses it, naming the field).
+  std::string checkpoint_precision;
 
   std::vector<LayerSpec> layer_specs;  ///< one per decoder layer
   std::optional<PublishedParams> published;

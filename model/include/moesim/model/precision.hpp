@@ -36,6 +36,11 @@ const std::vector<Precision>& precisions();
 /// ggml-org's GGUF stores it, "mxfp4/bf16": as OpenAI released it) stores the routed experts in the first
 /// and every other tensor in the second. UserError listing the valid names if unknown.
 const Precision& precision(std::string_view name);
+/// `name`, or for "checkpoint" the format the model's config.json declares (quantization_config;
+/// Architecture::checkpoint_precision), bf16 when it declares none. UserError naming the config's field for a
+/// quant_method moesim does not size.
+const Precision& precision_for(std::string_view name, const Architecture& a);
+
 /// The precision of the tensors other than the routed experts: p itself unless p is a composite.
 const Precision& others_precision(const Precision& p);
 /// The routed experts' format name: "mxfp4" for "mxfp4/q8_0", the name itself otherwise.

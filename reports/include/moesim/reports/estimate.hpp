@@ -35,7 +35,7 @@ struct EstimateRequest {
   std::string placement = "replicated-groups";
   std::int64_t groups = 2;     ///< replicated-groups: number of groups
   std::string placement_file;  ///< custom placement
-  std::string precision = "bf16";
+  std::string precision = "checkpoint";  ///< a precision name, or the model config's own (model::precision_for)
   std::int64_t context = 0;
   bool lm_head = false;
   std::string exchange = "expert-outputs";

@@ -60,7 +60,7 @@ struct SimulateRequest {
   std::string placement = "replicated-groups";
   std::int64_t groups = 2;
   std::string placement_file;
-  std::string precision = "bf16";
+  std::string precision = "checkpoint";  ///< a precision name, or the model config's own (model::precision_for)
   std::string strategy = "P-LR-D";
   std::optional<std::string> packing;    ///< overrides the strategy's
   std::optional<std::string> balancing;  ///< overrides the strategy's
