@@ -116,7 +116,10 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
   double roofs = layers * (lc.attention(1, w) + lc.dense(1)) + moe_layers * (lc.router(1) + experts);
   const double kernels = moe_layers * lc.layer_kernels(true, tp) + (layers - moe_layers) * lc.layer_kernels(false, tp);
   if (s.include_lm_head) roofs += lc.head(1);
-  r.overhead = units::seconds(kernels * ko + lc.layer_overhead() * static_cast<double>(a.layers));
+  // One engine step per token at batch 1: the runtime's host time per step (scheduling, sampling, host
+  // sync; the serving simulator pays it per step too).
+  r.overhead =
+      units::seconds(kernels * ko + lc.layer_overhead() * static_cast<double>(a.layers) + lc.step_overhead());
   r.gpu = units::seconds(roofs) + r.overhead;
   // The two terms of (1a), reported beside the time: every byte at the full bandwidth, every FLOP at the
   // full peak of the node's devices.

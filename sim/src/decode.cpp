@@ -399,6 +399,8 @@ void Engine::setup() {
     misc += lc.attention(1, w) + lc.dense(1) + (moe ? lc.router(1) : 0.0) + lc.layer_overhead() +
             (lc.layer_kernels(spec, tp) - (moe ? cost::kKernels.combine : 0)) * ko;
   }
+  // One engine step per token: the runtime's host time per step, spread over the layers like the rest.
+  misc += lc.step_overhead();
   if (tp) {
     MOESIM_CHECK(cfg_.intra_link != nullptr, "a multi-device node needs its intra-node link");
     misc += model::tensor_parallel_allreduce_time(a, node, *cfg_.intra_link, cfg_.activation_bytes).base();

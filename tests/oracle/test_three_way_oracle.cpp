@@ -68,6 +68,10 @@ TEST(ThreeWayOracle, EstimateSimulateAndServeAgreeWithinHalfAPercent) {
        streamed(request("qwen3.5-397b-a17b", "macbook-pro-m3-max-48", 1, 256, "q4"))},
       {"Qwen3-30B-A3B on the M2 Ultra with the fitted llama.cpp runtime",
        with_runtime(request("qwen3-30b-a3b", "mac-studio-m2-ultra-192", 1, 4096, "q8_0"), "llama.cpp")},
+      // A runtime with serving host costs (tests/data/runtimes/): one engine step per token at batch 1.
+      {"Mixtral on h100-sxm with a runtime's 3 ms step overhead",
+       with_runtime(request("mixtral-8x7b", "h100-sxm", 1, 2000, "fp8"),
+                    MOESIM_SOURCE_DIR "/tests/data/runtimes/host-costs@h100-sxm.json")},
   };
   for (const auto& s : setups) {
     SCOPED_TRACE(s.name);

@@ -260,3 +260,26 @@ TEST(StepCost, RuntimeNativeDtypesPickTheComputePath) {
 }
 
 }  // namespace
+
+namespace {
+
+// Scenario: a runtime's host time per engine step. Expectation: batch-1 decode runs one step per token, so
+// the analytic time per token grows by exactly the step overhead (the decode and serving simulators agree
+// with it: tests/oracle/test_three_way_oracle.cpp).
+TEST(StepCost, StepOverheadIsPaidOncePerDecodedToken) {
+  const model::Architecture a = model::load_model("mixtral-8x7b");
+  model::NodeProfile node = model::load_node("h100-sxm");
+  const model::Precision& fp8 = model::precision("fp8");
+  model::DecodeScenario s;
+  s.arch = &a;
+  s.node = &node;
+  s.weights = &fp8;
+  s.context = 100;
+  s.expected_active_experts = 2;
+  s.max_experts_per_node = 8;
+  const double before = model::estimate_decode(s).time.base();
+  node.devices.step_overhead = model::Sourced<units::Duration>{units::seconds(3e-3), "test"};
+  EXPECT_NEAR(model::estimate_decode(s).time.base() - before, 3e-3, 1e-12);
+}
+
+}  // namespace

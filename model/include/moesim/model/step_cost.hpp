@@ -225,6 +225,8 @@ class LayerCosts {
 
   [[nodiscard]] double kernel_overhead() const { return kernel_overhead_; }
   [[nodiscard]] double layer_overhead() const { return layer_overhead_; }
+  /// The runtime's host time per engine step (devices.step_overhead): at batch-1 decode, once per token.
+  [[nodiscard]] double step_overhead() const { return step_overhead_; }
   [[nodiscard]] const ComputePath& path() const { return path_; }
   [[nodiscard]] double expert_bytes() const { return expert_bytes_; }   ///< one expert, one layer, this device
   [[nodiscard]] double expert_params() const { return expert_params_; }  ///< one expert, one layer, all devices
@@ -245,7 +247,7 @@ class LayerCosts {
   double attn_params_ = 0, attn_bytes_ = 0, router_params_ = 0, router_bytes_ = 0;
   double dense_params_ = 0, dense_bytes_ = 0, head_params_ = 0, head_bytes_ = 0;
   double expert_params_ = 0, expert_bytes_ = 0, state_bytes_ = 0;
-  double kernel_overhead_ = 0, layer_overhead_ = 0;
+  double kernel_overhead_ = 0, layer_overhead_ = 0, step_overhead_ = 0;
   Rate attn_rate_, router_rate_, dense_rate_, head_rate_, expert_rate_, kv_rate_;
 };
 
