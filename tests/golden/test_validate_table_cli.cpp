@@ -307,3 +307,31 @@ TEST(GoldenValidateTable, LlamaBenchJsonFitsARuntime) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 20's thresholds on the shipped table's prediction rows (MoE models, never fitted): median |error| at
+// most 15%, p90 at most 35%, none off by more than 2x, the intervals covering at least 80% of the
+// measurements. Batch-1 decode meets them and is held to them; prefill and batched decode do not yet
+// (validation/README.md gives their figures): they are reported, not asserted.
+TEST(GoldenValidateTable, PredictionRowsMeetTheIssueThresholds) {
+  const std::string table = std::string(MOESIM_SOURCE_DIR) + "/validation";
+  const moesim::test::Run r = moesim::test::run_cli("validate --table " + table + " --fit --json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  bool found = false;
+  for (const auto& s : j.at("summaries")) {
+    if (s.at("basis") != "fitted" || s.at("role") != "prediction" || s.at("kind") != "decode b1" ||
+        s.at("hw_family") != "all")
+      continue;
+    found = true;
+    EXPECT_GE(s.at("rows").get<int>(), 20);
+    EXPECT_LE(metric_value(s, "median_abs_error"), 0.15) << s.dump();
+    EXPECT_LE(metric_value(s, "p90_abs_error"), 0.35) << s.dump();
+    EXPECT_LT(metric_value(s, "worst_ratio"), 2.0) << s.dump();
+    EXPECT_GE(metric_value(s, "interval_coverage"), 0.80) << s.dump();
+  }
+  EXPECT_TRUE(found) << "no fitted summary of the batch-1 decode prediction rows";
+}
+
+}  // namespace
