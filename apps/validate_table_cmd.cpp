@@ -29,6 +29,7 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
     ("write-runtimes", po::value<std::string>(), "with --fit: write each fitted runtime as a profile <runtime>@<hw>.json into this new directory (for `estimate --runtime`; the repo's are in hwprofiles/runtimes/)")
     ("rows", "also print every predicted row: measured, predicted, error")
     ("csv", po::value<std::string>(), "write every row (predicted or why not) to this CSV file")
+    ("plot", po::value<std::string>(), "write the plot of predicted against measured (fitted figures with their intervals as error bars) into this new directory: validation.png, .svg, .csv, .gp")
     ("json", "print the result as JSON (every figure with its unit)")
     ("quiet", "no progress line on stderr");
   // clang-format on
@@ -55,7 +56,8 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
     throw UserError("--write-runtimes writes the fitted runtimes: give --fit too");
   OutputSet outputs;
   OutputFile* csv = vm.count("csv") ? &outputs.add(vm["csv"].as<std::string>(), "--csv") : nullptr;
-  std::optional<OutputDir> runtimes;
+  std::optional<OutputDir> runtimes, plot;
+  if (vm.count("plot")) plot.emplace(vm["plot"].as<std::string>(), "--plot", "validation-plot");
   if (vm.count("write-runtimes")) runtimes.emplace(vm["write-runtimes"].as<std::string>(), "--write-runtimes", "runtimes");
   ProgressLine progress(!vm.count("quiet") && !vm.count("json"));
   calibrate::ValidationOptions o;
@@ -93,16 +95,16 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
     calibrate::print_validation_text(r, out, vm.count("rows") > 0);
   }
   if (csv) calibrate::write_validation_csv(r, csv->stream());
+  if (plot) reports::draw_plot(plot->path(), calibrate::validation_plot(r));
   if (runtimes) {
     for (const auto& f : r.fits)
       write_file_atomically((runtimes->path() / (f.profile.id + ".json")).string(),
                             calibrate::runtime_profile_json(f.profile).dump(2) + "\n", "--write-runtimes");
-    const SignalsHeld held;  // the files and the directory together
-    outputs.commit();
-    runtimes->commit();
-  } else {
-    outputs.commit();
   }
+  const SignalsHeld held;  // the files and the directories together
+  outputs.commit();
+  if (runtimes) runtimes->commit();
+  if (plot) plot->commit();
   return 0;
 }
 

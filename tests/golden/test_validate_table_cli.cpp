@@ -335,3 +335,27 @@ TEST(GoldenValidateTable, PredictionRowsMeetTheIssueThresholds) {
 }
 
 }  // namespace
+
+namespace {
+
+// --plot draws predicted against measured into a new directory (CSV, script, PNG, SVG), and refuses a
+// directory moesim did not make, writing nothing.
+TEST(GoldenValidateTable, PlotIsWrittenIntoANewDirectory) {
+  const Scratch s("moesim_validate_table");
+  const std::string table = std::string(MOESIM_SOURCE_DIR) + "/validation";
+  const moesim::test::Run r = s.moesim("validate --table " + table + " --fit --quiet --plot " + s.path("plot"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const char* f : {"validation.csv", "validation.gp", "validation.png", "validation.svg"})
+    EXPECT_TRUE(fs::exists(fs::path(s.path("plot")) / f)) << f;
+  std::ifstream csv(fs::path(s.path("plot")) / "validation.csv");
+  std::string header;
+  std::getline(csv, header);
+  EXPECT_NE(header.find("measured tokens/s"), std::string::npos) << header;
+  fs::create_directories(s.path("mine"));
+  s.write("mine/keep.txt", "a user's file");
+  const moesim::test::Run refused = s.moesim("validate --table " + table + " --quiet --plot " + s.path("mine"));
+  EXPECT_EQ(refused.code, 2) << refused.err;
+  EXPECT_TRUE(fs::exists(fs::path(s.path("mine")) / "keep.txt"));
+}
+
+}  // namespace

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "moesim/model/hardware.hpp"
+#include "moesim/reports/plot.hpp"
 
 namespace moesim::calibrate {
 
@@ -127,6 +128,9 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
 nlohmann::json validation_to_json(const ValidationResult& r);
 /// One line per row: the table's columns that identify it, the mapping, predicted, measured, error.
 void write_validation_csv(const ValidationResult& r, std::ostream& out);
+/// Predicted against measured per kind, log-log, the fitted figures with their intervals as error bars
+/// (reports::draw_plot writes it: validation.csv, .gp, .png, .svg).
+reports::PlotSpec validation_plot(const ValidationResult& r);
 /// A fitted runtime as the profile JSON model::load_runtime reads (hwprofiles/runtimes/).
 nlohmann::json runtime_profile_json(const model::RuntimeProfile& r);
 
