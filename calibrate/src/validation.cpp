@@ -48,6 +48,8 @@ struct Mapping {
   std::map<std::string, std::string> models;  ///< a checkpoint's repo id -> the zoo entry of the same shapes
   /// runtime -> the low-precision tensor-core types its matmuls use (model::RuntimeProfile::native_dtypes)
   std::map<std::string, model::Sourced<std::vector<std::string>>> native_dtypes;
+  /// runtime -> the tokens it prefills per step (llama.cpp's n_ubatch); absent: the serving simulator's 2048
+  std::map<std::string, model::Sourced<std::int64_t>> prompt_chunk;
 };
 
 Mapping read_mapping(const std::filesystem::path& path) {
@@ -77,8 +79,12 @@ Mapping read_mapping(const std::filesystem::path& path) {
     for (const auto& item : f->raw().items()) {
       const std::string& k = item.key();
       const json::Node rt = f->child(k);
-      rt.expect_only({"native_dtypes"});
-      m.native_dtypes[k] = model::parse_native_dtypes(rt.child("native_dtypes"));
+      rt.expect_only({"native_dtypes", "prompt_chunk"});
+      if (rt.has("native_dtypes")) m.native_dtypes[k] = model::parse_native_dtypes(rt.child("native_dtypes"));
+      if (auto c = rt.optional_child("prompt_chunk")) {
+        c->expect_only({"value", "source"});
+        m.prompt_chunk[k] = {c->integer("value", 1), c->string("source")};
+      }
     }
   }
   if (auto f = root.optional_child("models")) {
@@ -145,11 +151,13 @@ std::vector<ValidationRow> read_rows(const std::filesystem::path& path) {
   return out;
 }
 
-/// One serve run of `users` requests arriving at once, each `prompt` tokens in and `output` out; on `node`
-/// when given (hw's profile with a runtime's figures), else on hw's profile as shipped.
+/// One serve run of `users` requests arriving at once (no gap between the closed loop's users), each
+/// `prompt` tokens in and `output` out, the engine stepping at most `step_tokens` tokens (a prompt is
+/// prefilled in chunks of that many), with the `scheduler` kind; on `node` when given (hw's profile with a
+/// runtime's figures), else on hw's profile as shipped.
 ServeRun serve_burst(const std::string& model, const std::string& hw, std::int64_t devices, const std::string& prec,
-                     std::int64_t users, std::int64_t prompt, std::int64_t output,
-                     const model::NodeProfile* node = nullptr) {
+                     std::int64_t users, std::int64_t prompt, std::int64_t output, std::int64_t step_tokens,
+                     const std::string& scheduler, const model::NodeProfile* node = nullptr) {
   nlohmann::json doc = {
       {"description", "validation row"},
       {"model", model},
@@ -157,11 +165,16 @@ ServeRun serve_burst(const std::string& model, const std::string& hw, std::int64
       {"plan", {{"tp", devices}}},
       {"precision", prec},
       {"scheduler",
-       {{"kind", "chunked"},
+       {{"kind", scheduler},
         {"max_num_seqs", std::max<std::int64_t>(users, 1)},
-        {"max_num_batched_tokens", std::max<std::int64_t>(2048, prompt * std::min<std::int64_t>(users, 8))}}},
+        {"max_num_batched_tokens", std::max<std::int64_t>(step_tokens, 1)}}},
       {"workload",
-       {{"arrival", "closed-loop"}, {"users", users}, {"requests", users}, {"prompt", prompt}, {"output", output}}},
+       {{"arrival", "closed-loop"},
+        {"users", users},
+        {"requests", users},
+        {"user_interval", "0s"},
+        {"prompt", prompt},
+        {"output", output}}},
       {"generate", {{"tokens", 8192}, {"seed", 1}}}};
   ServeScenario sc;
   sc.doc = doc;
@@ -212,16 +225,20 @@ std::optional<double> figure(const ValidationPrediction& p, const model::NodePro
   const std::int64_t prompt = r.prompt.value_or(0), output = r.output.value_or(0), depth = r.depth.value_or(0);
   if (p.kind == "decode b1") return decode_b1(p, node);
   if (p.kind == "prefill b1") {
-    const ServeRun run =
-        serve_burst(p.model, p.hw, r.devices, p.precision, 1, std::max<std::int64_t>(prompt, 1), 1, &node);
+    // The runtime's prompt chunk: every chunk reads the weights (all of a MoE layer's touched experts) again.
+    const ServeRun run = serve_burst(p.model, p.hw, r.devices, p.precision, 1, std::max<std::int64_t>(prompt, 1), 1,
+                                     p.step_tokens, "chunked", &node);
     if (run.result.ttft.median > 0) return static_cast<double>(prompt) / run.result.ttft.median;
     return std::nullopt;
   }
   // llama-batched-bench's S_TG (and a decode throughput in general) times the decode steps alone, all
   // `batch` sequences in each: the median gap between tokens is one such step. (TPOT would also count the
   // steps that prefill the other sequences' prompts.)
-  const ServeRun run = serve_burst(p.model, p.hw, r.devices, p.precision, *r.batch,
-                                   std::max<std::int64_t>(depth + prompt, 1), std::max<std::int64_t>(output, 2), &node);
+  // Every prompt prefilled first (vLLM's continuous batching gives prefills the step; the step holds all
+  // of them), then decode steps of all `batch` sequences, as llama-batched-bench times them apart.
+  const std::int64_t context = std::max<std::int64_t>(depth + prompt, 1);
+  const ServeRun run = serve_burst(p.model, p.hw, r.devices, p.precision, *r.batch, context,
+                                   std::max<std::int64_t>(output, 2), context * *r.batch, "continuous", &node);
   if (run.result.itl.median > 0) return static_cast<double>(*r.batch) / run.result.itl.median;
   return std::nullopt;
 }
@@ -271,6 +288,7 @@ void predict(ValidationPrediction& p, const Mapping& m) {
   }
   p.hw = hw->hw;
   p.precision = fmt->second;
+  if (auto c = m.prompt_chunk.find(r.runtime); c != m.prompt_chunk.end()) p.step_tokens = c->second.value;
   try {
     p.instrument = p.kind == "decode b1" ? "analytic" : "serving-sim";
     p.predicted = figure(p, model::load_node(p.hw));
@@ -532,9 +550,37 @@ void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
     } catch (const UserError&) {
       continue;
     }
-    if (!p->fitted) continue;
+    if (!p->fitted || p->kind == "decode batched") continue;  // batched_intervals, once every class is priced
     const auto& range = p->kind == "prefill b1" ? prefill_range : decode_range;
     if (range) p->interval = model::prediction_interval(*p->fitted, range->first, range->second);
+  }
+}
+
+/// Batched decode is fitted to nothing: the runtime's figures come from batch-1 decode and prefill. The
+/// errors of the dense batched rows are then honest out-of-sample errors, and their range is the interval
+/// of the MoE batched rows: the class's own when its dense batched rows span enough configurations, else
+/// pooled over every class.
+void batched_intervals(std::vector<std::vector<ValidationPrediction*>*>& classes) {
+  auto dense_batched = [](const ValidationPrediction* p) {
+    return p->row.role == "calibration" && p->kind == "decode batched" && p->fitted;
+  };
+  std::vector<double> pooled;
+  for (const auto* members : classes)
+    for (const auto* p : *members)
+      if (dense_batched(p)) pooled.push_back(p->fitted_error());
+  for (auto* members : classes) {
+    std::vector<double> own;
+    std::set<std::string> configs;
+    for (const auto* p : *members)
+      if (dense_batched(p)) {
+        own.push_back(p->fitted_error());
+        configs.insert(configuration(*p));
+      }
+    const auto range = error_range(configs.size() >= kMinConfigurations ? own : pooled);
+    if (!range) continue;
+    for (auto* p : *members)
+      if (p->kind == "decode batched" && p->fitted)
+        p->interval = model::prediction_interval(*p->fitted, range->first, range->second);
   }
 }
 
@@ -663,6 +709,7 @@ ValidationResult run_llama_bench(const std::vector<std::filesystem::path>& files
     // "runtimes" says why), whatever name the user gives the runtime.
     m.native_dtypes[imports[f].runtime] = {{}, "llama.cpp ggml/src/ggml-cuda/mmq.cuh and ggml-metal: GGUF weights are "
                                                "dequantised into int8 (CUDA MMQ) or half (Metal) tiles"};
+    m.prompt_chunk[imports[f].runtime] = {512, "llama-bench's default n_ubatch (llama.cpp tools/llama-bench)"};
     const model::NodeProfile node = model::load_node(imports[f].hw);
     if (std::none_of(m.hardware.begin(), m.hardware.end(), [&](const Mapping::Hw& h) { return h.hw == node.id; }))
       m.hardware.push_back({imports[f].hw, 1, node.id});
@@ -718,6 +765,7 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
       fitted_members.push_back(&members);
     }
     for (std::size_t i = 0; i < r.fits.size(); ++i) apply_fit(*fitted_members[i], r.fits[i], pooled_decode, pooled_prefill);
+    batched_intervals(fitted_members);
   }
   // Per role × kind, then per role × kind × hardware family × runtime; datasheet, then fitted.
   for (const bool fitted : {false, true}) {

@@ -44,6 +44,7 @@ struct ValidationPrediction {
   std::string kind;                ///< "decode b1", "prefill b1", "decode batched", or empty when not expressed
   std::string model, hw, precision;  ///< the moesim inputs it mapped to (a zoo id, a node profile, a precision)
   std::string instrument;          ///< "analytic", "serving-sim"
+  std::int64_t step_tokens = 2048;  ///< tokens the runtime prefills per engine step (mapping.json's prompt_chunk)
   std::optional<double> predicted; ///< in the row's unit, with the shipped (datasheet) profiles
   std::string skipped;             ///< why not expressed (when !predicted)
   /// With the runtime fitted to the calibration rows of its (node profile, runtime) class (--fit), and
