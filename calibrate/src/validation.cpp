@@ -48,6 +48,8 @@ struct Mapping {
   std::map<std::string, std::string> models;  ///< a checkpoint's repo id -> the zoo entry of the same shapes
   /// runtime -> the low-precision tensor-core types its matmuls use (model::RuntimeProfile::native_dtypes)
   std::map<std::string, model::Sourced<std::vector<std::string>>> native_dtypes;
+  /// runtime -> how it stores a checkpoint's format (model::RuntimeProfile::checkpoint_formats)
+  std::map<std::string, model::Sourced<std::map<std::string, std::string>>> checkpoint_formats;
   /// runtime -> the tokens it prefills per step (llama.cpp's n_ubatch); absent: the serving simulator's 2048
   std::map<std::string, model::Sourced<std::int64_t>> prompt_chunk;
 };
@@ -79,7 +81,9 @@ Mapping read_mapping(const std::filesystem::path& path) {
     for (const auto& item : f->raw().items()) {
       const std::string& k = item.key();
       const json::Node rt = f->child(k);
-      rt.expect_only({"native_dtypes", "prompt_chunk"});
+      rt.expect_only({"native_dtypes", "prompt_chunk", "checkpoint_formats"});
+      if (rt.has("checkpoint_formats"))
+        m.checkpoint_formats[k] = model::parse_checkpoint_formats(rt.child("checkpoint_formats"));
       if (rt.has("native_dtypes")) m.native_dtypes[k] = model::parse_native_dtypes(rt.child("native_dtypes"));
       if (auto c = rt.optional_child("prompt_chunk")) {
         c->expect_only({"value", "source"});
@@ -421,6 +425,8 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
     fit.profile.native_dtypes = nd->second;
     base.devices.native_dtypes = nd->second;
   }
+  if (auto cf = m.checkpoint_formats.find(fit.runtime); cf != m.checkpoint_formats.end())
+    fit.profile.checkpoint_formats = cf->second;
   std::vector<ValidationPrediction*> cal;
   std::vector<DecodeTerms> terms;
   std::vector<double> time;
@@ -710,6 +716,9 @@ ValidationResult run_llama_bench(const std::vector<std::filesystem::path>& files
     m.native_dtypes[imports[f].runtime] = {{}, "llama.cpp ggml/src/ggml-cuda/mmq.cuh and ggml-metal: GGUF weights are "
                                                "dequantised into int8 (CUDA MMQ) or half (Metal) tiles"};
     m.prompt_chunk[imports[f].runtime] = {512, "llama-bench's default n_ubatch (llama.cpp tools/llama-bench)"};
+    m.checkpoint_formats[imports[f].runtime] = {
+        {{"mxfp4/bf16", "mxfp4/q8_0"}},
+        "llama.cpp runs gpt-oss from a GGUF whose non-expert tensors are Q8_0 (ggml-org/gpt-oss-*-GGUF, 11.27 / 59.02 GiB)"};
     const model::NodeProfile node = model::load_node(imports[f].hw);
     if (std::none_of(m.hardware.begin(), m.hardware.end(), [&](const Mapping::Hw& h) { return h.hw == node.id; }))
       m.hardware.push_back({imports[f].hw, 1, node.id});
@@ -937,6 +946,8 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
     j["request_overhead"] = {{"value", text::printf("%.10gus", r.request_overhead.value.base() * 1e6)},
                              {"source", r.request_overhead.source}};
   if (r.native_dtypes) j["native_dtypes"] = {{"value", r.native_dtypes->value}, {"source", r.native_dtypes->source}};
+  if (r.checkpoint_formats)
+    j["checkpoint_formats"] = {{"value", r.checkpoint_formats->value}, {"source", r.checkpoint_formats->source}};
   if (r.compute_efficiency)
     j["compute_efficiency"] = {{"value", r.compute_efficiency->value}, {"source", r.compute_efficiency->source}};
   if (!r.interval_source.empty())

@@ -8,6 +8,7 @@
 #include "moesim/model/embedded.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
+#include "moesim/model/precision.hpp"
 #include "moesim/model/text.hpp"
 
 namespace moesim::hw_data {
@@ -431,13 +432,32 @@ Sourced<std::vector<std::string>> parse_native_dtypes(const json::Node& d) {
   return v;
 }
 
+Sourced<std::map<std::string, std::string>> parse_checkpoint_formats(const json::Node& d) {
+  d.expect_only({"value", "source"});
+  const json::Node v = d.child("value");
+  if (!v.raw().is_object())
+    throw d.error("value", "give an object of {\"checkpoint format\": \"format the runtime stores it in\"}");
+  Sourced<std::map<std::string, std::string>> out;
+  for (const auto& item : v.raw().items()) {
+    if (!item.value().is_string()) throw v.error(item.key(), "is not a precision name (see `moesim estimate --help`)");
+    const std::string to = item.value().get<std::string>();
+    const std::string from = item.key();
+    (void)v.resolving(item.key(), [&] { return &precision(from); });
+    (void)v.resolving(item.key(), [&] { return &precision(to); });
+    out.value[precision(from).name] = precision(to).name;
+  }
+  out.source = d.string("source");
+  if (out.source.empty()) throw d.error("source", "is empty; say where the figure comes from");
+  return out;
+}
+
 namespace {
 
 RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
   auto p = profile_header<RuntimeProfile>(n, "runtime",
                                           {"id", "kind", "name", "runtime", "hw", "bandwidth_efficiency",
                                            "attention_factor", "kernel_overhead", "compute_efficiency",
-                                           "native_dtypes", "step_overhead", "request_overhead",
+                                           "native_dtypes", "checkpoint_formats", "step_overhead", "request_overhead",
                                            "prediction_interval", "calibration", "notes"},
                                           std::move(origin));
   p.runtime = n.string("runtime");
@@ -449,6 +469,7 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
   if (n.has("request_overhead")) p.request_overhead = sourced<Dimension::Time>(n, "request_overhead", true);
   if (n.has("compute_efficiency")) p.compute_efficiency = sourced_ratio(n, "compute_efficiency", 1.5);
   if (auto d = n.optional_child("native_dtypes")) p.native_dtypes = parse_native_dtypes(*d);
+  if (auto f = n.optional_child("checkpoint_formats")) p.checkpoint_formats = parse_checkpoint_formats(*f);
   if (auto i = n.optional_child("prediction_interval")) {
     i->expect_only({"low", "high", "rows", "source"});
     p.error_low = i->number("low");

@@ -141,14 +141,18 @@ const Precision& precision(std::string_view name) {
   return composites.emplace_back(std::move(p));
 }
 
-const Precision& precision_for(std::string_view name, const Architecture& a) {
+const Precision& precision_for(std::string_view name, const Architecture& a,
+                               const std::map<std::string, std::string>* stored_as) {
   if (name != "checkpoint") return precision(name);
-  if (a.checkpoint_precision.empty()) return precision("bf16");
-  if (a.checkpoint_precision.front() == '?')
+  if (!a.checkpoint_precision.empty() && a.checkpoint_precision.front() == '?')
     throw UserError(a.source + ": quantization_config.quant_method is \"" + a.checkpoint_precision.substr(1) +
                     "\", a format moesim does not size; give the weights' format with --precision (scenario key "
                     "precision), e.g. fp8, int4_g128 or q4_k_m");
-  return precision(a.checkpoint_precision);
+  const Precision& declared = precision(a.checkpoint_precision.empty() ? "bf16" : a.checkpoint_precision);
+  if (stored_as) {
+    if (auto it = stored_as->find(declared.name); it != stored_as->end()) return precision(it->second);
+  }
+  return declared;
 }
 
 const Precision& others_precision(const Precision& p) { return p.others.empty() ? p : single_precision(p.others); }

@@ -109,7 +109,9 @@ EstimateResult run_estimate(const EstimateRequest& request) {
     r.runtime = json::resolving(at, "runtime", [&] { return model::find_runtime(request.runtime, r.node); });
     r.node = model::apply_runtime(r.node, *r.runtime);
   }
-  r.precision = json::resolving(at, "precision", [&] { return &model::precision_for(request.precision, r.arch); });
+  const auto* stored_as = r.runtime && r.runtime->checkpoint_formats ? &r.runtime->checkpoint_formats->value : nullptr;
+  r.precision =
+      json::resolving(at, "precision", [&] { return &model::precision_for(request.precision, r.arch, stored_as); });
   const model::Exchange exchange =
       json::resolving(at, "exchange", [&] { return model::exchange_by_name(request.exchange); });
   const cost::ExpertExecution experts =

@@ -128,20 +128,23 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   } else {
     arch = root.resolving("model", [&] { return model::load_model(run.model_id); });
   }
-  // Default: the format the model's config.json declares (quantization_config), else bf16.
-  const model::Precision& prec = *root.resolving(
-      "precision", [&] { return &model::precision_for(root.optional_string("precision").value_or("checkpoint"), arch); });
-  run.precision = prec.name;
   run.hw_id = root.optional_string("hw").value_or("dgx-h100");
   prepared->node = root.resolving("hw", [&] { return model::load_node(run.hw_id); });
+  std::optional<model::RuntimeProfile> runtime;
   if (auto rt = root.optional_string("runtime")) {
     // The software on the hardware (model::apply_runtime): its fitted bandwidth efficiency, attention
     // factor and kernel cost replace the node's own.
-    const model::RuntimeProfile runtime =
-        root.resolving("runtime", [&] { return model::find_runtime(*rt, prepared->node); });
-    prepared->node = model::apply_runtime(prepared->node, runtime);
-    resolved["runtime"] = runtime.id;
+    runtime = root.resolving("runtime", [&] { return model::find_runtime(*rt, prepared->node); });
+    prepared->node = model::apply_runtime(prepared->node, *runtime);
+    resolved["runtime"] = runtime->id;
   }
+  // Default: the format the model's config.json declares (quantization_config), as the runtime stores it,
+  // else bf16.
+  const auto* stored_as = runtime && runtime->checkpoint_formats ? &runtime->checkpoint_formats->value : nullptr;
+  const model::Precision& prec = *root.resolving("precision", [&] {
+    return &model::precision_for(root.optional_string("precision").value_or("checkpoint"), arch, stored_as);
+  });
+  run.precision = prec.name;
   const model::NodeProfile& node = prepared->node;
   (void)node.memory_total();  // UserError naming the field when the profile has no memory
   (void)node.bandwidth();

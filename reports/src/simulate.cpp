@@ -272,12 +272,16 @@ PreparedSimulate prepare_simulate(const SimulateRequest& req) {
                     "(see `moesim models`)");
   }
   r.node = json::resolving(at, "hw", [&] { return model::load_node(req.hw); });
-  if (!req.runtime.empty())
-    r.node = model::apply_runtime(
-        r.node, json::resolving(at, "runtime", [&] { return model::find_runtime(req.runtime, r.node); }));
+  std::optional<model::RuntimeProfile> runtime;
+  if (!req.runtime.empty()) {
+    runtime = json::resolving(at, "runtime", [&] { return model::find_runtime(req.runtime, r.node); });
+    r.node = model::apply_runtime(r.node, *runtime);
+  }
   if (req.nodes > 1) r.nic = json::resolving(at, "nic", [&] { return model::load_nic(req.nic); });
   if (r.node.intra_node_link) r.intra_link = model::load_nic(*r.node.intra_node_link);
-  r.precision = json::resolving(at, "precision", [&] { return &model::precision_for(req.precision, r.arch); });
+  const auto* stored_as = runtime && runtime->checkpoint_formats ? &runtime->checkpoint_formats->value : nullptr;
+  r.precision =
+      json::resolving(at, "precision", [&] { return &model::precision_for(req.precision, r.arch, stored_as); });
   const auto& preset = *json::resolving(at, "strategy", [&] { return &sim::strategy_by_name(req.strategy); });
   r.packing = req.packing ? json::resolving(at, "packing", [&] { return sim::packing_by_name(*req.packing); })
                           : preset.packing;

@@ -54,6 +54,17 @@ TEST(GoldenCli, CheckpointPrecisionIsTheDefault) {
     if (m.at("name") == "memory_needed_per_node") {
       EXPECT_GT(m.at("value").get<double>(), 200e9);
     }
+  // Under llama.cpp the same checkpoint runs from its GGUF (the runtime's checkpoint_formats: mxfp4/q8_0),
+  // and the figure carries the runtime's interval.
+  const auto gguf = run_cli("estimate --model gpt-oss-120b --hw dgx-spark --runtime llama.cpp --lm-head --json");
+  ASSERT_EQ(gguf.code, 0) << gguf.err;
+  const auto g = nlohmann::json::parse(gguf.out);
+  EXPECT_EQ(g.at("inputs").at("precision").at("name"), "mxfp4/q8_0");
+  for (const auto& m : g.at("rows").at(0).at("metrics"))
+    if (m.at("name") == "tokens_per_second") {
+      EXPECT_LT(m.at("low").get<double>(), m.at("value").get<double>());
+      EXPECT_GT(m.at("high").get<double>(), m.at("value").get<double>());
+    }
 }
 
 TEST(GoldenCli, DefaultStudyRuns) {

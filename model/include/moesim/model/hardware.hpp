@@ -217,6 +217,9 @@ struct RuntimeProfile {
   std::optional<Sourced<double>> compute_efficiency;
   /// The tensor-core types its matmuls use for low-precision weights (devices.native_dtypes); absent: all.
   std::optional<Sourced<std::vector<std::string>>> native_dtypes;
+  /// How the runtime stores a checkpoint's declared format ("mxfp4/bf16" -> "mxfp4/q8_0": llama.cpp runs
+  /// gpt-oss from a GGUF with the non-expert tensors in Q8_0): the default precision under this runtime.
+  std::optional<Sourced<std::map<std::string, std::string>>> checkpoint_formats;
   double error_low = 0, error_high = 0;
   std::int64_t calibration_rows = 0;
   std::string interval_source;
@@ -229,6 +232,9 @@ struct RuntimeProfile {
 /// A runtime's native_dtypes item ({"value": ["int8"], "source": "..."}), as runtime profiles and
 /// validation/mapping.json give it. UserError naming the JSON path for anything else.
 Sourced<std::vector<std::string>> parse_native_dtypes(const moesim::json::Node& item);
+/// A runtime's checkpoint_formats item ({"value": {"mxfp4/bf16": "mxfp4/q8_0"}, "source": "..."}); every
+/// name must be a precision. UserError naming the JSON path otherwise.
+Sourced<std::map<std::string, std::string>> parse_checkpoint_formats(const moesim::json::Node& item);
 
 /// An id of a built-in profile, or a path to a JSON file. UserError (listing the ids) if neither.
 NodeProfile load_node(std::string_view id_or_path);

@@ -3,6 +3,7 @@
 // their per-group scales and biases). Registry of named precisions; each cites its source.
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,7 +40,10 @@ const Precision& precision(std::string_view name);
 /// `name`, or for "checkpoint" the format the model's config.json declares (quantization_config;
 /// Architecture::checkpoint_precision), bf16 when it declares none. UserError naming the config's field for a
 /// quant_method moesim does not size.
-const Precision& precision_for(std::string_view name, const Architecture& a);
+/// `stored_as` (a runtime's checkpoint_formats) maps the checkpoint's format to the one the runtime runs it
+/// in (llama.cpp: gpt-oss's mxfp4/bf16 as the GGUF's mxfp4/q8_0).
+const Precision& precision_for(std::string_view name, const Architecture& a,
+                               const std::map<std::string, std::string>* stored_as = nullptr);
 
 /// The precision of the tensors other than the routed experts: p itself unless p is a composite.
 const Precision& others_precision(const Precision& p);
