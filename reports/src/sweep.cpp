@@ -120,9 +120,12 @@ Resolved resolve(const Grid& g) {
   for (const auto& m : g.models)
     r.models.emplace(m, on_axis(g, "models", g.models, m, [](const std::string& v) { return model::load_model(v); }));
   for (const auto& h : g.hw) {
-    auto node = on_axis(g, "hw", g.hw, h, [](const std::string& v) {
+    auto node = on_axis(g, "hw", g.hw, h, [&](const std::string& v) {
       auto n = model::load_node(v);
       (void)n.node_price();  // a sweep prices every point: say now which profile lacks a price
+      // The runtime the grid names for this hardware (checked when the grid was read).
+      if (auto rt = g.runtimes.find(v); rt != g.runtimes.end())
+        n = model::apply_runtime(n, model::find_runtime(rt->second, n));
       return n;
     });
     if (node.intra_node_link && !r.nics.count(*node.intra_node_link))
@@ -161,6 +164,7 @@ nlohmann::json serve_doc(const Grid& g, const GridPoint& p) {
   doc["nodes"] = p.nodes;
   if (!p.nic.empty()) doc["nic"] = p.nic;
   doc["precision"] = p.precision;
+  if (auto rt = g.runtimes.find(p.hw); rt != g.runtimes.end()) doc["runtime"] = rt->second;
   if (!doc.contains("generate") && !doc.contains("trace"))
     doc["generate"] = {{"tokens", g.simulate_tokens}, {"seed", g.seed}};
   return doc;
@@ -243,6 +247,7 @@ SimulateRequest decode_request(const Grid& g, const GridPoint& p) {
   r.placement = p.placement;
   r.precision = p.precision;
   r.strategy = p.strategy;
+  if (auto rt = g.runtimes.find(p.hw); rt != g.runtimes.end()) r.runtime = rt->second;
   r.generate.tokens = g.simulate_tokens;
   r.generate.seed = g.seed;
   return r;
@@ -276,7 +281,9 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
     } else if (p.tensor_parallel > 0) {
       // One server of several GPUs runs the model tensor-parallel over them (vLLM, TensorRT-LLM), not the
       // Mac cluster's expert-parallel strategy: its single-user figure comes from the serving simulator.
-      const ServeRun run = serve(tensor_parallel_doc(p));
+      nlohmann::json doc = tensor_parallel_doc(p);
+      if (auto rt = g.runtimes.find(p.hw); rt != g.runtimes.end()) doc["runtime"] = rt->second;
+      const ServeRun run = serve(std::move(doc));
       out.sim_tokens_per_s = run.result.tpot.mean > 0 ? 1.0 / run.result.tpot.mean : 0;
       out.instrument = "serving-sim (TP " + std::to_string(p.tensor_parallel) + ")";
     } else {
@@ -434,7 +441,7 @@ Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const 
   const json::Node root(doc, origin);
   if (!doc.is_object()) throw root.error("a grid file is a JSON object (see `moesim sweep --help`)");
   root.expect_only({"description", "models", "hw", "nodes", "nics", "precisions", "placements", "strategies", "plans",
-                    "workloads", "constraints", "costs", "simulate"});
+                    "workloads", "constraints", "costs", "simulate", "runtimes"});
   Grid g;
   g.origin = origin;
   g.base_dir = base_dir;
@@ -447,6 +454,20 @@ Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const 
   g.nics = string_axis(root, "nics", {});
   g.precisions = string_axis(root, "precisions", {"bf16"});
   g.placements = string_axis(root, "placements", {"replicated-groups"});
+  if (auto rt = root.optional_child("runtimes")) {
+    if (!rt->raw().is_object())
+      throw rt->error("give an object of {\"node profile\": \"runtime\"}, e.g. {\"dgx-spark\": \"llama.cpp\"}");
+    for (const auto& item : rt->raw().items()) {
+      if (std::find(g.hw.begin(), g.hw.end(), item.key()) == g.hw.end())
+        throw rt->error(item.key(), "is not on the grid's hw axis (" + text::join(g.hw) + ")");
+      if (!item.value().is_string()) throw rt->error(item.key(), "is not a runtime name (see `moesim hw`)");
+      const std::string name = item.value().get<std::string>();
+      const std::string hw = item.key();
+      // Checked now, so that a runtime not fitted on that hardware is refused before any point runs.
+      (void)rt->resolving(hw, [&] { return model::find_runtime(name, model::load_node(hw)); });
+      g.runtimes[hw] = name;
+    }
+  }
   if (root.has("nodes")) {
     const auto& raw = doc.at("nodes");
     if (raw.is_string()) {
@@ -547,6 +568,7 @@ nlohmann::json grid_to_json(const Grid& g) {
   nlohmann::json j = {{"description", g.description}, {"models", g.models},        {"hw", g.hw}, {"nodes", g.nodes},
                       {"precisions", g.precisions},   {"placements", g.placements}};
   if (!g.nics.empty()) j["nics"] = g.nics;
+  if (!g.runtimes.empty()) j["runtimes"] = g.runtimes;
   if (!g.strategies.empty()) j["strategies"] = g.strategies;
   if (!g.plans.empty()) j["plans"] = g.plans;
   if (!g.workloads.empty()) j["workloads"] = g.workloads;

@@ -351,3 +351,50 @@ TEST(GoldenSweep, ServingGridRunsDenseModelAcrossNodes) {
   EXPECT_EQ(doc["points"][0]["status"], "ok");
   EXPECT_EQ(doc["points"][0]["instrument"], "serving-sim");
 }
+
+namespace {
+
+// A grid names the software on each node profile: points on it run with the runtime (here the llama.cpp
+// profile fitted on the DGX Spark), slower than the bare datasheet profile; the decode simulator's figure
+// is the estimate's with the same runtime; a runtime for hardware off the axis, or one not fitted on it,
+// is refused naming the key.
+TEST(GoldenSweep, RuntimesApplyToTheirHardware) {
+  const Scratch s("moesim_sweep_runtime");
+  const std::string grid = R"({"models": ["gpt-oss-120b"], "hw": ["dgx-spark"], "precisions": ["mxfp4/q8_0"],
+    "simulate": {"points": "all", "tokens": 100, "seed": 1}, "runtimes": {"dgx-spark": "llama.cpp"}})";
+  s.write("rt.json", grid);
+  nlohmann::json bare = nlohmann::json::parse(grid);
+  bare.erase("runtimes");
+  s.write("bare.json", bare.dump());
+  const auto with = s.moesim("sweep -q --grid " + s.path("rt.json") + " --json-out " + s.path("rt-out.json"));
+  const auto without = s.moesim("sweep -q --grid " + s.path("bare.json") + " --json-out " + s.path("bare-out.json"));
+  ASSERT_EQ(with.code, 0) << with.err;
+  ASSERT_EQ(without.code, 0) << without.err;
+  auto tokens = [&](const std::string& file) {
+    std::ifstream in(s.path(file));
+    const auto j = nlohmann::json::parse(in);
+    for (const auto& m : j.at("points").at(0).at("metrics"))
+      if (m.at("name") == "simulated_tokens_per_second") return m.at("value").get<double>();
+    return 0.0;
+  };
+  const double fitted = tokens("rt-out.json"), datasheet = tokens("bare-out.json");
+  EXPECT_GT(fitted, 0);
+  EXPECT_LT(fitted, datasheet * 0.95);
+  const auto est = s.moesim("estimate --model gpt-oss-120b --hw dgx-spark --precision mxfp4/q8_0 --runtime llama.cpp "
+                            "--json");
+  ASSERT_EQ(est.code, 0) << est.err;
+  for (const auto& m : nlohmann::json::parse(est.out).at("rows").at(0).at("metrics"))
+    if (m.at("name") == "tokens_per_second") {
+      EXPECT_NEAR(fitted / m.at("value").get<double>(), 1.0, 0.02);
+    }
+  s.write("off-axis.json", R"({"models": ["gpt-oss-120b"], "hw": ["dgx-spark"], "runtimes": {"h100-sxm": "llama.cpp"}})");
+  const auto off = s.moesim("sweep -q --grid " + s.path("off-axis.json"));
+  EXPECT_EQ(off.code, 2);
+  EXPECT_NE(off.err.find("runtimes.h100-sxm"), std::string::npos) << off.err;
+  s.write("unfitted.json", R"({"models": ["gpt-oss-120b"], "hw": ["h100-sxm"], "runtimes": {"h100-sxm": "llama.cpp"}})");
+  const auto unfitted = s.moesim("sweep -q --grid " + s.path("unfitted.json"));
+  EXPECT_EQ(unfitted.code, 2);
+  EXPECT_NE(unfitted.err.find("no runtime profile 'llama.cpp' fitted on h100-sxm"), std::string::npos) << unfitted.err;
+}
+
+}  // namespace

@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -45,6 +46,9 @@ struct Grid {
   std::filesystem::path base_dir = ".";
   std::vector<std::string> models, hw, nics, precisions, placements, strategies;
   std::vector<std::int64_t> nodes;
+  /// The software on each node profile: hw id -> a runtime fitted on it (model::find_runtime: a name such as
+  /// "llama.cpp", an id or a path). Points on that hardware run with it (model::apply_runtime); others not.
+  std::map<std::string, std::string> runtimes;
   /// Serving grids: named partial serve scenarios ({"name", "plan": {...}, ...} and {"name", "workload":
   /// {...}, ...}); a point's scenario is the workload's keys, then the plan's, then the point's axes.
   std::vector<nlohmann::json> plans, workloads;
