@@ -230,9 +230,18 @@ std::optional<double> figure(const ValidationPrediction& p, const model::NodePro
   if (p.kind == "decode b1") return decode_b1(p, node);
   if (p.kind == "prefill b1") {
     // The runtime's prompt chunk: every chunk reads the weights (all of a MoE layer's touched experts) again.
-    const ServeRun run = serve_burst(p.model, p.hw, r.devices, p.precision, 1, std::max<std::int64_t>(prompt, 1), 1,
-                                     p.step_tokens, "chunked", &node);
-    if (run.result.ttft.median > 0) return static_cast<double>(prompt) / run.result.ttft.median;
+    const ServeRun run = serve_burst(p.model, p.hw, r.devices, p.precision, 1, std::max<std::int64_t>(depth + prompt, 1),
+                                     1, p.step_tokens, "chunked", &node);
+    double seconds = run.result.ttft.median;
+    if (depth > 0) {
+      // llama-bench's pp at n_depth times the prompt's chunks after `depth` tokens are in the cache: the
+      // chunks are computed in order, so that is the prefill of depth + prompt less the prefill of depth
+      // (for chunk-aligned depths, as llama-bench's are: exact).
+      const ServeRun before =
+          serve_burst(p.model, p.hw, r.devices, p.precision, 1, depth, 1, p.step_tokens, "chunked", &node);
+      seconds -= before.result.ttft.median;
+    }
+    if (seconds > 0) return static_cast<double>(prompt) / seconds;
     return std::nullopt;
   }
   // llama-batched-bench's S_TG (and a decode throughput in general) times the decode steps alone, all
@@ -258,11 +267,6 @@ void predict(ValidationPrediction& p, const Mapping& m) {
     p.kind = "decode batched";
   } else {
     p.skipped = "max-load serving and latency rows need the runtime's scheduler limits (not expressed yet)";
-    return;
-  }
-  if (p.kind == "prefill b1" && r.depth.value_or(0) > 0) {
-    p.kind.clear();
-    p.skipped = "prefill after a context depth (not expressed yet)";
     return;
   }
   const auto hw = std::find_if(m.hardware.begin(), m.hardware.end(),
