@@ -17,6 +17,8 @@ namespace {
 std::string serve_help() {
   std::string s = "\nschedulers (--scheduler, scenario scheduler.kind):\n";
   for (const auto& x : sim::scheduler_kinds()) s += "  " + x.name + ": " + x.description + "\n";
+  s += "\nscheduler capacity policies (--capacity, scenario scheduler.capacity; default max-utilization):\n";
+  for (const auto& x : sim::capacity_policies()) s += "  " + x.name + ": " + x.description + "\n";
   s += "\nexpert execution (--experts):\n";
   for (const auto& x : sim::expert_executions()) s += "  " + x.name + ": " + x.description + "\n";
   s += "\nworkload (scenario \"workload\"): arrival poisson|uniform|closed-loop|trace; rate \"2/s\"; requests; users, "
@@ -53,6 +55,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("experts", po::value<std::string>(), "expert execution (experts; default fused)")
     ("runtime", po::value<std::string>(), "the software on the hardware (runtime): a runtime profile fitted on --hw, e.g. llama.cpp (`moesim hw` lists them)")
     ("scheduler", po::value<std::string>(), "static, continuous or chunked (scheduler.kind; default chunked)")
+    ("capacity", po::value<std::string>(), "max-utilization or guaranteed-no-evict (scheduler.capacity; default max-utilization)")
     ("max-num-seqs", po::value<std::int64_t>(), "sequences per step (scheduler.max_num_seqs; default 256)")
     ("max-num-batched-tokens", po::value<std::int64_t>(), "tokens per step (scheduler.max_num_batched_tokens; default 2048)")
     ("arrival", po::value<std::string>(), "poisson, uniform, closed-loop or trace (workload.arrival)")
@@ -117,6 +120,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
   set_str("experts", {"experts"});
   set_str("runtime", {"runtime"});
   set_str("scheduler", {"scheduler", "kind"});
+  set_str("capacity", {"scheduler", "capacity"});
   set_int("max-num-seqs", {"scheduler", "max_num_seqs"});
   set_int("max-num-batched-tokens", {"scheduler", "max_num_batched_tokens"});
   set_str("arrival", {"workload", "arrival"});

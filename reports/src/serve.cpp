@@ -193,9 +193,12 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
     c.experts = root.resolving("experts", [&] { return sim::expert_execution_by_name(*v); });
 
   if (auto sc = root.optional_child("scheduler")) {
-    sc->expect_only({"kind", "max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization"});
+    sc->expect_only(
+        {"kind", "capacity", "max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization"});
     if (auto v = sc->optional_string("kind"))
       c.scheduler.kind = sc->resolving("kind", [&] { return sim::scheduler_by_name(*v); });
+    if (auto v = sc->optional_string("capacity"))
+      c.scheduler.capacity = sc->resolving("capacity", [&] { return sim::capacity_policy_by_name(*v); });
     if (auto v = sc->optional_integer("max_num_seqs", 1)) c.scheduler.max_num_seqs = *v;
     if (auto v = sc->optional_integer("max_num_batched_tokens", 1)) c.scheduler.max_num_batched_tokens = *v;
     if (auto v = sc->optional_integer("block_size", 1)) c.scheduler.block_size = *v;
@@ -269,6 +272,7 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
                       {"nics_per_node", c.plan.nics_per_node}};
   resolved["experts"] = std::string(sim::name_of(c.experts));
   resolved["scheduler"] = {{"kind", std::string(sim::name_of(c.scheduler.kind))},
+                           {"capacity", std::string(sim::name_of(c.scheduler.capacity))},
                            {"max_num_seqs", c.scheduler.max_num_seqs},
                            {"max_num_batched_tokens", c.scheduler.max_num_batched_tokens},
                            {"block_size", c.scheduler.block_size},

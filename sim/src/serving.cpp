@@ -606,6 +606,10 @@ class Engine final : public EventHandler {
     batch_.push_back(e);
   }
 
+  /// TensorRT-LLM's GUARANTEED_NO_EVICT: a request starts only with blocks for prompt + output reserved,
+  /// so every later grow() of it is already covered and nothing is ever preempted.
+  [[nodiscard]] bool no_evict() const { return c_.scheduler.capacity == CapacityPolicy::GuaranteedNoEvict; }
+
   void admit(Seq& s) {
     s.running = true;
     running_.push_back(s.id);
@@ -619,10 +623,14 @@ class Engine final : public EventHandler {
       Seq& s = seqs_[static_cast<std::size_t>(waiting_.front())];
       const std::int64_t n = s.prefill_target();
       if (n > budget || static_cast<std::int64_t>(running_.size()) >= sc.max_num_seqs) break;
-      // Admission keeps one block per running sequence free for its next decode token (vLLM's watermark).
-      if (blocks_for(n) + static_cast<std::int64_t>(running_.size()) > blocks_free_) break;
+      if (no_evict()) {
+        if (!grow(s, s.prompt + s.output)) break;  // the whole sequence's blocks, reserved now
+      } else {
+        // Admission keeps one block per running sequence free for its next decode token (vLLM's watermark).
+        if (blocks_for(n) + static_cast<std::int64_t>(running_.size()) > blocks_free_) break;
+        grow(s, n);
+      }
       waiting_.pop_front();
-      grow(s, n);
       admit(s);
       add_entry(s, n);
       budget -= n;
@@ -666,7 +674,7 @@ class Engine final : public EventHandler {
     while (budget > 0 && !waiting_.empty() && static_cast<std::int64_t>(running_.size()) < sc.max_num_seqs) {
       Seq& s = seqs_[static_cast<std::size_t>(waiting_.front())];
       const std::int64_t n = std::min(budget, s.prefill_target());
-      if (!grow(s, n)) break;
+      if (!grow(s, no_evict() ? s.prompt + s.output : n)) break;
       waiting_.pop_front();
       admit(s);
       add_entry(s, n);

@@ -33,6 +33,24 @@ const std::vector<NamedOption<SchedulerKind>>& scheduler_kinds() {
 SchedulerKind scheduler_by_name(std::string_view name) { return by_name(scheduler_kinds(), name, "scheduler"); }
 std::string_view name_of(SchedulerKind s) { return name_in(scheduler_kinds(), s); }
 
+const std::vector<NamedOption<CapacityPolicy>>& capacity_policies() {
+  static const std::vector<NamedOption<CapacityPolicy>> all = {
+      {CapacityPolicy::MaxUtilization, "max-utilization",
+       "admit a request when its prompt's KV blocks fit; when a running decode finds the cache full, preempt the "
+       "most recently admitted request and recompute it later (vLLM's recompute preemption; TensorRT-LLM's "
+       "MAX_UTILIZATION)"},
+      {CapacityPolicy::GuaranteedNoEvict, "guaranteed-no-evict",
+       "admit a request only when KV blocks for its whole prompt + output are free, reserving them up front: no "
+       "preemption, ever (TensorRT-LLM's default CapacitySchedulerPolicy GUARANTEED_NO_EVICT, "
+       "tensorrt_llm/llmapi/llm_args.py SchedulerConfig)"},
+  };
+  return all;
+}
+CapacityPolicy capacity_policy_by_name(std::string_view name) {
+  return by_name(capacity_policies(), name, "scheduler capacity");
+}
+std::string_view name_of(CapacityPolicy p) { return name_in(capacity_policies(), p); }
+
 ParallelPlan resolve_plan(const ParallelPlan& in, const model::Architecture& a, const model::NodeProfile& node,
                           std::string_view where) {
   ParallelPlan p = in;

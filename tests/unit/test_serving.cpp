@@ -272,6 +272,43 @@ TEST(Serving, PreemptionWhenTheCacheRunsOut) {
   EXPECT_GT(r.max_kv_used, 0.9);
 }
 
+// A max-load run (every request queued at once) on a cache of about 1,200 tokens, under both capacity
+// policies and both batching schedulers: vLLM's max-utilization admits on the prompt's blocks and then
+// preempts when decodes outgrow the cache; TensorRT-LLM's guaranteed-no-evict admits a request only with
+// its 500 tokens' blocks reserved, so at most two run at once, none is preempted, and the cache never
+// holds more than it has. Every request completes either way.
+TEST(Serving, GuaranteedNoEvictNeverPreempts) {
+  for (const auto kind : {sim::SchedulerKind::Chunked, sim::SchedulerKind::Continuous}) {
+    Fixture f("llama-3.1-8b", "h100-sxm");
+    f.requests(12, 0, 100, 400);
+    f.c.scheduler.kind = kind;
+    const auto base = sim::plan_memory(f.c);
+    const double want = base.weights + base.activations + 1200.0 * base.kv_per_token;
+    f.c.scheduler.gpu_memory_utilization = want / f.node.devices.memory->value.base();
+    f.c.scheduler.capacity = sim::CapacityPolicy::MaxUtilization;
+    const auto greedy = sim::run_serving(f.c);
+    f.c.scheduler.capacity = sim::CapacityPolicy::GuaranteedNoEvict;
+    const auto reserved = sim::run_serving(f.c);
+    EXPECT_EQ(greedy.requests.size(), 12u);
+    EXPECT_GT(greedy.preemptions, 0);
+    EXPECT_EQ(reserved.requests.size(), 12u);
+    EXPECT_EQ(reserved.preemptions, 0);
+    EXPECT_LE(reserved.max_kv_used, 1.0);
+    const std::int64_t per_request = (500 + f.c.scheduler.block_size - 1) / f.c.scheduler.block_size;
+    for (const auto& st : reserved.steps) {
+      EXPECT_LE(st.running * per_request, reserved.memory.kv_blocks);
+    }
+  }
+}
+
+// The capacity policy is a scenario key (scheduler.capacity) with TensorRT-LLM's names; a wrong one names
+// the key and the choices.
+TEST(Serving, CapacityPolicyNames) {
+  EXPECT_EQ(sim::capacity_policy_by_name("guaranteed-no-evict"), sim::CapacityPolicy::GuaranteedNoEvict);
+  EXPECT_EQ(sim::capacity_policy_by_name("max-utilization"), sim::CapacityPolicy::MaxUtilization);
+  EXPECT_THROW((void)sim::capacity_policy_by_name("evict-sometimes"), UserError);
+}
+
 // A request whose prompt + output exceeds the whole KV cache is refused up front, naming the request.
 TEST(Serving, RequestLargerThanTheCacheIsRefused) {
   Fixture f("llama-3.1-8b", "h100-sxm");

@@ -30,8 +30,11 @@
 //    prefill: prefill-only steps first, whole prompts), chunked prefill (vLLM's enable_chunked_prefill and
 //    DeepSpeed's Dynamic SplitFuse: decodes first, then prompt chunks up to max_num_batched_tokens).
 //    KV cache in blocks of `block_size` tokens, capacity from device memory × utilisation − weights −
-//    activations; a request is admitted when its blocks fit, and when a running decode needs a block and
-//    none is free the most recently admitted request is preempted (vLLM's recompute preemption).
+//    activations. The capacity policy (SchedulerConfig::capacity) says when a request is admitted:
+//    max-utilization (vLLM's): when its prompt's blocks fit, and when a running decode needs a block and
+//    none is free the most recently admitted request is preempted (vLLM's recompute preemption);
+//    guaranteed-no-evict (TensorRT-LLM's default CapacitySchedulerPolicy): only when blocks for its whole
+//    prompt + output are free, reserved up front, so that no request is ever preempted.
 //  - Pipelines: up to pp batches are in flight, one per stage; a request is in at most one of them (vLLM's
 //    virtual engines), so a pipeline with fewer runnable requests than stages has bubbles.
 //  - Metrics as vLLM's benchmark_serving names them: TTFT, TPOT, ITL, E2EL (mean, median, p90, p99),
@@ -82,8 +85,16 @@ const std::vector<NamedOption<SchedulerKind>>& scheduler_kinds();
 SchedulerKind scheduler_by_name(std::string_view name);
 std::string_view name_of(SchedulerKind s);
 
+/// When a waiting request may start (TensorRT-LLM's CapacitySchedulerPolicy names both:
+/// tensorrt_llm/llmapi/llm_args.py SchedulerConfig.capacity_scheduler_policy, default GUARANTEED_NO_EVICT).
+enum class CapacityPolicy { MaxUtilization, GuaranteedNoEvict };
+const std::vector<NamedOption<CapacityPolicy>>& capacity_policies();
+CapacityPolicy capacity_policy_by_name(std::string_view name);
+std::string_view name_of(CapacityPolicy p);
+
 struct SchedulerConfig {
   SchedulerKind kind = SchedulerKind::Chunked;
+  CapacityPolicy capacity = CapacityPolicy::MaxUtilization;  ///< vLLM's behaviour by default
   std::int64_t max_num_seqs = 256;             ///< vLLM max_num_seqs
   std::int64_t max_num_batched_tokens = 2048;  ///< vLLM max_num_batched_tokens (chunked: the token budget)
   std::int64_t block_size = 16;                ///< KV-cache block, tokens (vLLM's default)
