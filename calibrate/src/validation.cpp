@@ -22,6 +22,7 @@
 #include "moesim/reports/plot.hpp"
 #include "moesim/reports/serve.hpp"
 #include "moesim/reports/table.hpp"
+#include "moesim/sim/serving.hpp"
 
 namespace moesim::calibrate {
 
@@ -52,7 +53,51 @@ struct Mapping {
   std::map<std::string, model::Sourced<std::map<std::string, std::string>>> checkpoint_formats;
   /// runtime -> the tokens it prefills per step (llama.cpp's n_ubatch); absent: the serving simulator's 2048
   std::map<std::string, model::Sourced<std::int64_t>> prompt_chunk;
+  /// runtime -> how its max-load benchmark ran: the scheduler (a serve scenario's "scheduler" object) and
+  /// the requests of each (prompt, output) dataset. A runtime without one has no max-load rows expressed.
+  struct MaxLoad {
+    model::Sourced<nlohmann::json> scheduler;
+    model::Sourced<std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t>> requests;
+  };
+  std::map<std::string, MaxLoad> max_load;
 };
+
+/// A runtime's "scheduler" item: {"value": {"kind", "capacity", "max_num_seqs", "max_num_batched_tokens",
+/// "gpu_memory_utilization"}, "source"}, each key checked as `moesim serve` reads it.
+model::Sourced<nlohmann::json> parse_runtime_scheduler(const json::Node& item) {
+  item.expect_only({"value", "source"});
+  const json::Node v = item.child("value");
+  v.expect_only({"kind", "capacity", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"});
+  nlohmann::json out = nlohmann::json::object();
+  const std::string kind = v.string("kind"), capacity = v.string("capacity");
+  v.resolving("kind", [&] { return sim::scheduler_by_name(kind); });
+  v.resolving("capacity", [&] { return sim::capacity_policy_by_name(capacity); });
+  out["kind"] = kind;
+  out["capacity"] = capacity;
+  out["max_num_seqs"] = v.integer("max_num_seqs", 1);
+  out["max_num_batched_tokens"] = v.integer("max_num_batched_tokens", 1);
+  const double u = v.number("gpu_memory_utilization");
+  if (!(u > 0 && u <= 1)) throw v.error("gpu_memory_utilization", "must be a fraction in (0, 1]");
+  out["gpu_memory_utilization"] = u;
+  return {out, item.string("source")};
+}
+
+/// A runtime's "max_load_requests" item: {"value": [{"prompt", "output", "requests"}, ...], "source"}, one
+/// entry per (prompt, output).
+model::Sourced<std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t>> parse_max_load_requests(
+    const json::Node& item) {
+  item.expect_only({"value", "source"});
+  std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> out;
+  for (const auto& e : item.elements("value")) {
+    e.expect_only({"prompt", "output", "requests"});
+    const std::pair<std::int64_t, std::int64_t> key{e.integer("prompt", 1), e.integer("output", 1)};
+    if (!out.emplace(key, e.integer("requests", 1)).second)
+      throw e.error("prompt " + std::to_string(key.first) + " / output " + std::to_string(key.second) +
+                    " is listed twice; keep one entry per dataset");
+  }
+  if (out.empty()) throw item.error("value", "lists no datasets; give [{\"prompt\", \"output\", \"requests\"}, ...]");
+  return {out, item.string("source")};
+}
 
 Mapping read_mapping(const std::filesystem::path& path) {
   const nlohmann::json doc = json::load_file(path);
@@ -81,7 +126,12 @@ Mapping read_mapping(const std::filesystem::path& path) {
     for (const auto& item : f->raw().items()) {
       const std::string& k = item.key();
       const json::Node rt = f->child(k);
-      rt.expect_only({"native_dtypes", "prompt_chunk", "checkpoint_formats"});
+      rt.expect_only({"native_dtypes", "prompt_chunk", "checkpoint_formats", "scheduler", "max_load_requests"});
+      if (rt.has("scheduler") != rt.has("max_load_requests"))
+        throw rt.error("gives one of scheduler and max_load_requests; a max-load benchmark needs both");
+      if (rt.has("scheduler"))
+        m.max_load[k] = {parse_runtime_scheduler(rt.child("scheduler")),
+                         parse_max_load_requests(rt.child("max_load_requests"))};
       if (rt.has("checkpoint_formats"))
         m.checkpoint_formats[k] = model::parse_checkpoint_formats(rt.child("checkpoint_formats"));
       if (rt.has("native_dtypes")) m.native_dtypes[k] = model::parse_native_dtypes(rt.child("native_dtypes"));
@@ -120,6 +170,7 @@ std::vector<ValidationRow> read_rows(const std::filesystem::path& path) {
                     runtime = col("runtime"), batch = col("batch"), prompt = col("prompt_tokens"),
                     output = col("output_tokens"), depth = col("context_depth"), metric = col("metric"),
                     value = col("value"), unit = col("unit"), url = col("source_url");
+  const auto locator_at = std::find(t.header.begin(), t.header.end(), "locator");
   std::vector<ValidationRow> out;
   for (std::size_t i = 0; i < t.rows.size(); ++i) {
     const auto& c = t.rows[i];
@@ -137,6 +188,7 @@ std::vector<ValidationRow> read_rows(const std::filesystem::path& path) {
     r.metric = c[metric];
     r.unit = c[unit];
     r.source_url = c[url];
+    if (locator_at != t.header.end()) r.locator = c[static_cast<std::size_t>(locator_at - t.header.begin())];
     r.devices = optional_count(c[devices], where + ", devices").value_or(1);
     r.batch = optional_count(c[batch], where + ", batch");
     r.prompt = optional_count(c[prompt], where + ", prompt_tokens");
@@ -155,40 +207,85 @@ std::vector<ValidationRow> read_rows(const std::filesystem::path& path) {
   return out;
 }
 
-/// One serve run of `users` requests arriving at once (no gap between the closed loop's users), each
-/// `prompt` tokens in and `output` out, the engine stepping at most `step_tokens` tokens (a prompt is
-/// prefilled in chunks of that many), with the `scheduler` kind; on `node` when given (hw's profile with a
-/// runtime's figures), else on hw's profile as shipped.
-ServeRun serve_burst(const std::string& model, const std::string& hw, std::int64_t devices, const std::string& prec,
-                     std::int64_t users, std::int64_t prompt, std::int64_t output, std::int64_t step_tokens,
-                     const std::string& scheduler, const model::NodeProfile* node = nullptr) {
-  nlohmann::json doc = {
-      {"description", "validation row"},
-      {"model", model},
-      {"hw", hw},
-      {"plan", {{"tp", devices}}},
-      {"precision", prec},
-      {"scheduler",
-       {{"kind", scheduler},
-        {"max_num_seqs", std::max<std::int64_t>(users, 1)},
-        {"max_num_batched_tokens", std::max<std::int64_t>(step_tokens, 1)}}},
-      {"workload",
-       {{"arrival", "closed-loop"},
-        {"users", users},
-        {"requests", users},
-        {"user_interval", "0s"},
-        {"prompt", prompt},
-        {"output", output}}},
-      {"generate", {{"tokens", 8192}, {"seed", 1}}}};
+/// The scheduler of a burst run: `kind`, at most `seqs` sequences and `step_tokens` tokens per step
+/// (a prompt is prefilled in chunks of that many), the serving simulator's other defaults.
+nlohmann::json burst_scheduler(const std::string& kind, std::int64_t seqs, std::int64_t step_tokens) {
+  return {{"kind", kind},
+          {"max_num_seqs", std::max<std::int64_t>(seqs, 1)},
+          {"max_num_batched_tokens", std::max<std::int64_t>(step_tokens, 1)}};
+}
+
+/// The serve scenario of `requests` requests all sent at time 0 (a closed loop of as many users, no gap
+/// between them), each `prompt` tokens in and `output` out, under `scheduler`, on `devices` devices of
+/// hw's node as tp × pp (the rest of the node idle).
+ServeScenario burst_scenario(const std::string& model, const std::string& hw, std::int64_t devices, std::int64_t pp,
+                             const std::string& prec, std::int64_t requests, std::int64_t prompt,
+                             std::int64_t output, const nlohmann::json& scheduler) {
   ServeScenario sc;
-  sc.doc = doc;
+  sc.doc = {{"description", "validation row"},
+            {"model", model},
+            {"hw", hw},
+            {"plan", {{"tp", devices / pp}, {"pp", pp}, {"devices_per_node", devices}}},
+            {"precision", prec},
+            {"scheduler", scheduler},
+            {"workload",
+             {{"arrival", "closed-loop"},
+              {"users", requests},
+              {"requests", requests},
+              {"user_interval", "0s"},
+              {"prompt", prompt},
+              {"output", output}}},
+            {"generate", {{"tokens", 8192}, {"seed", 1}}}};
   sc.source = "validation";
+  return sc;
+}
+
+/// Runs `sc` on `node` when given (hw's profile with a runtime's figures), else on hw's profile as shipped.
+ServeRun run_burst(const ServeScenario& sc, const model::NodeProfile* node) {
   if (!node) return run_serve(sc);
   // The prepared configuration points at its own copy of the node profile: the runtime's figures go there.
   const std::unique_ptr<reports::PreparedServe> prepared = reports::prepare_serve(sc);
   prepared->node = *node;
   prepared->run.result = sim::run_serving(prepared->config);
   return std::move(prepared->run);
+}
+
+/// One serve run of `users` requests arriving at once, each `prompt` tokens in and `output` out, the engine
+/// stepping at most `step_tokens` tokens, with the `scheduler` kind.
+ServeRun serve_burst(const std::string& model, const std::string& hw, std::int64_t devices, const std::string& prec,
+                     std::int64_t users, std::int64_t prompt, std::int64_t output, std::int64_t step_tokens,
+                     const std::string& scheduler, const model::NodeProfile* node = nullptr) {
+  return run_burst(burst_scenario(model, hw, devices, 1, prec, users, prompt, output,
+                                  burst_scheduler(scheduler, users, step_tokens)),
+                   node);
+}
+
+/// Simulated requests of a max-load run, per sequence the KV cache holds at once: trtllm-bench reports
+/// the steady state of thousands of requests (perf-overview: "a larger number of messages were used to
+/// guarantee that the system hit a steady state"); with every request alike, each wave of a full cache
+/// repeats the one before, so the run is cut at this many waves to keep `validate --fit` near a minute on
+/// two cores. Measured on the shipped table: 2 waves instead of 4 moved the 160 max-load predictions by
+/// 0.6% on average, 11% at most (a 4-GPU Mixtral row).
+constexpr std::int64_t kMaxLoadWaves = 2;
+
+/// A max-load row's output tokens/s: `p.requests` requests (at most kMaxLoadWaves × the concurrency the KV
+/// cache and max_num_seqs admit) of the row's prompt and output queued at once under the runtime's
+/// scheduler; total output tokens / the time from the first arrival to the last completion.
+std::optional<double> max_load_throughput(const ValidationPrediction& p, const model::NodeProfile& node) {
+  const std::int64_t prompt = p.row.prompt.value_or(1), output = std::max<std::int64_t>(p.row.output.value_or(1), 1);
+  ServeScenario sc = burst_scenario(p.model, p.hw, p.row.devices, p.pp, p.precision, 1, prompt, output, p.scheduler);
+  const sim::MemoryPlan memory = reports::serve_memory_plan(sc);
+  const std::int64_t block = sc.doc["scheduler"].value("block_size", sim::SchedulerConfig{}.block_size);
+  const std::int64_t per_request = (prompt + output + block - 1) / block;
+  const std::int64_t concurrency =
+      std::min<std::int64_t>(p.scheduler.at("max_num_seqs").get<std::int64_t>(), memory.kv_blocks / per_request);
+  if (concurrency < 1) return std::nullopt;
+  const std::int64_t requests = std::min(p.requests, kMaxLoadWaves * concurrency);
+  sc.doc["workload"]["users"] = requests;
+  sc.doc["workload"]["requests"] = requests;
+  const ServeRun run = run_burst(sc, &node);
+  if (run.result.output_throughput > 0) return run.result.output_throughput;
+  return std::nullopt;
 }
 
 double quantile(std::vector<double> v, double q) {
@@ -228,6 +325,7 @@ std::optional<double> figure(const ValidationPrediction& p, const model::NodePro
   const ValidationRow& r = p.row;
   const std::int64_t prompt = r.prompt.value_or(0), output = r.output.value_or(0), depth = r.depth.value_or(0);
   if (p.kind == "decode b1") return decode_b1(p, node);
+  if (p.kind == "max-load") return max_load_throughput(p, node);
   if (p.kind == "prefill b1") {
     // The runtime's prompt chunk: every chunk reads the weights (all of a MoE layer's touched experts) again.
     const ServeRun run = serve_burst(p.model, p.hw, r.devices, p.precision, 1, std::max<std::int64_t>(depth + prompt, 1),
@@ -256,6 +354,44 @@ std::optional<double> figure(const ValidationPrediction& p, const model::NodePro
   return std::nullopt;
 }
 
+/// The tp × pp of a max-load row's locator ("TP2,PP2", "TP4, PP2"): nullopt where it names no PP, and
+/// {0, 0} where it names PP in a way not read here.
+std::optional<std::pair<std::int64_t, std::int64_t>> locator_tp_pp(const std::string& locator) {
+  const auto at = locator.find("PP");
+  if (at == std::string::npos) return std::nullopt;
+  const auto number_after = [&](std::size_t from) -> std::int64_t {
+    std::size_t i = from;
+    while (i < locator.size() && locator[i] == ' ') ++i;
+    std::int64_t v = 0;
+    const auto [q, ec] = std::from_chars(locator.data() + i, locator.data() + locator.size(), v);
+    return ec == std::errc() && q != locator.data() + i ? v : 0;
+  };
+  const auto tp_at = locator.rfind("TP", at);
+  if (tp_at == std::string::npos) return std::make_pair(std::int64_t{0}, std::int64_t{0});
+  return std::make_pair(number_after(tp_at + 2), number_after(at + 2));
+}
+
+/// A max-load row's benchmark setup from its runtime's mapping: the scheduler, the dataset's request count,
+/// the pipeline stages. False (with p.skipped) where the mapping or the locator cannot say.
+bool max_load_setup(ValidationPrediction& p, const Mapping::MaxLoad& ml) {
+  const auto n = ml.requests.value.find({p.row.prompt.value_or(0), p.row.output.value_or(0)});
+  if (n == ml.requests.value.end()) {
+    p.skipped = "max-load: no request count for this prompt/output in mapping.json's runtimes." + p.row.runtime +
+                ".max_load_requests";
+    return false;
+  }
+  p.requests = n->second;
+  p.scheduler = ml.scheduler.value;
+  if (const auto tp_pp = locator_tp_pp(p.row.locator)) {
+    if (tp_pp->first < 1 || tp_pp->second < 1 || tp_pp->first * tp_pp->second != p.row.devices) {
+      p.skipped = "max-load: the locator names pipeline stages but no TPn,PPm whose product is the row's devices";
+      return false;
+    }
+    p.pp = tp_pp->second;
+  }
+  return true;
+}
+
 void predict(ValidationPrediction& p, const Mapping& m) {
   const ValidationRow& r = p.row;
   const bool b1 = r.batch && *r.batch == 1;
@@ -265,6 +401,8 @@ void predict(ValidationPrediction& p, const Mapping& m) {
     p.kind = "prefill b1";
   } else if (r.metric == "decode_tokens_per_s" && r.batch && *r.batch > 1) {
     p.kind = "decode batched";
+  } else if (r.metric == "output_throughput_tokens_per_s" && !r.batch && m.max_load.count(r.runtime)) {
+    p.kind = "max-load";
   } else {
     p.skipped = "max-load serving and latency rows need the runtime's scheduler limits (not expressed yet)";
     return;
@@ -296,6 +434,10 @@ void predict(ValidationPrediction& p, const Mapping& m) {
   }
   p.hw = hw->hw;
   p.precision = fmt->second;
+  if (p.kind == "max-load" && !max_load_setup(p, m.max_load.at(r.runtime))) {
+    p.kind.clear();
+    return;
+  }
   if (auto c = m.prompt_chunk.find(r.runtime); c != m.prompt_chunk.end()) p.step_tokens = c->second.value;
   try {
     p.instrument = p.kind == "decode b1" ? "analytic" : "serving-sim";
@@ -417,6 +559,127 @@ double solve_compute(const std::vector<PrefillTerms>& terms, const std::vector<d
   return den > 0 ? std::max(num / den, 1e-3) : 1.0;
 }
 
+/// A max-load row's time per output token split by the two efficiencies a runtime profile carries:
+/// T(b, c) = bandwidth / b + compute / c + rest, from three serving-simulator runs at (b, c) = (1, 1),
+/// (1/2, 1) and (1, 1/2): halving one efficiency doubles its part, so each difference from T(1, 1) is that
+/// part. Exact where every kernel group stays memory- or compute-bound across the three runs; where one
+/// changes sides the split is the local linearisation the fit needs.
+struct MaxLoadTerms {
+  double bandwidth = 0, compute = 0, rest = 0;
+};
+
+/// `base` with the runtime `rp` applied at bandwidth efficiency `b` and compute efficiency `c`.
+model::NodeProfile with_efficiencies(const model::NodeProfile& base, model::RuntimeProfile rp, double b, double c) {
+  rp.bandwidth_efficiency = {b, "max-load split"};
+  rp.compute_efficiency = model::Sourced<double>{c, "max-load split"};
+  return model::apply_runtime(base, rp);
+}
+
+/// x = (1/b, 1/c) >= 0 minimising Σ ((bandwidth_i x0 + compute_i x1 + rest_i − time_i) / time_i)² over
+/// the rows not `skip`ped (nonnegative_least_squares on relative errors, as solve() for batch-1 decode).
+std::vector<double> solve_max_load(const std::vector<MaxLoadTerms>& terms, const std::vector<double>& time,
+                                   const std::vector<bool>& skip) {
+  std::vector<std::size_t> use;
+  for (std::size_t i = 0; i < terms.size(); ++i)
+    if (skip.empty() || !skip[i]) use.push_back(i);
+  Matrix a(use.size(), 2);
+  std::vector<double> b(use.size());
+  for (std::size_t k = 0; k < use.size(); ++k) {
+    const std::size_t i = use[k];
+    a(k, 0) = terms[i].bandwidth / time[i];
+    a(k, 1) = terms[i].compute / time[i];
+    b[k] = 1.0 - terms[i].rest / time[i];
+  }
+  return nonnegative_least_squares(a, b);
+}
+
+double max_load_seconds(const std::vector<double>& x, const MaxLoadTerms& t) {
+  return t.bandwidth * x[0] + t.compute * x[1] + t.rest;
+}
+
+/// The efficiency a fitted inverse gives: 1 / x, or `fallback` where the fit put no weight on the part
+/// (x = 0: the rows do not depend on it, so nothing says what it is).
+double efficiency_of(double x, double fallback) { return x > 0 ? 1.0 / x : fallback; }
+
+/// Fits a (node profile, runtime) class with no batch-1 decode rows to its dense max-load rows: the
+/// runtime's bandwidth and compute efficiency (RuntimeProfile; the rest of the node profile as shipped),
+/// with leave-one-configuration-out errors for the intervals of its MoE max-load rows.
+void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const model::NodeProfile& base) {
+  model::RuntimeProfile& rp = fit.profile;
+  rp.runtime = fit.runtime;
+  rp.hw = fit.hw;
+  rp.id = fit.runtime + "@" + fit.hw;
+  rp.name = fit.runtime + " on " + fit.hw + ", fitted to dense max-load measurements";
+  rp.origin = "moesim validate --fit";
+  const std::string kept = "not fitted (the class has no batch-1 decode rows): the node profile's own";
+  rp.kernel_overhead = base.devices.kernel_overhead.value_or(model::Sourced<units::Duration>{units::seconds(0), kept});
+  rp.kernel_overhead.source = kept;
+  rp.attention_factor = base.devices.attention_factor.value_or(model::Sourced<double>{1.0, kept});
+  rp.attention_factor.source = kept;
+  const model::NodeProfile unit = with_efficiencies(base, rp, 1.0, 1.0);
+  const model::NodeProfile slow_memory = with_efficiencies(base, rp, 0.5, 1.0);
+  const model::NodeProfile slow_compute = with_efficiencies(base, rp, 1.0, 0.5);
+  std::vector<ValidationPrediction*> cal;
+  std::vector<MaxLoadTerms> terms;
+  std::vector<double> time;
+  for (auto* p : rows) {
+    if (p->row.role != "calibration" || p->kind != "max-load" || !p->predicted) continue;
+    std::optional<double> t11, tb, tc;
+    try {
+      t11 = figure(*p, unit);
+      tb = figure(*p, slow_memory);
+      tc = figure(*p, slow_compute);
+    } catch (const UserError&) {
+      continue;
+    }
+    if (!t11 || !tb || !tc) continue;
+    MaxLoadTerms t;
+    t.bandwidth = std::max(0.0, 1.0 / *tb - 1.0 / *t11);
+    t.compute = std::max(0.0, 1.0 / *tc - 1.0 / *t11);
+    t.rest = std::max(0.0, 1.0 / *t11 - t.bandwidth - t.compute);
+    cal.push_back(p);
+    terms.push_back(t);
+    time.push_back(1.0 / p->row.measured);
+  }
+  fit.max_load_rows = static_cast<std::int64_t>(cal.size());
+  if (cal.empty()) return;
+  const std::vector<double> x = solve_max_load(terms, time, {});
+  fit.efficiency = efficiency_of(x[0], 1.0);
+  fit.compute_efficiency = efficiency_of(x[1], 1.0);
+  if (x[0] == 0 || x[1] == 0)
+    fit.note = "the max-load rows leave an efficiency undetermined (the fit gives its part no weight): kept at 1";
+  std::set<std::string> configs;
+  for (const auto* p : cal) configs.insert(configuration(*p));
+  fit.max_load_configurations = static_cast<std::int64_t>(configs.size());
+  if (fit.efficiency > 1.0)
+    fit.note += std::string(fit.note.empty() ? "" : "; ") + "bandwidth efficiency above 1: the simulated max-load rows spend more time than measured outside the "
+               "memory-bound part (collectives, compute), and the fit takes it out of the part it may scale";
+  // From two configurations each one's rows are out of sample for the fit of the other: enough for the
+  // pooled range of the classes too small for their own (apply_fit), as the MoE rows are for every fit.
+  fit.max_load_loo_errors = loo_by_configuration(cal, 2, [&](const std::vector<bool>& held) {
+    const std::vector<double> xi = solve_max_load(terms, time, held);
+    std::vector<double> e;
+    for (std::size_t j = 0; j < cal.size(); ++j)
+      if (held[j]) e.push_back(time[j] / max_load_seconds(xi, terms[j]) - 1.0);
+    return e;
+  });
+  std::string ids;
+  for (const auto* p : cal) ids += (ids.empty() ? "" : ", ") + p->row.id;
+  const std::string source = "fitted by `moesim validate --table validation --fit` to " + std::to_string(cal.size()) +
+                             " dense max-load output-throughput rows of validation/measurements.csv (" + ids +
+                             "), time per output token = bandwidth part / efficiency + compute part / compute "
+                             "efficiency + the rest, each part from the serving simulator";
+  // A runtime profile's efficiencies are at most 1.5 (model::load_runtime refuses more, as a figure no
+  // runtime reaches): beyond it the fit is saying the simulator's other costs are high, and the profile
+  // (which prices every fitted row) keeps the bound.
+  constexpr double kMaxEfficiency = 1.5;
+  if (fit.efficiency > kMaxEfficiency || fit.compute_efficiency > kMaxEfficiency)
+    fit.note += std::string(fit.note.empty() ? "" : "; ") + "the runtime profile holds its efficiencies at 1.5";
+  rp.bandwidth_efficiency = {std::min(fit.efficiency, kMaxEfficiency), source};
+  rp.compute_efficiency = model::Sourced<double>{std::min(fit.compute_efficiency, kMaxEfficiency), source};
+  rp.calibration_rows = fit.max_load_rows;
+}
+
 /// Fits the runtime on one (node profile, runtime) class from its calibration rows (dense models only).
 /// Batch-1 decode fits the three costs of DecodeTerms (formats and sizes vary the bytes at a given kernel
 /// count, context depths vary the attention alone); batch-1 prefill then fits the compute efficiency with
@@ -441,7 +704,11 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
     time.push_back(1.0 / p->row.measured);
   }
   fit.calibration_rows = static_cast<std::int64_t>(cal.size());
-  if (cal.empty()) return;
+  if (cal.empty()) {
+    // A runtime measured only at max load (TensorRT-LLM's perf-overview): its two efficiencies from those.
+    fit_max_load(rows, fit, base);
+    return;
+  }
   {
     const ValidationFit all = solve(terms, time);
     fit.efficiency = all.efficiency;
@@ -534,11 +801,28 @@ std::optional<std::pair<double, double>> error_range(const std::vector<double>& 
 /// decode interval, prefill rows the prefill one: the class's own leave-one-configuration-out range, or
 /// the range pooled over every class when it has too few configurations (`pooled_*`).
 void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const std::vector<double>& pooled_decode,
-               const std::vector<double>& pooled_prefill) {
+               const std::vector<double>& pooled_prefill, const std::vector<double>& pooled_max_load) {
   model::RuntimeProfile& rp = fit.profile;
   const bool own_decode = !fit.loo_errors.empty();
   const auto decode_range = error_range(own_decode ? fit.loo_errors : pooled_decode);
-  if (decode_range) {
+  const bool own_max_load =
+      fit.max_load_configurations >= static_cast<std::int64_t>(kMinConfigurations) && !fit.max_load_loo_errors.empty();
+  const auto max_load_range = error_range(own_max_load ? fit.max_load_loo_errors : pooled_max_load);
+  if (fit.max_load_rows > 0) {
+    // A max-load class: its profile's interval is that of its max-load rows.
+    fit.max_load_range = max_load_range;
+    if (max_load_range) {
+      rp.error_low = max_load_range->first;
+      rp.error_high = max_load_range->second;
+      rp.interval_source =
+          own_max_load ? "leave-one-configuration-out errors (predicted / measured - 1) of the " +
+                             std::to_string(fit.max_load_rows) +
+                             " max-load rows above, each configuration (model, format) predicted by the fit of the others"
+                       : "the class has fewer than " + std::to_string(kMinConfigurations) +
+                             " dense configurations: leave-one-configuration-out errors of max-load rows pooled over "
+                             "every runtime and machine of validation/measurements.csv";
+    }
+  } else if (decode_range) {
     rp.error_low = decode_range->first;
     rp.error_high = decode_range->second;
     rp.interval_source = own_decode
@@ -550,18 +834,20 @@ void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
                                    "runtime and machine of validation/measurements.csv";
   }
   const auto prefill_range = error_range(!fit.prefill_loo_errors.empty() ? fit.prefill_loo_errors : pooled_prefill);
-  if (rp.compute_efficiency) fit.prefill_range = prefill_range;
+  if (rp.compute_efficiency && fit.max_load_rows == 0) fit.prefill_range = prefill_range;
   const model::NodeProfile fitted = model::apply_runtime(model::load_node(fit.hw), rp);
   for (auto* p : rows) {
     if (!p->predicted) continue;
     if (p->kind == "prefill b1" && !rp.compute_efficiency) continue;
+    // A max-load row is priced by a fit that saw max-load rows (a decode fit says nothing of its scheduler).
+    if ((p->kind == "max-load") != (fit.max_load_rows > 0)) continue;
     try {
       p->fitted = figure(*p, fitted);
     } catch (const UserError&) {
       continue;
     }
     if (!p->fitted || p->kind == "decode batched") continue;  // batched_intervals, once every class is priced
-    const auto& range = p->kind == "prefill b1" ? prefill_range : decode_range;
+    const auto& range = p->kind == "prefill b1" ? prefill_range : p->kind == "max-load" ? max_load_range : decode_range;
     if (range) p->interval = model::prediction_interval(*p->fitted, range->first, range->second);
   }
 }
@@ -765,19 +1051,20 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
     for (auto& p : r.rows)
       if (p.predicted) classes[{p.hw, p.row.runtime}].push_back(&p);
     std::vector<std::vector<ValidationPrediction*>*> fitted_members;
-    std::vector<double> pooled_decode, pooled_prefill;
+    std::vector<double> pooled_decode, pooled_prefill, pooled_max_load;
     for (auto& [key, members] : classes) {
       ValidationFit f;
       f.hw = key.first;
       f.runtime = key.second;
       fit_class(members, f, m);
-      if (f.calibration_rows == 0) continue;
+      if (f.calibration_rows == 0 && f.max_load_rows == 0) continue;
       pooled_decode.insert(pooled_decode.end(), f.loo_errors.begin(), f.loo_errors.end());
+      pooled_max_load.insert(pooled_max_load.end(), f.max_load_loo_errors.begin(), f.max_load_loo_errors.end());
       pooled_prefill.insert(pooled_prefill.end(), f.prefill_loo_errors.begin(), f.prefill_loo_errors.end());
       r.fits.push_back(f);
       fitted_members.push_back(&members);
     }
-    for (std::size_t i = 0; i < r.fits.size(); ++i) apply_fit(*fitted_members[i], r.fits[i], pooled_decode, pooled_prefill);
+    for (std::size_t i = 0; i < r.fits.size(); ++i) apply_fit(*fitted_members[i], r.fits[i], pooled_decode, pooled_prefill, pooled_max_load);
     batched_intervals(fitted_members);
   }
   // Per role × kind, then per role × kind × hardware family × runtime; datasheet, then fitted.
@@ -838,10 +1125,11 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
   if (!r.fits.empty()) {
     out << "runtimes fitted to the calibration rows (batch-1 decode: time = weights' roofline / efficiency + "
            "context roofline x factor + kernels x overhead; then batch-1 prefill: compute-bound time / compute "
-           "efficiency). Error ranges: leave-one-configuration-out (model, format); a class of fewer than "
+           "efficiency; a class measured only at max load: time per output token = memory-bound part / bandwidth "
+           "efficiency + compute-bound part / compute efficiency + the rest). Error ranges: leave-one-configuration-out (model, format); a class of fewer than "
         << kMinConfigurations << " configurations takes the range pooled over all classes:\n";
     Table f({"hw", "runtime", "rows", "bandwidth efficiency", "context x", "per kernel us", "decode error range",
-             "prefill rows", "compute efficiency", "prefill error range"});
+             "prefill rows", "compute efficiency", "prefill error range", "max-load rows", "max-load error range"});
     auto range = [](const std::vector<double>& own, double lo, double hi) {
       if (!own.empty()) {
         const auto [a, b] = std::minmax_element(own.begin(), own.end());
@@ -851,13 +1139,22 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
     };
     for (const auto& x : r.fits) {
       const auto& rp = x.profile;
+      const bool max_load = x.max_load_rows > 0;
       f.add_row({x.hw, x.runtime, std::to_string(x.calibration_rows), text::printf("%.3f", x.efficiency),
-                 text::printf("%.2f", x.context_factor), text::printf("%.2f", x.kernel_overhead * 1e6),
-                 range(x.loo_errors, rp.error_low, rp.interval_source.empty() ? -1.0 : rp.error_high),
+                 max_load ? std::string("-") : text::printf("%.2f", x.context_factor),
+                 max_load ? std::string("-") : text::printf("%.2f", x.kernel_overhead * 1e6),
+                 max_load ? std::string("-")
+                          : range(x.loo_errors, rp.error_low, rp.interval_source.empty() ? -1.0 : rp.error_high),
                  std::to_string(x.prefill_rows),
-                 x.prefill_rows > 0 ? text::printf("%.3f", x.compute_efficiency) : std::string("-"),
+                 x.prefill_rows > 0 || max_load ? text::printf("%.3f", x.compute_efficiency) : std::string("-"),
                  x.prefill_range ? range(x.prefill_loo_errors, x.prefill_range->first, x.prefill_range->second)
-                                 : std::string("-")});
+                                 : std::string("-"),
+                 std::to_string(x.max_load_rows),
+                 x.max_load_range ? range(x.max_load_configurations >= static_cast<std::int64_t>(kMinConfigurations)
+                                             ? x.max_load_loo_errors
+                                             : std::vector<double>{},
+                                         x.max_load_range->first, x.max_load_range->second)
+                                  : std::string("-")});
     }
     f.print_text(out);
     for (const auto& x : r.fits)
@@ -927,6 +1224,9 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
                     {"context_factor", metric("context_factor", f.context_factor, "x the KV and attention roofline")},
                     {"kernel_overhead", metric("kernel_overhead", f.kernel_overhead, "s")},
                     {"loo_errors", f.loo_errors},
+                    {"compute_efficiency", metric("compute_efficiency", f.compute_efficiency, "fraction of peak FLOP/s")},
+                    {"max_load_rows", f.max_load_rows},
+                    {"max_load_loo_errors", f.max_load_loo_errors},
                     {"note", f.note}});
   return {{"table", r.table.string()}, {"rows", rows}, {"summaries", sums}, {"fits", fits}};
 }

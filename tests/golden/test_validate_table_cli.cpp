@@ -125,6 +125,17 @@ TEST(GoldenValidateTable, BadTablesAreRefusedWithFileLineAndFix) {
        "line 2: 18 fields, but the header has 19"},
       {"", R"({"formats": {"Q8_0": "q7"}})", "mapping.json: $.formats.Q8_0: unknown precision 'q7'"},
       {"", R"({"hardware": [{"hardware": "X", "devices": 1, "hw": "no-such-node"}]})", "$.hardware[0].hw: unknown hardware (node) profile 'no-such-node'"},
+      {"", R"({"runtimes": {"trt": {"scheduler": {"value": {}, "source": "s"}}}})",
+       "$.runtimes.trt: gives one of scheduler and max_load_requests"},
+      {"", R"({"runtimes": {"trt": {"scheduler": {"value": {"kind": "chunked", "capacity": "evict", "max_num_seqs": 8,
+         "max_num_batched_tokens": 64, "gpu_memory_utilization": 0.9}, "source": "s"},
+         "max_load_requests": {"value": [{"prompt": 1, "output": 1, "requests": 1}], "source": "s"}}}})",
+       "$.runtimes.trt.scheduler.value.capacity: unknown scheduler capacity 'evict'"},
+      {"", R"({"runtimes": {"trt": {"scheduler": {"value": {"kind": "chunked", "capacity": "guaranteed-no-evict",
+         "max_num_seqs": 8, "max_num_batched_tokens": 64, "gpu_memory_utilization": 0.9}, "source": "s"},
+         "max_load_requests": {"value": [{"prompt": 1, "output": 1, "requests": 1},
+                                         {"prompt": 1, "output": 1, "requests": 2}], "source": "s"}}}})",
+       "prompt 1 / output 1 is listed twice"},
   };
   for (const auto& c : cases) {
     write_table(s, c.rows, c.mapping);
@@ -236,6 +247,80 @@ TEST(GoldenValidateTable, WrittenRuntimeGivesEstimateTheFittedFigure) {
   const moesim::test::Run none = s.moesim("estimate --model qwen3-30b-a3b --hw h100-sxm --runtime vllm");
   EXPECT_EQ(none.code, 2);
   EXPECT_NE(none.err.find("no runtime profile 'vllm' fitted on h100-sxm"), std::string::npos) << none.err;
+}
+
+// Max-load output throughput (trtllm-bench throughput: a fixed-ISL/OSL dataset queued at once) is the
+// serving simulator under the runtime's scheduler from mapping.json. Dense rows "measured" at 0.7 of the
+// datasheet figure are fitted (bandwidth and compute efficiency), the fit moves every dense row's error
+// toward 0, the MoE row is priced by the fitted runtime with an interval from the dense rows' held-out
+// errors, and the fit is written as a runtime profile.
+TEST(GoldenValidateTable, MaxLoadRowsAreServedAndFitted) {
+  const Scratch s("moesim_validate_table");
+  const std::string mapping = R"({
+    "hardware": [{"hardware": "H100", "devices": 1, "hw": "h100-sxm"}],
+    "formats": {"FP8": "fp8", "BF16": "bf16"},
+    "runtimes": {"trt": {
+      "scheduler": {"value": {"kind": "chunked", "capacity": "guaranteed-no-evict", "max_num_seqs": 256,
+                              "max_num_batched_tokens": 4096, "gpu_memory_utilization": 0.9}, "source": "test"},
+      "max_load_requests": {"value": [{"prompt": 128, "output": 128, "requests": 300},
+                                      {"prompt": 1000, "output": 200, "requests": 200},
+                                      {"prompt": 2048, "output": 64, "requests": 200}], "source": "test"}}}
+  })";
+  const char* shapes[][4] = {{"a", "llama-3.1-8b", "FP8", "128,128"},
+                             {"b", "llama-3.1-8b", "FP8", "1000,200"},
+                             {"c", "llama-3.1-8b", "BF16", "2048,64"},
+                             {"d", "llama-3.1-8b", "BF16", "128,128"}};
+  auto table = [&](const std::vector<double>& values) {
+    std::string rows;
+    for (std::size_t i = 0; i < 4; ++i)
+      rows += std::string(shapes[i][0]) + ",calibration," + shapes[i][1] + ",," + shapes[i][2] +
+              ",H100,nvidia-datacenter,1,trt,,," + shapes[i][3] + ",0,output_throughput_tokens_per_s," +
+              std::to_string(values[i]) + ",tokens/s,https://example.org,TP1\n";
+    rows += "m,prediction,qwen3-30b-a3b,,FP8,H100,nvidia-datacenter,1,trt,,,128,128,0,"
+            "output_throughput_tokens_per_s,5000,tokens/s,https://example.org,TP1\n"
+            "x,prediction,qwen3-30b-a3b,,FP8,H100,nvidia-datacenter,1,trt,,,64,64,0,"
+            "output_throughput_tokens_per_s,5000,tokens/s,https://example.org,TP1\n";
+    write_table(s, rows, mapping);
+  };
+  table({1000, 1000, 1000, 1000});
+  const moesim::test::Run first = s.moesim("validate --table " + s.path() + " --json --quiet");
+  ASSERT_EQ(first.code, 0) << first.err;
+  const auto j1 = nlohmann::json::parse(first.out);
+  std::vector<double> slower;
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto& row = j1.at("rows").at(i);
+    EXPECT_EQ(row.at("kind"), "max-load") << row.dump();
+    EXPECT_EQ(row.at("instrument"), "serving-sim") << row.dump();
+    slower.push_back(0.7 * metric_value(row, "predicted"));
+  }
+  // A longer prompt per output token costs more time per output token.
+  EXPECT_GT(metric_value(j1.at("rows").at(0), "predicted"), metric_value(j1.at("rows").at(1), "predicted"));
+  EXPECT_NE(j1.at("rows").at(5).at("not_predicted").get<std::string>().find("max_load_requests"), std::string::npos);
+
+  table(slower);
+  const moesim::test::Run fit =
+      s.moesim("validate --table " + s.path() + " --json --quiet --fit --write-runtimes " + s.path("rt"));
+  ASSERT_EQ(fit.code, 0) << fit.err;
+  const auto j = nlohmann::json::parse(fit.out);
+  ASSERT_EQ(j.at("fits").size(), 1u);
+  const auto& f = j.at("fits").at(0);
+  EXPECT_EQ(f.at("max_load_rows"), 4);
+  EXPECT_EQ(f.at("max_load_loo_errors").size(), 4u);  // two configurations, each held out
+  for (std::size_t i = 0; i < 4; ++i) {
+    const auto& row = j.at("rows").at(i);
+    EXPECT_NEAR(metric_value(row, "error"), 1.0 / 0.7 - 1.0, 1e-6) << row.dump();
+    EXPECT_LT(std::fabs(metric_value(row, "fitted_error")), 0.5 * std::fabs(metric_value(row, "error"))) << row.dump();
+  }
+  const auto& moe = j.at("rows").at(4);
+  ASSERT_TRUE(moe.contains("fitted")) << moe.dump();
+  EXPECT_LT(metric_value(moe, "fitted"), metric_value(moe, "predicted"));  // the runtime is slower than the datasheet
+  ASSERT_TRUE(moe.contains("interval")) << moe.dump();
+  EXPECT_LE(moe.at("interval").at("low").get<double>(), metric_value(moe, "fitted"));
+  EXPECT_GE(moe.at("interval").at("high").get<double>(), metric_value(moe, "fitted"));
+  const auto profile = nlohmann::json::parse(slurp(s.path("rt") + "/trt@h100-sxm.json"));
+  EXPECT_LT(profile.at("bandwidth_efficiency").at("value").get<double>() *
+                profile.at("compute_efficiency").at("value").get<double>(),
+            1.0);
 }
 
 // The shipped runtime profiles are the fit of the shipped table: regenerating them gives the same figures.

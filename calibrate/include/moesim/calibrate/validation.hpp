@@ -10,8 +10,11 @@
 //     at batch 1 it equals the two simulators (tests/oracle/test_three_way_oracle.cpp);
 //   - batch-1 prefill (llama-bench pp at depth 0): the serving simulator, one request: prompt / TTFT;
 //   - batched decode (llama-batched-bench S_TG, B sequences): the serving simulator, B users at once,
-//     B / mean TPOT.
-// The rest (max-load serving throughput, latency under load) is listed as not expressed yet, with why.
+//     B / mean TPOT;
+//   - max-load output throughput (trtllm-bench throughput: every request of a fixed-ISL/OSL dataset queued
+//     at once) for a runtime whose mapping.json entry gives its scheduler and the benchmark's request
+//     counts: the serving simulator with that scheduler, output tokens / duration.
+// The rest (other runtimes' serving throughput, latency under load) is listed as not expressed yet, with why.
 // Rows are never fitted here: calibration rows (dense) show how far the datasheet profiles are on the
 // models they would be fitted to, prediction rows (MoE) how far moesim is where it has not been fitted.
 
@@ -33,6 +36,7 @@ namespace moesim::calibrate {
 
 struct ValidationRow {
   std::string id, role, model, format, hardware, hw_family, runtime, metric, unit, source_url;
+  std::string locator;  ///< where in the source (optional column): a max-load row's "TP2,PP2" plan
   std::int64_t devices = 1;
   std::optional<std::int64_t> batch, prompt, output, depth;
   double measured = 0;
@@ -41,10 +45,14 @@ struct ValidationRow {
 
 struct ValidationPrediction {
   ValidationRow row;
-  std::string kind;                ///< "decode b1", "prefill b1", "decode batched", or empty when not expressed
+  std::string kind;  ///< "decode b1", "prefill b1", "decode batched", "max-load", or empty when not expressed
   std::string model, hw, precision;  ///< the moesim inputs it mapped to (a zoo id, a node profile, a precision)
   std::string instrument;          ///< "analytic", "serving-sim"
   std::int64_t step_tokens = 2048;  ///< tokens the runtime prefills per engine step (mapping.json's prompt_chunk)
+  /// max-load: the runtime's scheduler (a serve scenario's "scheduler" object, mapping.json), the
+  /// benchmark's request count for the row's prompt/output, and the plan's pipeline stages (tp = devices / pp).
+  nlohmann::json scheduler;
+  std::int64_t requests = 0, pp = 1;
   std::optional<double> predicted; ///< in the row's unit, with the shipped (datasheet) profiles
   std::string skipped;             ///< why not expressed (when !predicted)
   /// With the runtime fitted to the calibration rows of its (node profile, runtime) class (--fit), and
@@ -71,6 +79,14 @@ struct ValidationFit {
   std::int64_t prefill_rows = 0;
   std::vector<double> prefill_loo_errors;  ///< leave-one-configuration-out errors of the prefill rows
   std::optional<std::pair<double, double>> prefill_range;  ///< the prefill interval's errors (own or pooled)
+  /// max-load (a class with max-load calibration rows and no batch-1 decode ones): bandwidth and compute
+  /// efficiency fitted to the dense max-load rows, their leave-one-configuration-out errors, and the range
+  /// the MoE rows' intervals take (own or pooled).
+  std::int64_t max_load_rows = 0, max_load_configurations = 0;
+  /// Each configuration's rows predicted by the fit of the others (from 2 configurations: the range pooled
+  /// over classes takes them; a class's own range needs kMinConfigurations).
+  std::vector<double> max_load_loo_errors;
+  std::optional<std::pair<double, double>> max_load_range;
   std::string note;
   model::RuntimeProfile profile;   ///< the fit as a runtime profile (`--write-runtimes`, `estimate --runtime`)
 };
