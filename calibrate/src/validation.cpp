@@ -62,24 +62,13 @@ struct Mapping {
   std::map<std::string, MaxLoad> max_load;
 };
 
-/// A runtime's "scheduler" item: {"value": {"kind", "capacity", "max_num_seqs", "max_num_batched_tokens",
-/// "gpu_memory_utilization"}, "source"}, each key checked as `moesim serve` reads it.
+/// A runtime's "scheduler" item: {"value": a serve scenario's "scheduler" object, "source"}, checked as
+/// `moesim serve` reads it (reports::read_scheduler).
 model::Sourced<nlohmann::json> parse_runtime_scheduler(const json::Node& item) {
   item.expect_only({"value", "source"});
   const json::Node v = item.child("value");
-  v.expect_only({"kind", "capacity", "max_num_seqs", "max_num_batched_tokens", "gpu_memory_utilization"});
-  nlohmann::json out = nlohmann::json::object();
-  const std::string kind = v.string("kind"), capacity = v.string("capacity");
-  v.resolving("kind", [&] { return sim::scheduler_by_name(kind); });
-  v.resolving("capacity", [&] { return sim::capacity_policy_by_name(capacity); });
-  out["kind"] = kind;
-  out["capacity"] = capacity;
-  out["max_num_seqs"] = v.integer("max_num_seqs", 1);
-  out["max_num_batched_tokens"] = v.integer("max_num_batched_tokens", 1);
-  const double u = v.number("gpu_memory_utilization");
-  if (!(u > 0 && u <= 1)) throw v.error("gpu_memory_utilization", "must be a fraction in (0, 1]");
-  out["gpu_memory_utilization"] = u;
-  return {out, item.string("source")};
+  (void)reports::read_scheduler(v);
+  return {v.raw(), item.string("source")};
 }
 
 /// A runtime's "max_load_requests" item: {"value": [{"prompt", "output", "requests"}, ...], "source"}, one
@@ -275,10 +264,9 @@ std::optional<double> max_load_throughput(const ValidationPrediction& p, const m
   const std::int64_t prompt = p.row.prompt.value_or(1), output = std::max<std::int64_t>(p.row.output.value_or(1), 1);
   ServeScenario sc = burst_scenario(p.model, p.hw, p.row.devices, p.pp, p.precision, 1, prompt, output, p.scheduler);
   const sim::MemoryPlan memory = reports::serve_memory_plan(sc);
-  const std::int64_t block = sc.doc["scheduler"].value("block_size", sim::SchedulerConfig{}.block_size);
-  const std::int64_t per_request = (prompt + output + block - 1) / block;
-  const std::int64_t concurrency =
-      std::min<std::int64_t>(p.scheduler.at("max_num_seqs").get<std::int64_t>(), memory.kv_blocks / per_request);
+  const sim::SchedulerConfig scheduler = reports::read_scheduler(json::Node(p.scheduler, "scheduler"));
+  const std::int64_t per_request = (prompt + output + scheduler.block_size - 1) / scheduler.block_size;
+  const std::int64_t concurrency = std::min(scheduler.max_num_seqs, memory.kv_blocks / per_request);
   if (concurrency < 1) return std::nullopt;
   const std::int64_t requests = std::min(p.requests, kMaxLoadWaves * concurrency);
   sc.doc["workload"]["users"] = requests;

@@ -27,6 +27,20 @@ double fraction(const json::Node& n, std::string_view key) {
 
 }  // namespace
 
+sim::SchedulerConfig read_scheduler(const json::Node& sc) {
+  sc.expect_only(
+      {"kind", "capacity", "max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization"});
+  sim::SchedulerConfig c;
+  if (auto v = sc.optional_string("kind")) c.kind = sc.resolving("kind", [&] { return sim::scheduler_by_name(*v); });
+  if (auto v = sc.optional_string("capacity"))
+    c.capacity = sc.resolving("capacity", [&] { return sim::capacity_policy_by_name(*v); });
+  if (auto v = sc.optional_integer("max_num_seqs", 1)) c.max_num_seqs = *v;
+  if (auto v = sc.optional_integer("max_num_batched_tokens", 1)) c.max_num_batched_tokens = *v;
+  if (auto v = sc.optional_integer("block_size", 1)) c.block_size = *v;
+  if (sc.has("gpu_memory_utilization")) c.gpu_memory_utilization = fraction(sc, "gpu_memory_utilization");
+  return c;
+}
+
 ServeScenario load_serve_scenario(const std::string& path) {
   ServeScenario s;
   s.doc = json::load_file(path);
@@ -192,18 +206,7 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   if (auto v = root.optional_string("experts"))
     c.experts = root.resolving("experts", [&] { return sim::expert_execution_by_name(*v); });
 
-  if (auto sc = root.optional_child("scheduler")) {
-    sc->expect_only(
-        {"kind", "capacity", "max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization"});
-    if (auto v = sc->optional_string("kind"))
-      c.scheduler.kind = sc->resolving("kind", [&] { return sim::scheduler_by_name(*v); });
-    if (auto v = sc->optional_string("capacity"))
-      c.scheduler.capacity = sc->resolving("capacity", [&] { return sim::capacity_policy_by_name(*v); });
-    if (auto v = sc->optional_integer("max_num_seqs", 1)) c.scheduler.max_num_seqs = *v;
-    if (auto v = sc->optional_integer("max_num_batched_tokens", 1)) c.scheduler.max_num_batched_tokens = *v;
-    if (auto v = sc->optional_integer("block_size", 1)) c.scheduler.block_size = *v;
-    if (sc->has("gpu_memory_utilization")) c.scheduler.gpu_memory_utilization = fraction(*sc, "gpu_memory_utilization");
-  }
+  if (auto sc = root.optional_child("scheduler")) c.scheduler = read_scheduler(*sc);
   if (auto v = root.optional_number("activation_bytes")) c.activation_bytes = *v;
   if (auto v = root.optional_number("kv_bytes")) c.kv_bytes = *v;
   if (!(c.activation_bytes > 0) || !(c.kv_bytes > 0))

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "moesim/model/json_reader.hpp"
 #include "moesim/sim/serving.hpp"
 
 namespace moesim::reports {
@@ -60,6 +61,10 @@ struct PreparedServe {
   PreparedServe(const PreparedServe&) = delete;
   PreparedServe& operator=(const PreparedServe&) = delete;
 };
+
+/// A scenario's "scheduler" object (kind, capacity, max_num_seqs, max_num_batched_tokens, block_size,
+/// gpu_memory_utilization; absent keys take sim::SchedulerConfig's defaults). UserError naming the key.
+sim::SchedulerConfig read_scheduler(const json::Node& scheduler);
 
 /// Reads and checks a scenario (its "sweep" key must be absent). With `traffic` false it leaves out what
 /// only a run needs (the open-loop requests and the routing trace; run.requests is then 0 for an open
