@@ -589,16 +589,22 @@ double max_load_seconds(const std::vector<double>& x, const MaxLoadTerms& t) {
 /// (x = 0: the rows do not depend on it, so nothing says what it is).
 double efficiency_of(double x, double fallback) { return x > 0 ? 1.0 / x : fallback; }
 
-/// Fits a (node profile, runtime) class with no batch-1 decode rows to its dense max-load rows: the
-/// runtime's bandwidth and compute efficiency (RuntimeProfile; the rest of the node profile as shipped),
-/// with leave-one-configuration-out errors for the intervals of its MoE max-load rows.
-void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const model::NodeProfile& base) {
+/// The identity of the runtime profile a class's fit makes: "<runtime>@<hw>", fitted to `what`.
+model::RuntimeProfile& name_profile(ValidationFit& fit, const std::string& what) {
   model::RuntimeProfile& rp = fit.profile;
   rp.runtime = fit.runtime;
   rp.hw = fit.hw;
   rp.id = fit.runtime + "@" + fit.hw;
-  rp.name = fit.runtime + " on " + fit.hw + ", fitted to dense max-load measurements";
+  rp.name = fit.runtime + " on " + fit.hw + ", fitted to " + what;
   rp.origin = "moesim validate --fit";
+  return rp;
+}
+
+/// Fits a (node profile, runtime) class with no batch-1 decode rows to its dense max-load rows: the
+/// runtime's bandwidth and compute efficiency (RuntimeProfile; the rest of the node profile as shipped),
+/// with leave-one-configuration-out errors for the intervals of its MoE max-load rows.
+void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const model::NodeProfile& base) {
+  model::RuntimeProfile& rp = name_profile(fit, "dense max-load measurements");
   const std::string kept = "not fitted (the class has no batch-1 decode rows): the node profile's own";
   rp.kernel_overhead = base.devices.kernel_overhead.value_or(model::Sourced<units::Duration>{units::seconds(0), kept});
   rp.kernel_overhead.source = kept;
@@ -724,12 +730,7 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   });
   // The runtime profile the fit makes, and the class's rows predicted through it (the path `moesim
   // estimate --runtime` takes).
-  model::RuntimeProfile& rp = fit.profile;
-  rp.runtime = fit.runtime;
-  rp.hw = fit.hw;
-  rp.id = fit.runtime + "@" + fit.hw;
-  rp.name = fit.runtime + " on " + fit.hw + ", fitted to dense measurements";
-  rp.origin = "moesim validate --fit";
+  model::RuntimeProfile& rp = name_profile(fit, "dense measurements");
   std::string ids;
   for (const auto* p : cal) ids += (ids.empty() ? "" : ", ") + p->row.id;
   const std::string source = "fitted by `moesim validate --table validation --fit` to " +

@@ -50,7 +50,8 @@ TEST(GoldenCli, CheckpointPrecisionIsTheDefault) {
   EXPECT_LT(needed, have);
   const auto bf16 = run_cli("estimate --model gpt-oss-120b --hw h100-sxm --precision bf16 --json");
   ASSERT_EQ(bf16.code, 0) << bf16.err;
-  for (const auto& m : nlohmann::json::parse(bf16.out).at("rows").at(0).at("metrics"))
+  const auto bj = nlohmann::json::parse(bf16.out);  // named: a range-for keeps only the outermost temporary
+  for (const auto& m : bj.at("rows").at(0).at("metrics"))
     if (m.at("name") == "memory_needed_per_node") {
       EXPECT_GT(m.at("value").get<double>(), 200e9);
     }

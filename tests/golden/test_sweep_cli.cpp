@@ -383,7 +383,8 @@ TEST(GoldenSweep, RuntimesApplyToTheirHardware) {
   const auto est = s.moesim("estimate --model gpt-oss-120b --hw dgx-spark --precision mxfp4/q8_0 --runtime llama.cpp "
                             "--json");
   ASSERT_EQ(est.code, 0) << est.err;
-  for (const auto& m : nlohmann::json::parse(est.out).at("rows").at(0).at("metrics"))
+  const auto ej = nlohmann::json::parse(est.out);  // named: a range-for keeps only the outermost temporary
+  for (const auto& m : ej.at("rows").at(0).at("metrics"))
     if (m.at("name") == "tokens_per_second") {
       EXPECT_NEAR(fitted / m.at("value").get<double>(), 1.0, 0.02);
     }
