@@ -14,12 +14,12 @@ namespace {
 using namespace moesim::test;
 
 // Golden: the paper's configuration as JSON. Regenerate deliberately with
-//   build/moesim estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192-paper --nic 10gbe-grpc,rocev2-25g
+//   build/moesim estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192-paper --nic 10gbe-grpc,rocev2-25g-paper
 //     --nodes 2,3,4,6,8 --json > tests/golden/estimate_dbrx_mac_studio.json   (one line)
 // and review the diff: every changed number is a changed prediction.
 TEST(GoldenCli, EstimateJson) {
   const auto r = run_cli(
-      "estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192-paper --nic 10gbe-grpc,rocev2-25g --nodes 2,3,4,6,8 "
+      "estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192-paper --nic 10gbe-grpc,rocev2-25g-paper --nodes 2,3,4,6,8 "
       "--json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto got = nlohmann::json::parse(r.out);
