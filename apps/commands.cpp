@@ -61,7 +61,24 @@ void check_typed_values(const po::parsed_options& parsed, const po::options_desc
 
 bool parse_options(const Args& args, const po::options_description& desc, po::variables_map& vm, std::ostream& out,
                    const std::string& usage, const std::string& footer) {
-  const po::parsed_options parsed = po::command_line_parser(args).options(desc).run();
+  // No command takes positional arguments: Boost.Program_options keeps a stray word as an option without
+  // a name, which store() drops silently (`moesim models path/config.json` printed the zoo). Refused here.
+  const po::positional_options_description none;
+  const po::parsed_options parsed = [&] {
+    try {
+      return po::command_line_parser(args).options(desc).positional(none).run();
+    } catch (const po::too_many_positional_options_error&) {
+      // Name the word: the first one that is neither an option nor the value of the option before it.
+      for (std::size_t i = 0; i < args.size(); ++i) {
+        const std::string& a = args[i];
+        if (a.empty() || a[0] != '-') throw UserError("'" + a + "' is not an option: options start with -- (see --help)");
+        if (a.find('=') != std::string::npos) continue;
+        const po::option_description* d = desc.find_nothrow(a.substr(a.rfind('-') + 1), false);
+        if (d != nullptr && d->semantic()->max_tokens() > 0) ++i;  // its value
+      }
+      throw UserError("a word without an option before it: options start with -- (see --help)");
+    }
+  }();
   po::store(parsed, vm);
   check_typed_values(parsed, desc, vm);
   if (vm.count("help")) {

@@ -131,6 +131,9 @@ TEST(BadInputs, Catalogue) {
        "estimate --model " + unsupported.path() + " --hw mac-studio-m2-ultra-192 --nodes 1",
        {unsupported.path(), "mamba", "mixtral"}},
       {"nodes 0", base + "--nic 10gbe-grpc --nodes 0", {"--nodes", "at least 1"}},
+      // A stray word is refused and named, not dropped (issue 21: `moesim models config.json` printed the zoo).
+      {"stray word", "models path/config.json", {"'path/config.json' is not an option"}},
+      {"stray word after a flag", base + "--json extra --nodes 1", {"'extra' is not an option"}},
       {"nodes not a number", base + "--nic 10gbe-grpc --nodes two", {"--nodes", "not a whole number"}},
       {"several nodes without a NIC", base + "--nodes 2", {"--nic", "10gbe-grpc"}},
       {"unknown key in a profile",
