@@ -57,7 +57,8 @@ const Command kCommands[] = {
 
 void usage(std::ostream& out) {
   out << "moesim: performance model and cluster-design simulator for Mixture-of-Experts LLM inference\n\n"
-         "usage: moesim <command> [options]     (moesim <command> --help for its options)\n\ncommands:\n";
+         "usage: moesim <command> [options]     (moesim <command> --help, or moesim help <command>, for its options)\n\n"
+         "commands:\n";
   for (const auto& c : kCommands)
     out << "  " << c.name << std::string(10 - std::string(c.name).size(), ' ') << c.summary << "\n";
   out << "\nExit codes: 0 success, 2 bad input (the message says what, where and how to fix it), 1 internal error.\n";
@@ -119,6 +120,11 @@ __attribute__((section(".preinit_array"), used)) void (*const moesim_preinit_ent
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
+  // `moesim help serve` (and `moesim help calibrate fit`) is `moesim serve --help`, as git and cargo read it.
+  if (args.size() >= 2 && args[0] == "help") {
+    args.erase(args.begin());
+    args.push_back("--help");
+  }
   if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
     usage(std::cout);
     return 0;

@@ -89,6 +89,14 @@ TEST(GoldenCli, ListsAndHelp) {
   const auto help = run_cli("estimate --help");
   EXPECT_EQ(help.code, 0);
   EXPECT_NE(help.out.find("replicated-groups"), std::string::npos);
+  // `moesim help CMD [PART]` is `moesim CMD [PART] --help`.
+  for (const char* cmd : {"serve", "calibrate fit"}) {
+    const auto direct = run_cli(std::string(cmd) + " --help");
+    const auto via_help = run_cli(std::string("help ") + cmd);
+    EXPECT_EQ(via_help.code, 0) << via_help.err;
+    EXPECT_FALSE(direct.out.empty()) << cmd;
+    EXPECT_EQ(via_help.out, direct.out) << cmd;
+  }
 }
 
 const char* kGoodNic = R"({"id": "t", "kind": "nic", "latency": {"value": "1ms", "source": "test"},
