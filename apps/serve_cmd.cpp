@@ -137,14 +137,21 @@ int cmd_serve(const Args& args, std::ostream& out) {
   if (!vm.count("scenario")) {
     // Flags alone: a Poisson load of 200 requests of 512 in / 128 out at 4/s, each part replaced by a flag.
     auto& w = d["workload"];
-    if (!w.contains("arrival")) w["arrival"] = "poisson";
+    std::vector<std::string> filled;
+    auto fill = [&](const char* key, const nlohmann::json& v, const char* flag) {
+      if (w.contains(key)) return;
+      w[key] = v;
+      filled.push_back(std::string(key) + " " + (v.is_string() ? v.get<std::string>() : v.dump()) + " (" + flag + ")");
+    };
+    fill("arrival", "poisson", "--arrival");
     const std::string arrival = w["arrival"].is_string() ? w["arrival"].get<std::string>() : "";
-    if ((arrival == "poisson" || arrival == "uniform") && !w.contains("rate")) w["rate"] = "4/s";
-    if (!w.contains("requests") && arrival != "trace") w["requests"] = 200;
+    if (arrival == "poisson" || arrival == "uniform") fill("rate", "4/s", "--rate");
     if (arrival != "trace") {
-      if (!w.contains("prompt")) w["prompt"] = 512;
-      if (!w.contains("output")) w["output"] = 128;
+      fill("requests", 200, "--requests");
+      fill("prompt", 512, "--prompt");
+      fill("output", 128, "--output");
     }
+    if (!filled.empty()) s.defaults.push_back("workload not given in full, defaults used: " + text::join(filled, ", "));
   }
 
   const bool quiet = vm.count("quiet") > 0;

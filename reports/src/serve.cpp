@@ -206,7 +206,18 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   if (auto v = root.optional_string("experts"))
     c.experts = root.resolving("experts", [&] { return sim::expert_execution_by_name(*v); });
 
-  if (auto sc = root.optional_child("scheduler")) c.scheduler = read_scheduler(*sc);
+  // A default the user did not choose is said (issue 21), once, in the run's assumptions.
+  std::vector<std::string>& defaults = prepared->defaults;
+  defaults = s.defaults;
+  if (auto sc = root.optional_child("scheduler")) {
+    c.scheduler = read_scheduler(*sc);
+  } else {
+    defaults.push_back("no scheduler given: " + std::string(sim::name_of(c.scheduler.kind)) + ", max_num_seqs " +
+                       std::to_string(c.scheduler.max_num_seqs) + ", max_num_batched_tokens " +
+                       std::to_string(c.scheduler.max_num_batched_tokens) + ", gpu_memory_utilization " +
+                       text::printf("%g", c.scheduler.gpu_memory_utilization) +
+                       " (moesim's defaults; set \"scheduler\" to your engine's)");
+  }
   if (auto v = root.optional_number("activation_bytes")) c.activation_bytes = *v;
   if (auto v = root.optional_number("kv_bytes")) c.kv_bytes = *v;
   if (!(c.activation_bytes > 0) || !(c.kv_bytes > 0))
@@ -217,6 +228,8 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
     if (auto v = sl->optional_quantity<units::Dimension::Time>("ttft")) c.slo.ttft_s = v->base();
     if (auto v = sl->optional_quantity<units::Dimension::Time>("itl")) c.slo.itl_s = v->base();
     if (auto v = sl->optional_quantity<units::Dimension::Time>("e2el")) c.slo.e2el_s = v->base();
+  } else {
+    defaults.push_back("no SLO given: goodput counts every completed request (set \"slo\", e.g. {\"ttft\": \"1s\"})");
   }
 
   // Workload.
@@ -293,6 +306,8 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
   const auto t0 = std::chrono::steady_clock::now();
   try {
     run.result = sim::run_serving(prepared->config);
+    run.result.assumptions.insert(run.result.assumptions.begin(), prepared->defaults.begin(),
+                                  prepared->defaults.end());
   } catch (const UserError& e) {
     // The engine's refusals (a request larger than the cache, a prompt beyond the step budget, a model
     // that does not fit) name what is wrong; say which scenario it came from.

@@ -177,6 +177,26 @@ TEST(GoldenServe, DeepSeekOverUnevenPipelineStages) {
   EXPECT_GT(m["output_throughput"], 0);
 }
 
+// A default the user did not choose is said in the assumptions (issue 21): the flags-only workload's parts,
+// the scheduler and the SLO; a scenario that gives them gets none of these lines.
+TEST(GoldenServe, DefaultsAreSaid) {
+  const auto flags = run_cli("serve --model mixtral-8x7b --hw h100-sxm --precision fp8 --output 16 --requests 4 -q");
+  ASSERT_EQ(flags.code, 0) << flags.err;
+  EXPECT_NE(flags.out.find("defaults used: arrival poisson (--arrival), rate 4/s (--rate), prompt 512 (--prompt)"),
+            std::string::npos)
+      << flags.out;
+  EXPECT_EQ(flags.out.find("requests 200"), std::string::npos) << flags.out;  // given: not a default
+  EXPECT_NE(flags.out.find("no scheduler given: chunked, max_num_seqs 256"), std::string::npos) << flags.out;
+  EXPECT_NE(flags.out.find("no SLO given"), std::string::npos) << flags.out;
+  const auto json = run_cli("serve --scenario " + example("serve-dbrx-dgx-h100-single-user.json") + " --json -q");
+  ASSERT_EQ(json.code, 0) << json.err;
+  for (const auto& a : nlohmann::json::parse(json.out).at("assumptions")) {
+    const auto line = a.get<std::string>();
+    EXPECT_EQ(line.find("defaults used"), std::string::npos) << line;
+    EXPECT_EQ(line.find("no scheduler given"), std::string::npos) << line;
+  }
+}
+
 TEST(GoldenServe, BadInputs) {
   Scratch s("serve_bad");
   s.write("neg.csv", "arrival_s,prompt_tokens,output_tokens\n-1.0,10,10\n");

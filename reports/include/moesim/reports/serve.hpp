@@ -32,6 +32,9 @@ struct ServeScenario {
   nlohmann::json doc = nlohmann::json::object();
   std::string source = "command line";  ///< file name for error messages
   std::filesystem::path base_dir = ".";
+  /// Parts the caller filled in because the user gave none (`moesim serve`'s flags-only workload): said in
+  /// the run's assumptions, never silently.
+  std::vector<std::string> defaults;
 };
 
 ServeScenario load_serve_scenario(const std::string& path);
@@ -56,6 +59,7 @@ struct PreparedServe {
   std::optional<model::NicProfile> nic, intra;
   sim::RoutingTrace trace;
   sim::ServingConfig config;
+  std::vector<std::string> defaults;  ///< said first in the run's assumptions (ServeScenario::defaults and more)
 
   PreparedServe() = default;
   PreparedServe(const PreparedServe&) = delete;
