@@ -28,7 +28,9 @@ std::string serve_help() {
        "\nA scenario's \"sweep\" maps dotted keys to lists of values, e.g. {\"workload.rate\": [\"1/s\", \"2/s\"]}: "
        "every combination runs and one table row prints per point.\n"
        "\nMetrics are vLLM benchmark_serving's: TTFT (time to first token), TPOT (mean time per output token after "
-       "the first), ITL (every gap between tokens), E2EL (end-to-end latency), goodput (requests/s meeting the SLO). "
+       "the first), ITL (every gap between tokens), E2EL (end-to-end latency), goodput (requests/s meeting the SLO, "
+       "only with an SLO: scenario \"slo\": {\"ttft\": \"1s\", \"tpot\": \"50ms\", \"e2el\": \"20s\"} or "
+       "--goodput); --json names them as vLLM's --save-result does (mean_ttft_ms, p99_itl_ms, ..., in ms). "
        "Examples: examples/serve-*.json; their published figures side by side: examples/README.md.\n";
   return s;
 }
@@ -66,6 +68,12 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("output", po::value<std::int64_t>(), "output tokens, fixed (workload.output)")
     ("request-trace", po::value<std::string>(), "request CSV to replay (workload.trace, arrival trace)")
     ("seed", po::value<std::string>(), "workload seed (workload.seed)")
+    ("goodput", po::value<std::vector<std::string>>()->multitoken(),
+     "SLO for goodput as vLLM's benchmark_serving takes it, in ms: e.g. --goodput ttft:1000 tpot:50 e2el:20000 "
+     "(slo.ttft, slo.tpot, slo.e2el); goodput is reported only with one")
+    ("percentiles", po::value<std::string>(),
+     "latency percentiles to report besides mean, median and std, e.g. 50,90,99 (percentiles; vLLM's "
+     "--metric-percentiles; default 90,99)")
     ("json", "print results as JSON ({name, value, unit} per metric, with the resolved scenario)")
     ("requests-out", po::value<std::string>(), "write one CSV row per request")
     ("steps-out", po::value<std::string>(), "write one CSV row per engine step (queue depth, KV usage over time)")
@@ -134,6 +142,23 @@ int cmd_serve(const Args& args, std::ostream& out) {
     d["workload"]["trace"] = vm["request-trace"].as<std::string>();
   }
   if (vm.count("seed")) d["workload"]["seed"] = parse_seed(vm["seed"].as<std::string>(), "--seed");
+  if (vm.count("goodput")) {
+    // vLLM's form, KEY:VALUE in milliseconds (benchmark_serving.py parse_goodput): one key each at most.
+    for (const auto& item : vm["goodput"].as<std::vector<std::string>>()) {
+      const auto colon = item.find(':');
+      const std::string key = item.substr(0, colon);
+      if (colon == std::string::npos || (key != "ttft" && key != "tpot" && key != "e2el"))
+        throw UserError("--goodput " + item + ": write KEY:MS with KEY ttft, tpot or e2el, e.g. ttft:1000 tpot:50");
+      const std::string num = item.substr(colon + 1);
+      const std::vector<double> v = parse_numbers(num, "--goodput " + key, key + ":50 (milliseconds)");
+      if (v.size() != 1 || !(v[0] > 0))
+        throw UserError("--goodput " + item + ": the bound is a positive number of milliseconds, e.g. " + key + ":50");
+      d["slo"][key] = text::printf("%.17gms", v[0]);
+    }
+  }
+  if (vm.count("percentiles")) {
+    d["percentiles"] = parse_numbers(vm["percentiles"].as<std::string>(), "--percentiles", "50,90,99");
+  }
   if (!vm.count("scenario")) {
     // Flags alone: a Poisson load of 200 requests of 512 in / 128 out at 4/s, each part replaced by a flag.
     auto& w = d["workload"];

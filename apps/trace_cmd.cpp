@@ -40,23 +40,6 @@ std::vector<std::string> take_inputs(Args& args) {
   return in;
 }
 
-std::vector<double> parse_numbers(const std::string& s, const std::string& flag) {
-  std::vector<double> v;
-  for (const auto& item : text::split(s, ',')) {
-    std::size_t used = 0;
-    double x = 0;
-    try {
-      x = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (item.empty() || used != item.size() || !std::isfinite(x)) {
-      throw UserError(flag + ": '" + item + "' is not a number; write e.g. 0.25 or a profile 0.14,0.27,0.22");
-    }
-    v.push_back(x);
-  }
-  return v;
-}
 
 std::string pct(double x) { return reports::fixed(100.0 * x, 1); }
 
@@ -209,12 +192,12 @@ int trace_gen(const Args& args, std::ostream& out) {
     tg.max_mean_load.reset();
     tg.lru_hit.reset();
   }
-  if (vm.count("reuse")) tg.reuse = parse_numbers(vm["reuse"].as<std::string>(), "--reuse");
+  if (vm.count("reuse")) tg.reuse = parse_numbers(vm["reuse"].as<std::string>(), "--reuse", "0.25 or a profile 0.14,0.27,0.22");
   if (vm.count("first-choice-repeat")) {
-    tg.first_choice_repeat = parse_numbers(vm["first-choice-repeat"].as<std::string>(), "--first-choice-repeat");
+    tg.first_choice_repeat = parse_numbers(vm["first-choice-repeat"].as<std::string>(), "--first-choice-repeat", "0.25 or a profile 0.14,0.27,0.22");
   }
   if (vm.count("rho")) {
-    const auto r = parse_numbers(vm["rho"].as<std::string>(), "--rho");
+    const auto r = parse_numbers(vm["rho"].as<std::string>(), "--rho", "0.25 or a profile 0.14,0.27,0.22");
     o.rho = r.size() == 1 || r.size() == static_cast<std::size_t>(o.layers) ? r : sim::interpolate_profile(r, o.layers);
   }
   if (vm.count("max-mean-load")) tg.max_mean_load = vm["max-mean-load"].as<double>();

@@ -18,6 +18,25 @@ namespace {
 
 std::string ms(double s) { return fixed(s * 1e3, 1); }
 
+/// A percentile as vLLM names it: 99 -> "99", 99.9 -> "99.9" (benchmark_serving: p{int(p) if int(p) == p
+/// else p}).
+std::string percent_label(double p) { return text::printf("%g", p); }
+
+/// The percentiles to report: a list of 1 to 16 numbers, each in (0, 100] (vLLM --metric-percentiles).
+std::vector<double> read_percentiles(const json::Node& root, std::string_view key) {
+  const std::vector<json::Node> items = root.elements(key);
+  if (items.empty() || items.size() > 16)
+    throw root.error(key, "must list 1 to 16 percentiles, e.g. [90, 99]");
+  std::vector<double> out;
+  for (const auto& item : items) {
+    const nlohmann::json& v = item.raw();
+    if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 100))
+      throw item.error("is " + v.dump() + "; a percentile is a number in (0, 100], e.g. 99");
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
 /// Reads one fraction-valued number in (0, 1].
 double fraction(const json::Node& n, std::string_view key) {
   const double v = n.number(key);
@@ -123,8 +142,8 @@ std::vector<SweepPoint> expand_sweep(const ServeScenario& s) {
 std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffic) {
   const json::Node root(s.doc, s.source);
   root.expect_only({"description", "model", "model_overrides", "hw", "nic", "nodes", "plan", "precision", "experts",
-                    "scheduler", "workload", "slo", "trace", "generate", "streaming", "activation_bytes", "kv_bytes",
-                    "runtime"});
+                    "scheduler", "workload", "slo", "percentiles", "trace", "generate", "streaming",
+                    "activation_bytes", "kv_bytes", "runtime"});
   auto prepared = std::make_unique<PreparedServe>();
   ServeRun& run = prepared->run;
   model::Architecture& arch = prepared->arch;
@@ -224,13 +243,21 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
     throw root.error("activation_bytes and kv_bytes must be positive");
 
   if (auto sl = root.optional_child("slo")) {
-    sl->expect_only({"ttft", "itl", "e2el"});
+    // vLLM's goodput keys (benchmark_serving --goodput ttft:MS tpot:MS e2el:MS). moesim's "itl" used to
+    // bound a request's TPOT under the wrong name: refused with the right one.
+    if (sl->has("itl"))
+      throw sl->error("itl", "bounded a request's TPOT (its mean time per output token), not its inter-token "
+                             "latency: write \"tpot\" (vLLM's goodput key)");
+    sl->expect_only({"ttft", "tpot", "e2el"});
     if (auto v = sl->optional_quantity<units::Dimension::Time>("ttft")) c.slo.ttft_s = v->base();
-    if (auto v = sl->optional_quantity<units::Dimension::Time>("itl")) c.slo.itl_s = v->base();
+    if (auto v = sl->optional_quantity<units::Dimension::Time>("tpot")) c.slo.tpot_s = v->base();
     if (auto v = sl->optional_quantity<units::Dimension::Time>("e2el")) c.slo.e2el_s = v->base();
+    if (!c.slo.given()) throw sl->error("is empty; give ttft, tpot or e2el with a unit, e.g. {\"ttft\": \"1s\"}");
   } else {
-    defaults.push_back("no SLO given: goodput counts every completed request (set \"slo\", e.g. {\"ttft\": \"1s\"})");
+    defaults.push_back("no SLO given: no goodput (set \"slo\" or --goodput, e.g. ttft:1000 tpot:50 in ms)");
   }
+  if (root.has("percentiles")) c.percentiles = read_percentiles(root, "percentiles");
+  resolved["percentiles"] = c.percentiles;
 
   // Workload.
   if (auto w = root.optional_child("workload")) {
@@ -341,9 +368,13 @@ void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
       << " tokens (" << res.memory.kv_blocks << " blocks)\n";
   out << "requests   " << res.requests.size() << " completed in " << fixed(res.duration, 2) << " s simulated ("
       << (timing ? fixed(r.wall_seconds, 3) + " s wall, " : std::string()) << res.events << " events)\n\n";
-  Table t({"metric", "mean ms", "median ms", "p90 ms", "p99 ms"});
+  std::vector<std::string> head = {"metric", "mean ms", "median ms", "std ms"};
+  for (const auto& [pct, value] : res.ttft.requested) head.push_back("p" + percent_label(pct) + " ms");
+  Table t(head);
   auto row = [&](const char* name, const sim::Percentiles& q) {
-    t.add_row({name, ms(q.mean), ms(q.median), ms(q.p90), ms(q.p99)});
+    std::vector<std::string> cells = {name, ms(q.mean), ms(q.median), ms(q.std)};
+    for (const auto& [pct, value] : q.requested) cells.push_back(ms(value));
+    t.add_row(cells);
   };
   row("TTFT", res.ttft);
   row("TPOT", res.tpot);
@@ -352,8 +383,9 @@ void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
   t.print_text(out);
   out << "\nthroughput  " << fixed(res.request_throughput, 3) << " requests/s, " << fixed(res.output_throughput, 1)
       << " output tokens/s, " << fixed(res.total_throughput, 1) << " total tokens/s\n";
-  out << "goodput     " << fixed(res.goodput, 3) << " requests/s (" << res.good_requests << " of "
-      << res.requests.size() << " met the SLO)\n";
+  if (res.slo_given)
+    out << "goodput     " << fixed(res.goodput, 3) << " requests/s (" << res.good_requests << " of "
+        << res.requests.size() << " met the SLO)\n";
   if (res.tpot.mean > 0) out << "per user    " << fixed(1.0 / res.tpot.mean, 1) << " tokens/s (1 / mean TPOT)\n";
   out << "batching    mean decode batch " << fixed(res.mean_decode_batch, 1) << ", max queue " << res.max_waiting
       << ", peak KV use " << fixed(100.0 * res.max_kv_used, 1) << "%, " << res.preemptions << " preemptions\n";
@@ -368,22 +400,32 @@ void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
 nlohmann::json serve_to_json(const ServeRun& r, bool timing) {
   const auto& res = r.result;
   nlohmann::json m = nlohmann::json::array();
+  // vLLM benchmark_serving's names and units (--save-result): mean_ttft_ms, median_ttft_ms, std_ttft_ms and
+  // p<P>_ttft_ms for each percentile asked for, the same for tpot, itl and e2el.
   auto pct = [&](const std::string& name, const sim::Percentiles& q) {
-    m.push_back(metric("mean_" + name, q.mean, "s"));
-    m.push_back(metric("median_" + name, q.median, "s"));
-    m.push_back(metric("p90_" + name, q.p90, "s"));
-    m.push_back(metric("p99_" + name, q.p99, "s"));
+    m.push_back(metric("mean_" + name + "_ms", q.mean * 1e3, "ms"));
+    m.push_back(metric("median_" + name + "_ms", q.median * 1e3, "ms"));
+    m.push_back(metric("std_" + name + "_ms", q.std * 1e3, "ms"));
+    for (const auto& [p, value] : q.requested)
+      m.push_back(metric("p" + percent_label(p) + "_" + name + "_ms", value * 1e3, "ms"));
   };
   pct("ttft", res.ttft);
   pct("tpot", res.tpot);
   pct("itl", res.itl);
   pct("e2el", res.e2el);
+  double input_tokens = 0, output_tokens = 0;
+  for (const auto& q : res.requests) {
+    input_tokens += static_cast<double>(q.prompt_tokens);
+    output_tokens += static_cast<double>(q.output_tokens);
+  }
   m.push_back(metric("completed", static_cast<double>(res.requests.size()), "requests"));
+  m.push_back(metric("total_input_tokens", input_tokens, "tokens"));
+  m.push_back(metric("total_output_tokens", output_tokens, "tokens"));
   m.push_back(metric("duration", res.duration, "s"));
   m.push_back(metric("request_throughput", res.request_throughput, "requests/s"));
   m.push_back(metric("output_throughput", res.output_throughput, "tokens/s"));
   m.push_back(metric("total_token_throughput", res.total_throughput, "tokens/s"));
-  m.push_back(metric("goodput", res.goodput, "requests/s"));
+  if (res.slo_given) m.push_back(metric("request_goodput", res.goodput, "requests/s"));
   m.push_back(metric("per_user_tokens_per_second", res.tpot.mean > 0 ? 1.0 / res.tpot.mean : 0.0, "tokens/s"));
   m.push_back(metric("mean_decode_batch", res.mean_decode_batch, "sequences"));
   m.push_back(metric("max_queue_depth", res.max_waiting, "requests"));

@@ -21,11 +21,20 @@ namespace moesim::sim {
 
 namespace {
 template <class T>
-Percentiles percentiles_of(std::vector<T>& v) {
+Percentiles percentiles_of(std::vector<T>& v, const std::vector<double>& percents) {
   Percentiles p;
-  if (v.empty()) return p;
+  if (v.empty()) {
+    for (double q : percents) p.requested.emplace_back(q, 0.0);
+    return p;
+  }
   p.mean = std::accumulate(v.begin(), v.end(), 0.0, [](double acc, T x) { return acc + static_cast<double>(x); }) /
            static_cast<double>(v.size());
+  // np.std: the population standard deviation (ddof 0), two passes for accuracy.
+  const double ss = std::accumulate(v.begin(), v.end(), 0.0, [&](double acc, T x) {
+    const double d = static_cast<double>(x) - p.mean;
+    return acc + d * d;
+  });
+  p.std = std::sqrt(ss / static_cast<double>(v.size()));
   // Linear interpolation between closest ranks (numpy's default percentile, which vLLM's benchmark uses),
   // by selection (O(n)), each search confined to the part above the previous one: an ITL vector holds one
   // value per generated token, millions of them.
@@ -40,17 +49,30 @@ Percentiles percentiles_of(std::vector<T>& v) {
     const double b = lo + 1 < v.size() ? static_cast<double>(*std::min_element(it + 1, v.end())) : a;
     return a + (b - a) * (pos - static_cast<double>(lo));
   };
-  p.median = at(0.5);
-  p.p90 = at(0.9);
-  p.p99 = at(0.99);
+  // Ascending, so that each selection searches above the one before.
+  std::vector<double> qs = {0.5, 0.9, 0.99};
+  for (double q : percents) qs.push_back(q / 100.0);
+  std::vector<std::size_t> order(qs.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return qs[a] < qs[b]; });
+  std::vector<double> value(qs.size());
+  for (std::size_t i : order) value[i] = at(qs[i]);
+  p.median = value[0];
+  p.p90 = value[1];
+  p.p99 = value[2];
+  for (std::size_t i = 0; i < percents.size(); ++i) p.requested.emplace_back(percents[i], value[3 + i]);
   p.max = static_cast<double>(*std::max_element(v.begin(), v.end()));
   return p;
 }
 
 }  // namespace
 
-Percentiles percentiles(std::vector<double> v) { return percentiles_of(v); }
-Percentiles percentiles(std::vector<float> v) { return percentiles_of(v); }
+Percentiles percentiles(std::vector<double> v, const std::vector<double>& percents) {
+  return percentiles_of(v, percents);
+}
+Percentiles percentiles(std::vector<float> v, const std::vector<double>& percents) {
+  return percentiles_of(v, percents);
+}
 
 namespace {
 
@@ -918,15 +940,16 @@ ServingResult run_serving(const ServingConfig& c) {
     last = std::max(last, q.finish);
     out_tokens += static_cast<double>(q.output_tokens);
     all_tokens += static_cast<double>(q.output_tokens + q.prompt_tokens);
-    const bool good = (!c.slo.ttft_s || q.ttft() <= *c.slo.ttft_s) && (!c.slo.itl_s || q.tpot() <= *c.slo.itl_s) &&
+    const bool good = (!c.slo.ttft_s || q.ttft() <= *c.slo.ttft_s) && (!c.slo.tpot_s || q.tpot() <= *c.slo.tpot_s) &&
                       (!c.slo.e2el_s || q.e2el() <= *c.slo.e2el_s);
     r.good_requests += good ? 1 : 0;
   }
   r.duration = r.requests.empty() ? 0.0 : last - first;
-  r.ttft = percentiles(ttft);
-  r.tpot = percentiles(tpot);
-  r.itl = percentiles(std::move(engine.itl_));
-  r.e2el = percentiles(e2el);
+  r.slo_given = c.slo.given();
+  r.ttft = percentiles(ttft, c.percentiles);
+  r.tpot = percentiles(tpot, c.percentiles);
+  r.itl = percentiles(std::move(engine.itl_), c.percentiles);
+  r.e2el = percentiles(e2el, c.percentiles);
   if (r.duration > 0) {
     const auto n = static_cast<double>(r.requests.size());
     r.request_throughput = n / r.duration;

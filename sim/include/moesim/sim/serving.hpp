@@ -105,8 +105,9 @@ struct SchedulerConfig {
 /// set bound holds: TTFT, its mean inter-token latency (TPOT) and its end-to-end latency.
 struct Slo {
   std::optional<double> ttft_s;
-  std::optional<double> itl_s;
+  std::optional<double> tpot_s;  ///< a request's mean time per output token (vLLM's goodput "tpot")
   std::optional<double> e2el_s;
+  [[nodiscard]] bool given() const { return ttft_s || tpot_s || e2el_s; }
 };
 
 struct ServingConfig {
@@ -122,6 +123,9 @@ struct ServingConfig {
   WorkloadSpec workload;
   std::vector<Request> requests;  ///< the open-loop requests (empty for a closed loop)
   Slo slo;
+  /// Percentiles of each latency to report besides mean, median and std (serve --percentiles; vLLM's
+  /// --metric-percentiles). moesim's default: 90 and 99.
+  std::vector<double> percentiles = {90, 99};
   double activation_bytes = 2.0;  ///< bytes per activation on the wire (bf16)
   double kv_bytes = 2.0;          ///< bytes per KV-cache element (bf16)
   std::optional<StreamingParams> streaming;
@@ -188,11 +192,16 @@ struct StepRecord {
   double kv_used = 0;  ///< fraction of KV blocks in use
 };
 
+/// A latency's distribution, as vLLM's benchmark_serving reports it: mean, median, standard deviation
+/// (numpy's np.std, the population one) and the percentiles asked for (`--metric-percentiles`, numpy's
+/// linear interpolation); p90, p99 and max always (the sweep and the report use them).
 struct Percentiles {
-  double mean = 0, median = 0, p90 = 0, p99 = 0, max = 0;
+  double mean = 0, median = 0, std = 0, p90 = 0, p99 = 0, max = 0;
+  std::vector<std::pair<double, double>> requested;  ///< (percent, value) for each percent asked for
 };
-Percentiles percentiles(std::vector<double> values);
-Percentiles percentiles(std::vector<float> values);
+/// `percents`: each in (0, 100], e.g. {90, 99} (vLLM's default is {99}).
+Percentiles percentiles(std::vector<double> values, const std::vector<double>& percents = {});
+Percentiles percentiles(std::vector<float> values, const std::vector<double>& percents = {});
 
 /// Per-layer time split of the decode steps (seed 004's I/O vs GPU vs CPU), seconds per layer, averaged
 /// over decode-only steps.
@@ -213,6 +222,7 @@ struct ServingResult {
   double output_throughput = 0;   ///< output tokens/s
   double total_throughput = 0;    ///< prompt + output tokens/s
   double goodput = 0;             ///< requests/s meeting the SLO
+  bool slo_given = false;         ///< goodput means something only when an SLO was given
   std::int64_t good_requests = 0;
   double mean_decode_batch = 0;
   double max_kv_used = 0;
