@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <set>
 #include <tuple>
 
 #include "moesim/model/error.hpp"
@@ -172,6 +173,24 @@ EstimateResult run_estimate(const EstimateRequest& request) {
         row.placement = "dense (no experts)";
       }
       row.estimate = model::estimate_decode(s);
+      if (!row.estimate.fits && r.arch.is_moe() && !s.streaming) {
+        // Replication costs memory: the fewest nodes, from this count, at which one copy of the experts
+        // split over them fits (issue 21: DeepSeek-V3 on 2-4 nodes with replicated groups never fits).
+        for (std::int64_t n = nodes; n <= r.arch.routed_experts; ++n) {
+          model::DecodeScenario alt = s;
+          alt.nodes = n;
+          alt.nic = n > 1 ? (nic ? nic : nullptr) : nullptr;
+          if (n > 1 && !alt.nic) break;
+          const sim::Placement p = sim::make_placement("contiguous", r.arch.routed_experts, n);
+          alt.expected_active_experts = sim::expected_active_experts(p, r.arch.top_k).value;
+          alt.max_experts_per_node = p.max_experts_per_node();
+          const model::DecodeEstimate e = model::estimate_decode(alt);
+          if (e.fits) {
+            row.fits_contiguous = std::make_pair(n, e.memory_needed.base());
+            break;
+          }
+        }
+      }
       if (r.runtime && !r.runtime->interval_source.empty())
         row.interval = r.runtime->interval(row.estimate.tokens_per_second);
       if (!expected_active_note.empty()) row.estimate.notes.push_back(expected_active_note);
@@ -270,6 +289,23 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
     out << "\nfits = NO: the model's weights on the fullest node exceed its "
         << units::format_binary(r.node.memory_total())
         << "; those rows are bounds for hardware that cannot hold the model.\n";
+    std::set<std::pair<std::int64_t, std::int64_t>> said;  // (nodes, fitting nodes), once per pair
+    for (const auto& row : r.rows) {
+      if (row.estimate.fits) continue;
+      if (!row.fits_contiguous) {
+        if (said.insert({row.nodes, 0}).second && a.is_moe())
+          out << "  " << row.nodes << " node" << (row.nodes > 1 ? "s" : "")
+              << ": no placement fits, even one copy of the experts split over up to " << a.routed_experts
+              << " nodes (a smaller --precision, or nodes with more memory)\n";
+        continue;
+      }
+      const auto [n, bytes] = *row.fits_contiguous;
+      if (!said.insert({row.nodes, n}).second) continue;
+      out << "  " << row.nodes << " node" << (row.nodes > 1 ? "s" : "") << ": would fit with "
+          << (n == row.nodes ? std::string() : std::to_string(n) + " nodes and ")
+          << "--placement contiguous (one copy of the experts, " << text::printf("%.1f", bytes / 1073741824.0)
+          << " GiB per node)\n";
+    }
   }
   std::vector<std::string> notes;
   for (const auto& row : r.rows) {
@@ -409,6 +445,10 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
                     {"bound", e.bound},
                     {"fits", e.fits},
                     {"metrics", m}});
+    if (row.fits_contiguous)
+      rows.back()["would_fit"] = {{"placement", "contiguous"},
+                                  {"nodes", row.fits_contiguous->first},
+                                  {"memory_needed_per_node", {{"value", row.fits_contiguous->second}, {"unit", "B"}}}};
   }
   return {{"command", "estimate"}, {"inputs", inputs}, {"rows", rows}};
 }

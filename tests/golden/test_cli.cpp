@@ -99,6 +99,33 @@ TEST(GoldenCli, ListsAndHelp) {
   }
 }
 
+// A row that cannot fit says what would (issue 21): DeepSeek-V3 at fp8 (671 B parameters) on Mac Studios
+// with the default replicated groups holds half the experts per node (320 GiB) and fits nowhere; one copy of
+// the experts split over 4 nodes (168 GiB each) fits the 192 GiB.
+TEST(GoldenCli, UnfitRowsSayWhatWouldFit) {
+  const std::string args =
+      "estimate --model deepseek-v3 --hw mac-studio-m2-ultra-192 --nic rocev2-25g --nodes 2,4 --precision fp8";
+  const auto text = run_cli(args);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("2 nodes: would fit with 4 nodes and --placement contiguous"), std::string::npos)
+      << text.out;
+  EXPECT_NE(text.out.find("4 nodes: would fit with --placement contiguous"), std::string::npos) << text.out;
+  const auto json = run_cli(args + " --json");
+  ASSERT_EQ(json.code, 0) << json.err;
+  const auto j = nlohmann::json::parse(json.out);
+  const auto& rows = j.at("rows");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) {
+    EXPECT_FALSE(row.at("fits").get<bool>());
+    EXPECT_EQ(row.at("would_fit").at("nodes"), 4) << row.dump();
+  }
+  // And it does: the suggestion, run, fits.
+  const auto fits = run_cli("estimate --model deepseek-v3 --hw mac-studio-m2-ultra-192 --nic rocev2-25g --nodes 4 "
+                            "--precision fp8 --placement contiguous --json");
+  ASSERT_EQ(fits.code, 0) << fits.err;
+  EXPECT_TRUE(nlohmann::json::parse(fits.out).at("rows").at(0).at("fits").get<bool>());
+}
+
 const char* kGoodNic = R"({"id": "t", "kind": "nic", "latency": {"value": "1ms", "source": "test"},
   "bandwidth": {"value": "10Gb/s", "source": "test"}, "price": {"value": "100USD", "source": "test"}})";
 

@@ -62,6 +62,10 @@ struct EstimateRow {
   std::string price_missing;  ///< model::missing_price's line, empty when the row is priced
   /// With a runtime profile: the tokens/s interval its calibration rows' leave-one-out errors give.
   std::optional<std::pair<double, double>> interval;
+  /// A row that does not fit: the fewest nodes (from this row's count) at which the experts split without
+  /// replication (--placement contiguous) fit, and the memory per node there; absent when none up to the
+  /// expert count does, or the row fits.
+  std::optional<std::pair<std::int64_t, double>> fits_contiguous;
 };
 
 struct EstimateResult {
