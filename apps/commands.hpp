@@ -64,9 +64,12 @@ class ProgressLine {
  public:
   explicit ProgressLine(bool enabled) : enabled_(enabled) {}
   void update(const std::string& what, std::size_t done, std::size_t total);
+  /// The same for work measured as a fraction in [0, 1] ("serve: point 1/3: 40%, ...").
+  void update_fraction(const std::string& what, double fraction);
   void finish();
 
  private:
+  void show(const std::string& what, double fraction, const std::string& count, bool last);
   bool enabled_;
   double start_ = -1, last_ = -1;
   std::string stage_;

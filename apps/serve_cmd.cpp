@@ -71,6 +71,10 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("goodput", po::value<std::vector<std::string>>()->multitoken(),
      "SLO for goodput as vLLM's benchmark_serving takes it, in ms: e.g. --goodput ttft:1000 tpot:50 e2el:20000 "
      "(slo.ttft, slo.tpot, slo.e2el); goodput is reported only with one")
+    ("find-max-rate", "the capacity question: the highest arrival rate at which --slo-attainment of the requests "
+     "meet the SLO (needs an SLO and a poisson or uniform arrival; starts from the workload's rate)")
+    ("slo-attainment", po::value<double>()->default_value(0.9, "0.9"),
+     "with --find-max-rate: the share of requests that must meet the SLO (DistServe's 90% by default)")
     ("percentiles", po::value<std::string>(),
      "latency percentiles to report besides mean, median and std, e.g. 50,90,99 (percentiles; vLLM's "
      "--metric-percentiles; default 90,99)")
@@ -180,6 +184,22 @@ int cmd_serve(const Args& args, std::ostream& out) {
   }
 
   const bool quiet = vm.count("quiet") > 0;
+  if (vm.count("find-max-rate")) {
+    for (const char* f : {"requests-out", "steps-out", "sweep-out", "chrome-trace"})
+      if (vm.count(f)) throw UserError(std::string("--") + f + " and --find-max-rate: run the rate it finds without it");
+    ProgressLine bar(!quiet);
+    const reports::MaxRate m = reports::find_max_rate(s, vm["slo-attainment"].as<double>(), [&](double rate, std::size_t i) {
+      bar.update_fraction("serve --find-max-rate: probe " + std::to_string(i + 1) + " at " + text::printf("%.3g", rate) +
+                              " requests/s",
+                          0.0);
+    });
+    bar.finish();
+    if (vm.count("json"))
+      out << reports::max_rate_to_json(m).dump(2) << "\n";
+    else
+      reports::print_max_rate_text(m, out);
+    return 0;
+  }
   const auto points = reports::expand_sweep(s);
   // Output files are opened before the run, so a bad path fails at once and nothing half-written remains.
   // All of them are committed together at the end (moesim/model/output_file.hpp).
@@ -190,17 +210,15 @@ int cmd_serve(const Args& args, std::ostream& out) {
   if (vm.count("steps-out")) steps_out = &outputs.add(vm["steps-out"].as<std::string>(), "--steps-out");
   if (vm.count("sweep-out")) sweep_out = &outputs.add(vm["sweep-out"].as<std::string>(), "--sweep-out");
   std::vector<reports::ServeRun> runs;
+  ProgressLine bar(!quiet);
   for (std::size_t i = 0; i < points.size(); ++i) {
     std::function<void(double)> progress;
-    if (!quiet) {
-      progress = [&, i](double f) {
-        std::cerr << "\rserve: point " << (i + 1) << "/" << points.size() << ", " << static_cast<int>(f * 100.0)
-                  << "% of requests done" << std::flush;
-      };
-    }
+    const std::string what = "serve: point " + std::to_string(i + 1) + "/" + std::to_string(points.size()) +
+                             ", requests done";
+    if (!quiet) progress = [&bar, what](double f) { bar.update_fraction(what, f); };
     runs.push_back(reports::run_serve(points[i].scenario, progress));
-    if (!quiet) std::cerr << "\r\033[K" << std::flush;
   }
+  bar.finish();
   if (points.size() == 1 && points.front().values.empty()) {
     if (vm.count("json")) {
       out << reports::serve_to_json(runs.front(), vm.count("timing") > 0).dump(2) << "\n";

@@ -1,6 +1,8 @@
 #include "moesim/reports/serve.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <sstream>
 
 #include "moesim/model/error.hpp"
@@ -9,6 +11,7 @@
 #include "moesim/model/text.hpp"
 #include "moesim/reports/json_out.hpp"
 #include "moesim/reports/simulate.hpp"
+#include "moesim/reports/sweep.hpp"
 #include "moesim/reports/table.hpp"
 #include "moesim/sim/trace_gen.hpp"
 #include "moesim/sim/workload.hpp"
@@ -143,7 +146,7 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   const json::Node root(s.doc, s.source);
   root.expect_only({"description", "model", "model_overrides", "hw", "nic", "nodes", "plan", "precision", "experts",
                     "scheduler", "workload", "slo", "percentiles", "trace", "generate", "streaming",
-                    "activation_bytes", "kv_bytes", "runtime"});
+                    "activation_bytes", "kv_bytes", "runtime", "costs"});
   auto prepared = std::make_unique<PreparedServe>();
   ServeRun& run = prepared->run;
   model::Architecture& arch = prepared->arch;
@@ -257,6 +260,10 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
     defaults.push_back("no SLO given: no goodput (set \"slo\" or --goodput, e.g. ttft:1000 tpot:50 in ms)");
   }
   if (root.has("percentiles")) c.percentiles = read_percentiles(root, "percentiles");
+  if (root.has("costs")) {
+    std::string source;
+    run.costs = read_costs(root.child("costs"), source);
+  }
   resolved["percentiles"] = c.percentiles;
 
   // Workload.
@@ -343,10 +350,131 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
     throw UserError(s.source + ": " + what);
   }
   run.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // The cost of the tokens, as `moesim cost` and the sweep price them (model/cost.hpp).
+  const model::NicProfile* nic = prepared->nic ? &*prepared->nic : nullptr;
+  const std::int64_t nodes = prepared->config.plan.nodes;
+  if (auto missing = model::missing_price(prepared->node, nic, nodes)) {
+    run.price_missing = *missing;
+  } else {
+    run.capital = model::capital_cost(prepared->node, nic, nodes);
+    run.running = model::running_cost(prepared->node, nodes, *run.capital, run.result.output_throughput, run.costs);
+  }
   return std::move(run);
 }
 
 sim::MemoryPlan serve_memory_plan(const ServeScenario& s) { return sim::check_memory(prepare_serve(s, false)->config); }
+
+MaxRate find_max_rate(const ServeScenario& s, double attainment,
+                      const std::function<void(double, std::size_t)>& progress) {
+  if (!(attainment > 0 && attainment <= 1))
+    throw UserError("--slo-attainment " + text::printf("%g", attainment) + ": give a share in (0, 1], e.g. 0.9");
+  if (!s.doc.contains("slo"))
+    throw UserError(s.source + ": $.slo: --find-max-rate needs an SLO to meet: give \"slo\" (e.g. {\"ttft\": \"2s\", "
+                    "\"tpot\": \"100ms\"}) or --goodput ttft:2000 tpot:100");
+  if (s.doc.contains("sweep")) throw UserError(s.source + ": $.sweep: --find-max-rate varies the rate itself; drop \"sweep\"");
+  const nlohmann::json* w = s.doc.contains("workload") ? &s.doc.at("workload") : nullptr;
+  const std::string arrival = w && w->contains("arrival") && w->at("arrival").is_string() ? w->at("arrival").get<std::string>() : "";
+  if (arrival != "poisson" && arrival != "uniform")
+    throw UserError(s.source + ": $.workload.arrival: --find-max-rate needs requests arriving at a rate (poisson or "
+                    "uniform), not \"" + arrival + "\"");
+  // The scenario's own rate starts the search (read as the workload reader reads it).
+  const sim::WorkloadSpec parsed = sim::parse_workload(json::Node(*w, s.source, "$.workload"), s.base_dir);
+  // Every probe offers load for the same time, the scenario's own arrival window (its requests at its
+  // rate): a fixed count of requests at a rate beyond capacity is a burst the queue drains after the last
+  // arrival, which a finite test passes at any rate; a fixed window makes an overload build its queue for
+  // the whole window, as a server in steady state would (DistServe's traces, like vLLM's benchmark at a
+  // rate, are long against the latencies they bound).
+  const double window = static_cast<double>(parsed.requests) / parsed.rate;
+  constexpr std::int64_t kMaxProbeRequests = 200000;
+  MaxRate m;
+  m.attainment_target = attainment;
+  m.window_s = window;
+  auto probe = [&](double rate) -> const RateProbe& {
+    ServeScenario at = s;
+    at.doc["workload"]["rate"] = text::printf("%.9g/s", rate);
+    const auto count = static_cast<std::int64_t>(std::llround(rate * window));
+    if (count > kMaxProbeRequests)
+      throw UserError("--find-max-rate: " + text::printf("%.3g", rate) + " requests/s over the workload's " +
+                      text::printf("%.3g", window) + " s window is " + std::to_string(count) + " requests, above the " +
+                      std::to_string(kMaxProbeRequests) + " a probe may run; give fewer workload requests");
+    at.doc["workload"]["requests"] = std::max<std::int64_t>(count, 1);
+    if (progress) progress(rate, m.probes.size());
+    RateProbe p;
+    p.rate = rate;
+    p.run = run_serve(at);
+    const auto n = static_cast<double>(p.run.result.requests.size());
+    p.attainment = n > 0 ? static_cast<double>(p.run.result.good_requests) / n : 0.0;
+    m.probes.push_back(std::move(p));
+    return m.probes.back();
+  };
+  auto meets = [&](const RateProbe& p) { return p.attainment >= attainment; };
+  double lo = 0, hi = 0;  // lo meets, hi does not
+  double r = parsed.rate;
+  if (meets(probe(r))) {
+    lo = r;
+    for (int i = 0; i < 24 && hi == 0; ++i) {
+      r *= 2;
+      if (meets(probe(r))) lo = r; else hi = r;
+    }
+  } else {
+    hi = r;
+    for (int i = 0; i < 24 && lo == 0; ++i) {
+      r /= 2;
+      if (meets(probe(r))) lo = r; else hi = r;
+    }
+    if (lo == 0)
+      throw UserError(s.source + ": even " + text::printf("%.3g", hi) + " requests/s does not meet the SLO for " +
+                      text::printf("%g", attainment * 100) + "% of the requests: the SLO is out of reach of this " +
+                      "hardware at any load (loosen it, or look at the single-request TTFT and TPOT)");
+  }
+  for (int i = 0; i < 16 && hi > 0 && hi / lo > 1.02; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    if (meets(probe(mid))) lo = mid; else hi = mid;
+  }
+  for (std::size_t i = 0; i < m.probes.size(); ++i)
+    if (m.probes[i].rate == lo) m.best = i;
+  if (hi > 0) m.failing_rate = hi;
+  return m;
+}
+
+void print_max_rate_text(const MaxRate& m, std::ostream& out) {
+  Table t({"rate req/s", "met SLO", "output tok/s", "median TTFT ms", "median TPOT ms"});
+  std::vector<std::size_t> order(m.probes.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return m.probes[a].rate < m.probes[b].rate; });
+  for (std::size_t i : order) {
+    const auto& p = m.probes[i];
+    t.add_row({text::printf("%.3f", p.rate), text::printf("%.1f%%", p.attainment * 100),
+               fixed(p.run.result.output_throughput, 1), ms(p.run.result.ttft.median), ms(p.run.result.tpot.median)});
+  }
+  t.print_text(out);
+  const RateProbe& b = m.probes[m.best];
+  out << "\neach probe offers load for " << text::printf("%.1f", m.window_s)
+      << " s (the workload's requests at its rate); the rate is bracketed, then bisected to 2%\n";
+  out << "max rate    " << text::printf("%.3f", b.rate) << " requests/s with " << text::printf("%.1f", b.attainment * 100)
+      << "% of requests meeting the SLO (target " << text::printf("%g", m.attainment_target * 100) << "%)";
+  if (m.failing_rate) out << "; " << text::printf("%.3f", *m.failing_rate) << " requests/s misses it";
+  out << "\nthere       " << fixed(b.run.result.output_throughput, 1) << " output tokens/s";
+  if (b.run.running && b.run.running->usd_per_million_tokens)
+    out << ", " << text::printf("%.3f", *b.run.running->usd_per_million_tokens) << " USD per million output tokens";
+  out << "\n\nAt the max rate:\n";
+  print_serve_text(b.run, out);
+}
+
+nlohmann::json max_rate_to_json(const MaxRate& m) {
+  nlohmann::json probes = nlohmann::json::array();
+  for (const auto& p : m.probes)
+    probes.push_back({{"rate", {{"value", p.rate}, {"unit", "requests/s"}}},
+                      {"slo_attainment", {{"value", p.attainment}, {"unit", "fraction"}}},
+                      {"output_throughput", {{"value", p.run.result.output_throughput}, {"unit", "tokens/s"}}}});
+  nlohmann::json j = {{"slo_attainment_target", m.attainment_target},
+                      {"window", {{"value", m.window_s}, {"unit", "s"}}},
+                      {"max_rate", {{"value", m.probes[m.best].rate}, {"unit", "requests/s"}}},
+                      {"probes", probes},
+                      {"at_max_rate", serve_to_json(m.probes[m.best].run)}};
+  if (m.failing_rate) j["failing_rate"] = {{"value", *m.failing_rate}, {"unit", "requests/s"}};
+  return j;
+}
 
 void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
   const auto& res = r.result;
@@ -387,6 +515,20 @@ void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
     out << "goodput     " << fixed(res.goodput, 3) << " requests/s (" << res.good_requests << " of "
         << res.requests.size() << " met the SLO)\n";
   if (res.tpot.mean > 0) out << "per user    " << fixed(1.0 / res.tpot.mean, 1) << " tokens/s (1 / mean TPOT)\n";
+  if (r.capital && r.running && r.running->usd_per_million_tokens) {
+    const auto& a = r.costs;
+    out << "cost        " << text::printf("%.0f", r.capital->total().base()) << " USD of hardware; "
+        << text::printf("%.3f", *r.running->usd_per_million_tokens) << " USD per million output tokens at this "
+        << "throughput (capital over " << text::printf("%g", a.years) << " years at " << text::printf("%g", a.utilisation * 100)
+        << "% use" << (r.running->energy_usd_per_million_tokens
+                           ? ", energy " + text::printf("%.3f", *r.running->energy_usd_per_million_tokens)
+                           : std::string(", no energy price")) << ")";
+    if (r.running->cloud_usd_per_million_tokens)
+      out << "; rented " << text::printf("%.3f", *r.running->cloud_usd_per_million_tokens) << " USD per million";
+    out << "\n";
+  } else if (!r.price_missing.empty()) {
+    out << "cost        not computed: " << r.price_missing << "\n";
+  }
   out << "batching    mean decode batch " << fixed(res.mean_decode_batch, 1) << ", max queue " << res.max_waiting
       << ", peak KV use " << fixed(100.0 * res.max_kv_used, 1) << "%, " << res.preemptions << " preemptions\n";
   if (res.cache_hit_rate >= 0) {
@@ -426,6 +568,11 @@ nlohmann::json serve_to_json(const ServeRun& r, bool timing) {
   m.push_back(metric("output_throughput", res.output_throughput, "tokens/s"));
   m.push_back(metric("total_token_throughput", res.total_throughput, "tokens/s"));
   if (res.slo_given) m.push_back(metric("request_goodput", res.goodput, "requests/s"));
+  if (r.capital) m.push_back(metric("capital_cost", r.capital->total().base(), "USD"));
+  if (r.running && r.running->usd_per_million_tokens)
+    m.push_back(metric("usd_per_million_output_tokens", *r.running->usd_per_million_tokens, "USD"));
+  if (r.running && r.running->cloud_usd_per_million_tokens)
+    m.push_back(metric("cloud_usd_per_million_output_tokens", *r.running->cloud_usd_per_million_tokens, "USD"));
   m.push_back(metric("per_user_tokens_per_second", res.tpot.mean > 0 ? 1.0 / res.tpot.mean : 0.0, "tokens/s"));
   m.push_back(metric("mean_decode_batch", res.mean_decode_batch, "sequences"));
   m.push_back(metric("max_queue_depth", res.max_waiting, "requests"));

@@ -423,6 +423,20 @@ bool starts_with(const std::string& s, std::string_view p) { return s.rfind(p, 0
 
 }  // namespace
 
+
+model::CostAssumptions read_costs(const json::Node& c, std::string& source) {
+  c.expect_only({"energy_price", "amortisation", "utilisation", "source"});
+  model::CostAssumptions a;
+  source = c.optional_string("source").value_or("");
+  if (c.has("energy_price")) a.usd_per_kwh = number_with_suffix(c, "energy_price", {"USD/kWh"}, "0.15USD/kWh");
+  if (c.has("amortisation")) a.years = number_with_suffix(c, "amortisation", {"years", "year", "y"}, "3years");
+  if (c.has("utilisation")) {
+    a.utilisation = number_with_suffix(c, "utilisation", {"%"}, "50%") / 100.0;
+    if (a.utilisation > 1) throw c.error("utilisation", "is above 100%");
+  }
+  return a;
+}
+
 std::string strategy_label(const GridPoint& p) {
   return p.tensor_parallel > 0 ? "TP " + std::to_string(p.tensor_parallel) : p.strategy;
 }
@@ -523,17 +537,7 @@ Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const 
     if ((g.constraints.max_ttft_s || g.constraints.max_itl_s) && g.workloads.empty())
       throw c.error("max_ttft/max_itl need a serving grid (\"workloads\"); a decode grid has one user and no queue");
   }
-  if (root.has("costs")) {
-    const json::Node c = root.child("costs");
-    c.expect_only({"energy_price", "amortisation", "utilisation", "source"});
-    g.costs_source = c.optional_string("source").value_or("");
-    if (c.has("energy_price")) g.costs.usd_per_kwh = number_with_suffix(c, "energy_price", {"USD/kWh"}, "0.15USD/kWh");
-    if (c.has("amortisation")) g.costs.years = number_with_suffix(c, "amortisation", {"years", "year", "y"}, "3years");
-    if (c.has("utilisation")) {
-      g.costs.utilisation = number_with_suffix(c, "utilisation", {"%"}, "50%") / 100.0;
-      if (g.costs.utilisation > 1) throw c.error("utilisation", "is above 100%");
-    }
-  }
+  if (root.has("costs")) g.costs = read_costs(root.child("costs"), g.costs_source);
   if (root.has("simulate")) {
     const json::Node s = root.child("simulate");
     s.expect_only({"points", "tokens", "seed"});

@@ -36,6 +36,13 @@ class Metrics {
 };
 Metrics metrics(const nlohmann::json& run) { return Metrics(run); }
 
+/// A rate as the --rate flag takes it, to nine significant digits ("64.6971234/s").
+std::string text_printf_rate(double rate) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.9g/s", rate);
+  return buf;
+}
+
 nlohmann::json serve_json(const std::string& scenario, const std::string& extra = "") {
   const auto r = run_cli("serve --scenario " + example(scenario) + " --json -q " + extra);
   EXPECT_EQ(r.code, 0) << r.err;
@@ -251,6 +258,65 @@ TEST(GoldenServe, VllmMetricNames) {
     EXPECT_EQ(r.code, 2) << bad;
     EXPECT_FALSE(r.err.empty()) << bad;
   }
+}
+
+// The capacity question (issue 21): the highest rate at which 90% of the requests meet the SLO. The
+// bracket ends within 2%, the answer meets the target and the next rate up does not; every probe offers
+// load for the same window, so an overload is a queue that grows, not a burst that drains.
+TEST(GoldenServe, FindMaxRate) {
+  const std::string base = "serve --model mixtral-8x7b --hw h100-sxm --precision fp8 --requests 200 --rate 4/s -q";
+  const auto r = run_cli(base + " --goodput ttft:500 tpot:20 --find-max-rate --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const double best = j.at("max_rate").at("value").get<double>();
+  ASSERT_TRUE(j.contains("failing_rate")) << r.out;
+  const double failing = j.at("failing_rate").at("value").get<double>();
+  EXPECT_GT(failing, best);
+  EXPECT_LE(failing / best, 1.02 + 1e-9);
+  EXPECT_DOUBLE_EQ(j.at("window").at("value").get<double>(), 50.0);  // 200 requests at 4/s
+  for (const auto& p : j.at("probes")) {
+    const double rate = p.at("rate").at("value").get<double>();
+    const double met = p.at("slo_attainment").at("value").get<double>();
+    if (rate == best) {
+      EXPECT_GE(met, 0.9) << p.dump();
+    }
+    if (rate == failing) {
+      EXPECT_LT(met, 0.9) << p.dump();
+    }
+  }
+  // At the rate it found, a plain run meets the SLO for at least 90% of the requests.
+  const auto at = run_cli("serve --model mixtral-8x7b --hw h100-sxm --precision fp8 -q --json --goodput ttft:500 tpot:20 "
+                          "--requests " + std::to_string(std::llround(best * 50.0)) + " --rate " +
+                          text_printf_rate(best));
+  ASSERT_EQ(at.code, 0) << at.err;
+  const Metrics m = metrics(nlohmann::json::parse(at.out));
+  EXPECT_GE(m["request_goodput"] / m["request_throughput"], 0.9 - 1e-9);
+  // Its cost line: the H100 is priced.
+  const auto text = run_cli(base + " --goodput ttft:500 tpot:20 --find-max-rate");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("USD per million output tokens"), std::string::npos) << text.out;
+  // Refused: no SLO; a closed loop (no rate to vary).
+  const auto no_slo = run_cli(base + " --find-max-rate");
+  EXPECT_EQ(no_slo.code, 2);
+  EXPECT_NE(no_slo.err.find("needs an SLO"), std::string::npos) << no_slo.err;
+  const auto closed = run_cli("serve --model mixtral-8x7b --hw h100-sxm --precision fp8 -q --arrival closed-loop --users 4 "
+                              "--requests 8 --goodput ttft:500 --find-max-rate");
+  EXPECT_EQ(closed.code, 2);
+  EXPECT_NE(closed.err.find("poisson or uniform"), std::string::npos) << closed.err;
+}
+
+// serve prints what the tokens cost where the hardware is priced, and says which price is missing where not.
+TEST(GoldenServe, CostPerMillionTokens) {
+  const auto priced = run_cli("serve --model mixtral-8x7b --hw h100-sxm --precision fp8 --requests 8 -q --json");
+  ASSERT_EQ(priced.code, 0) << priced.err;
+  const Metrics m = metrics(nlohmann::json::parse(priced.out));
+  EXPECT_DOUBLE_EQ(m["capital_cost"], 30000.0);  // hwprofiles/nodes/h100-sxm.json
+  // 3 years at 100% use: capital / (output tokens/s x seconds in 3 Julian years) per million tokens.
+  EXPECT_NEAR(m["usd_per_million_output_tokens"], 30000.0 / (m["output_throughput"] * 3 * 365.25 * 86400) * 1e6,
+              1e-9 * m["usd_per_million_output_tokens"]);
+  const auto unpriced = run_cli("serve --model mixtral-8x7b --hw dgx-h200 --precision fp8 --requests 8 -q");
+  ASSERT_EQ(unpriced.code, 0) << unpriced.err;
+  EXPECT_NE(unpriced.out.find("cost        not computed"), std::string::npos) << unpriced.out;
 }
 
 TEST(GoldenServe, BadInputs) {

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "moesim/model/cost.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/sim/serving.hpp"
 
@@ -47,6 +48,13 @@ struct ServeRun {
   sim::ServingResult result;
   double wall_seconds = 0;  ///< wall-clock time of the simulation itself
   std::int64_t requests = 0;
+  /// What the run's output tokens cost (issue 21: serve prints it as `cost` does): the capital of its nodes
+  /// (and NICs) when they are priced, else `price_missing` says which price to add; the running cost at the
+  /// run's output throughput under `costs` (the scenario's "costs", else 3 years at 100% use, no energy).
+  std::optional<model::CapitalCost> capital;
+  std::optional<model::RunningCost> running;
+  std::string price_missing;
+  model::CostAssumptions costs;
 };
 
 /// A scenario resolved into the serving simulator's configuration, not yet run: the profiles, plan,
@@ -92,6 +100,31 @@ std::vector<SweepPoint> expand_sweep(const ServeScenario& s);
 
 /// The results; the simulation's wall time only with `timing` (`--timing`): without it the same inputs
 /// give byte-identical output.
+/// The capacity question (issue 21, `serve --find-max-rate`): the highest arrival rate at which at least
+/// `attainment` of the requests meet the scenario's SLO. DistServe's definition of goodput (Zhong et al.,
+/// OSDI 2024, §2: "the maximum request rate that can be served adhering to the SLO attainment goal (say,
+/// 90%)"). The rate is bracketed by doubling or halving from the scenario's own (at most 24 times each),
+/// then bisected geometrically until the bracket is within 2% (at most 16 runs); each probe offers load
+/// for the scenario's own arrival window (its requests over its rate) at the probe's rate, with its seed,
+/// so the answer is reproducible and an overload shows as a queue that grows for the whole window. Needs an SLO and a
+/// rate-driven arrival (poisson or uniform); UserError otherwise, or when even the lowest rate tried fails.
+struct RateProbe {
+  double rate = 0;        ///< requests/s
+  double attainment = 0;  ///< share of the requests that met the SLO
+  ServeRun run;
+};
+struct MaxRate {
+  double attainment_target = 0.9;
+  double window_s = 0;  ///< every probe's arrival window: the scenario's requests over its rate
+  std::vector<RateProbe> probes;  ///< in the order run
+  std::size_t best = 0;           ///< the probe at the highest rate that met the target
+  std::optional<double> failing_rate;  ///< the lowest rate that did not, when one was found
+};
+MaxRate find_max_rate(const ServeScenario& s, double attainment,
+                      const std::function<void(double rate, std::size_t probe)>& progress = {});
+void print_max_rate_text(const MaxRate& m, std::ostream& out);
+nlohmann::json max_rate_to_json(const MaxRate& m);
+
 void print_serve_text(const ServeRun& r, std::ostream& out, bool timing = false);
 nlohmann::json serve_to_json(const ServeRun& r, bool timing = false);
 void write_requests_csv(const ServeRun& r, std::ostream& out);

@@ -30,8 +30,15 @@
 #include <vector>
 
 #include "moesim/model/cost.hpp"
+#include "moesim/model/json_reader.hpp"
 
 namespace moesim::reports {
+
+/// A scenario's or grid's "costs" object ({"energy_price": "0.13USD/kWh", "amortisation": "3years",
+/// "utilisation": "100%", "source": "..."}): the assumptions that turn capital and power into a cost per
+/// token (model::running_cost). `source` receives its "source". UserError naming the key otherwise.
+model::CostAssumptions read_costs(const json::Node& costs, std::string& source);
+
 
 struct SweepConstraints {
   std::optional<double> budget_usd;
