@@ -83,7 +83,8 @@ TEST(GoldenCli, ListsAndHelp) {
   EXPECT_EQ(nlohmann::json::parse(models.out).size(), 18u);
   const auto hw = run_cli("hw");
   ASSERT_EQ(hw.code, 0) << hw.err;
-  for (const char* id : {"mac-studio-m2-ultra-192", "dgx-h100", "rocev2-25g", "ib-200g", "apple-ssd-m3-max"}) {
+  for (const char* id : {"mac-studio-m2-ultra-192", "dgx-h100", "dgx-h200", "rocev2-25g", "rocev2-25g-paper", "ib-200g",
+                         "tb5-rdma", "apple-ssd-m3-max"}) {
     EXPECT_NE(hw.out.find(id), std::string::npos) << id;
   }
   const auto help = run_cli("estimate --help");
