@@ -36,6 +36,7 @@ enum class Family {
   Qwen3,
   DeepseekV2,
   DeepseekV32,
+  Llama4,
 };
 
 struct FamilyInfo {
@@ -65,6 +66,8 @@ constexpr FamilyInfo kFamilies[] = {
     {"qwen3", "Qwen3ForCausalLM", Family::Qwen3},
     {"deepseek_v2", "DeepseekV2ForCausalLM", Family::DeepseekV2},
     {"deepseek_v32", "DeepseekV32ForCausalLM", Family::DeepseekV32},
+    {"llama4", "Llama4ForConditionalGeneration", Family::Llama4, true},
+    {"llama4_text", "Llama4ForCausalLM", Family::Llama4},
 };
 
 /// A dimension above this is a typo (it would also overflow the int64 parameter products).
@@ -317,13 +320,15 @@ std::vector<bool> all_layers(std::int64_t layers, bool value) {
   return std::vector<bool>(static_cast<std::size_t>(layers), value);
 }
 
-/// Reads the dense FFN size when some layer is dense (and the config's value if given anyway).
-void read_dense_ffn(const Fields& f, Architecture& a, const std::vector<bool>& moe) {
+/// Reads the dense FFN size (`key`: intermediate_size in every family but Llama 4) when some layer is
+/// dense (and the config's value if given anyway).
+void read_dense_ffn(const Fields& f, Architecture& a, const std::vector<bool>& moe,
+                    std::string_view key = "intermediate_size") {
   const bool any_dense = std::find(moe.begin(), moe.end(), false) != moe.end();
   if (any_dense) {
-    a.dense_ffn = f.dim("intermediate_size", "dense FFN (intermediate) size");
+    a.dense_ffn = f.dim(key, "dense FFN (intermediate) size");
   } else {
-    a.dense_ffn = f.optional_dim("intermediate_size", "dense FFN (intermediate) size").value_or(0);
+    a.dense_ffn = f.optional_dim(key, "dense FFN (intermediate) size").value_or(0);
   }
 }
 
@@ -595,6 +600,63 @@ void parse_qwen2(const Fields& f, Architecture& a) {
   a.layer_specs = make_layers(f, qwen_layer_kinds(f, a.layers), false, moe);
 }
 
+/// Llama 4 (transformers Llama4TextConfig, Llama4TextDecoderLayer), flat (llama4_text) or the text model of
+/// Llama4ForConditionalGeneration. GQA without biases (attention_bias off in the releases); use_qk_norm is
+/// an L2 norm without weights (Llama4TextL2Norm), so no parameters. MoE layers (Llama4TextMoe): routed
+/// experts of intermediate_size, a bias-free router, and one ungated shared expert of intermediate_size;
+/// dense layers: an MLP of intermediate_size_mlp.
+void parse_llama4(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  a.attention_bias = f.flag("attention_bias", false);
+  a.attention_out_bias = a.attention_bias;
+  read_experts(f, a, "num_local_experts", "num_experts_per_tok", "intermediate_size");
+  a.shared_experts = 1;
+  a.shared_ffn = a.expert_ffn;
+  // Llama4TextConfig: moe_layers if given, else every interleave_moe_layer_step-th layer counting from
+  // step − 1 (Scout: step 1, all 48; Maverick: step 2, the odd layers).
+  std::vector<bool> moe = all_layers(a.layers, false);
+  if (f.present("moe_layers")) {
+    for (const std::int64_t i : f.index_list("moe_layers", a.layers, "MoE layer indices")) {
+      moe[static_cast<std::size_t>(i)] = true;
+    }
+  } else {
+    const std::int64_t step = f.optional_dim("interleave_moe_layer_step", "MoE layer interval").value_or(1);
+    for (std::int64_t i = step - 1; i < a.layers; i += step) moe[static_cast<std::size_t>(i)] = true;
+  }
+  read_dense_ffn(f, a, moe, "intermediate_size_mlp");
+  // Layers with RoPE (no_rope_layers[i] = 1; when the list is absent or empty, all but every
+  // no_rope_layer_interval-th, default 4) attend within chunks of attention_chunk_size tokens; the NoPE
+  // layers attend to the whole context. A chunked layer is modelled as a sliding window of the chunk size:
+  // it never holds more KV than that (on average it attends to half as many tokens).
+  const std::int64_t chunk = f.optional_dim("attention_chunk_size", "attention chunk length in tokens").value_or(0);
+  const auto no_rope_given = f.present("no_rope_layers") && f.node().raw()["no_rope_layers"].is_array() &&
+                             !f.node().raw()["no_rope_layers"].empty();
+  std::vector<bool> rope(static_cast<std::size_t>(a.layers), false);
+  if (no_rope_given) {
+    const nlohmann::json& list = f.node().raw()["no_rope_layers"];
+    if (static_cast<std::int64_t>(list.size()) != a.layers) {
+      throw f.error("no_rope_layers", "has " + std::to_string(list.size()) + " entries but num_hidden_layers is " +
+                                          std::to_string(a.layers) + "; give one 0 or 1 per layer");
+    }
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_number_integer() || (list[i].get<std::int64_t>() != 0 && list[i].get<std::int64_t>() != 1)) {
+        throw f.error("no_rope_layers[" + std::to_string(i) + "]",
+                      "is " + json_type(list[i]) + ", expected 1 (RoPE, chunked attention) or 0 (NoPE, global)");
+      }
+      rope[i] = list[i].get<std::int64_t>() == 1;
+    }
+  } else {
+    const std::int64_t interval = f.optional_dim("no_rope_layer_interval", "NoPE layer interval").value_or(4);
+    for (std::int64_t i = 0; i < a.layers; ++i) rope[static_cast<std::size_t>(i)] = (i + 1) % interval != 0;
+  }
+  for (std::int64_t i = 0; i < a.layers; ++i) {
+    LayerSpec s;
+    s.moe = moe[static_cast<std::size_t>(i)];
+    if (rope[static_cast<std::size_t>(i)]) s.sliding_window = chunk;
+    a.layer_specs.push_back(s);
+  }
+}
+
 /// Rough size check in double precision, so that absurd dimensions give an error and not an int64
 /// overflow in parameter_counts.
 void check_size(const Architecture& a, const std::string& source) {
@@ -748,6 +810,9 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
       break;
     case Family::Qwen3:
       parse_qwen3(text, a);
+      break;
+    case Family::Llama4:
+      parse_llama4(text, a);
       break;
   }
   if (info->text_config && !text.present("tie_word_embeddings")) {
