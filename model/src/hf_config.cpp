@@ -1,9 +1,11 @@
 // Hugging Face config.json -> Architecture, for the families of models_and_routing.md §A.5.
 //
 // Each family spells the same concepts with its own keys (§A.5 table): Mixtral's `intermediate_size` is
-// the per-expert size, DBRX nests its fields under attn_config/ffn_config, Qwen3.5 nests all text fields
-// under text_config, DeepSeek describes MLA instead of head_dim. One reader per family maps its keys onto
-// the common Architecture; every error names the file, the JSON path of the field and the fix.
+// the per-expert size, DBRX nests its fields under attn_config/ffn_config, the multimodal Qwen3.5 and
+// Llama 4 nest their text model under text_config (kFamilies says which; only the text model is modelled),
+// DeepSeek describes MLA instead of head_dim, Llama 4 sizes its dense layers by intermediate_size_mlp. One
+// reader per family maps its keys onto the common Architecture; every error names the file, the JSON path
+// of the field and the fix. An unsupported model_type gets a hint only from its own architectures[0].
 
 #include <algorithm>
 #include <cmath>
