@@ -39,6 +39,7 @@ enum class Family {
   DeepseekV2,
   DeepseekV32,
   Llama4,
+  MinimaxM2,
 };
 
 struct FamilyInfo {
@@ -70,6 +71,8 @@ constexpr FamilyInfo kFamilies[] = {
     {"deepseek_v32", "DeepseekV32ForCausalLM", Family::DeepseekV32},
     {"llama4", "Llama4ForConditionalGeneration", Family::Llama4, true},
     {"llama4_text", "Llama4ForCausalLM", Family::Llama4},
+    {"qwen3_vl_moe", "Qwen3VLMoeForConditionalGeneration", Family::Qwen3Moe, true},
+    {"minimax_m2", "MiniMaxM2ForCausalLM", Family::MinimaxM2},
 };
 
 /// A dimension above this is a typo (it would also overflow the int64 parameter products).
@@ -659,6 +662,33 @@ void parse_llama4(const Fields& f, Architecture& a) {
   }
 }
 
+/// MiniMax-M2 (its checkpoints' modeling_minimax_m2.py): GQA without biases; QK RMSNorm over the whole q and
+/// k rows (qk_norm_type "per_layer": nq·hd and nkv·hd weights) or per head ("per_head"); every layer MoE,
+/// intermediate_size being the routed expert's size (as in Mixtral), with a sigmoid router and, with
+/// use_routing_bias, its e_score_correction_bias. The MTP modules (use_mtp) are left out, as DeepSeek's.
+void parse_minimax_m2(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  if (f.flag("use_qk_norm", false)) {
+    a.qk_norm = true;
+    const std::string type = f.optional_string("qk_norm_type").value_or("per_layer");
+    if (type == "per_layer") {
+      a.qk_norm_full_width = true;
+    } else if (type != "per_head") {
+      throw f.error("qk_norm_type", "is \"" + type + "\"; use \"per_layer\" (one norm over all heads) or \"per_head\"");
+    }
+  }
+  read_experts(f, a, "num_local_experts", "num_experts_per_tok", "intermediate_size");
+  a.router_bias = f.flag("use_routing_bias", false);
+  // A shared expert is not in any released MiniMax-M2 (shared_intermediate_size 0); one would be counted
+  // wrong, so it is refused rather than dropped.
+  if (f.optional_integer("shared_intermediate_size", "shared expert FFN size", 0).value_or(0) > 0) {
+    throw f.error("shared_intermediate_size", "is positive, but moesim models MiniMax-M2 without a shared expert "
+                                              "(0 in every release); set it to 0 or use a family that has one");
+  }
+  const auto kinds = layer_kinds(f, a.layers, [](std::int64_t) { return LayerKind::Full; });
+  a.layer_specs = make_layers(f, kinds, false, all_layers(a.layers, true));
+}
+
 /// Rough size check in double precision, so that absurd dimensions give an error and not an int64
 /// overflow in parameter_counts.
 void check_size(const Architecture& a, const std::string& source) {
@@ -815,6 +845,9 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
       break;
     case Family::Llama4:
       parse_llama4(text, a);
+      break;
+    case Family::MinimaxM2:
+      parse_minimax_m2(text, a);
       break;
   }
   if (info->text_config && !text.present("tie_word_embeddings")) {

@@ -453,10 +453,10 @@ TEST(HfConfig, UnsupportedModelTypeListsFamilies) {
   EXPECT_NE(msg.find("bert"), std::string::npos) << msg;
   for (const char* t : {"mixtral", "dbrx", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "deepseek_v3", "kimi_k2",
                         "glm4_moe", "gpt_oss", "olmoe", "llama", "qwen2", "qwen2_moe", "qwen3", "deepseek_v2",
-                        "deepseek_v32", "llama4", "llama4_text"}) {
+                        "deepseek_v32", "llama4", "llama4_text", "qwen3_vl_moe", "minimax_m2"}) {
     EXPECT_NE(msg.find(t), std::string::npos) << t << " missing from: " << msg;
   }
-  EXPECT_EQ(supported_families().size(), 18u);
+  EXPECT_EQ(supported_families().size(), 20u);
 }
 
 // Scenario: hidden_size missing, flat (Mixtral) and nested (Qwen3.5 text_config). Expectation: UserError
@@ -654,6 +654,14 @@ struct RealConfig {
 //    of width 1408 with MLPs of 5632, ≈ 0.81B, plus its adapter and projector) that moesim does not model,
 //    so the total is 1.1% under and meets no rule; text model + encoder ≈ 108.6B would. Active 17.17B
 //    (embedding and head included) rounds to 17B.
+//  - Llama 4 Maverick card (https://huggingface.co/meta-llama/Llama-4-Maverick-17B-128E): 17B activated,
+//    400B total. Text model 400.71B (its vision encoder is Scout's size, 0.2% here); active 17.18B.
+//  - Qwen3-VL-30B-A3B-Instruct: the name's 30B total and A3B (3B activated). Its text model has
+//    Qwen3-30B-A3B's shape (30.53B, 3.35B, the zoo entry's counts): Qwen prints 30.5 as "30B" and 3.35 as
+//    "A3B", as for Qwen3-30B-A3B (kExpected above).
+//  - MiniMax-M2.5: M2's architecture (https://huggingface.co/MiniMaxAI/MiniMax-M2: "230 billion total
+//    parameters with 10 billion active parameters"). Total 228.69B; the active 10B leaves out embedding and
+//    LM head (9.80B without them, 11.03B with), as MiniMax's M2.5 report's 229.9B / 9.8B shows.
 const std::vector<RealConfig> kRealConfigs = {
     {"qwen1.5-moe-a2.7b", "qwen2_moe", 14315784192, 2689173504, 14.3e9, 3, 2.7e9, 2, "incl_embedding_and_head",
      Match::Within1Pct, Match::Within1Pct},
@@ -669,6 +677,12 @@ const std::vector<RealConfig> kRealConfigs = {
      Match::Within1Pct, Match::None},
     {"llama-4-scout-17b-16e", "llama4", 107769861120, 17172894720, 109e9, 3, 17e9, 2, "incl_embedding_and_head",
      Match::None, Match::Rounds},
+    {"llama-4-maverick-17b-128e", "llama4", 400711848960, 17184691200, 400e9, 3, 17e9, 2, "incl_embedding_and_head",
+     Match::Within1Pct, Match::Rounds},
+    {"qwen3-vl-30b-a3b", "qwen3_vl_moe", 30532122624, 3353032704, 30e9, 2, 3e9, 1, "incl_embedding_and_head",
+     Match::Truncates, Match::Rounds},
+    {"minimax-m2.5", "minimax_m2", 228689764864, 11030553088, 230e9, 3, 10e9, 2, "excl_embedding_and_head",
+     Match::Within1Pct, Match::Rounds},
 };
 
 std::string real_config_path(const char* dir) {
@@ -845,6 +859,37 @@ TEST(HfConfig, Llama4InterleavedMoeLayers) {
   text.erase("intermediate_size_mlp");
   const std::string msg = user_error([&] { (void)parse_hf_config(text, "l4.json"); });
   EXPECT_NE(msg.find("l4.json: $.intermediate_size_mlp: is missing"), std::string::npos) << msg;
+}
+
+// Scenario: Qwen3-VL-30B-A3B (qwen3_vl_moe). Expectation: its text_config read by the Qwen3-MoE reader: the
+// same counts as the zoo's Qwen3-30B-A3B, and the name says only the text model is modelled.
+TEST(HfConfig, Qwen3VlMoeIsItsTextModel) {
+  const Architecture vl = load_model(real_config_path("qwen3-vl-30b-a3b"));
+  const Architecture text = load_model("qwen3-30b-a3b");
+  EXPECT_EQ(parameter_counts(vl).total(), parameter_counts(text).total());
+  EXPECT_EQ(active_parameters(vl), active_parameters(text));
+  EXPECT_NE(vl.name.find("the vision tower is not modelled"), std::string::npos) << vl.name;
+}
+
+// Scenario: MiniMax-M2.5 (minimax_m2). Expectation: QK norms over the whole q and k rows (per_layer: 48·128 +
+// 8·128 weights per layer), a routing bias (use_routing_bias), fp8 as released; a shared expert, which no
+// release has, is refused naming the field.
+TEST(HfConfig, MiniMaxM2Layout) {
+  const Architecture a = load_model(real_config_path("minimax-m2.5"));
+  EXPECT_TRUE(a.qk_norm);
+  EXPECT_TRUE(a.qk_norm_full_width);
+  EXPECT_TRUE(a.router_bias);
+  EXPECT_EQ(a.shared_experts, 0);
+  EXPECT_EQ(moe_layer_count(a), 62);
+  EXPECT_EQ(a.checkpoint_precision, "fp8");
+  // Per layer: q, k, v, o 2·3072·6144 + 2·3072·1024, QK norms 6144 + 1024, 2 norms, router 3072·256 + 256,
+  // experts 256·3·3072·1536; plus embedding and LM head 2·200064·3072 and the final norm.
+  EXPECT_EQ(parameter_counts(a).total(),
+            62LL * (44040192 + 7168 + 6144 + 786688 + 3623878656LL) + 2LL * 200064 * 3072 + 3072);
+  nlohmann::json c = json::load_file(real_config_path("minimax-m2.5"));
+  c["shared_intermediate_size"] = 1536;
+  const std::string msg = user_error([&] { (void)parse_hf_config(c, "mm.json"); });
+  EXPECT_NE(msg.find("mm.json: $.shared_intermediate_size: is positive"), std::string::npos) << msg;
 }
 
 }  // namespace
