@@ -73,6 +73,9 @@ constexpr FamilyInfo kFamilies[] = {
     {"llama4_text", "Llama4ForCausalLM", Family::Llama4},
     {"qwen3_vl_moe", "Qwen3VLMoeForConditionalGeneration", Family::Qwen3Moe, true},
     {"minimax_m2", "MiniMaxM2ForCausalLM", Family::MinimaxM2},
+    // GLM-4.7-Flash: transformers' Glm4MoeLite is DeepSeek-V3's architecture (MLA, first_k_dense_replace,
+    // shared experts of moe_intermediate_size, noaux_tc router), so DeepSeek-V3's reader reads it.
+    {"glm4_moe_lite", "Glm4MoeLiteForCausalLM", Family::DeepseekV3},
 };
 
 /// A dimension above this is a typo (it would also overflow the int64 parameter products).

@@ -453,10 +453,11 @@ TEST(HfConfig, UnsupportedModelTypeListsFamilies) {
   EXPECT_NE(msg.find("bert"), std::string::npos) << msg;
   for (const char* t : {"mixtral", "dbrx", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "deepseek_v3", "kimi_k2",
                         "glm4_moe", "gpt_oss", "olmoe", "llama", "qwen2", "qwen2_moe", "qwen3", "deepseek_v2",
-                        "deepseek_v32", "llama4", "llama4_text", "qwen3_vl_moe", "minimax_m2"}) {
+                        "deepseek_v32", "llama4", "llama4_text", "qwen3_vl_moe", "minimax_m2",
+                        "glm4_moe_lite"}) {
     EXPECT_NE(msg.find(t), std::string::npos) << t << " missing from: " << msg;
   }
-  EXPECT_EQ(supported_families().size(), 20u);
+  EXPECT_EQ(supported_families().size(), 21u);
 }
 
 // Scenario: hidden_size missing, flat (Mixtral) and nested (Qwen3.5 text_config). Expectation: UserError
@@ -662,6 +663,8 @@ struct RealConfig {
 //  - MiniMax-M2.5: M2's architecture (https://huggingface.co/MiniMaxAI/MiniMax-M2: "230 billion total
 //    parameters with 10 billion active parameters"). Total 228.69B; the active 10B leaves out embedding and
 //    LM head (9.80B without them, 11.03B with), as MiniMax's M2.5 report's 229.9B / 9.8B shows.
+//  - GLM-4.7-Flash card (https://huggingface.co/zai-org/GLM-4.7-Flash): "a 30B-A3B MoE model". Total 29.94B;
+//    active 3.90B with embedding and head (3.58B without), which the "A3B" truncates, as Qwen's names do.
 const std::vector<RealConfig> kRealConfigs = {
     {"qwen1.5-moe-a2.7b", "qwen2_moe", 14315784192, 2689173504, 14.3e9, 3, 2.7e9, 2, "incl_embedding_and_head",
      Match::Within1Pct, Match::Within1Pct},
@@ -683,6 +686,8 @@ const std::vector<RealConfig> kRealConfigs = {
      Match::Truncates, Match::Rounds},
     {"minimax-m2.5", "minimax_m2", 228689764864, 11030553088, 230e9, 3, 10e9, 2, "excl_embedding_and_head",
      Match::Within1Pct, Match::Rounds},
+    {"glm-4.7-flash", "glm4_moe_lite", 29943393920, 3896766080, 30e9, 2, 3e9, 1, "incl_embedding_and_head",
+     Match::Within1Pct, Match::Truncates},
 };
 
 std::string real_config_path(const char* dir) {
