@@ -47,7 +47,13 @@ std::int64_t mla_attention_params(const Architecture& a) {
   const std::int64_t kv = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank +
                           m.kv_lora_rank * nh * (m.qk_nope_head_dim + m.v_head_dim);
   const std::int64_t o = nh * m.v_head_dim * h;
-  return q + kv + o;
+  // DeepSeek-V3.2's lightning indexer (DeepSeek-V3.2-Exp inference/model.py class Indexer): wq_b from the
+  // q latent q_lora·ni·di, wk h·di, k_norm a LayerNorm (weight and bias) 2·di, weights_proj h·ni.
+  const std::int64_t indexer =
+      m.index_heads > 0 ? m.q_lora_rank * m.index_heads * m.index_head_dim + h * m.index_head_dim +
+                              2 * m.index_head_dim + h * m.index_heads
+                        : 0;
+  return q + kv + o + indexer;
 }
 
 /// One Gated DeltaNet block (§A.3 "Gated DeltaNet"): in_proj_qkvz h·(2·Kh·dk + 2·Vh·dv), in_proj_ba h·2Vh,

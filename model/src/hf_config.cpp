@@ -1,12 +1,15 @@
 // Hugging Face config.json -> Architecture, for the families of models_and_routing.md §A.5.
 //
 // Each family spells the same concepts with its own keys (§A.5 table): Mixtral's `intermediate_size` is
-// the per-expert size, DBRX nests its fields under attn_config/ffn_config, Qwen3.5 nests all text fields
-// under text_config, DeepSeek describes MLA instead of head_dim. One reader per family maps its keys onto
-// the common Architecture; every error names the file, the JSON path of the field and the fix.
+// the per-expert size, DBRX nests its fields under attn_config/ffn_config, the multimodal Qwen3.5 and
+// Llama 4 nest their text model under text_config (kFamilies says which; only the text model is modelled),
+// DeepSeek describes MLA instead of head_dim, Llama 4 sizes its dense layers by intermediate_size_mlp. One
+// reader per family maps its keys onto the common Architecture; every error names the file, the JSON path
+// of the field and the fix. An unsupported model_type gets a hint only from its own architectures[0].
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,12 +22,33 @@
 namespace moesim::model {
 namespace {
 
-enum class Family { Mixtral, Dbrx, Qwen3Moe, Qwen3Next, Qwen35Moe, DeepseekV3, Glm4Moe, GptOss, Olmoe, Llama, Qwen2 };
+enum class Family {
+  Mixtral,
+  Dbrx,
+  Qwen3Moe,
+  Qwen3Next,
+  Qwen35Moe,
+  DeepseekV3,
+  Glm4Moe,
+  GptOss,
+  Olmoe,
+  Llama,
+  Qwen2,
+  Qwen2Moe,
+  Qwen3,
+  DeepseekV2,
+  DeepseekV32,
+  Llama4,
+  MinimaxM2,
+};
 
 struct FamilyInfo {
   const char* model_type;
   const char* architecture;  ///< architectures[0] of the official checkpoints
   Family family;
+  /// A multimodal checkpoint: its text model's fields are under text_config, and moesim models only the
+  /// text model (the vision tower is left out, and the model's name says so).
+  bool text_config = false;
 };
 
 // kimi_k2 checkpoints declare DeepseekV3ForCausalLM (§A.1), so that architecture maps to deepseek_v3 first.
@@ -33,7 +57,7 @@ constexpr FamilyInfo kFamilies[] = {
     {"dbrx", "DbrxForCausalLM", Family::Dbrx},
     {"qwen3_moe", "Qwen3MoeForCausalLM", Family::Qwen3Moe},
     {"qwen3_next", "Qwen3NextForCausalLM", Family::Qwen3Next},
-    {"qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration", Family::Qwen35Moe},
+    {"qwen3_5_moe", "Qwen3_5MoeForConditionalGeneration", Family::Qwen35Moe, true},
     {"deepseek_v3", "DeepseekV3ForCausalLM", Family::DeepseekV3},
     {"kimi_k2", "DeepseekV3ForCausalLM", Family::DeepseekV3},
     {"glm4_moe", "Glm4MoeForCausalLM", Family::Glm4Moe},
@@ -41,6 +65,17 @@ constexpr FamilyInfo kFamilies[] = {
     {"olmoe", "OlmoeForCausalLM", Family::Olmoe},
     {"llama", "LlamaForCausalLM", Family::Llama},
     {"qwen2", "Qwen2ForCausalLM", Family::Qwen2},
+    {"qwen2_moe", "Qwen2MoeForCausalLM", Family::Qwen2Moe},
+    {"qwen3", "Qwen3ForCausalLM", Family::Qwen3},
+    {"deepseek_v2", "DeepseekV2ForCausalLM", Family::DeepseekV2},
+    {"deepseek_v32", "DeepseekV32ForCausalLM", Family::DeepseekV32},
+    {"llama4", "Llama4ForConditionalGeneration", Family::Llama4, true},
+    {"llama4_text", "Llama4ForCausalLM", Family::Llama4},
+    {"qwen3_vl_moe", "Qwen3VLMoeForConditionalGeneration", Family::Qwen3Moe, true},
+    {"minimax_m2", "MiniMaxM2ForCausalLM", Family::MinimaxM2},
+    // GLM-4.7-Flash: transformers' Glm4MoeLite is DeepSeek-V3's architecture (MLA, first_k_dense_replace,
+    // shared experts of moe_intermediate_size, noaux_tc router), so DeepSeek-V3's reader reads it.
+    {"glm4_moe_lite", "Glm4MoeLiteForCausalLM", Family::DeepseekV3},
 };
 
 /// A dimension above this is a typo (it would also overflow the int64 parameter products).
@@ -293,13 +328,15 @@ std::vector<bool> all_layers(std::int64_t layers, bool value) {
   return std::vector<bool>(static_cast<std::size_t>(layers), value);
 }
 
-/// Reads the dense FFN size when some layer is dense (and the config's value if given anyway).
-void read_dense_ffn(const Fields& f, Architecture& a, const std::vector<bool>& moe) {
+/// Reads the dense FFN size (`key`: intermediate_size in every family but Llama 4) when some layer is
+/// dense (and the config's value if given anyway).
+void read_dense_ffn(const Fields& f, Architecture& a, const std::vector<bool>& moe,
+                    std::string_view key = "intermediate_size") {
   const bool any_dense = std::find(moe.begin(), moe.end(), false) != moe.end();
   if (any_dense) {
-    a.dense_ffn = f.dim("intermediate_size", "dense FFN (intermediate) size");
+    a.dense_ffn = f.dim(key, "dense FFN (intermediate) size");
   } else {
-    a.dense_ffn = f.optional_dim("intermediate_size", "dense FFN (intermediate) size").value_or(0);
+    a.dense_ffn = f.optional_dim(key, "dense FFN (intermediate) size").value_or(0);
   }
 }
 
@@ -314,6 +351,41 @@ std::vector<bool> qwen_moe_layers(const Fields& f, std::int64_t layers) {
     moe.push_back(!dense && (i + 1) % step == 0);
   }
   return moe;
+}
+
+/// Qwen's sliding-window rule (transformers Qwen2Config / Qwen3Config / Qwen2MoeConfig / Qwen3MoeConfig):
+/// sliding_window applies only with use_sliding_window, and then to the layers from max_window_layers on;
+/// a null sliding_window means full attention everywhere. Every released Qwen checkpoint sets it off.
+std::vector<LayerKind> qwen_layer_kinds(const Fields& f, std::int64_t layers) {
+  const bool sliding = f.flag("use_sliding_window", false) && f.present("sliding_window");
+  const std::int64_t first_sliding =
+      f.optional_integer("max_window_layers", "first sliding-window layer", 0).value_or(0);
+  return layer_kinds(f, layers, [&](std::int64_t i) {
+    return sliding && i >= first_sliding ? LayerKind::Sliding : LayerKind::Full;
+  });
+}
+
+/// Qwen's shared expert (§A.5 "shared"; transformers Qwen2MoeSparseMoeBlock, Qwen3NextSparseMoeBlock): one
+/// shared expert of shared_expert_intermediate_size, its own size and not the routed experts', behind a
+/// sigmoid gate (h params). `required`: qwen2_moe always has one, so a config without the field is refused
+/// rather than read as none (transformers would silently default it to 5632).
+void read_qwen_shared_expert(const Fields& f, Architecture& a, bool required) {
+  const std::string_view key = "shared_expert_intermediate_size";
+  const std::int64_t shared = required ? f.integer(key, "shared expert FFN size (0 for none)", 0)
+                                       : f.optional_integer(key, "shared expert FFN size", 0).value_or(0);
+  if (shared > 0) {
+    a.shared_experts = 1;
+    a.shared_ffn = shared;
+    a.shared_expert_gate = true;
+  }
+}
+
+/// Qwen3's attention (dense and MoE alike, §A.2): per-head QK RMSNorm; q/k/v biases only with
+/// attention_bias (off in every release); o_proj without a bias.
+void read_qwen3_attention(const Fields& f, Architecture& a) {
+  a.qk_norm = true;
+  a.attention_bias = f.flag("attention_bias", false);
+  a.attention_out_bias = false;
 }
 
 // --- one reader per family (§A.5 table columns) ---------------------------------------------------------
@@ -356,20 +428,35 @@ void parse_dbrx(const Fields& f, Architecture& a) {
 
 void parse_qwen3_moe(const Fields& f, Architecture& a) {
   read_standard(f, a);
-  a.qk_norm = true;  // §A.2: per-head QK RMSNorm
-  a.attention_bias = f.flag("attention_bias", false);
-  a.attention_out_bias = false;  // Qwen3 o_proj never has a bias
+  read_qwen3_attention(f, a);
   read_experts(f, a, "num_experts", "num_experts_per_tok", "moe_intermediate_size");
   const auto moe = qwen_moe_layers(f, a.layers);
   read_dense_ffn(f, a, moe);
-  // Qwen2/3 sliding window (off in every released Qwen3 MoE): layers from max_window_layers on use it.
-  const bool sliding = f.flag("use_sliding_window", false) && f.present("sliding_window");
-  const std::int64_t first_sliding =
-      f.optional_integer("max_window_layers", "first sliding-window layer", 0).value_or(0);
-  const auto kinds = layer_kinds(f, a.layers, [&](std::int64_t i) {
-    return sliding && i >= first_sliding ? LayerKind::Sliding : LayerKind::Full;
-  });
-  a.layer_specs = make_layers(f, kinds, false, moe);
+  a.layer_specs = make_layers(f, qwen_layer_kinds(f, a.layers), false, moe);
+}
+
+/// Dense Qwen3 (transformers Qwen3ForCausalLM): Qwen3 attention, a SwiGLU FFN of intermediate_size.
+void parse_qwen3(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  read_qwen3_attention(f, a);
+  const auto moe = all_layers(a.layers, false);
+  read_dense_ffn(f, a, moe);
+  a.layer_specs = make_layers(f, qwen_layer_kinds(f, a.layers), false, moe);
+}
+
+/// Qwen2-MoE (Qwen1.5-MoE, Qwen2-57B-A14B; transformers Qwen2MoeForCausalLM): Qwen2's attention (q/k/v
+/// biases, none on o, no QK norm), Qwen's MoE layer rule, routed experts of moe_intermediate_size and one
+/// gated shared expert of shared_expert_intermediate_size. Read as qwen3_moe, it would lose the shared
+/// expert (a quarter of Qwen2-57B-A14B's active parameters) and the biases.
+void parse_qwen2_moe(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  a.attention_bias = f.flag("qkv_bias", true);  // transformers Qwen2MoeAttention: bias on q, k, v
+  a.attention_out_bias = false;
+  read_experts(f, a, "num_experts", "num_experts_per_tok", "moe_intermediate_size");
+  read_qwen_shared_expert(f, a, true);
+  const auto moe = qwen_moe_layers(f, a.layers);
+  read_dense_ffn(f, a, moe);
+  a.layer_specs = make_layers(f, qwen_layer_kinds(f, a.layers), false, moe);
 }
 
 /// Qwen3-Next (flat) and the text_config of Qwen3.5 (§A.2): hybrid Gated DeltaNet / gated attention.
@@ -384,14 +471,7 @@ void parse_qwen3_next(const Fields& f, Architecture& a) {
   a.delta.value_head_dim = f.dim("linear_value_head_dim", "Gated DeltaNet value head width");
   a.delta.conv_kernel = f.dim("linear_conv_kernel_dim", "Gated DeltaNet causal conv kernel size");
   read_experts(f, a, "num_experts", "num_experts_per_tok", "moe_intermediate_size");
-  // §A.5 "shared": one shared expert of shared_expert_intermediate_size behind a sigmoid gate (h params).
-  const std::int64_t shared =
-      f.optional_integer("shared_expert_intermediate_size", "shared expert FFN size", 0).value_or(0);
-  if (shared > 0) {
-    a.shared_experts = 1;
-    a.shared_ffn = shared;
-    a.shared_expert_gate = true;
-  }
+  read_qwen_shared_expert(f, a, false);
   const auto moe = qwen_moe_layers(f, a.layers);
   read_dense_ffn(f, a, moe);
   // §A.2: full_attention_interval = 4 -> every 4th layer ((i + 1) % 4 == 0) is full attention, the rest
@@ -402,7 +482,17 @@ void parse_qwen3_next(const Fields& f, Architecture& a) {
   a.layer_specs = make_layers(f, kinds, true, moe);
 }
 
-void parse_deepseek_v3(const Fields& f, Architecture& a) {
+/// What tells the DeepSeek generations apart in their configs.
+struct DeepseekVariant {
+  /// topk_method when the config omits it: transformers' DeepseekV2Config defaults to "greedy" (a plain
+  /// softmax router), DeepseekV3Config to "noaux_tc" (with e_score_correction_bias).
+  const char* default_topk_method;
+  /// DeepSeek-V3.2's sparse attention (DSA): a lightning indexer in every layer (index_n_heads,
+  /// index_head_dim; DeepSeek-V3.2-Exp inference/model.py class Indexer).
+  bool indexer;
+};
+
+void parse_deepseek(const Fields& f, Architecture& a, const DeepseekVariant& variant) {
   read_standard(f, a, false);
   // §A.2 DeepSeek-V3 MLA. q_lora_rank may be null (no low-rank q), but must be written.
   if (!f.node().has("q_lora_rank")) {
@@ -413,6 +503,14 @@ void parse_deepseek_v3(const Fields& f, Architecture& a) {
   a.mla.qk_nope_head_dim = f.dim("qk_nope_head_dim", "non-rotary q/k head width");
   a.mla.qk_rope_head_dim = f.dim("qk_rope_head_dim", "rotary q/k head width");
   a.mla.v_head_dim = f.dim("v_head_dim", "value head width");
+  if (variant.indexer) {
+    a.mla.index_heads = f.dim("index_n_heads", "number of lightning-indexer heads");
+    a.mla.index_head_dim = f.dim("index_head_dim", "lightning-indexer head width");
+    if (a.mla.q_lora_rank == 0) {
+      throw f.error("q_lora_rank", "is null, but the lightning indexer projects its queries from the q latent; "
+                                   "set the q low-rank dimension (1536 for DeepSeek-V3.2)");
+    }
+  }
   // MLA has no GQA grouping (§A.5 "MLA: equals heads"); head_dim records the q/k head width.
   a.kv_heads = a.heads;
   a.head_dim = a.mla.qk_nope_head_dim + a.mla.qk_rope_head_dim;
@@ -420,7 +518,7 @@ void parse_deepseek_v3(const Fields& f, Architecture& a) {
   a.shared_experts = f.optional_integer("n_shared_experts", "number of shared experts", 0).value_or(0);
   a.shared_ffn = a.shared_experts > 0 ? a.expert_ffn : 0;  // §A.5: n_shared_experts × moe_intermediate_size
   // noaux_tc (the DeepSeek-V3 default) adds e_score_correction_bias (E params) to the router.
-  a.router_bias = f.optional_string("topk_method").value_or("noaux_tc") == "noaux_tc";
+  a.router_bias = f.optional_string("topk_method").value_or(variant.default_topk_method) == "noaux_tc";
   // transformers DeepseekV3: layer i is MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0.
   const std::int64_t first_dense =
       f.optional_integer("first_k_dense_replace", "number of leading dense layers", 0).value_or(0);
@@ -507,14 +605,91 @@ void parse_qwen2(const Fields& f, Architecture& a) {
   a.attention_out_bias = false;
   const auto moe = all_layers(a.layers, false);
   read_dense_ffn(f, a, moe);
-  // Sliding-window attention only with use_sliding_window, and then (as transformers' Qwen2 does) on the
-  // layers from max_window_layers on; the released Qwen2.5 checkpoints set it false.
-  const bool sliding = f.flag("use_sliding_window", false);
-  const std::int64_t first = sliding ? f.optional_dim("max_window_layers", "first sliding layer").value_or(0) : 0;
-  const auto kinds = layer_kinds(f, a.layers, [&](std::int64_t i) {
-    return sliding && i >= first ? LayerKind::Sliding : LayerKind::Full;
-  });
-  a.layer_specs = make_layers(f, kinds, false, moe);
+  a.layer_specs = make_layers(f, qwen_layer_kinds(f, a.layers), false, moe);
+}
+
+/// Llama 4 (transformers Llama4TextConfig, Llama4TextDecoderLayer), flat (llama4_text) or the text model of
+/// Llama4ForConditionalGeneration. GQA without biases (attention_bias off in the releases); use_qk_norm is
+/// an L2 norm without weights (Llama4TextL2Norm), so no parameters. MoE layers (Llama4TextMoe): routed
+/// experts of intermediate_size, a bias-free router, and one ungated shared expert of intermediate_size;
+/// dense layers: an MLP of intermediate_size_mlp.
+void parse_llama4(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  a.attention_bias = f.flag("attention_bias", false);
+  a.attention_out_bias = a.attention_bias;
+  read_experts(f, a, "num_local_experts", "num_experts_per_tok", "intermediate_size");
+  a.shared_experts = 1;
+  a.shared_ffn = a.expert_ffn;
+  // Llama4TextConfig: moe_layers if given, else every interleave_moe_layer_step-th layer counting from
+  // step − 1 (Scout: step 1, all 48; Maverick: step 2, the odd layers).
+  std::vector<bool> moe = all_layers(a.layers, false);
+  if (f.present("moe_layers")) {
+    for (const std::int64_t i : f.index_list("moe_layers", a.layers, "MoE layer indices")) {
+      moe[static_cast<std::size_t>(i)] = true;
+    }
+  } else {
+    const std::int64_t step = f.optional_dim("interleave_moe_layer_step", "MoE layer interval").value_or(1);
+    for (std::int64_t i = step - 1; i < a.layers; i += step) moe[static_cast<std::size_t>(i)] = true;
+  }
+  read_dense_ffn(f, a, moe, "intermediate_size_mlp");
+  // Layers with RoPE (no_rope_layers[i] = 1; when the list is absent or empty, all but every
+  // no_rope_layer_interval-th, default 4) attend within chunks of attention_chunk_size tokens; the NoPE
+  // layers attend to the whole context. A chunked layer is modelled as a sliding window of the chunk size:
+  // it never holds more KV than that (on average it attends to half as many tokens).
+  const std::int64_t chunk = f.optional_dim("attention_chunk_size", "attention chunk length in tokens").value_or(0);
+  const auto no_rope_given = f.present("no_rope_layers") && f.node().raw()["no_rope_layers"].is_array() &&
+                             !f.node().raw()["no_rope_layers"].empty();
+  std::vector<bool> rope(static_cast<std::size_t>(a.layers), false);
+  if (no_rope_given) {
+    const nlohmann::json& list = f.node().raw()["no_rope_layers"];
+    if (static_cast<std::int64_t>(list.size()) != a.layers) {
+      throw f.error("no_rope_layers", "has " + std::to_string(list.size()) + " entries but num_hidden_layers is " +
+                                          std::to_string(a.layers) + "; give one 0 or 1 per layer");
+    }
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      if (!list[i].is_number_integer() || (list[i].get<std::int64_t>() != 0 && list[i].get<std::int64_t>() != 1)) {
+        throw f.error("no_rope_layers[" + std::to_string(i) + "]",
+                      "is " + json_type(list[i]) + ", expected 1 (RoPE, chunked attention) or 0 (NoPE, global)");
+      }
+      rope[i] = list[i].get<std::int64_t>() == 1;
+    }
+  } else {
+    const std::int64_t interval = f.optional_dim("no_rope_layer_interval", "NoPE layer interval").value_or(4);
+    for (std::int64_t i = 0; i < a.layers; ++i) rope[static_cast<std::size_t>(i)] = (i + 1) % interval != 0;
+  }
+  for (std::int64_t i = 0; i < a.layers; ++i) {
+    LayerSpec s;
+    s.moe = moe[static_cast<std::size_t>(i)];
+    if (rope[static_cast<std::size_t>(i)]) s.sliding_window = chunk;
+    a.layer_specs.push_back(s);
+  }
+}
+
+/// MiniMax-M2 (its checkpoints' modeling_minimax_m2.py): GQA without biases; QK RMSNorm over the whole q and
+/// k rows (qk_norm_type "per_layer": nq·hd and nkv·hd weights) or per head ("per_head"); every layer MoE,
+/// intermediate_size being the routed expert's size (as in Mixtral), with a sigmoid router and, with
+/// use_routing_bias, its e_score_correction_bias. The MTP modules (use_mtp) are left out, as DeepSeek's.
+void parse_minimax_m2(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  if (f.flag("use_qk_norm", false)) {
+    a.qk_norm = true;
+    const std::string type = f.optional_string("qk_norm_type").value_or("per_layer");
+    if (type == "per_layer") {
+      a.qk_norm_full_width = true;
+    } else if (type != "per_head") {
+      throw f.error("qk_norm_type", "is \"" + type + "\"; use \"per_layer\" (one norm over all heads) or \"per_head\"");
+    }
+  }
+  read_experts(f, a, "num_local_experts", "num_experts_per_tok", "intermediate_size");
+  a.router_bias = f.flag("use_routing_bias", false);
+  // A shared expert is not in any released MiniMax-M2 (shared_intermediate_size 0); one would be counted
+  // wrong, so it is refused rather than dropped.
+  if (f.optional_integer("shared_intermediate_size", "shared expert FFN size", 0).value_or(0) > 0) {
+    throw f.error("shared_intermediate_size", "is positive, but moesim models MiniMax-M2 without a shared expert "
+                                              "(0 in every release); set it to 0 or use a family that has one");
+  }
+  const auto kinds = layer_kinds(f, a.layers, [](std::int64_t) { return LayerKind::Full; });
+  a.layer_specs = make_layers(f, kinds, false, all_layers(a.layers, true));
 }
 
 /// Rough size check in double precision, so that absurd dimensions give an error and not an int64
@@ -530,6 +705,34 @@ void check_size(const Architecture& a, const std::string& source) {
     throw UserError(source + ": the dimensions imply about " + text::printf("%.3g", estimate) +
                     " parameters, far beyond any model; check hidden_size, the layer count and the expert sizes");
   }
+}
+
+/// The hint for an unsupported model_type. Never a near spelling: qwen2_moe is one letter from qwen3_moe,
+/// but reading it as qwen3_moe silently drops its shared expert. A family is suggested only where the
+/// config's own architectures[0] is the model class that family's reader reads (the same architecture,
+/// under another model_type); otherwise nothing is suggested.
+std::string same_architecture_hint(const nlohmann::json& config) {
+  const auto archs = config.find("architectures");
+  if (archs == config.end() || !archs->is_array() || archs->empty() || !(*archs)[0].is_string()) return "";
+  const std::string arch = (*archs)[0].get<std::string>();
+  for (const auto& f : kFamilies) {
+    if (arch == f.architecture) {
+      return " (architectures[0] \"" + arch + "\" is the model class of model_type \"" + f.model_type +
+             "\"; if the checkpoint is that architecture, set model_type to \"" + f.model_type + "\")";
+    }
+  }
+  return "";
+}
+
+/// The name a config file is shown by: its folder's name for a snapshot's ".../<model>/config.json", else
+/// the file's name without ".json". Never `_name_or_path`: that is whatever path the checkpoint was saved
+/// from, often a private folder or the base model of a fine-tune.
+std::string name_from_path(const std::string& source) {
+  const std::filesystem::path path(source);
+  if (path.filename() == "config.json" && path.has_parent_path() && !path.parent_path().filename().empty()) {
+    return path.parent_path().filename().string();
+  }
+  return path.has_stem() ? path.stem().string() : source;
 }
 
 }  // namespace
@@ -557,7 +760,7 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
     }
     if (!info) {
       throw root.error("model_type", "is \"" + *model_type + "\", an unsupported model family" +
-                                         text::did_you_mean(*model_type, model_types()) +
+                                         same_architecture_hint(config) +
                                          "; supported model_type values: " + text::join(model_types()));
     }
     family_name = *model_type;
@@ -588,47 +791,70 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
   a.id = source;
   a.source = source;
   a.family = family_name;
-  a.name = top.optional_string("_name_or_path").value_or(source);
+  a.name = name_from_path(source);
+
+  // A multimodal checkpoint's text model is under text_config; tie_word_embeddings may sit at either level.
+  const Fields text(info->text_config ? root.child("text_config") : root);
+  if (info->text_config) {
+    a.name += " (text model: $.text_config; the vision tower is not modelled)";
+  }
 
   switch (info->family) {
     case Family::Mixtral:
-      parse_mixtral(top, a);
+      parse_mixtral(text, a);
       break;
     case Family::Dbrx:
-      parse_dbrx(top, a);
+      parse_dbrx(text, a);
       break;
     case Family::Qwen3Moe:
-      parse_qwen3_moe(top, a);
+      parse_qwen3_moe(text, a);
       break;
     case Family::Qwen3Next:
-      parse_qwen3_next(top, a);
+      parse_qwen3_next(text, a);
       break;
-    case Family::Qwen35Moe: {
-      // §A.2: the multimodal Qwen3.5 checkpoint nests every text field under text_config; the vision
-      // tower is not modelled. tie_word_embeddings may sit at either level.
-      const Fields text_fields(root.child("text_config"));
-      parse_qwen3_next(text_fields, a);
-      if (!text_fields.present("tie_word_embeddings")) a.tie_embeddings = top.flag("tie_word_embeddings", false);
+    case Family::Qwen35Moe:
+      // §A.2: the multimodal Qwen3.5 checkpoint nests every text field under text_config.
+      parse_qwen3_next(text, a);
       break;
-    }
     case Family::DeepseekV3:
-      parse_deepseek_v3(top, a);
+      parse_deepseek(text, a, {"noaux_tc", false});
+      break;
+    case Family::DeepseekV2:
+      parse_deepseek(text, a, {"greedy", false});
+      break;
+    case Family::DeepseekV32:
+      parse_deepseek(text, a, {"noaux_tc", true});
       break;
     case Family::Glm4Moe:
-      parse_glm4_moe(top, a);
+      parse_glm4_moe(text, a);
       break;
     case Family::GptOss:
-      parse_gpt_oss(top, a);
+      parse_gpt_oss(text, a);
       break;
     case Family::Olmoe:
-      parse_olmoe(top, a);
+      parse_olmoe(text, a);
       break;
     case Family::Llama:
-      parse_llama(top, a);
+      parse_llama(text, a);
       break;
     case Family::Qwen2:
-      parse_qwen2(top, a);
+      parse_qwen2(text, a);
       break;
+    case Family::Qwen2Moe:
+      parse_qwen2_moe(text, a);
+      break;
+    case Family::Qwen3:
+      parse_qwen3(text, a);
+      break;
+    case Family::Llama4:
+      parse_llama4(text, a);
+      break;
+    case Family::MinimaxM2:
+      parse_minimax_m2(text, a);
+      break;
+  }
+  if (info->text_config && !text.present("tie_word_embeddings")) {
+    a.tie_embeddings = top.flag("tie_word_embeddings", false);
   }
   // quantization_config (transformers' HfQuantizer configs): the format the checkpoint stores, which moesim
   // sizes it at by default (`--precision checkpoint`).

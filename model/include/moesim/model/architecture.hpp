@@ -28,13 +28,16 @@ struct LayerSpec {
   bool moe = true;                  ///< routed experts (else a dense FFN of dense_ffn)
 };
 
-/// Multi-head latent attention dimensions (DeepSeek-V3, Kimi-K2).
+/// Multi-head latent attention dimensions (DeepSeek-V2/V3/V3.2, Kimi-K2).
 struct MlaDims {
   std::int64_t q_lora_rank = 0;  ///< 0 = no low-rank q projection
   std::int64_t kv_lora_rank = 0;
   std::int64_t qk_nope_head_dim = 0;
   std::int64_t qk_rope_head_dim = 0;
   std::int64_t v_head_dim = 0;
+  /// DeepSeek-V3.2's lightning indexer (DSA), 0 = none: index_n_heads query heads of index_head_dim.
+  std::int64_t index_heads = 0;
+  std::int64_t index_head_dim = 0;
 };
 
 /// Gated DeltaNet (linear attention) dimensions (Qwen3-Next, Qwen3.5).
