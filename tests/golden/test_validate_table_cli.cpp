@@ -375,6 +375,11 @@ namespace {
 //   (validation/README.md gives their figures): they are reported, not asserted;
 // - --plot draws predicted against measured into a new directory (CSV, script, PNG, SVG).
 TEST(GoldenValidateTable, ShippedTableFitRuntimesThresholdsAndPlot) {
+#if defined(MOESIM_SANITIZED)
+  // About 1,200 serving simulations: minutes in the plain build, most of CI's budget under the sanitizers.
+  // The plain build runs it; the sanitizers see the same code through the small tables of the tests above.
+  GTEST_SKIP() << "the whole shipped table is fitted in the plain build only";
+#endif
   const Scratch s("moesim_validate_table");
   const moesim::test::Run r = s.moesim("validate --table " + std::string(MOESIM_SOURCE_DIR) +
                                        "/validation --fit --json --quiet --write-runtimes " + s.path("rt") +
