@@ -60,7 +60,8 @@ model::RuntimeProfile base_runtime(const std::string& name, const model::NodePro
   const std::string datasheet = "not fitted: the hardware profile " + node.id + " as it is (no decode rows fitted)";
   r.bandwidth_efficiency = model::Sourced<double>{1.0, datasheet};
   r.attention_factor = model::Sourced<double>{1.0, datasheet};
-  r.kernel_overhead = node.devices.kernel_overhead.value_or(model::Sourced<units::Duration>{units::seconds(0), datasheet});
+  r.kernel_overhead =
+      node.devices.kernel_overhead.value_or(model::Sourced<units::Duration>{units::seconds(0), datasheet});
   return r;
 }
 

@@ -356,8 +356,7 @@ int cmd_hw(const Args& args, std::ostream& out) {
   };
   for (const auto& r : model::builtin_runtimes()) {
     tr.add_row({r.runtime, r.hw, ratio(r.bandwidth_efficiency, "%.3f"), ratio(r.compute_efficiency, "%.3f"),
-                ratio(r.attention_factor, "%.2f"),
-                q(r.kernel_overhead), q(r.layer_overhead),
+                ratio(r.attention_factor, "%.2f"), q(r.kernel_overhead), q(r.layer_overhead),
                 r.calibration_rows > 0 ? std::to_string(r.calibration_rows) + " rows" : std::string("by hand")});
   }
   tr.print_text(out);

@@ -645,7 +645,8 @@ void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, 
   const std::string kept = "not fitted (the class has no batch-1 decode rows): ";
   const auto keep = [&](const auto& from_base, const auto& from_node, auto none) {
     using S = std::decay_t<decltype(none)>;
-    if (base_rt && from_base) return S{from_base->value, kept + "runtime profile " + base_rt->id + "'s (" + from_base->source + ")"};
+    if (base_rt && from_base)
+      return S{from_base->value, kept + "runtime profile " + base_rt->id + "'s (" + from_base->source + ")"};
     return S{from_node ? from_node->value : none.value, kept + "the node profile's own"};
   };
   const model::NodeProfile node = model::load_node(fit.hw);
@@ -785,9 +786,10 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   rp.attention_factor = model::Sourced<double>{fit.context_factor > 0 ? fit.context_factor : 1e-6, source};
   rp.kernel_overhead = model::Sourced<units::Duration>{units::seconds(fit.kernel_overhead), source};
   // The split has no per-layer term: the fitted cost per kernel takes every per-layer host cost too.
-  rp.layer_overhead = model::Sourced<units::Duration>{
-      units::seconds(0), "none: the fit splits a token into weights, context and kernels only, so its "
-                         "kernel_overhead takes every per-layer host cost too"};
+  rp.layer_overhead =
+      model::Sourced<units::Duration>{units::seconds(0),
+                                      "none: the fit splits a token into weights, context and kernels only, so its "
+                                      "kernel_overhead takes every per-layer host cost too"};
   rp.calibration_rows = fit.calibration_rows;
   const model::NodeProfile decode_node = model::apply_runtime(base, rp);
 

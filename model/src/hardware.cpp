@@ -455,19 +455,18 @@ Sourced<std::map<std::string, std::string>> parse_checkpoint_formats(const json:
 namespace {
 
 RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
-  auto p = profile_header<RuntimeProfile>(n, "runtime",
-                                          {"id", "kind", "name", "runtime", "hw", "bandwidth_efficiency",
-                                           "attention_factor", "kernel_overhead", "layer_overhead",
-                                           "compute_efficiency", "native_dtypes", "checkpoint_formats",
-                                           "step_overhead", "request_overhead", "prediction_interval", "calibration",
-                                           "notes"},
-                                          std::move(origin));
+  auto p = profile_header<RuntimeProfile>(
+      n, "runtime",
+      {"id", "kind", "name", "runtime", "hw", "bandwidth_efficiency", "attention_factor", "kernel_overhead",
+       "layer_overhead", "compute_efficiency", "native_dtypes", "checkpoint_formats", "step_overhead",
+       "request_overhead", "prediction_interval", "calibration", "notes"},
+      std::move(origin));
   p.runtime = n.string("runtime");
   p.hw = n.string("hw");
   // Every figure is optional (one not given leaves the node's own), but a profile must give one.
   static constexpr std::array<std::string_view, 9> kFigures = {
-      "bandwidth_efficiency", "attention_factor", "kernel_overhead", "layer_overhead", "compute_efficiency",
-      "native_dtypes",        "checkpoint_formats", "step_overhead", "request_overhead"};
+      "bandwidth_efficiency", "attention_factor",   "kernel_overhead", "layer_overhead",  "compute_efficiency",
+      "native_dtypes",        "checkpoint_formats", "step_overhead",   "request_overhead"};
   if (std::none_of(kFigures.begin(), kFigures.end(), [&](std::string_view k) { return n.has(k); })) {
     std::vector<std::string> keys(kFigures.begin(), kFigures.end());
     throw n.error("gives no figure, so it would change nothing; give at least one of " + text::join(keys) +

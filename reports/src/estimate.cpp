@@ -250,12 +250,14 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
                       " of the bandwidth");
     if (rt.compute_efficiency)
       gives.push_back("matmuls at " + text::printf("%.1f%%", 100.0 * rt.compute_efficiency->value) + " of the peak");
-    if (rt.attention_factor) gives.push_back("attention " + text::printf("%.2f", rt.attention_factor->value) + " x its roofline");
+    if (rt.attention_factor)
+      gives.push_back("attention " + text::printf("%.2f", rt.attention_factor->value) + " x its roofline");
     if (rt.kernel_overhead) gives.push_back(units::format(rt.kernel_overhead->value) + " per kernel");
     if (rt.layer_overhead) gives.push_back(units::format(rt.layer_overhead->value) + " per layer");
     out << "runtime    " << rt.runtime << " ("
-        << rt.id + (rt.calibration_rows > 0 ? ", fitted to " + std::to_string(rt.calibration_rows) + " dense measurements"
-                                            : std::string(", sources in ") + rt.origin)
+        << rt.id + (rt.calibration_rows > 0
+                        ? ", fitted to " + std::to_string(rt.calibration_rows) + " dense measurements"
+                        : std::string(", sources in ") + rt.origin)
         << "): " << text::join(gives) << "\n";
   }
   if (r.streaming && r.request.streaming) {
@@ -323,8 +325,7 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
       notes.push_back("time s includes " + fixed(row.estimate.overhead.base(), 3) +
                       " s per token of kernel launches and per-layer overhead (" +
                       "devices.kernel_overhead and devices.layer_overhead of " + r.node.id +
-                      (r.runtime ? ", runtime " + r.runtime->id + "'s where it gives them" : std::string()) +
-                      ")");
+                      (r.runtime ? ", runtime " + r.runtime->id + "'s where it gives them" : std::string()) + ")");
     for (const auto& n : row.estimate.notes)
       if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
     std::vector<std::string> cost_notes = row.cost ? row.cost->notes : std::vector<std::string>{};

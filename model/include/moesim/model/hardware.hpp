@@ -207,8 +207,8 @@ struct RuntimeProfile {
   std::string origin;
   std::string runtime;  ///< "llama.cpp-metal", "vllm", ...
   std::string hw;       ///< the node profile it belongs to (fitted or written for); refused on any other
-  std::optional<Sourced<double>> bandwidth_efficiency;  ///< weights are read at this fraction of memory_bandwidth
-  std::optional<Sourced<double>> attention_factor;      ///< KV and attention take this × their roofline
+  std::optional<Sourced<double>> bandwidth_efficiency;      ///< weights are read at this fraction of memory_bandwidth
+  std::optional<Sourced<double>> attention_factor;          ///< KV and attention take this × their roofline
   std::optional<Sourced<units::Duration>> kernel_overhead;  ///< per kernel launched (DeviceSpec::kernel_overhead)
   std::optional<Sourced<units::Duration>> layer_overhead;   ///< per decoder layer (DeviceSpec::layer_overhead)
   /// Serving host costs (DeviceSpec::step_overhead, request_overhead), fitted by `moesim calibrate fit
