@@ -7,9 +7,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "moesim/model/hardware.hpp"
+#include "moesim/reports/estimate.hpp"
 
 namespace moesim::model {
 namespace {
@@ -21,8 +23,7 @@ class RuntimeFile {
  public:
   explicit RuntimeFile(const std::string& figures)
       : path_(fs::temp_directory_path() / ("moesim_runtime_" + std::to_string(::getpid()) + "_" +
-                                           ::testing::UnitTest::GetInstance()->current_test_info()->name() +
-                                           ".json")) {
+                                           ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json")) {
     std::ofstream(path_) << R"({"id": "test@h100-sxm", "kind": "runtime", "runtime": "test", "hw": "h100-sxm", )"
                          << figures << "}";
   }
@@ -109,6 +110,81 @@ TEST(RuntimeProfile, EveryFigureGivenReplacesEveryFigure) {
   EXPECT_DOUBLE_EQ(n.devices.attention_factor->value, 2.5);
   EXPECT_DOUBLE_EQ(n.devices.kernel_overhead->value.base(), 7e-6);
   EXPECT_DOUBLE_EQ(n.devices.layer_overhead->value.base(), 0.0);
+}
+
+// The seeds' overheads live in the runtime that produced them, not in the node profile (issue 20): the
+// L4, the MacBook and the DGX H100 carry no kernel or layer overhead of their own, and their runtimes
+// (flexflow, flash-moe, cuda-eager) bring back exactly the figure the node profiles gave before the move.
+// Expected tokens/s: `moesim estimate ... --lm-head --json` with the node profiles as they were before
+// the move, when they still held the overheads (TinyMistral sequential on the L4: 28.55 ms/token, seed
+// 001's calibration point; Qwen3.5 q4 streamed with no page cache on the MacBook; DBRX TP 8 at 2000
+// tokens of context on the DGX, examples/README.md's 103.53). Without the runtime each token is faster by
+// exactly the overheads the runtime charges: kernels per token × its kernel_overhead + decoder layers ×
+// its layer_overhead, the kernels counted as the profiles' sources count them: 433 for TinyMistral with 6
+// sequential experts (12 layers × (8 attention + 3 router + 1 combine + 6 × 4 expert) + the LM head); 60
+// Qwen3.5 layers × 20 + the LM head = 1201; 40 DBRX layers × (8 attention + 3 router + 4 fused experts +
+// 1 combine + 2 all-reduces) + the LM head = 721.
+TEST(RuntimeProfile, SeedOverheadsMovedFromTheNodeToTheRuntime) {
+  struct Seed {
+    const char* model;
+    const char* hw;
+    const char* runtime;
+    const char* precision;
+    const char* experts;
+    std::int64_t context;
+    bool streamed;
+    double kernel_overhead;                // s, the figure the node profile held
+    std::optional<double> layer_overhead;  // s
+    double kernels;                        // per token
+    double layers;
+    double tokens_per_s_before;
+  };
+  const Seed seeds[] = {
+      {"tinymistral-6x248m", "l4", "flexflow", "bf16", "sequential", 0, false, 51e-6, std::nullopt, 433, 12,
+       35.024179848517214},
+      {"qwen3.5-397b-a17b", "macbook-pro-m3-max-48", "flash-moe", "q4", "fused", 0, true, 75e-6, 0.1e-3, 1201, 60,
+       1.0103557281957272},
+      {"dbrx-instruct", "dgx-h100", "cuda-eager", "bf16", "fused", 2000, false, 5e-6, std::nullopt, 721, 40,
+       103.53340946533449},
+  };
+  for (const auto& seed : seeds) {
+    SCOPED_TRACE(seed.hw);
+    const NodeProfile bare = load_node(seed.hw);
+    EXPECT_FALSE(bare.devices.kernel_overhead.has_value());
+    EXPECT_FALSE(bare.devices.layer_overhead.has_value());
+    const RuntimeProfile rt = find_runtime(seed.runtime, bare);
+    EXPECT_EQ(rt.id, std::string(seed.runtime) + "@" + seed.hw);
+    EXPECT_FALSE(rt.bandwidth_efficiency.has_value());  // the node's own efficiency stays
+    const NodeProfile with = apply_runtime(bare, rt);
+    ASSERT_TRUE(with.devices.kernel_overhead.has_value());
+    EXPECT_DOUBLE_EQ(with.devices.kernel_overhead->value.base(), seed.kernel_overhead);
+    EXPECT_EQ(with.devices.layer_overhead.has_value(), seed.layer_overhead.has_value());
+    if (seed.layer_overhead) {
+      EXPECT_DOUBLE_EQ(with.devices.layer_overhead->value.base(), *seed.layer_overhead);
+    }
+
+    reports::EstimateRequest r;
+    r.model = seed.model;
+    r.hw = seed.hw;
+    r.nodes = {1};
+    r.precision = seed.precision;
+    r.experts = seed.experts;
+    r.context = seed.context;
+    r.lm_head = true;
+    if (seed.streamed) {
+      r.streaming.emplace();
+      r.streaming->storage = "apple-ssd-m3-max";
+      r.streaming->page_cache = units::bytes(0);
+    }
+    const double alone = reports::run_estimate(r).rows.front().estimate.tokens_per_second;
+    r.runtime = seed.runtime;
+    const auto est = reports::run_estimate(r);
+    const double seeded = est.rows.front().estimate.tokens_per_second;
+    EXPECT_NEAR(seeded / seed.tokens_per_s_before, 1.0, 1e-12) << seeded;
+    // Without the runtime the node alone has no dispatch cost: faster, by exactly the overheads it charges.
+    const double charged = seed.kernels * seed.kernel_overhead + seed.layers * seed.layer_overhead.value_or(0.0);
+    EXPECT_NEAR(1.0 / seeded - 1.0 / alone, charged, 1e-12);
+  }
 }
 
 }  // namespace
