@@ -58,10 +58,10 @@ model::RuntimeProfile base_runtime(const std::string& name, const model::NodePro
   r.name = name + " on " + node.id;
   r.origin = "moesim calibrate fit";
   const std::string datasheet = "not fitted: the hardware profile " + node.id + " as it is (no decode rows fitted)";
-  r.bandwidth_efficiency = {1.0, datasheet};
-  r.attention_factor = {1.0, datasheet};
-  r.kernel_overhead = node.devices.kernel_overhead ? *node.devices.kernel_overhead
-                                                   : model::Sourced<units::Duration>{units::seconds(0), datasheet};
+  r.bandwidth_efficiency = model::Sourced<double>{1.0, datasheet};
+  r.attention_factor = model::Sourced<double>{1.0, datasheet};
+  r.kernel_overhead =
+      node.devices.kernel_overhead.value_or(model::Sourced<units::Duration>{units::seconds(0), datasheet});
   return r;
 }
 
@@ -162,7 +162,8 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
     const std::string src = "fitted by `moesim calibrate fit --llama-bench` to " +
                             std::to_string(fit.calibration_rows) + " batch-1 decode tests of " + text::join(names) +
                             source_note + ", " + prov.day + ", moesim " + prov.commit;
-    rp.bandwidth_efficiency.source = rp.attention_factor.source = rp.kernel_overhead.source = src;
+    // The fit (calibrate::run_llama_bench) gives the three decode figures: their source is this command's.
+    rp.bandwidth_efficiency->source = rp.attention_factor->source = rp.kernel_overhead->source = src;
   } else {
     rp = base_runtime(runtime_name, node, &existing);
   }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <chrono>
 #include <iostream>
+#include <map>
 
 #include "moesim/model/analytic.hpp"
 #include "moesim/model/step_cost.hpp"
@@ -131,6 +132,18 @@ std::uint64_t parse_byte_size(const std::string& text, const std::string& flag) 
     throw UserError(flag + " " + text + ": give a positive size with its unit, e.g. 2GiB or 512MB");
   }
   return static_cast<std::uint64_t>(b);
+}
+
+std::string runtime_help() {
+  std::map<std::string, std::vector<std::string>> on;  // runtime -> the node profiles it has a profile for
+  for (const auto& r : model::builtin_runtimes()) on[r.runtime].push_back(r.hw);
+  std::vector<std::string> items;
+  for (const auto& [runtime, hws] : on) items.push_back(runtime + " (" + text::join(hws) + ")");
+  return "the software on the hardware: a runtime profile for --hw (built in: " + text::join(items) +
+         "; `moesim hw` lists their figures), fitted to dense measurements or written by hand from published "
+         "figures. It sets the figures it gives (bandwidth and compute efficiency, attention factor, cost per "
+         "kernel and per layer) and leaves the node's own for the rest. Without it the node profile alone: no "
+         "runtime's launch or dispatch costs";
 }
 
 void add_streaming_options(po::options_description& desc) {
@@ -290,18 +303,24 @@ int cmd_hw(const Args& args, std::ostream& out) {
                               {"read_latency", s(n.read_latency, "s")},
                               {"capacity", s(n.capacity, "B")}});
     }
+    // A runtime's figure it does not give is null: the node profile's own applies (model::apply_runtime).
+    auto ratio = [](const std::optional<model::Sourced<double>>& f) -> nlohmann::json {
+      if (!f) return nullptr;
+      return {{"value", f->value}, {"source", f->source}};
+    };
     for (const auto& r : model::builtin_runtimes()) {
       nlohmann::json host = nlohmann::json::object();  // serving host costs, when the profile has them
       if (!r.step_overhead.source.empty()) host["step_overhead"] = s(std::optional(r.step_overhead), "s");
       if (!r.request_overhead.source.empty()) host["request_overhead"] = s(std::optional(r.request_overhead), "s");
-      j["runtimes"].push_back(
-          {{"id", r.id},
-           {"runtime", r.runtime},
-           {"hw", r.hw},
-           {"bandwidth_efficiency", {{"value", r.bandwidth_efficiency.value}, {"source", r.bandwidth_efficiency.source}}},
-           {"attention_factor", {{"value", r.attention_factor.value}, {"source", r.attention_factor.source}}},
-           {"kernel_overhead", s(std::optional(r.kernel_overhead), "s")},
-           {"calibration_rows", r.calibration_rows}});
+      j["runtimes"].push_back({{"id", r.id},
+                               {"runtime", r.runtime},
+                               {"hw", r.hw},
+                               {"bandwidth_efficiency", ratio(r.bandwidth_efficiency)},
+                               {"compute_efficiency", ratio(r.compute_efficiency)},
+                               {"attention_factor", ratio(r.attention_factor)},
+                               {"kernel_overhead", s(r.kernel_overhead, "s")},
+                               {"layer_overhead", s(r.layer_overhead, "s")},
+                               {"calibration_rows", r.calibration_rows}});
       j["runtimes"].back().update(host);
     }
     out << j.dump(2) << "\n";
@@ -328,12 +347,17 @@ int cmd_hw(const Args& args, std::ostream& out) {
     ts.add_row({n.id, units::format(n.read_bandwidth.value), q(n.read_latency), n.name});
   }
   ts.print_text(out);
-  out << "\nruntimes (fitted on one node profile to dense measurements: `estimate --runtime`)\n";
-  reports::Table tr({"runtime", "hw", "bandwidth efficiency", "attention x", "per kernel", "fitted to"});
+  out << "\nruntimes (the software on one node profile, `--runtime NAME`: fitted to dense measurements, or written "
+         "by hand from published figures; - leaves the node profile's own)\n";
+  reports::Table tr({"runtime", "hw", "bandwidth efficiency", "compute efficiency", "attention x", "per kernel",
+                     "per layer", "fitted to"});
+  auto ratio = [](const std::optional<model::Sourced<double>>& f, const char* format) {
+    return f ? text::printf(format, f->value) : std::string("-");
+  };
   for (const auto& r : model::builtin_runtimes()) {
-    tr.add_row({r.runtime, r.hw, text::printf("%.3f", r.bandwidth_efficiency.value),
-                text::printf("%.2f", r.attention_factor.value), units::format(r.kernel_overhead.value),
-                std::to_string(r.calibration_rows) + " rows"});
+    tr.add_row({r.runtime, r.hw, ratio(r.bandwidth_efficiency, "%.3f"), ratio(r.compute_efficiency, "%.3f"),
+                ratio(r.attention_factor, "%.2f"), q(r.kernel_overhead), q(r.layer_overhead),
+                r.calibration_rows > 0 ? std::to_string(r.calibration_rows) + " rows" : std::string("by hand")});
   }
   tr.print_text(out);
   return 0;
@@ -342,6 +366,7 @@ int cmd_hw(const Args& args, std::ostream& out) {
 int cmd_estimate(const Args& args, std::ostream& out) {
   reports::EstimateRequest defaults;
   po::options_description desc("options");
+  const std::string runtime = runtime_help() + "; a fitted one gives tokens/s an interval";
   desc.add_options()("help,h", "show this help")(
       "model", po::value<std::string>(), "model: a zoo id (`moesim models`) or the path of a Hugging Face config.json")(
       "hw", po::value<std::string>(), "node profile: an id (`moesim hw`) or the path of a profile JSON")(
@@ -361,10 +386,7 @@ int cmd_estimate(const Args& args, std::ostream& out) {
       "how nodes combine expert outputs (below)")(
       "experts", po::value<std::string>()->default_value(defaults.experts),
       "how a node runs the experts of a layer, which sets the kernel launches charged (below)")(
-      "runtime", po::value<std::string>(),
-      "the software on the hardware: a runtime profile fitted on --hw to dense measurements (e.g. llama.cpp; "
-      "hwprofiles/runtimes/), which sets its bandwidth efficiency, attention factor and kernel cost and gives "
-      "tokens/s an interval")(
+      "runtime", po::value<std::string>(), runtime.c_str())(
       "scenario", po::value<std::string>(),
       "a scenario JSON with the same keys as these flags; flags given override it")(
       "json", "print the result as JSON: every value with its unit, and the resolved inputs")(

@@ -43,6 +43,10 @@ void add_streaming_options(boost::program_options::options_description& desc);
 void apply_streaming_options(const boost::program_options::variables_map& vm,
                              std::optional<cost::StreamingSpec>& spec);
 
+/// The help of --runtime (estimate, simulate, serve): what a runtime profile is, and the built-in ones by
+/// runtime with the node profiles each is for (model::builtin_runtimes()).
+std::string runtime_help();
+
 /// "moesim <command> <args...>" as the user typed it (arguments with spaces quoted), for provenance.
 std::string command_line(const std::string& command, const Args& args);
 

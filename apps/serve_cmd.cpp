@@ -55,7 +55,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("attention-replicated", "attention on every device for every sequence, MoE expert-parallel, expert outputs exchanged (seed 000's decentralised design; plan.attention_replicated)")
     ("precision", po::value<std::string>(), "weight precision (precision; default checkpoint: the format the model's config.json declares in quantization_config, else bf16)")
     ("experts", po::value<std::string>(), "expert execution (experts; default fused)")
-    ("runtime", po::value<std::string>(), "the software on the hardware (runtime): a runtime profile fitted on --hw, e.g. llama.cpp (`moesim hw` lists them)")
+    ("runtime", po::value<std::string>(), (runtime_help() + " (scenario key runtime)").c_str())
     ("scheduler", po::value<std::string>(), "static, continuous or chunked (scheduler.kind; default chunked)")
     ("capacity", po::value<std::string>(), "max-utilization or guaranteed-no-evict (scheduler.capacity; default max-utilization)")
     ("max-num-seqs", po::value<std::int64_t>(), "sequences per step (scheduler.max_num_seqs; default 256)")

@@ -85,9 +85,8 @@ int cmd_simulate(const Args& args, std::ostream& out) {
     ("timing", "also print the replay's wall time and events per second (left out by default so that the same "
                "inputs give byte-identical output)");
   // clang-format on
-  desc.add_options()("runtime", po::value<std::string>(),
-                     "the software on the hardware: a runtime profile fitted on --hw (e.g. llama.cpp; `moesim hw` "
-                     "lists them), which sets its bandwidth efficiency, attention factor and kernel cost");
+  const std::string runtime = runtime_help();
+  desc.add_options()("runtime", po::value<std::string>(), runtime.c_str());
   add_streaming_options(desc);
   po::variables_map vm;
   if (!parse_options(args, desc, vm, out,

@@ -26,8 +26,8 @@ grid file (JSON; every axis a list, the point set their cartesian product):
   nodes        node counts, a list or "2-8"                        [1, 2, 4, 8]          (default [1])
   nics         NIC profiles (node counts > 1 need them)           ["10gbe-grpc", "rocev2-25g"]
   precisions   weight precisions                                   ["bf16", "fp8"]       (default bf16)
-  runtimes     the software on a node profile (`moesim hw` lists   {"dgx-spark": "llama.cpp"}
-               the fitted ones); points on it run with it
+  runtimes     the software on a node profile (`moesim hw` lists   {"l4": "flexflow"}
+               them); points on it run with it (estimate --help)
   placements   expert placements                                   (default replicated-groups)
   strategies   decode strategies for the simulator (seed 000)      ["naive", "P-LB", "P-LR-D"] (default P-LR-D)
   workloads    serving grids: named partial serve scenarios        [{"name": "2/s", "workload": {...}}]

@@ -60,6 +60,10 @@ struct Mapping {
     model::Sourced<std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t>> requests;
   };
   std::map<std::string, MaxLoad> max_load;
+  /// runtime -> the name of a hand-written runtime profile laid over the node before the fit, on the nodes
+  /// that have one (hwprofiles/runtimes/<name>@<hw>.json): the rows' figure before the fit, and the
+  /// figures the class's rows do not fit (a max-load class's kernel overhead) come from it.
+  std::map<std::string, model::Sourced<std::string>> base_runtime;
 };
 
 /// A runtime's "scheduler" item: {"value": a serve scenario's "scheduler" object, "source"}, checked as
@@ -115,7 +119,8 @@ Mapping read_mapping(const std::filesystem::path& path) {
     for (const auto& item : f->raw().items()) {
       const std::string& k = item.key();
       const json::Node rt = f->child(k);
-      rt.expect_only({"native_dtypes", "prompt_chunk", "checkpoint_formats", "scheduler", "max_load_requests"});
+      rt.expect_only(
+          {"native_dtypes", "prompt_chunk", "checkpoint_formats", "scheduler", "max_load_requests", "base_runtime"});
       if (rt.has("scheduler") != rt.has("max_load_requests"))
         throw rt.error("gives one of scheduler and max_load_requests; a max-load benchmark needs both");
       if (rt.has("scheduler"))
@@ -127,6 +132,17 @@ Mapping read_mapping(const std::filesystem::path& path) {
       if (auto c = rt.optional_child("prompt_chunk")) {
         c->expect_only({"value", "source"});
         m.prompt_chunk[k] = {c->integer("value", 1), c->string("source")};
+      }
+      if (auto b = rt.optional_child("base_runtime")) {
+        b->expect_only({"value", "source"});
+        const std::string name = b->string("value");
+        std::vector<std::string> names;
+        for (const auto& r : model::builtin_runtimes())
+          if (std::find(names.begin(), names.end(), r.runtime) == names.end()) names.push_back(r.runtime);
+        if (std::find(names.begin(), names.end(), name) == names.end())
+          throw b->error("value", "'" + name + "' is no built-in runtime" + text::did_you_mean(name, names) +
+                                      "; name one of " + text::join(names) + " (`moesim hw` lists them)");
+        m.base_runtime[k] = {name, b->string("source")};
       }
     }
   }
@@ -380,6 +396,24 @@ bool max_load_setup(ValidationPrediction& p, const Mapping::MaxLoad& ml) {
   return true;
 }
 
+/// The hand-written runtime profile the mapping lays under `runtime` on `hw` (Mapping::base_runtime), if
+/// that node has one.
+std::optional<model::RuntimeProfile> base_runtime(const Mapping& m, const std::string& runtime, const std::string& hw) {
+  const auto it = m.base_runtime.find(runtime);
+  if (it == m.base_runtime.end()) return std::nullopt;
+  for (const auto& r : model::builtin_runtimes())
+    if (r.runtime == it->second.value && r.hw == hw) return r;
+  return std::nullopt;
+}
+
+/// The node profile `runtime`'s rows on `hw` are predicted on before any fit, and fitted over: the node
+/// with the mapping's base runtime, where it has one; else the node alone.
+model::NodeProfile base_node(const Mapping& m, const std::string& runtime, const std::string& hw) {
+  model::NodeProfile node = model::load_node(hw);
+  if (const auto b = base_runtime(m, runtime, hw)) node = model::apply_runtime(node, *b);
+  return node;
+}
+
 void predict(ValidationPrediction& p, const Mapping& m) {
   const ValidationRow& r = p.row;
   const bool b1 = r.batch && *r.batch == 1;
@@ -429,7 +463,7 @@ void predict(ValidationPrediction& p, const Mapping& m) {
   if (auto c = m.prompt_chunk.find(r.runtime); c != m.prompt_chunk.end()) p.step_tokens = c->second.value;
   try {
     p.instrument = p.kind == "decode b1" ? "analytic" : "serving-sim";
-    p.predicted = figure(p, model::load_node(p.hw));
+    p.predicted = figure(p, base_node(m, r.runtime, p.hw));
     if (!p.predicted) p.skipped = "the instrument gave no figure";
   } catch (const UserError& e) {
     // A configuration moesim refuses (the model does not fit, a missing figure) is a finding, not a crash.
@@ -558,7 +592,7 @@ struct MaxLoadTerms {
 
 /// `base` with the runtime `rp` applied at bandwidth efficiency `b` and compute efficiency `c`.
 model::NodeProfile with_efficiencies(const model::NodeProfile& base, model::RuntimeProfile rp, double b, double c) {
-  rp.bandwidth_efficiency = {b, "max-load split"};
+  rp.bandwidth_efficiency = model::Sourced<double>{b, "max-load split"};
   rp.compute_efficiency = model::Sourced<double>{c, "max-load split"};
   return model::apply_runtime(base, rp);
 }
@@ -603,13 +637,25 @@ model::RuntimeProfile& name_profile(ValidationFit& fit, const std::string& what)
 /// Fits a (node profile, runtime) class with no batch-1 decode rows to its dense max-load rows: the
 /// runtime's bandwidth and compute efficiency (RuntimeProfile; the rest of the node profile as shipped),
 /// with leave-one-configuration-out errors for the intervals of its MoE max-load rows.
-void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const model::NodeProfile& base) {
+void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const model::NodeProfile& base,
+                  const std::optional<model::RuntimeProfile>& base_rt) {
   model::RuntimeProfile& rp = name_profile(fit, "dense max-load measurements");
-  const std::string kept = "not fitted (the class has no batch-1 decode rows): the node profile's own";
-  rp.kernel_overhead = base.devices.kernel_overhead.value_or(model::Sourced<units::Duration>{units::seconds(0), kept});
-  rp.kernel_overhead.source = kept;
-  rp.attention_factor = base.devices.attention_factor.value_or(model::Sourced<double>{1.0, kept});
-  rp.attention_factor.source = kept;
+  // The figures max-load rows do not fit: the base runtime's where it gives them (with their source), else
+  // the node profile's own (0 per kernel and per layer, attention at its roofline, when it has none).
+  const std::string kept = "not fitted (the class has no batch-1 decode rows): ";
+  const auto keep = [&](const auto& from_base, const auto& from_node, auto none) {
+    using S = std::decay_t<decltype(none)>;
+    if (base_rt && from_base)
+      return S{from_base->value, kept + "runtime profile " + base_rt->id + "'s (" + from_base->source + ")"};
+    return S{from_node ? from_node->value : none.value, kept + "the node profile's own"};
+  };
+  const model::NodeProfile node = model::load_node(fit.hw);
+  rp.kernel_overhead = keep(base_rt ? base_rt->kernel_overhead : std::nullopt, node.devices.kernel_overhead,
+                            model::Sourced<units::Duration>{units::seconds(0), ""});
+  rp.layer_overhead = keep(base_rt ? base_rt->layer_overhead : std::nullopt, node.devices.layer_overhead,
+                           model::Sourced<units::Duration>{units::seconds(0), ""});
+  rp.attention_factor = keep(base_rt ? base_rt->attention_factor : std::nullopt, node.devices.attention_factor,
+                             model::Sourced<double>{1.0, ""});
   const model::NodeProfile unit = with_efficiencies(base, rp, 1.0, 1.0);
   const model::NodeProfile slow_memory = with_efficiencies(base, rp, 0.5, 1.0);
   const model::NodeProfile slow_compute = with_efficiencies(base, rp, 1.0, 0.5);
@@ -669,7 +715,7 @@ void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, 
   constexpr double kMaxEfficiency = 1.5;
   if (fit.efficiency > kMaxEfficiency || fit.compute_efficiency > kMaxEfficiency)
     fit.note += std::string(fit.note.empty() ? "" : "; ") + "the runtime profile holds its efficiencies at 1.5";
-  rp.bandwidth_efficiency = {std::min(fit.efficiency, kMaxEfficiency), source};
+  rp.bandwidth_efficiency = model::Sourced<double>{std::min(fit.efficiency, kMaxEfficiency), source};
   rp.compute_efficiency = model::Sourced<double>{std::min(fit.compute_efficiency, kMaxEfficiency), source};
   rp.calibration_rows = fit.max_load_rows;
 }
@@ -681,7 +727,7 @@ void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, 
 /// runtime. Intervals come from leave-one-configuration-out errors; `pooled` stands in for a class with too
 /// few configurations to have its own.
 void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m) {
-  model::NodeProfile base = model::load_node(fit.hw);
+  model::NodeProfile base = base_node(m, fit.runtime, fit.hw);
   if (auto nd = m.native_dtypes.find(fit.runtime); nd != m.native_dtypes.end()) {
     fit.profile.native_dtypes = nd->second;
     base.devices.native_dtypes = nd->second;
@@ -700,7 +746,7 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   fit.calibration_rows = static_cast<std::int64_t>(cal.size());
   if (cal.empty()) {
     // A runtime measured only at max load (TensorRT-LLM's perf-overview): its two efficiencies from those.
-    fit_max_load(rows, fit, base);
+    fit_max_load(rows, fit, base, base_runtime(m, fit.runtime, fit.hw));
     return;
   }
   {
@@ -736,9 +782,14 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   const std::string source = "fitted by `moesim validate --table validation --fit` to " +
                              std::to_string(cal.size()) + " dense batch-1 decode rows of validation/measurements.csv (" +
                              ids + ")";
-  rp.bandwidth_efficiency = {fit.efficiency, source};
-  rp.attention_factor = {fit.context_factor > 0 ? fit.context_factor : 1e-6, source};
-  rp.kernel_overhead = {units::seconds(fit.kernel_overhead), source};
+  rp.bandwidth_efficiency = model::Sourced<double>{fit.efficiency, source};
+  rp.attention_factor = model::Sourced<double>{fit.context_factor > 0 ? fit.context_factor : 1e-6, source};
+  rp.kernel_overhead = model::Sourced<units::Duration>{units::seconds(fit.kernel_overhead), source};
+  // The split has no per-layer term: the fitted cost per kernel takes every per-layer host cost too.
+  rp.layer_overhead =
+      model::Sourced<units::Duration>{units::seconds(0),
+                                      "none: the fit splits a token into weights, context and kernels only, so its "
+                                      "kernel_overhead takes every per-layer host cost too"};
   rp.calibration_rows = fit.calibration_rows;
   const model::NodeProfile decode_node = model::apply_runtime(base, rp);
 
@@ -789,8 +840,9 @@ std::optional<std::pair<double, double>> error_range(const std::vector<double>& 
 /// Prices every row of the class with its fitted runtime. Decode rows (batch 1 and batched) take the
 /// decode interval, prefill rows the prefill one: the class's own leave-one-configuration-out range, or
 /// the range pooled over every class when it has too few configurations (`pooled_*`).
-void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const std::vector<double>& pooled_decode,
-               const std::vector<double>& pooled_prefill, const std::vector<double>& pooled_max_load) {
+void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m,
+               const std::vector<double>& pooled_decode, const std::vector<double>& pooled_prefill,
+               const std::vector<double>& pooled_max_load) {
   model::RuntimeProfile& rp = fit.profile;
   const bool own_decode = !fit.loo_errors.empty();
   const auto decode_range = error_range(own_decode ? fit.loo_errors : pooled_decode);
@@ -824,7 +876,7 @@ void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   }
   const auto prefill_range = error_range(!fit.prefill_loo_errors.empty() ? fit.prefill_loo_errors : pooled_prefill);
   if (rp.compute_efficiency && fit.max_load_rows == 0) fit.prefill_range = prefill_range;
-  const model::NodeProfile fitted = model::apply_runtime(model::load_node(fit.hw), rp);
+  const model::NodeProfile fitted = model::apply_runtime(base_node(m, fit.runtime, fit.hw), rp);
   for (auto* p : rows) {
     if (!p->predicted) continue;
     if (p->kind == "prefill b1" && !rp.compute_efficiency) continue;
@@ -1059,7 +1111,8 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
       r.fits.push_back(f);
       fitted_members.push_back(&members);
     }
-    for (std::size_t i = 0; i < r.fits.size(); ++i) apply_fit(*fitted_members[i], r.fits[i], pooled_decode, pooled_prefill, pooled_max_load);
+    for (std::size_t i = 0; i < r.fits.size(); ++i)
+      apply_fit(*fitted_members[i], r.fits[i], m, pooled_decode, pooled_prefill, pooled_max_load);
     batched_intervals(fitted_members);
   }
   // Per role × kind, then per role × kind × hardware family × runtime; datasheet, then fitted.
@@ -1227,23 +1280,20 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
 }
 
 nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
-  nlohmann::json j = {{"id", r.id},
-                      {"kind", "runtime"},
-                      {"name", r.name},
-                      {"runtime", r.runtime},
-                      {"hw", r.hw},
-                      {"bandwidth_efficiency", {{"value", r.bandwidth_efficiency.value}, {"source", r.bandwidth_efficiency.source}}},
-                      {"attention_factor", {{"value", r.attention_factor.value}, {"source", r.attention_factor.source}}},
-                      {"kernel_overhead",
-                       {{"value", text::printf("%.10gus", r.kernel_overhead.value.base() * 1e6)},
-                        {"source", r.kernel_overhead.source}}}};
+  nlohmann::json j = {{"id", r.id}, {"kind", "runtime"}, {"name", r.name}, {"runtime", r.runtime}, {"hw", r.hw}};
+  // Each figure the profile gives; one it does not give leaves the node's own (model::apply_runtime).
+  const auto duration = [](const model::Sourced<units::Duration>& d) {
+    return nlohmann::json{{"value", text::printf("%.10gus", d.value.base() * 1e6)}, {"source", d.source}};
+  };
+  if (r.bandwidth_efficiency)
+    j["bandwidth_efficiency"] = {{"value", r.bandwidth_efficiency->value}, {"source", r.bandwidth_efficiency->source}};
+  if (r.attention_factor)
+    j["attention_factor"] = {{"value", r.attention_factor->value}, {"source", r.attention_factor->source}};
+  if (r.kernel_overhead) j["kernel_overhead"] = duration(*r.kernel_overhead);
+  if (r.layer_overhead) j["layer_overhead"] = duration(*r.layer_overhead);
   // The serving host costs, when fitted (`calibrate fit --vllm-serving`); absent, they read as 0.
-  if (!r.step_overhead.source.empty())
-    j["step_overhead"] = {{"value", text::printf("%.10gus", r.step_overhead.value.base() * 1e6)},
-                          {"source", r.step_overhead.source}};
-  if (!r.request_overhead.source.empty())
-    j["request_overhead"] = {{"value", text::printf("%.10gus", r.request_overhead.value.base() * 1e6)},
-                             {"source", r.request_overhead.source}};
+  if (!r.step_overhead.source.empty()) j["step_overhead"] = duration(r.step_overhead);
+  if (!r.request_overhead.source.empty()) j["request_overhead"] = duration(r.request_overhead);
   if (r.native_dtypes) j["native_dtypes"] = {{"value", r.native_dtypes->value}, {"source", r.native_dtypes->source}};
   if (r.checkpoint_formats)
     j["checkpoint_formats"] = {{"value", r.checkpoint_formats->value}, {"source", r.checkpoint_formats->source}};

@@ -1,6 +1,7 @@
 #include "moesim/model/hardware.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <tuple>
@@ -454,17 +455,27 @@ Sourced<std::map<std::string, std::string>> parse_checkpoint_formats(const json:
 namespace {
 
 RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
-  auto p = profile_header<RuntimeProfile>(n, "runtime",
-                                          {"id", "kind", "name", "runtime", "hw", "bandwidth_efficiency",
-                                           "attention_factor", "kernel_overhead", "compute_efficiency",
-                                           "native_dtypes", "checkpoint_formats", "step_overhead", "request_overhead",
-                                           "prediction_interval", "calibration", "notes"},
-                                          std::move(origin));
+  auto p = profile_header<RuntimeProfile>(
+      n, "runtime",
+      {"id", "kind", "name", "runtime", "hw", "bandwidth_efficiency", "attention_factor", "kernel_overhead",
+       "layer_overhead", "compute_efficiency", "native_dtypes", "checkpoint_formats", "step_overhead",
+       "request_overhead", "prediction_interval", "calibration", "notes"},
+      std::move(origin));
   p.runtime = n.string("runtime");
   p.hw = n.string("hw");
-  p.bandwidth_efficiency = sourced_ratio(n, "bandwidth_efficiency", 1.5);
-  p.attention_factor = sourced_ratio(n, "attention_factor", 1000.0);
-  p.kernel_overhead = sourced<Dimension::Time>(n, "kernel_overhead", true);
+  // Every figure is optional (one not given leaves the node's own), but a profile must give one.
+  static constexpr std::array<std::string_view, 9> kFigures = {
+      "bandwidth_efficiency", "attention_factor",   "kernel_overhead", "layer_overhead",  "compute_efficiency",
+      "native_dtypes",        "checkpoint_formats", "step_overhead",   "request_overhead"};
+  if (std::none_of(kFigures.begin(), kFigures.end(), [&](std::string_view k) { return n.has(k); })) {
+    std::vector<std::string> keys(kFigures.begin(), kFigures.end());
+    throw n.error("gives no figure, so it would change nothing; give at least one of " + text::join(keys) +
+                  ", each {\"value\": ..., \"source\": \"...\"}");
+  }
+  if (n.has("bandwidth_efficiency")) p.bandwidth_efficiency = sourced_ratio(n, "bandwidth_efficiency", 1.5);
+  if (n.has("attention_factor")) p.attention_factor = sourced_ratio(n, "attention_factor", 1000.0);
+  p.kernel_overhead = optional_sourced<Dimension::Time>(n, "kernel_overhead", true);
+  p.layer_overhead = optional_sourced<Dimension::Time>(n, "layer_overhead", true);
   if (n.has("step_overhead")) p.step_overhead = sourced<Dimension::Time>(n, "step_overhead", true);
   if (n.has("request_overhead")) p.request_overhead = sourced<Dimension::Time>(n, "request_overhead", true);
   if (n.has("compute_efficiency")) p.compute_efficiency = sourced_ratio(n, "compute_efficiency", 1.5);
@@ -504,31 +515,37 @@ RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node) {
   std::vector<std::string> ids;
   for (const auto& r : (matching.empty() ? on_node : matching)) ids.push_back(r.runtime);
   if (matching.size() > 1)
-    throw UserError("--runtime " + std::string(name) + " matches several runtimes fitted on " + node.id + ": " +
+    throw UserError("--runtime " + std::string(name) + " matches several runtimes on " + node.id + ": " +
                     text::join(ids) + "; name one of them");
-  throw UserError("no runtime profile '" + std::string(name) + "' fitted on " + node.id +
-                  (ids.empty() ? std::string(" (none is fitted on it)") : "; fitted on it: " + text::join(ids)) +
+  throw UserError("no runtime profile '" + std::string(name) + "' on " + node.id +
+                  (ids.empty() ? std::string(" (it has none)") : "; its runtimes: " + text::join(ids)) +
                   "; fit one from dense measurements with `moesim validate --table validation --fit --write-runtimes "
                   "DIR`, or give a runtime profile's path");
 }
 
 NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime) {
   if (runtime.hw != node.id)
-    throw UserError(runtime.origin + ": runtime " + runtime.runtime + " was fitted on " + runtime.hw +
-                    ", not on " + node.id + "; a runtime's efficiency belongs to the machine it was measured on "
-                    "(fit one for " + node.id + " with `moesim validate --table validation --fit`)");
-  EfficiencyTable t;
-  t.source = runtime.bandwidth_efficiency.source;
-  t.memory.push_back({units::bytes(0), units::bytes(1e18), runtime.bandwidth_efficiency.value, runtime.calibration_rows});
-  if (runtime.compute_efficiency) {
-    t.compute.push_back({units::bytes(0), units::bytes(1e18), runtime.compute_efficiency->value, runtime.calibration_rows});
-  } else if (node.devices.efficiency) {
-    t.compute = node.devices.efficiency->compute;
+    throw UserError(runtime.origin + ": $.hw: runtime " + runtime.runtime + " is for " + runtime.hw + ", not for " +
+                    node.id + "; a runtime's figures belong to the machine they were measured on (fit one for " +
+                    node.id + " with `moesim validate --table validation --fit`)");
+  // One band over every size for each efficiency the runtime gives; the node's own bands for the other.
+  const auto one_band = [&](const Sourced<double>& e) {
+    return std::vector<EfficiencyBand>{{units::bytes(0), units::bytes(1e18), e.value, runtime.calibration_rows}};
+  };
+  if (runtime.bandwidth_efficiency || runtime.compute_efficiency) {
+    EfficiencyTable t = node.devices.efficiency.value_or(EfficiencyTable{});
+    if (runtime.bandwidth_efficiency) {
+      t.source = runtime.bandwidth_efficiency->source;
+      t.memory = one_band(*runtime.bandwidth_efficiency);
+    } else if (t.source.empty()) {
+      t.source = runtime.compute_efficiency->source;
+    }
+    if (runtime.compute_efficiency) t.compute = one_band(*runtime.compute_efficiency);
+    node.devices.efficiency = t;
   }
-  node.devices.efficiency = t;
-  node.devices.kernel_overhead = runtime.kernel_overhead;
-  node.devices.layer_overhead.reset();
-  node.devices.attention_factor = runtime.attention_factor;
+  if (runtime.kernel_overhead) node.devices.kernel_overhead = runtime.kernel_overhead;
+  if (runtime.layer_overhead) node.devices.layer_overhead = runtime.layer_overhead;
+  if (runtime.attention_factor) node.devices.attention_factor = runtime.attention_factor;
   if (!runtime.step_overhead.source.empty()) node.devices.step_overhead = runtime.step_overhead;
   if (!runtime.request_overhead.source.empty()) node.devices.request_overhead = runtime.request_overhead;
   if (runtime.native_dtypes) node.devices.native_dtypes = runtime.native_dtypes;

@@ -242,11 +242,23 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
       << r.request.context << " tokens, LM head " << (r.request.lm_head ? "included" : "excluded (as in Equation 1)")
       << "\n";
   if (r.runtime) {
+    // The figures the runtime gives; the node profile's own stand for the rest (model::apply_runtime).
     const auto& rt = *r.runtime;
-    out << "runtime    " << rt.runtime << " (" << rt.id << ", fitted to " << rt.calibration_rows
-        << " dense measurements): weights at " << text::printf("%.1f%%", 100.0 * rt.bandwidth_efficiency.value)
-        << " of the bandwidth, attention " << text::printf("%.2f", rt.attention_factor.value) << " x its roofline, "
-        << units::format(rt.kernel_overhead.value) << " per kernel\n";
+    std::vector<std::string> gives;
+    if (rt.bandwidth_efficiency)
+      gives.push_back("weights at " + text::printf("%.1f%%", 100.0 * rt.bandwidth_efficiency->value) +
+                      " of the bandwidth");
+    if (rt.compute_efficiency)
+      gives.push_back("matmuls at " + text::printf("%.1f%%", 100.0 * rt.compute_efficiency->value) + " of the peak");
+    if (rt.attention_factor)
+      gives.push_back("attention " + text::printf("%.2f", rt.attention_factor->value) + " x its roofline");
+    if (rt.kernel_overhead) gives.push_back(units::format(rt.kernel_overhead->value) + " per kernel");
+    if (rt.layer_overhead) gives.push_back(units::format(rt.layer_overhead->value) + " per layer");
+    out << "runtime    " << rt.runtime << " ("
+        << rt.id + (rt.calibration_rows > 0
+                        ? ", fitted to " + std::to_string(rt.calibration_rows) + " dense measurements"
+                        : std::string(", sources in ") + rt.origin)
+        << "): " << text::join(gives) << "\n";
   }
   if (r.streaming && r.request.streaming) {
     const auto& sp = *r.streaming;
@@ -312,9 +324,8 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
     if (row.estimate.overhead.base() > 0 && notes.empty())
       notes.push_back("time s includes " + fixed(row.estimate.overhead.base(), 3) +
                       " s per token of kernel launches and per-layer overhead (" +
-                      (r.runtime ? "the kernel_overhead of runtime " + r.runtime->id
-                                 : "devices.kernel_overhead and devices.layer_overhead of " + r.node.id) +
-                      ")");
+                      "devices.kernel_overhead and devices.layer_overhead of " + r.node.id +
+                      (r.runtime ? ", runtime " + r.runtime->id + "'s where it gives them" : std::string()) + ")");
     for (const auto& n : row.estimate.notes)
       if (std::find(notes.begin(), notes.end(), n) == notes.end()) notes.push_back(n);
     std::vector<std::string> cost_notes = row.cost ? row.cost->notes : std::vector<std::string>{};
@@ -388,15 +399,21 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
   inputs["lm_head"] = r.request.lm_head;
   if (r.request.streaming) inputs["streaming"] = cost::streaming_spec_to_json(*r.request.streaming);
   if (r.runtime) {
-    inputs["runtime"] = {
-        {"id", r.runtime->id},
-        {"origin", r.runtime->origin},
-        {"bandwidth_efficiency", sourced_json(r.runtime->bandwidth_efficiency.value, "fraction",
-                                              r.runtime->bandwidth_efficiency.source)},
-        {"attention_factor",
-         sourced_json(r.runtime->attention_factor.value, "x roofline", r.runtime->attention_factor.source)},
-        {"kernel_overhead",
-         sourced_json(r.runtime->kernel_overhead.value.base(), "s", r.runtime->kernel_overhead.source)}};
+    inputs["runtime"] = {{"id", r.runtime->id}, {"origin", r.runtime->origin}};
+    // Each figure the runtime gives; one it does not give is the node profile's own (inputs.node).
+    const auto& rt = *r.runtime;
+    auto& j = inputs["runtime"];
+    if (rt.bandwidth_efficiency)
+      j["bandwidth_efficiency"] =
+          sourced_json(rt.bandwidth_efficiency->value, "fraction", rt.bandwidth_efficiency->source);
+    if (rt.compute_efficiency)
+      j["compute_efficiency"] = sourced_json(rt.compute_efficiency->value, "fraction", rt.compute_efficiency->source);
+    if (rt.attention_factor)
+      j["attention_factor"] = sourced_json(rt.attention_factor->value, "x roofline", rt.attention_factor->source);
+    if (rt.kernel_overhead)
+      j["kernel_overhead"] = sourced_json(rt.kernel_overhead->value.base(), "s", rt.kernel_overhead->source);
+    if (rt.layer_overhead)
+      j["layer_overhead"] = sourced_json(rt.layer_overhead->value.base(), "s", rt.layer_overhead->source);
   }
   inputs["phase"] = "decode";
   inputs["users"] = 1;

@@ -168,8 +168,8 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   prepared->node = root.resolving("hw", [&] { return model::load_node(run.hw_id); });
   std::optional<model::RuntimeProfile> runtime;
   if (auto rt = root.optional_string("runtime")) {
-    // The software on the hardware (model::apply_runtime): its fitted bandwidth efficiency, attention
-    // factor and kernel cost replace the node's own.
+    // The software on the hardware (model::apply_runtime): the figures it gives (efficiencies, attention
+    // factor, kernel and layer costs, host costs) replace the node's own.
     runtime = root.resolving("runtime", [&] { return model::find_runtime(*rt, prepared->node); });
     prepared->node = model::apply_runtime(prepared->node, *runtime);
     resolved["runtime"] = runtime->id;
@@ -479,7 +479,9 @@ nlohmann::json max_rate_to_json(const MaxRate& m) {
 void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
   const auto& res = r.result;
   const auto& p = res.plan;
-  out << "model      " << r.model_id << " at " << r.precision << " on " << p.nodes << " × " << r.hw_id << "\n";
+  out << "model      " << r.model_id << " at " << r.precision << " on " << p.nodes << " × " << r.hw_id;
+  if (r.scenario.contains("runtime")) out << " with runtime " << r.scenario["runtime"].get<std::string>();
+  out << "\n";
   out << "plan       tp " << p.tp << " × pp " << p.pp;
   if (p.pp > 1) {
     // The layers of each stage (vLLM's split, sim::stage_layer_starts), e.g. 61 layers over 2: 31 + 30.

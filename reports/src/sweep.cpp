@@ -233,9 +233,12 @@ void analytic_point(const Grid& g, const Resolved& res, PointResult& out) {
 }
 
 /// A tensor-parallel point's run (GridPoint::tensor_parallel): one user on the serving simulator, TP over
-/// the node's devices.
-nlohmann::json tensor_parallel_doc(const GridPoint& p) {
-  return single_user_scenario(p.model, p.hw, p.precision, "fused", 1, {{"tp", p.tensor_parallel}}, 0);
+/// the node's devices, with the runtime the grid names for its hardware (so the point's resolved scenario
+/// is what ran).
+nlohmann::json tensor_parallel_doc(const Grid& g, const GridPoint& p) {
+  nlohmann::json doc = single_user_scenario(p.model, p.hw, p.precision, "fused", 1, {{"tp", p.tensor_parallel}}, 0);
+  if (auto rt = g.runtimes.find(p.hw); rt != g.runtimes.end()) doc["runtime"] = rt->second;
+  return doc;
 }
 
 SimulateRequest decode_request(const Grid& g, const GridPoint& p) {
@@ -281,9 +284,7 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
     } else if (p.tensor_parallel > 0) {
       // One server of several GPUs runs the model tensor-parallel over them (vLLM, TensorRT-LLM), not the
       // Mac cluster's expert-parallel strategy: its single-user figure comes from the serving simulator.
-      nlohmann::json doc = tensor_parallel_doc(p);
-      if (auto rt = g.runtimes.find(p.hw); rt != g.runtimes.end()) doc["runtime"] = rt->second;
-      const ServeRun run = serve(std::move(doc));
+      const ServeRun run = serve(tensor_parallel_doc(g, p));
       out.sim_tokens_per_s = run.result.tpot.mean > 0 ? 1.0 / run.result.tpot.mean : 0;
       out.instrument = "serving-sim (TP " + std::to_string(p.tensor_parallel) + ")";
     } else {
@@ -945,7 +946,7 @@ nlohmann::json sweep_to_json(const SweepResult& r) {
     if (r.grid.serving()) {
       scenario = serve_doc(r.grid, g);
     } else if (g.tensor_parallel > 0) {
-      scenario = tensor_parallel_doc(g);
+      scenario = tensor_parallel_doc(r.grid, g);
     } else {
       scenario = simulate_request_to_json(decode_request(r.grid, g));
     }

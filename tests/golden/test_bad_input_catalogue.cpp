@@ -89,6 +89,9 @@ TEST(BadInputCatalogue, EveryCommandRefusesWithOneLineAndLeavesNothing) {
   s.write("nic-negative.json", kNicNegative);
   s.write("nic-nounit.json", kNicNoUnit);
   s.write("config-negative.json", kConfigNegativeLayers);
+  s.write("runtime-empty.json", R"({"id": "r@l4", "kind": "runtime", "runtime": "r", "hw": "l4"})");
+  s.write("runtime-typo.json", R"({"id": "r@l4", "kind": "runtime", "runtime": "r", "hw": "l4",
+    "kernel_overheads": {"value": "5us", "source": "t"}})");
   s.write("not-json.json", "this is not JSON");
   s.write("vllm-norate.json", R"({"num_prompts": 2, "completed": 2, "duration": 1.0, "total_input_tokens": 10,
       "total_output_tokens": 10, "request_throughput": 2.0, "output_throughput": 10.0, "mean_ttft_ms": 50.0,
@@ -142,6 +145,14 @@ TEST(BadInputCatalogue, EveryCommandRefusesWithOneLineAndLeavesNothing) {
       {"config.json with negative layers",
        "estimate --model {d}/config-negative.json --hw dgx-h100",
        {"config-negative.json", "num_hidden_layers"},
+       {}},
+      {"runtime profile that gives no figure",
+       "estimate --model tinymistral-6x248m --hw l4 --runtime {d}/runtime-empty.json",
+       {"runtime-empty.json", "gives no figure", "kernel_overhead"},
+       {}},
+      {"runtime profile with a misspelled figure",
+       "estimate --model tinymistral-6x248m --hw l4 --runtime {d}/runtime-typo.json",
+       {"runtime-typo.json", "kernel_overheads", "kernel_overhead"},
        {}},
       {"NIC missing for several nodes",
        "estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192 --nodes 2",

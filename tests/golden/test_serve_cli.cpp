@@ -51,9 +51,10 @@ nlohmann::json serve_json(const std::string& scenario, const std::string& extra 
 
 double rel(double got, double want) { return std::abs(got - want) / want; }
 
-// Seed 001: TinyMistral on an L4, sequential experts, 1..6 experts. The L4's kernel_overhead was
-// calibrated from the 28.55 ms/token at 6 experts, so that figure is checked only loosely (15%); the slope
-// of latency against experts (published ≈3.05 ms per expert) and the per-count latencies are predictions.
+// Seed 001: TinyMistral on an L4, sequential experts, 1..6 experts. FlexFlow's kernel_overhead (runtime
+// flexflow@l4, which the scenario names) was calibrated from the 28.55 ms/token at 6 experts, so that figure is checked
+// only loosely (15%); the slope of latency against experts (published ≈3.05 ms per expert) and the per-count latencies
+// are predictions.
 TEST(GoldenServe, TinyMistralSequentialExpertsOnL4) {
   const auto runs = serve_json("serve-tinymistral-l4-sequential.json");
   ASSERT_EQ(runs.size(), 6u);
@@ -77,7 +78,8 @@ TEST(GoldenServe, TinyMistralSequentialExpertsOnL4) {
 }
 
 // Seed 000 Table 5: DBRX on 8xH100, TP 8, 16-bit, 2000 in / 256 out: 112.5 tokens/s for one user. No
-// parameter was fitted to it (the H100's kernel_overhead comes from a dispatch measurement).
+// parameter was fitted to it (the scenario's runtime cuda-eager@dgx-h100 gives a generic CUDA dispatch
+// measurement, 5 us per kernel).
 TEST(GoldenServe, DbrxSingleUserOnDgxH100) {
   auto m = metrics(serve_json("serve-dbrx-dgx-h100-single-user.json"));
   EXPECT_LT(rel(m["per_user_tokens_per_second"], 112.5), 0.20) << m["per_user_tokens_per_second"];
@@ -134,7 +136,8 @@ TEST(GoldenServe, Llama405bSnowflakePlanBeatsTp16) {
 
 // Seed 004 (flash-moe): Qwen3.5-397B streamed from SSD. Calibrated from seed 004 (so not checked as
 // reproductions): the SSD's read_latency and cached_read_bandwidth (4-bit warm 1.0 ms and cold 5.8 ms for 4
-// experts), the MacBook's kernel_overhead (4-bit GPU 1.77 ms/layer) and layer_overhead (CPU 0.10 ms).
+// experts), flash-moe's kernel_overhead (4-bit GPU 1.77 ms/layer) and layer_overhead (CPU 0.10 ms), both
+// in runtime flash-moe@macbook-pro-m3-max-48, which the scenarios name.
 // Predicted: 4-bit tok/s, the I/O share of the layer, the page-cache hit rate, and everything at 2 bits.
 TEST(GoldenServe, FlashMoeQwen35FromSsd) {
   auto q4 = metrics(serve_json("serve-flash-moe-qwen35-q4.json"));

@@ -138,6 +138,8 @@ TEST(GoldenValidateTable, BadTablesAreRefusedWithFileLineAndFix) {
          "max_load_requests": {"value": [{"prompt": 1, "output": 1, "requests": 1},
                                          {"prompt": 1, "output": 1, "requests": 2}], "source": "s"}}}})",
        "prompt 1 / output 1 is listed twice"},
+      {"", R"({"runtimes": {"trt": {"base_runtime": {"value": "no-such-runtime", "source": "s"}}}})",
+       "$.runtimes.trt.base_runtime.value: 'no-such-runtime' is no built-in runtime"},
   };
   for (const auto& c : cases) {
     write_table(s, c.rows, c.mapping);
@@ -231,10 +233,10 @@ TEST(GoldenValidateTable, WrittenRuntimeGivesEstimateTheFittedFigure) {
   // A runtime fitted on one machine is not applied to another.
   const moesim::test::Run other = s.moesim("estimate --model qwen3-30b-a3b --hw h100-sxm --runtime " + profile);
   EXPECT_EQ(other.code, 2);
-  EXPECT_NE(other.err.find("was fitted on mac-studio-m2-ultra-192, not on h100-sxm"), std::string::npos) << other.err;
+  EXPECT_NE(other.err.find("is for mac-studio-m2-ultra-192, not for h100-sxm"), std::string::npos) << other.err;
   const moesim::test::Run none = s.moesim("estimate --model qwen3-30b-a3b --hw h100-sxm --runtime vllm");
   EXPECT_EQ(none.code, 2);
-  EXPECT_NE(none.err.find("no runtime profile 'vllm' fitted on h100-sxm"), std::string::npos) << none.err;
+  EXPECT_NE(none.err.find("no runtime profile 'vllm' on h100-sxm"), std::string::npos) << none.err;
 }
 
 // Max-load output throughput (trtllm-bench throughput: a fixed-ISL/OSL dataset queued at once) is the
@@ -391,16 +393,22 @@ TEST(GoldenValidateTable, ShippedTableFitRuntimesThresholdsAndPlot) {
     if (row.contains("predicted")) kinds.insert(row.at("kind").get<std::string>());
   EXPECT_EQ(kinds, (std::set<std::string>{"decode b1", "prefill b1", "decode batched", "max-load"}));
 
+  // A shipped profile the fit does not write is one written by hand from a seed's figures (flexflow@l4,
+  // ...): none of its figures may claim to be this fit's.
   std::size_t compared = 0;
   for (const auto& f : fs::directory_iterator(fs::path(MOESIM_SOURCE_DIR) / "hwprofiles" / "runtimes")) {
     const auto shipped = nlohmann::json::parse(slurp(f.path()));
     const fs::path fresh = fs::path(s.path("rt")) / f.path().filename();
-    ASSERT_TRUE(fs::exists(fresh)) << f.path() << " is no longer fitted from validation/";
+    if (!fs::exists(fresh)) {
+      EXPECT_EQ(shipped.dump().find("fitted by `moesim validate"), std::string::npos)
+          << f.path() << " is no longer fitted from validation/";
+      continue;
+    }
     const auto now = nlohmann::json::parse(slurp(fresh));
     expect_json_near(now, shipped, f.path().filename().string());
     ++compared;
   }
-  EXPECT_GE(compared, 1u);
+  EXPECT_GE(compared, 6u);  // llama.cpp on two machines, TensorRT-LLM on four
 
   bool found = false;
   for (const auto& sm : j.at("summaries")) {

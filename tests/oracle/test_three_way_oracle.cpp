@@ -3,9 +3,11 @@
 // (`serve`, one user) price a decode token with the one cost model (moesim/model/step_cost.hpp), so their
 // tokens/s must agree within 0.5% on every setup below. Each setup exercises a different part of it:
 // expert parallelism and its exchange over a NIC (2 Mac Studios), tensor parallelism with kernel overheads
-// and NVLink all-reduces (the DGX), experts run one after another with their own launches (TinyMistral on
-// an L4, FlexFlow's loop), FP8 weights on FP8 tensor cores (Mixtral on one H100), and experts streamed
-// from the SSD (Qwen3.5 on the MacBook, seed 004) with the page cache off, so that every read goes to the
+// and NVLink all-reduces (the DGX with the cuda-eager runtime's 5 us per kernel), experts run one after
+// another with their own launches (TinyMistral on an L4 with FlexFlow's 51 us per kernel, runtime
+// flexflow), FP8 weights on FP8 tensor cores (Mixtral on one H100), and experts streamed from the SSD
+// (Qwen3.5 on the MacBook with flash-moe's per-kernel and per-layer costs, seed 004) with the page cache
+// off, so that every read goes to the
 // SSD in each instrument (with a page cache the simulators' hit rate comes from the trace, the estimate's
 // from cost::expected_hit_rate), and a runtime profile fitted to dense measurements laid over a node
 // (llama.cpp on the M2 Ultra: its bandwidth efficiency, attention factor and kernel cost, issue 20). The
@@ -60,12 +62,12 @@ reports::EstimateRequest with_runtime(reports::EstimateRequest r, const char* ru
 TEST(ThreeWayOracle, EstimateSimulateAndServeAgreeWithinHalfAPercent) {
   const OracleSetup setups[] = {
       {"DBRX on 2 Mac Studios over 10 GbE", request("dbrx-instruct", "mac-studio-m2-ultra-192", 2, 2000)},
-      {"DBRX on dgx-h100, TP 8", request("dbrx-instruct", "dgx-h100", 1, 2000)},
+      {"DBRX on dgx-h100, TP 8", with_runtime(request("dbrx-instruct", "dgx-h100", 1, 2000), "cuda-eager")},
       {"TinyMistral on l4, sequential experts",
-       request("tinymistral-6x248m", "l4", 1, 16, "bf16", "sequential")},
+       with_runtime(request("tinymistral-6x248m", "l4", 1, 16, "bf16", "sequential"), "flexflow")},
       {"Mixtral on h100-sxm at fp8", request("mixtral-8x7b", "h100-sxm", 1, 2000, "fp8")},
       {"Qwen3.5 on the MacBook, q4 experts streamed from the SSD",
-       streamed(request("qwen3.5-397b-a17b", "macbook-pro-m3-max-48", 1, 256, "q4"))},
+       with_runtime(streamed(request("qwen3.5-397b-a17b", "macbook-pro-m3-max-48", 1, 256, "q4")), "flash-moe")},
       {"Qwen3-30B-A3B on the M2 Ultra with the fitted llama.cpp runtime",
        with_runtime(request("qwen3-30b-a3b", "mac-studio-m2-ultra-192", 1, 4096, "q8_0"), "llama.cpp")},
       // A runtime with serving host costs (tests/data/runtimes/): one engine step per token at batch 1.
@@ -90,7 +92,7 @@ TEST(ThreeWayOracle, EstimateSimulateAndServeAgreeWithinHalfAPercent) {
 // The oracle can fail: the same DGX setup with the simulator's experts run one after another (4 kernel
 // launches each) while the estimate fuses them is a different cost, and the comparison shows it.
 TEST(ThreeWayOracle, ADifferentExpertExecutionIsADifferentFigure) {
-  auto fused = request("dbrx-instruct", "dgx-h100", 1, 2000);
+  auto fused = with_runtime(request("dbrx-instruct", "dgx-h100", 1, 2000), "cuda-eager");
   auto routed = fused;
   routed.experts = "sequential-routed";
   const double a = reports::run_estimate(fused).rows.front().estimate.tokens_per_second;
@@ -115,7 +117,7 @@ namespace {
 // but prices the same GPU work) is faster by the SSD reads: 60 MoE layers × read_seconds(0 hits, 10
 // misses) per token.
 TEST(ThreeWayOracle, StreamingAddsTheReadsOfEveryMoeLayer) {
-  auto resident = request("qwen3.5-397b-a17b", "macbook-pro-m3-max-48", 1, 256, "q4");
+  auto resident = with_runtime(request("qwen3.5-397b-a17b", "macbook-pro-m3-max-48", 1, 256, "q4"), "flash-moe");
   const auto est = reports::run_estimate(streamed(resident));
   const auto base = reports::run_estimate(resident);
   ASSERT_TRUE(est.streaming.has_value());

@@ -48,9 +48,9 @@ ServingImport h100_import() {
   in.runtime.runtime = "test";
   in.runtime.hw = "h100-sxm";
   in.runtime.id = "test@h100-sxm";
-  in.runtime.bandwidth_efficiency = {1.0, "test"};
-  in.runtime.attention_factor = {1.0, "test"};
-  in.runtime.kernel_overhead = {moesim::units::seconds(0), "test"};
+  in.runtime.bandwidth_efficiency = moesim::model::Sourced<double>{1.0, "test"};
+  in.runtime.attention_factor = moesim::model::Sourced<double>{1.0, "test"};
+  in.runtime.kernel_overhead = moesim::model::Sourced<moesim::units::Duration>{moesim::units::seconds(0), "test"};
   return in;
 }
 

@@ -193,20 +193,24 @@ struct StorageProfile {
   return {value / (1.0 + error_high), value / (1.0 + error_low)};
 }
 
-/// A runtime on one hardware profile (issue 20): what a software stack adds to the hardware's physics at
-/// decode, fitted to dense measurements of that runtime on that machine (`moesim validate --table
-/// validation --fit --write-runtimes DIR`). The node profile stays physical; apply_runtime() lays this
-/// over it. `error_low`/`error_high`: the leave-one-out relative errors (predicted / measured − 1) of the
-/// calibration rows, from which a prediction's interval is measured / predicted in [1/(1+high), 1/(1+low)].
+/// A runtime on one hardware profile (issue 20): what a software stack adds to the hardware's physics.
+/// Fitted to dense measurements of that runtime on that machine (`moesim validate --table validation --fit
+/// --write-runtimes DIR`), or written by hand from a seed's published figures (flexflow@l4: FlexFlow's
+/// per-kernel task dispatch; flash-moe@macbook-pro-m3-max-48: flash-moe's command buffers and CPU time per
+/// layer), each figure with its source. The node profile stays physical; apply_runtime() lays this over it.
+/// Every figure is optional: one the profile does not give leaves the node's own. `error_low`/`error_high`:
+/// the leave-one-out relative errors (predicted / measured − 1) of the calibration rows, from which a
+/// prediction's interval is measured / predicted in [1/(1+high), 1/(1+low)].
 struct RuntimeProfile {
   std::string id;       ///< "<runtime>@<hw>"
   std::string name;
   std::string origin;
   std::string runtime;  ///< "llama.cpp-metal", "vllm", ...
-  std::string hw;       ///< the node profile it was fitted on
-  Sourced<double> bandwidth_efficiency;     ///< weights are read at this fraction of memory_bandwidth
-  Sourced<double> attention_factor;         ///< KV and attention take this × their roofline
-  Sourced<units::Duration> kernel_overhead;  ///< per kernel launched
+  std::string hw;       ///< the node profile it belongs to (fitted or written for); refused on any other
+  std::optional<Sourced<double>> bandwidth_efficiency;      ///< weights are read at this fraction of memory_bandwidth
+  std::optional<Sourced<double>> attention_factor;          ///< KV and attention take this × their roofline
+  std::optional<Sourced<units::Duration>> kernel_overhead;  ///< per kernel launched (DeviceSpec::kernel_overhead)
+  std::optional<Sourced<units::Duration>> layer_overhead;   ///< per decoder layer (DeviceSpec::layer_overhead)
   /// Serving host costs (DeviceSpec::step_overhead, request_overhead), fitted by `moesim calibrate fit
   /// --vllm-serving`. Optional in the JSON; absent: 0 with an empty source (apply_runtime then leaves the
   /// node's own, if any).
@@ -240,14 +244,14 @@ Sourced<std::map<std::string, std::string>> parse_checkpoint_formats(const moesi
 NodeProfile load_node(std::string_view id_or_path);
 RuntimeProfile load_runtime(std::string_view id_or_path);
 std::vector<RuntimeProfile> builtin_runtimes();
-/// The runtime profile `name` on `node`: a path or an id, or a runtime name whose profile was fitted on
-/// this node ("llama.cpp" finds "llama.cpp-metal@mac-studio-m2-ultra-192" for that Mac). UserError listing
-/// the runtimes fitted on this node, and how to fit one, when there is none (or more than one).
+/// The runtime profile `name` on `node`: a path or an id, or a runtime name with a profile for this node
+/// ("llama.cpp" finds "llama.cpp-metal@mac-studio-m2-ultra-192" for that Mac). UserError listing the
+/// runtimes this node has, and how to fit one, when there is none (or more than one).
 RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node);
-/// `node` with the runtime's figures: weights at the fitted bandwidth efficiency (one band over every
-/// size; compute bands unchanged unless the runtime gives a compute efficiency, then one band of it), the
-/// fitted kernel overhead, no separate layer overhead (the fit has
-/// none), the attention factor. UserError if the runtime was fitted on another node profile.
+/// `node` with the figures the runtime gives, each in place of the node's own; a figure it does not give
+/// leaves the node's. A bandwidth efficiency becomes one memory band over every size (the node's compute
+/// bands stay unless the runtime gives a compute efficiency, then one compute band of it; a compute
+/// efficiency alone keeps the node's memory bands). UserError if the runtime belongs to another node profile.
 NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime);
 NicProfile load_nic(std::string_view id_or_path);
 StorageProfile load_storage(std::string_view id_or_path);
