@@ -213,7 +213,8 @@ TEST(GoldenServe, DefaultsAreSaid) {
   EXPECT_NE(flags.out.find("no SLO given"), std::string::npos) << flags.out;
   const auto json = run_cli("serve --scenario " + example("serve-dbrx-dgx-h100-single-user.json") + " --json -q");
   ASSERT_EQ(json.code, 0) << json.err;
-  for (const auto& a : nlohmann::json::parse(json.out).at("assumptions")) {
+  const auto parsed = nlohmann::json::parse(json.out);  // named: a range-for over a temporary's member dangles
+  for (const auto& a : parsed.at("assumptions")) {
     const auto line = a.get<std::string>();
     EXPECT_EQ(line.find("defaults used"), std::string::npos) << line;
     EXPECT_EQ(line.find("no scheduler given"), std::string::npos) << line;
