@@ -43,6 +43,8 @@ enum class Family {
   DeepseekV32,
   Llama4,
   MinimaxM2,
+  HunyuanMoe,
+  NemotronH,
 };
 
 struct FamilyInfo {
@@ -79,6 +81,13 @@ constexpr FamilyInfo kFamilies[] = {
     // GLM-4.7-Flash: transformers' Glm4MoeLite is DeepSeek-V3's architecture (MLA, first_k_dense_replace,
     // shared experts of moe_intermediate_size, noaux_tc router), so DeepSeek-V3's reader reads it.
     {"glm4_moe_lite", "Glm4MoeLiteForCausalLM", Family::DeepseekV3},
+    // GLM-5 (transformers GlmMoeDsa): DeepSeek-V3.2's MLA, lightning indexer and MoE, with GLM's dimensions.
+    {"glm_moe_dsa", "GlmMoeDsaForCausalLM", Family::DeepseekV32},
+    {"hunyuan_v1_moe", "HunYuanMoEV1ForCausalLM", Family::HunyuanMoe},
+    // Hunyuan-A13B's own release (github.com/Tencent-Hunyuan/Hunyuan-A13B models/config.json) writes
+    // model_type "hunyuan" for the same model class.
+    {"hunyuan", "HunYuanMoEV1ForCausalLM", Family::HunyuanMoe},
+    {"nemotron_h", "NemotronHForCausalLM", Family::NemotronH},
 };
 
 
@@ -328,7 +337,11 @@ void check_size(const Architecture& a, const std::string& source) {
                                               d(std::max({a.head_dim, a.delta.value_head_dim, a.mla.kv_lora_rank})) +
                                           3.0 * d(a.routed_experts + a.shared_experts + 1) *
                                               d(std::max({a.expert_ffn, a.dense_ffn, a.shared_ffn})));
-  const double estimate = d(a.layers) * per_layer + 2.0 * d(a.vocab) * d(a.hidden);
+  // Mamba-2: its projections (about 3·h·heads·head_dim) and its per-sequence state (heads·head_dim·N).
+  const Mamba2Dims& m = a.mamba;
+  const double mamba = d(m.heads) * d(m.head_dim) * (3.0 * d(a.hidden) + d(m.state_size)) +
+                       2.0 * d(m.groups) * d(m.state_size) * (d(a.hidden) + d(m.conv_kernel));
+  const double estimate = d(a.layers) * (per_layer + mamba) + 2.0 * d(a.vocab) * d(a.hidden);
   if (estimate > 1e17) {
     throw UserError(source + ": the dimensions imply about " + text::printf("%.3g", estimate) +
                     " parameters, far beyond any model; check hidden_size, the layer count and the expert sizes");
@@ -479,6 +492,12 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
       break;
     case Family::MinimaxM2:
       parse_minimax_m2(text, a);
+      break;
+    case Family::HunyuanMoe:
+      parse_hunyuan_moe(text, a);
+      break;
+    case Family::NemotronH:
+      parse_nemotron_h(text, a);
       break;
   }
   if (info->text_config && !text.present("tie_word_embeddings")) {

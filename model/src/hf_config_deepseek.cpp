@@ -1,11 +1,55 @@
 // Hugging Face config.json readers of the multi-head latent attention (MLA) families: DeepSeek-V2/V3/V3.2,
 // Kimi-K2, GLM-4.7-Flash (glm4_moe_lite) and GLM-5 (glm_moe_dsa). Dispatch: hf_config.cpp.
 
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "hf_fields.hpp"
 
 namespace moesim::model::hf {
+namespace {
+
+/// Which layers run their own lightning indexer (transformers GlmMoeDsaConfig.__post_init__): indexer_types
+/// ("full" or "shared") when given, else index_topk_pattern ("F"/"S" per layer), else layer i is full iff
+/// max(i − index_skip_topk_offset + 1, 0) % index_topk_freq == 0 (freq 1, the default and DeepSeek-V3.2's
+/// and GLM-5's case: every layer). A "shared" layer reuses the previous layer's top-k and has no indexer.
+std::vector<bool> indexer_layers(const Fields& f, std::int64_t layers) {
+  std::vector<bool> full;
+  if (const auto types = f.string_list("indexer_types", layers, "num_hidden_layers")) {
+    for (std::size_t i = 0; i < types->size(); ++i) {
+      const std::string& t = (*types)[i];
+      if (t != "full" && t != "shared") {
+        throw f.error("indexer_types[" + std::to_string(i) + "]", "is \"" + t + "\"; use \"full\" or \"shared\"");
+      }
+      full.push_back(t == "full");
+    }
+    return full;
+  }
+  if (const auto pattern = f.optional_string("index_topk_pattern")) {
+    if (static_cast<std::int64_t>(pattern->size()) != layers) {
+      throw f.error("index_topk_pattern", "has " + std::to_string(pattern->size()) +
+                                              " letters but num_hidden_layers is " + std::to_string(layers) +
+                                              "; give one F (full) or S (shared) per layer");
+    }
+    for (std::size_t i = 0; i < pattern->size(); ++i) {
+      const char c = (*pattern)[i];
+      if (c != 'F' && c != 'S') {
+        throw f.error("index_topk_pattern", "has '" + std::string(1, c) + "' at position " + std::to_string(i) +
+                                                "; use F (full) or S (shared) for each layer");
+      }
+      full.push_back(c == 'F');
+    }
+    return full;
+  }
+  const std::int64_t freq = f.optional_dim("index_topk_freq", "indexer layer interval").value_or(1);
+  const std::int64_t offset =
+      f.optional_integer("index_skip_topk_offset", "first layer that may share the indexer", 0).value_or(2);
+  for (std::int64_t i = 0; i < layers; ++i) full.push_back(std::max<std::int64_t>(i - offset + 1, 0) % freq == 0);
+  return full;
+}
+
+}  // namespace
 
 void parse_deepseek(const Fields& f, Architecture& a, const DeepseekVariant& variant) {
   read_standard(f, a, false);
@@ -41,10 +85,13 @@ void parse_deepseek(const Fields& f, Architecture& a, const DeepseekVariant& var
   std::vector<bool> moe;
   for (std::int64_t i = 0; i < a.layers; ++i) moe.push_back(i >= first_dense && i % freq == 0);
   read_dense_ffn(f, a, moe);
+  const std::vector<bool> indexer =
+      variant.indexer ? indexer_layers(f, a.layers) : std::vector<bool>(static_cast<std::size_t>(a.layers), false);
   for (std::int64_t i = 0; i < a.layers; ++i) {
     LayerSpec s;
     s.attention = AttentionType::Mla;
     s.moe = moe[static_cast<std::size_t>(i)];
+    s.indexer = indexer[static_cast<std::size_t>(i)];
     a.layer_specs.push_back(s);
   }
 }

@@ -153,4 +153,35 @@ void read_qwen3_attention(const Fields& f, Architecture& a) {
   a.attention_out_bias = false;
 }
 
+std::int64_t uniform_integer(const Fields& f, std::string_view key, std::string_view meaning, std::int64_t layers,
+                             std::int64_t min_value) {
+  const std::string k(key);
+  if (!f.present(key) || !f.node().raw()[k].is_array()) return f.integer(key, meaning, min_value);
+  const nlohmann::json& list = f.node().raw()[k];
+  if (static_cast<std::int64_t>(list.size()) != layers) {
+    throw f.error(key, "has " + std::to_string(list.size()) + " entries but num_hidden_layers is " +
+                           std::to_string(layers) + "; give one " + std::string(meaning) + " per layer, or one integer");
+  }
+  std::int64_t first = 0;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const std::string item = k + "[" + std::to_string(i) + "]";
+    if (!list[i].is_number_integer() || list[i].get<std::int64_t>() < min_value) {
+      throw f.error(item, "is " + json_type(list[i]) + ", expected an integer >= " + std::to_string(min_value) +
+                              " (the " + std::string(meaning) + ")");
+    }
+    const std::int64_t v = list[i].get<std::int64_t>();
+    if (v > kMaxDimension) {
+      throw f.error(item, "is " + std::to_string(v) + ", implausibly large for the " + std::string(meaning) +
+                              "; fix the value");
+    }
+    if (i == 0) {
+      first = v;
+    } else if (v != first) {
+      throw f.error(item, "is " + std::to_string(v) + " but " + k + "[0] is " + std::to_string(first) +
+                              "; moesim models one " + std::string(meaning) + " for every layer");
+    }
+  }
+  return first;
+}
+
 }  // namespace moesim::model::hf

@@ -219,6 +219,12 @@ void read_qwen_shared_expert(const Fields& f, Architecture& a, bool required);
 /// attention_bias (off in every release); o_proj without a bias.
 void read_qwen3_attention(const Fields& f, Architecture& a);
 
+/// An integer that some families write per layer (Hunyuan's moe_topk, moe_intermediate_size,
+/// num_shared_expert): a plain integer >= min_value, or a list of `layers` equal ones. moesim has one value
+/// per model, so a list whose entries differ is refused, naming the first that differs.
+std::int64_t uniform_integer(const Fields& f, std::string_view key, std::string_view meaning, std::int64_t layers,
+                             std::int64_t min_value);
+
 // --- readers defined outside hf_config.cpp ---------------------------------------------------------------
 
 /// What tells the DeepSeek generations apart in their configs.
@@ -236,5 +242,10 @@ void parse_deepseek(const Fields& f, Architecture& a, const DeepseekVariant& var
 
 /// Qwen3-Next (flat) and the text_config of Qwen3.5 (hf_config_hybrid.cpp).
 void parse_qwen3_next(const Fields& f, Architecture& a);
+/// Nemotron-H: Mamba-2, attention, MLP and MoE blocks (hf_config_hybrid.cpp).
+void parse_nemotron_h(const Fields& f, Architecture& a);
+
+/// Hunyuan-A13B (hunyuan_v1_moe, and the release's own "hunyuan" config) (hf_config_gqa_moe.cpp).
+void parse_hunyuan_moe(const Fields& f, Architecture& a);
 
 }  // namespace moesim::model::hf
