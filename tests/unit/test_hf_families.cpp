@@ -9,8 +9,10 @@
 
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
+#include "moesim/model/hardware.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/precision.hpp"
+#include "moesim/model/step_cost.hpp"
 
 namespace moesim::model {
 namespace {
@@ -67,6 +69,21 @@ TEST(HfFamilies, NemotronHBlocksAndMamba2State) {
   EXPECT_NEAR(static_cast<double>(active_parameters(a, "excl_embedding")), 3.2e9, 0.01 * 3.2e9);
   // An ungated expert is two matrices at bf16: 2 × 2688·1856 × 2 B.
   EXPECT_DOUBLE_EQ(routed_expert_bytes(a, precision("bf16")).base(), 2.0 * 2688 * 1856 * 2);
+}
+
+// Scenario: the kernels of Nemotron-H's single-part blocks (kKernels: attention 8, router 3, FFN 4, combine
+// 1, 2 all-reduces per TP layer). Expectation: a Mamba-2 block runs its mixer's 8 (9 under TP: one
+// all-reduce), an MoE block router + combine + its shared expert's FFN, 8 (9 under TP), not a whole
+// attention-plus-FFN layer's kernels.
+TEST(HfFamilies, NemotronHBlocksLaunchOnlyTheirPart) {
+  const Architecture a = load_model(config_path("nemotron-3-nano-30b-a3b"));
+  const cost::LayerCosts lc(a, precision("bf16"), load_node("h100-sxm"), {}, 2.0);
+  ASSERT_EQ(a.layer_specs[0].attention, AttentionType::Mamba2);
+  ASSERT_TRUE(a.layer_specs[1].moe);
+  EXPECT_EQ(lc.layer_kernels(a.layer_specs[0], false), 8);
+  EXPECT_EQ(lc.layer_kernels(a.layer_specs[0], true), 9);
+  EXPECT_EQ(lc.layer_kernels(a.layer_specs[1], false), 8);
+  EXPECT_EQ(lc.layer_kernels(a.layer_specs[1], true), 9);
 }
 
 // Scenario: Nemotron-H configs that moesim would count wrong. Expectation: one error naming the file and
