@@ -21,11 +21,17 @@ std::string serve_help() {
   for (const auto& x : sim::capacity_policies()) s += "  " + x.name + ": " + x.description + "\n";
   s += "\nexpert execution (--experts):\n";
   for (const auto& x : sim::expert_executions()) s += "  " + x.name + ": " + x.description + "\n";
-  s += "\nworkload (scenario \"workload\"): arrival poisson|uniform|closed-loop|trace; rate \"2/s\"; requests; users, "
-       "user_interval \"1s\", think_time \"0s\" (closed loop); prompt and output: a number of tokens or "
-       "{\"dist\": \"uniform\"|\"normal\"|\"lognormal\", ...}; trace: a CSV with arrival_s or TIMESTAMP, "
-       "prompt_tokens or ContextTokens, output_tokens or GeneratedTokens (the Azure LLM inference trace).\n"
-       "\nA scenario's \"sweep\" maps dotted keys to lists of values, e.g. {\"workload.rate\": [\"1/s\", \"2/s\"]}: "
+  s += "\nworkload (scenario \"workload\"): arrival poisson|gamma|uniform|closed-loop|trace; rate \"2/s\"; requests; "
+       "burstiness (gamma: the gaps' shape, vLLM's --burstiness; 1 is Poisson, below 1 burstier); max_concurrency "
+       "(any arrival but closed-loop: at most N requests in flight, a request waiting for a slot is sent when one "
+       "frees and its TTFT counts from then, as vLLM's --max-concurrency); users, user_interval \"1s\", think_time "
+       "\"0s\" (closed loop); prompt and output: a number of tokens or {\"dist\": \"uniform\"|\"normal\"|"
+       "\"lognormal\", ...}; trace: a request-trace file, with trace_format (default auto) and time_scale (every "
+       "arrival time multiplied by it: 0.5 replays twice as fast).\n";
+  s += "\nrequest-trace formats (--request-trace-format, scenario workload.trace_format; headers matched by name, "
+       "ignoring case and surrounding spaces):\n";
+  for (const auto& x : sim::request_trace_formats()) s += "  " + x.name + ": " + x.description + "\n";
+  s += "\nA scenario's \"sweep\" maps dotted keys to lists of values, e.g. {\"workload.rate\": [\"1/s\", \"2/s\"]}: "
        "every combination runs and one table row prints per point.\n"
        "\nMetrics are vLLM benchmark_serving's: TTFT (time to first token), TPOT (mean time per output token after "
        "the first), ITL (every gap between tokens), E2EL (end-to-end latency), goodput (requests/s meeting the SLO, "
@@ -60,19 +66,28 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("capacity", po::value<std::string>(), "max-utilization or guaranteed-no-evict (scheduler.capacity; default max-utilization)")
     ("max-num-seqs", po::value<std::int64_t>(), "sequences per step (scheduler.max_num_seqs; default 256)")
     ("max-num-batched-tokens", po::value<std::int64_t>(), "tokens per step (scheduler.max_num_batched_tokens; default 2048)")
-    ("arrival", po::value<std::string>(), "poisson, uniform, closed-loop or trace (workload.arrival)")
+    ("arrival", po::value<std::string>(), "poisson, gamma, uniform, closed-loop or trace (workload.arrival)")
     ("rate", po::value<std::string>(), "arrival rate with its unit, e.g. 2/s (workload.rate)")
+    ("burstiness", po::value<double>(), "gamma arrivals of this shape, vLLM's --burstiness: 1 is Poisson, 0.5 "
+     "burstier, 2 more even (workload.burstiness; sets workload.arrival gamma unless --arrival is given)")
+    ("max-concurrency", po::value<std::int64_t>(), "at most N requests in flight, vLLM's --max-concurrency: a "
+     "request is sent at its arrival time or when a slot frees, whichever is later (workload.max_concurrency)")
     ("requests", po::value<std::int64_t>(), "requests in all (workload.requests)")
     ("users", po::value<std::int64_t>(), "closed loop: users (workload.users)")
     ("prompt", po::value<std::int64_t>(), "prompt tokens, fixed (workload.prompt)")
     ("output", po::value<std::int64_t>(), "output tokens, fixed (workload.output)")
-    ("request-trace", po::value<std::string>(), "request CSV to replay (workload.trace, arrival trace)")
+    ("request-trace", po::value<std::string>(), "request trace to replay: moesim CSV, Azure LLM inference 2023/2024, "
+     "BurstGPT or Mooncake JSONL, detected from its first line (workload.trace, arrival trace)")
+    ("request-trace-format", po::value<std::string>(), "read the request trace as auto, moesim, azure, burstgpt or "
+     "mooncake (workload.trace_format; default auto)")
+    ("time-scale", po::value<double>(), "multiply every request-trace arrival time by X: 0.5 replays twice as fast, "
+     "2 half as fast (workload.time_scale; default 1)")
     ("seed", po::value<std::string>(), "workload seed (workload.seed)")
     ("goodput", po::value<std::vector<std::string>>()->multitoken(),
      "SLO for goodput as vLLM's benchmark_serving takes it, in ms: e.g. --goodput ttft:1000 tpot:50 e2el:20000 "
      "(slo.ttft, slo.tpot, slo.e2el); goodput is reported only with one")
     ("find-max-rate", "the capacity question: the highest arrival rate at which --slo-attainment of the requests "
-     "meet the SLO (needs an SLO and a poisson or uniform arrival; starts from the workload's rate)")
+     "meet the SLO (needs an SLO and a poisson, gamma or uniform arrival; starts from the workload's rate)")
     ("slo-attainment", po::value<double>()->default_value(0.9, "0.9"),
      "with --find-max-rate: the share of requests that must meet the SLO (DistServe's 90% by default)")
     ("percentiles", po::value<std::string>(),
@@ -88,15 +103,16 @@ int cmd_serve(const Args& args, std::ostream& out) {
                "byte-identical output)");
   // clang-format on
   po::variables_map vm;
-  if (!parse_options(args, desc, vm, out,
-                     "usage: moesim serve [--scenario FILE] [options]\n\n"
-                     "Simulates an inference server under load, step by step as vLLM's engine runs: requests arrive "
-                     "(Poisson, uniform, closed-loop users or a trace), a scheduler batches them (static, continuous, "
-                     "chunked prefill) within the KV cache left beside the weights, and each step costs what the "
-                     "parallel plan's slowest device spends on it (TP all-reduces, PP stages, EP/hybrid MoE with "
-                     "the experts the batch's tokens chose, from a routing trace). Prints TTFT, TPOT, ITL and E2EL "
-                     "percentiles, throughput and goodput.",
-                     serve_help())) {
+  if (!parse_options(
+          args, desc, vm, out,
+          "usage: moesim serve [--scenario FILE] [options]\n\n"
+          "Simulates an inference server under load, step by step as vLLM's engine runs: requests arrive "
+          "(Poisson, gamma, uniform, closed-loop users or a trace), a scheduler batches them (static, continuous, "
+          "chunked prefill) within the KV cache left beside the weights, and each step costs what the "
+          "parallel plan's slowest device spends on it (TP all-reduces, PP stages, EP/hybrid MoE with "
+          "the experts the batch's tokens chose, from a routing trace). Prints TTFT, TPOT, ITL and E2EL "
+          "percentiles, throughput and goodput.",
+          serve_help())) {
     return 0;
   }
   reports::ServeScenario s;
@@ -145,6 +161,14 @@ int cmd_serve(const Args& args, std::ostream& out) {
     d["workload"]["arrival"] = "trace";
     d["workload"]["trace"] = vm["request-trace"].as<std::string>();
   }
+  set_str("request-trace-format", {"workload", "trace_format"});
+  if (vm.count("time-scale")) d["workload"]["time_scale"] = vm["time-scale"].as<double>();
+  if (vm.count("burstiness")) {
+    d["workload"]["burstiness"] = vm["burstiness"].as<double>();
+    // vLLM's --burstiness shapes the gaps of its one arrival process; here that process is "gamma".
+    if (!vm.count("arrival")) d["workload"]["arrival"] = "gamma";
+  }
+  set_int("max-concurrency", {"workload", "max_concurrency"});
   if (vm.count("seed")) d["workload"]["seed"] = parse_seed(vm["seed"].as<std::string>(), "--seed");
   if (vm.count("goodput")) {
     // vLLM's form, KEY:VALUE in milliseconds (benchmark_serving.py parse_goodput): one key each at most.
@@ -174,7 +198,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
     };
     fill("arrival", "poisson", "--arrival");
     const std::string arrival = w["arrival"].is_string() ? w["arrival"].get<std::string>() : "";
-    if (arrival == "poisson" || arrival == "uniform") fill("rate", "4/s", "--rate");
+    if (arrival == "poisson" || arrival == "gamma" || arrival == "uniform") fill("rate", "4/s", "--rate");
     if (arrival != "trace") {
       fill("requests", 200, "--requests");
       fill("prompt", 512, "--prompt");

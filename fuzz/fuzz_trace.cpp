@@ -1,15 +1,16 @@
 // Fuzz target: every routing-trace reader, as `moesim trace`, `simulate --trace` and `serve` read them
-// (sim/trace_io.hpp, sim/trace_import.hpp) plus the request-arrival CSV of open-loop workloads
-// (sim/workload.hpp). The first byte picks the reader; the rest is the file:
+// (sim/trace_io.hpp, sim/trace_import.hpp) plus the request traces `serve` replays (sim/request_traces.hpp:
+// moesim CSV, Azure, BurstGPT, Mooncake, the format detected from the first line). The first byte picks the
+// reader; the rest is the file:
 //   0 moesim JSON lines   1 moesim binary (.mtrace)   2 moe-selection   3 speculative-moe   4 vLLM
-//   5 request-arrival CSV
+//   5 request trace
 // A trace that loads must also pass validate_trace (the readers promise a consistent trace).
 #include <optional>
 
 #include "fuzz_support.hpp"
+#include "moesim/sim/request_traces.hpp"
 #include "moesim/sim/trace_import.hpp"
 #include "moesim/sim/trace_io.hpp"
-#include "moesim/sim/workload.hpp"
 
 namespace sim = moesim::sim;
 
@@ -37,9 +38,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 4:
         t = sim::import_vllm({moesim::fuzz::write_file("vllm.json", rest).string()}, opt);
         break;
-      default:
-        (void)sim::load_request_trace(moesim::fuzz::write_file("arrivals.csv", rest), 1000);
+      default: {
+        const auto path = moesim::fuzz::write_file("arrivals.csv", rest);
+        (void)sim::load_request_trace(path, 1000);
+        sim::RequestTraceOptions o;  // the time scale's arithmetic and range check too
+        o.max_requests = 1000;
+        o.time_scale = 37.5;
+        (void)sim::read_request_trace(path, o);
         break;
+      }
     }
   });
   if (!t) return 0;

@@ -275,7 +275,14 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
                      "\"requests\": 100, \"prompt\": 512, \"output\": 128}");
   }
   sim::validate_workload(c.workload, s.source + ": $.workload");
-  if (traffic && c.workload.arrival != sim::ArrivalKind::ClosedLoop) c.requests = sim::open_loop_requests(c.workload);
+  if (traffic && c.workload.arrival == sim::ArrivalKind::Trace) {
+    // Read here rather than through open_loop_requests, for the line that says what the file gave.
+    sim::RequestTrace t = sim::read_request_trace(c.workload.trace_path, sim::request_trace_options(c.workload));
+    defaults.push_back(t.summary(c.workload.trace_path, c.workload.time_scale));
+    c.requests = std::move(t.requests);
+  } else if (traffic && c.workload.arrival != sim::ArrivalKind::ClosedLoop) {
+    c.requests = sim::open_loop_requests(c.workload);
+  }
   run.requests = c.workload.arrival == sim::ArrivalKind::ClosedLoop ? c.workload.requests
                                                                     : static_cast<std::int64_t>(c.requests.size());
   resolved["workload"] = sim::workload_to_json(c.workload);
@@ -374,9 +381,11 @@ MaxRate find_max_rate(const ServeScenario& s, double attainment,
   if (s.doc.contains("sweep")) throw UserError(s.source + ": $.sweep: --find-max-rate varies the rate itself; drop \"sweep\"");
   const nlohmann::json* w = s.doc.contains("workload") ? &s.doc.at("workload") : nullptr;
   const std::string arrival = w && w->contains("arrival") && w->at("arrival").is_string() ? w->at("arrival").get<std::string>() : "";
-  if (arrival != "poisson" && arrival != "uniform")
-    throw UserError(s.source + ": $.workload.arrival: --find-max-rate needs requests arriving at a rate (poisson or "
-                    "uniform), not \"" + arrival + "\"");
+  if (arrival != "poisson" && arrival != "gamma" && arrival != "uniform")
+    throw UserError(s.source +
+                    ": $.workload.arrival: --find-max-rate needs requests arriving at a rate (poisson, "
+                    "gamma or uniform), not \"" +
+                    arrival + "\"");
   // The scenario's own rate starts the search (read as the workload reader reads it).
   const sim::WorkloadSpec parsed = sim::parse_workload(json::Node(*w, s.source, "$.workload"), s.base_dir);
   // Every probe offers load for the same time, the scenario's own arrival window (its requests at its

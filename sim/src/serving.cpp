@@ -421,7 +421,7 @@ class CostModel {
 // ---------------------------------------------------------------------------------------------------------
 // The engine.
 
-enum EventKind : std::uint32_t { kArrival, kStageFree, kBatchDone, kUserSend };
+enum EventKind : std::uint32_t { kArrival, kStageFree, kBatchDone, kUserSend, kOffer };
 
 struct Seq {
   std::int64_t id = 0;
@@ -488,14 +488,28 @@ class Engine final : public EventHandler {
       for (const Request& q : c_.requests) gaps += q.output_tokens - 1;
       itl_.reserve(static_cast<std::size_t>(gaps));
       seqs_.reserve(c_.requests.size());
+      cap_ = w.max_concurrency;
       for (const Request& q : c_.requests) {
         check_fits(q.prompt_tokens, q.output_tokens, q.id);
-        // Tokenisation and admission (request_overhead) before the scheduler sees it; TTFT still counts
-        // from q.arrival.
-        sim_.schedule(q.arrival + request_overhead_, handler_, kArrival, static_cast<std::uint64_t>(add_seq(q)));
+        const auto id = static_cast<std::uint64_t>(add_seq(q));
+        if (cap_ > 0) {
+          // The client offers it at its arrival time and sends it when a slot is free (kOffer).
+          sim_.schedule(q.arrival, handler_, kOffer, id);
+        } else {
+          // Tokenisation and admission (request_overhead) before the scheduler sees it; TTFT still counts
+          // from q.arrival.
+          sim_.schedule(q.arrival + request_overhead_, handler_, kArrival, id);
+        }
       }
     }
     r_.events = sim_.run();
+    if (cap_ > 0) {
+      r_.assumptions.push_back(
+          "at most " + std::to_string(cap_) + " requests in flight (max_concurrency, vLLM's --max-concurrency): " +
+          std::to_string(held_back_) + " of " + std::to_string(total_) + " requests waited for a slot, the longest " +
+          text::printf("%.3f", to_seconds(longest_hold_)) +
+          " s; TTFT and E2EL count from when a request was sent, as vLLM's client counts them");
+    }
   }
 
   void handle_event(std::uint32_t kind, std::uint64_t arg) override {
@@ -515,6 +529,15 @@ class Engine final : public EventHandler {
         waiting_.push_back(add_seq(*q));
         break;
       }
+      case kOffer:
+        // A request's arrival time under max_concurrency: sent now if a slot is free, else held (first
+        // come, first served: offers run in arrival order, and complete() sends the oldest held one).
+        if (in_flight_ < cap_) {
+          send(static_cast<std::int64_t>(arg));
+        } else {
+          held_.push_back(static_cast<std::int64_t>(arg));
+        }
+        break;
       case kStageFree:
         stage0_busy_ = false;
         break;
@@ -528,6 +551,21 @@ class Engine final : public EventHandler {
   }
 
  private:
+  /// max_concurrency: request `id` is sent now (vLLM's client acquires its semaphore): it counts as in
+  /// flight until it completes, its arrival becomes now (TTFT and E2EL count from here, as vLLM's
+  /// client-side start_time does), and it reaches the scheduler after the runtime's request_overhead.
+  void send(std::int64_t id) {
+    Seq& s = seqs_[static_cast<std::size_t>(id)];
+    const SimTime now = sim_.now();
+    if (now > s.arrival) {
+      ++held_back_;
+      longest_hold_ = std::max(longest_hold_, now - s.arrival);
+    }
+    s.arrival = now;
+    ++in_flight_;
+    sim_.schedule(now + request_overhead_, handler_, kArrival, static_cast<std::uint64_t>(id));
+  }
+
   std::int64_t add_seq(const Request& q) {
     Seq s;
     s.id = static_cast<std::int64_t>(seqs_.size());
@@ -848,6 +886,14 @@ class Engine final : public EventHandler {
     if (s.user >= 0 && sent_ < total_) {
       sim_.schedule(users_->next_send_time(sim_.now()), handler_, kUserSend, static_cast<std::uint64_t>(s.user));
     }
+    if (cap_ > 0) {
+      --in_flight_;
+      if (!held_.empty()) {
+        const std::int64_t next = held_.front();
+        held_.pop_front();
+        send(next);
+      }
+    }
   }
 
  public:
@@ -872,6 +918,11 @@ class Engine final : public EventHandler {
   bool stage0_busy_ = false;
   std::int64_t total_ = 0, sent_ = 0, completed_ = 0;
   std::optional<ClosedLoopUsers> users_;  ///< closed loop: who sends what when
+  // max_concurrency (open loop): the cap (0: none), requests sent and not completed, those offered while
+  // every slot was taken (oldest first), and how many waited and for how long at most.
+  std::int64_t cap_ = 0, in_flight_ = 0, held_back_ = 0;
+  std::deque<std::int64_t> held_;
+  SimTime longest_hold_ = 0;
 };
 
 }  // namespace

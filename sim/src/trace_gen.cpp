@@ -6,6 +6,7 @@
 #include <limits>
 #include <random>
 
+#include "det_random.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
@@ -161,27 +162,6 @@ class Rng {
   std::mt19937_64 g_;
 };
 
-/// log of a Gamma(a, 1) variate: Marsaglia & Tsang (2000) for a >= 1; for a < 1, Gamma(a+1) * U^(1/a)
-/// (their section 6), kept in logs so that tiny alphas do not underflow to zero.
-double log_gamma_variate(double a, Rng& r) {
-  if (a < 1.0) {
-    const double lg = log_gamma_variate(a + 1.0, r);
-    return lg + det_log(r.uniform_open()) / a;
-  }
-  const double d = a - 1.0 / 3.0;
-  const double c = 1.0 / std::sqrt(9.0 * d);
-  while (true) {
-    const double z = r.normal();
-    const double t = 1.0 + c * z;
-    if (t <= 0.0) continue;
-    const double v = t * t * t;
-    const double u = r.uniform_open();
-    const double z2 = z * z;
-    if (u < 1.0 - 0.0331 * z2 * z2) return det_log(d * v);
-    if (det_log(u) < 0.5 * z2 + d * (1.0 - v + det_log(v))) return det_log(d * v);
-  }
-}
-
 // ------------------------------------------------------------------------------------------------------
 // Popularity vectors and sampling without replacement.
 
@@ -206,7 +186,7 @@ Popularity make_popularity(const TraceGenOptions& o, Rng& r) {
   } else {
     // Symmetric Dirichlet: normalised Gamma(alpha) variates, scaled by the largest before leaving logs.
     std::vector<double> lg(E);
-    for (auto& x : lg) x = log_gamma_variate(o.dirichlet_alpha, r);
+    for (auto& x : lg) x = det::log_gamma_variate(o.dirichlet_alpha, r);
     const double mx = *std::max_element(lg.begin(), lg.end());
     for (std::size_t i = 0; i < E; ++i) p.w[i] = det_exp(lg[i] - mx);
   }

@@ -306,7 +306,7 @@ TEST(GoldenServe, FindMaxRate) {
   const auto closed = run_cli("serve --model mixtral-8x7b --hw h100-sxm --precision fp8 -q --arrival closed-loop --users 4 "
                               "--requests 8 --goodput ttft:500 --find-max-rate");
   EXPECT_EQ(closed.code, 2);
-  EXPECT_NE(closed.err.find("poisson or uniform"), std::string::npos) << closed.err;
+  EXPECT_NE(closed.err.find("poisson, gamma or uniform"), std::string::npos) << closed.err;
 }
 
 // serve prints what the tokens cost where the hardware is priced, and says which price is missing where not.
@@ -321,6 +321,102 @@ TEST(GoldenServe, CostPerMillionTokens) {
   const auto unpriced = run_cli("serve --model mixtral-8x7b --hw dgx-h200 --precision fp8 --requests 8 -q");
   ASSERT_EQ(unpriced.code, 0) << unpriced.err;
   EXPECT_NE(unpriced.out.find("cost        not computed"), std::string::npos) << unpriced.out;
+}
+
+std::string request_trace(const std::string& name) {
+  return std::string(MOESIM_SOURCE_DIR) + "/tests/data/request_traces/" + name;
+}
+
+// `serve --request-trace` drives serving from each public format's committed excerpt
+// (tests/data/request_traces/README.md), detected from the file: every request completes, the input tokens
+// are the file's (summed by hand from the rows), and the assumptions say what was read.
+TEST(GoldenServe, ReplaysEveryRequestTraceFormat) {
+  struct Case {
+    std::string file, format;
+    double requests, input_tokens;
+  };
+  const std::vector<Case> cases = {
+      {"azure_code_1week_head.csv", "azure", 5, 2162 + 2399 + 76 + 2376 + 7670},
+      {"azure_conv_1week_head.csv", "azure", 5, 1452 + 584 + 862 + 1569 + 617},
+      {"burstgpt_1_head.csv", "burstgpt", 3, 472 + 1087 + 417},
+      {"mooncake_conversation_head.jsonl", "mooncake", 20, 289844},
+  };
+  for (const auto& c : cases) {
+    const auto r =
+        run_cli("serve --model llama-3.1-8b --hw h100-sxm --request-trace " + request_trace(c.file) + " --json -q");
+    ASSERT_EQ(r.code, 0) << c.file << ": " << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    const Metrics m = metrics(j);
+    EXPECT_DOUBLE_EQ(m["completed"], c.requests) << c.file;
+    EXPECT_DOUBLE_EQ(m["total_input_tokens"], c.input_tokens) << c.file;
+    EXPECT_GT(m["output_throughput"], 0) << c.file;
+    bool said = false;
+    for (const auto& a : j.at("assumptions"))
+      said = said || a.get<std::string>().find("read as " + c.format + " (detected") != std::string::npos;
+    EXPECT_TRUE(said) << c.file << ": " << j.at("assumptions").dump();
+  }
+}
+
+// --time-scale multiplies the trace's times: BurstGPT's excerpt at 0, 40 and 113 s arrives at 0, 4 and
+// 11.3 s with 0.1. The scenario keys say the same (trace_format forced, time_scale), and a forced format
+// that does not fit the file is refused in one line naming the column it lacks (azure: BurstGPT's
+// Timestamp is found, whatever its case, but no ContextTokens).
+TEST(GoldenServe, RequestTraceTimeScaleAndFormat) {
+  Scratch s("serve_trace_scale");
+  const std::string base =
+      "serve --model llama-3.1-8b --hw h100-sxm -q --request-trace " + request_trace("burstgpt_1_head.csv");
+  const auto r = run_cli(base + " --time-scale 0.1 --requests-out " + s.path("req.csv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string csv = slurp(s.path("req.csv"));
+  EXPECT_NE(csv.find("\n2,417,276,11.300000000,"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\n1,1087,230,4.000000000,"), std::string::npos) << csv;
+  EXPECT_NE(r.out.find("arrival times multiplied by 0.1 (time_scale)"), std::string::npos) << r.out;
+  s.write("trace.json", R"({"model": "llama-3.1-8b", "hw": "h100-sxm",
+    "workload": {"arrival": "trace", "trace": ")" +
+                            request_trace("burstgpt_1_head.csv") +
+                            R"(", "trace_format": "burstgpt", "time_scale": 0.1}})");
+  const auto j = run_cli("serve --scenario " + s.path("trace.json") + " -q --json");
+  ASSERT_EQ(j.code, 0) << j.err;
+  const auto parsed = nlohmann::json::parse(j.out);
+  EXPECT_EQ(parsed.at("scenario").at("workload").at("trace_format"), "burstgpt");
+  EXPECT_DOUBLE_EQ(metrics(parsed)["completed"], 3);
+  const auto forced = run_cli(base + " --request-trace-format azure");
+  EXPECT_EQ(forced.code, 2);
+  EXPECT_NE(forced.err.find("no prompt-length (prompt_tokens or ContextTokens) column"), std::string::npos)
+      << forced.err;
+  EXPECT_EQ(std::count(forced.err.begin(), forced.err.end(), '\n'), 1) << forced.err;
+}
+
+// vLLM's arrival options as flags: --burstiness makes the arrivals gamma (unless --arrival says
+// otherwise), --max-concurrency caps the requests in flight. 40 requests at 50/s with at most 2 in flight:
+// the resolved scenario carries both, every request completes, and the assumptions say how many waited.
+TEST(GoldenServe, BurstinessAndMaxConcurrencyFlags) {
+  const auto r = run_cli(
+      "serve --model llama-3.1-8b --hw h100-sxm -q --json --rate 50/s --requests 40 --prompt 256 "
+      "--output 32 --burstiness 0.5 --max-concurrency 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& w = j.at("scenario").at("workload");
+  EXPECT_EQ(w.at("arrival"), "gamma");
+  EXPECT_DOUBLE_EQ(w.at("burstiness").get<double>(), 0.5);
+  EXPECT_EQ(w.at("max_concurrency"), 2);
+  EXPECT_DOUBLE_EQ(metrics(j)["completed"], 40);
+  bool said = false;
+  for (const auto& a : j.at("assumptions"))
+    said = said || a.get<std::string>().find("at most 2 requests in flight") != std::string::npos;
+  EXPECT_TRUE(said) << j.at("assumptions").dump();
+  const auto uniform = run_cli("serve --model llama-3.1-8b --hw h100-sxm -q --arrival uniform --burstiness 0.5");
+  EXPECT_EQ(uniform.code, 2);
+  EXPECT_NE(uniform.err.find("burstiness"), std::string::npos) << uniform.err;
+  const auto closed = run_cli(
+      "serve --model llama-3.1-8b --hw h100-sxm -q --arrival closed-loop --users 2 "
+      "--max-concurrency 2");
+  EXPECT_EQ(closed.code, 2);
+  EXPECT_NE(closed.err.find("max_concurrency"), std::string::npos) << closed.err;
+  const auto help = run_cli("serve --help");
+  for (const char* f : {"--burstiness", "--max-concurrency", "--time-scale", "--request-trace-format",
+                        "mooncake:", "burstgpt:", "azure:", "max_concurrency"})
+    EXPECT_NE(help.out.find(f), std::string::npos) << f;
 }
 
 TEST(GoldenServe, BadInputs) {

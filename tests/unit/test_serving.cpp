@@ -364,4 +364,48 @@ TEST(Serving, ExpertParallelLosesAtBatchOne) {
   EXPECT_GT(t_ep, t_tp);
 }
 
+// max_concurrency (vLLM's --max-concurrency): 12 requests all offered at 0 s, at most 3 in flight. At each
+// request's send time (its record's arrival) at most 3 requests are in flight (sent and not finished), and
+// at 0 s exactly 3 are: the cap is reached and never passed. Sends follow the ids (first come, first
+// served); the first 3 go at 0 and every later one exactly when an earlier one finishes. With cap 1 the
+// requests run back to back: request i + 1 is sent when request i finishes. Without a cap all 12 are in
+// flight at 0 s. The run says so in its assumptions.
+TEST(Serving, MaxConcurrencyCapsRequestsInFlight) {
+  auto in_flight_at = [](const sim::ServingResult& r, double t) {
+    int n = 0;
+    for (const auto& q : r.requests) n += q.arrival <= t && t < q.finish ? 1 : 0;
+    return n;
+  };
+  Fixture f("llama-3.1-8b", "h100-sxm");
+  f.requests(12, 0.0, 256, 16);
+  const auto open = sim::run_serving(f.c);
+  EXPECT_EQ(in_flight_at(open, 0.0), 12);
+
+  f.c.workload.max_concurrency = 3;
+  const auto capped = sim::run_serving(f.c);
+  ASSERT_EQ(capped.requests.size(), 12u);
+  int most = 0;
+  for (std::size_t i = 0; i < capped.requests.size(); ++i) {
+    const auto& q = capped.requests[i];
+    most = std::max(most, in_flight_at(capped, q.arrival));
+    if (i < 3) {
+      EXPECT_EQ(q.arrival, 0.0) << i;
+    } else {
+      EXPECT_GE(q.arrival, capped.requests[i - 1].arrival) << i;
+      bool at_a_finish = false;
+      for (std::size_t j = 0; j < i; ++j) at_a_finish = at_a_finish || capped.requests[j].finish == q.arrival;
+      EXPECT_TRUE(at_a_finish) << i;
+    }
+  }
+  EXPECT_EQ(most, 3);
+  bool said = false;
+  for (const auto& a : capped.assumptions) said = said || a.find("at most 3 requests in flight") != std::string::npos;
+  EXPECT_TRUE(said);
+
+  f.c.workload.max_concurrency = 1;
+  const auto serial = sim::run_serving(f.c);
+  for (std::size_t i = 1; i < serial.requests.size(); ++i)
+    EXPECT_EQ(serial.requests[i].arrival, serial.requests[i - 1].finish) << i;
+}
+
 }  // namespace

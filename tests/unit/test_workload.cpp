@@ -168,6 +168,97 @@ TEST(WorkloadArrivals, UniformExactSpacing) {
   EXPECT_EQ(three[1].arrival, 333'333'333'333);
 }
 
+struct GapStats {
+  double mean = 0, cv = 0, below_mean = 0;
+};
+
+/// Mean, coefficient of variation and fraction below the mean of the gaps between consecutive arrivals
+/// (the first gap from 0), in seconds.
+GapStats gap_stats(const std::vector<Request>& reqs) {
+  std::vector<double> gaps;
+  std::int64_t previous = 0;
+  for (const Request& r : reqs) {
+    gaps.push_back(static_cast<double>(r.arrival - previous) / static_cast<double>(kPs));
+    previous = r.arrival;
+  }
+  double sum = 0, sum2 = 0;
+  for (double g : gaps) {
+    sum += g;
+    sum2 += g * g;
+  }
+  const double n = static_cast<double>(gaps.size());
+  GapStats st;
+  st.mean = sum / n;
+  st.cv = std::sqrt(sum2 / n - st.mean * st.mean) / st.mean;
+  for (double g : gaps) st.below_mean += g < st.mean ? 1.0 / n : 0.0;
+  return st;
+}
+
+WorkloadSpec gamma_spec(double rate, double burstiness, std::int64_t requests, std::uint64_t seed = 1) {
+  WorkloadSpec w = open_spec(ArrivalKind::Gamma, rate, requests, seed);
+  w.burstiness = burstiness;
+  moesim::sim::validate_workload(w, "test");
+  return w;
+}
+
+// Gamma arrivals (vLLM's --burstiness) at 4/s, 20,000 requests. Burstiness 1 is an exponential gap, the
+// Poisson process: its own sampler (Marsaglia-Tsang), not Poisson's inversion, so the two agree in
+// statistics only, checked against the same bounds as PoissonMeanGapAndCv: mean 0.25 s +- 5.3 ms, CV
+// 1 +- 0.05, fraction of gaps below the mean 1 - e^-1 = 0.632 +- 0.0102, for both. The first request
+// arrives after the first gap.
+TEST(WorkloadArrivals, GammaBurstinessOneMatchesPoisson) {
+  const auto gamma = moesim::sim::open_loop_requests(gamma_spec(4.0, 1.0, 20000));
+  const auto poisson = moesim::sim::open_loop_requests(open_spec(ArrivalKind::Poisson, 4.0, 20000));
+  ASSERT_EQ(gamma.size(), 20000u);
+  EXPECT_GT(gamma[0].arrival, 0);
+  EXPECT_NE(gamma[0].arrival, poisson[0].arrival);  // another sampler, another stream
+  const double n = 20000;
+  const double p = 1 - std::exp(-1.0);
+  for (const auto& reqs : {gamma, poisson}) {
+    const GapStats st = gap_stats(reqs);
+    EXPECT_NEAR(st.mean, 0.25, 3 * 0.25 / std::sqrt(n));
+    EXPECT_NEAR(st.cv, 1.0, 0.05);
+    EXPECT_NEAR(st.below_mean, p, 3 * std::sqrt(p * (1 - p) / n));
+  }
+  for (std::size_t i = 0; i < gamma.size(); ++i) ASSERT_EQ(gamma[i].id, static_cast<std::int64_t>(i));
+}
+
+// A gamma gap of shape k and scale 1/(rate k) has mean 1/rate and CV 1/sqrt(k). Burstiness 0.25: CV 2
+// (burstier than Poisson); the sample CV's standard error is about sqrt((kurtosis - 1)/(4n)) with
+// kurtosis 3 + 6/k = 27, so 0.018: 2 +- 0.15 is over 8 sigma, and the mean 0.25 s has standard error
+// 0.5/sqrt(n) = 3.5 ms (+- 15 ms). Burstiness 4: CV 0.5 (more even), kurtosis 4.5, standard error 0.0066:
+// 0.5 +- 0.04. The CVs order 0.25 > 1 > 4.
+TEST(WorkloadArrivals, GammaBurstinessSetsTheCv) {
+  const GapStats bursty = gap_stats(moesim::sim::open_loop_requests(gamma_spec(4.0, 0.25, 20000)));
+  const GapStats poisson = gap_stats(moesim::sim::open_loop_requests(gamma_spec(4.0, 1.0, 20000)));
+  const GapStats even = gap_stats(moesim::sim::open_loop_requests(gamma_spec(4.0, 4.0, 20000)));
+  EXPECT_NEAR(bursty.mean, 0.25, 0.015);
+  EXPECT_NEAR(bursty.cv, 2.0, 0.15);
+  EXPECT_NEAR(even.mean, 0.25, 0.005);
+  EXPECT_NEAR(even.cv, 0.5, 0.04);
+  EXPECT_GT(bursty.cv, poisson.cv);
+  EXPECT_GT(poisson.cv, even.cv);
+}
+
+// Request i's gap depends only on (seed, i): the first 100 of 1,000 requests are the 100 requests of a
+// shorter run; the same seed gives the same arrivals, another seed others. A tiny burstiness (1e-3) keeps
+// gaps finite: most are 0 (simultaneous arrivals), a few are long.
+TEST(WorkloadArrivals, GammaDeterministicPerRequest) {
+  const auto a = moesim::sim::open_loop_requests(gamma_spec(2.0, 0.5, 1000, 9));
+  const auto b = moesim::sim::open_loop_requests(gamma_spec(2.0, 0.5, 100, 9));
+  ASSERT_EQ(b.size(), 100u);
+  for (std::size_t i = 0; i < b.size(); ++i) EXPECT_EQ(a[i], b[i]) << i;
+  EXPECT_EQ(moesim::sim::open_loop_requests(gamma_spec(2.0, 0.5, 1000, 9)), a);
+  EXPECT_NE(moesim::sim::open_loop_requests(gamma_spec(2.0, 0.5, 1000, 10))[0].arrival, a[0].arrival);
+  const auto tiny = moesim::sim::open_loop_requests(gamma_spec(2.0, 1e-3, 200, 3));
+  std::int64_t zero_gaps = 0;
+  for (std::size_t i = 1; i < tiny.size(); ++i) {
+    ASSERT_GE(tiny[i].arrival, tiny[i - 1].arrival);
+    zero_gaps += tiny[i].arrival == tiny[i - 1].arrival ? 1 : 0;
+  }
+  EXPECT_GT(zero_gaps, 150);
+}
+
 // Same seed, same requests (arrivals and lengths); another seed gives other arrivals and lengths. Lengths
 // of request i depend only on (seed, i): lengths_for(spec, i) equals the i-th generated request's. The
 // pinned values guard the generator against accidental change; they hold on every platform because the
@@ -366,7 +457,7 @@ TEST(WorkloadTrace, BadInputsNameFileLineAndFix) {
   expect_user_error([&] { (void)moesim::sim::load_request_trace(missing); }, {missing, "no such request-trace file"});
   expect_user_error(load("empty.csv", ""), {"empty.csv", "is empty", "header row"});
   expect_user_error(load("nohdr.csv", "0.0,10,10\n1.0,10,10\n"),
-                    {"nohdr.csv: line 1", "no arrival-time", "its columns are: 0.0, 10, 10"});
+                    {"nohdr.csv: line 1", "matches no request-trace format", "its columns are: 0.0, 10, 10"});
   expect_user_error(load("noout.csv", "arrival_s,prompt_tokens,x\n0,1,1\n"),
                     {"noout.csv: line 1", "output-length", "arrival_s, prompt_tokens, x"});
   expect_user_error(load("neg.csv", h + "0,1,1\n-1.5,1,1\n"), {"neg.csv: line 3, column arrival_s", "negative"});
@@ -521,6 +612,93 @@ TEST(WorkloadJson, ValidateRefusesOutOfRange) {
   w.users = 1;
   w.output = {LengthKind::Fixed, 0};
   expect_user_error([&] { moesim::sim::validate_workload(w, "w"); }, {"w.output", "at least 1 token"});
+}
+
+// The keys of issue 21 (vLLM's benchmark_serving options and request-trace replay): gamma's burstiness
+// (default 1), max_concurrency on every open-loop kind, a trace's trace_format and time_scale. They round
+// trip through workload_to_json; defaults are left out of it (a trace run's resolved scenario is unchanged).
+TEST(WorkloadJson, GammaConcurrencyAndTraceKeys) {
+  const auto g = parse({{"arrival", "gamma"},
+                        {"rate", "4/s"},
+                        {"burstiness", 0.5},
+                        {"max_concurrency", 8},
+                        {"prompt", 100},
+                        {"output", 10}});
+  EXPECT_EQ(g.arrival, ArrivalKind::Gamma);
+  EXPECT_DOUBLE_EQ(g.burstiness, 0.5);
+  EXPECT_EQ(g.max_concurrency, 8);
+  EXPECT_EQ(parse(moesim::sim::workload_to_json(g)), g);
+  EXPECT_DOUBLE_EQ(parse({{"arrival", "gamma"}, {"rate", "4/s"}, {"prompt", 1}, {"output", 1}}).burstiness, 1.0);
+  const auto u = parse({{"arrival", "uniform"}, {"rate", "1/s"}, {"max_concurrency", 2}, {"prompt", 1}, {"output", 1}});
+  EXPECT_EQ(u.max_concurrency, 2);
+  EXPECT_EQ(parse(moesim::sim::workload_to_json(u)), u);
+  const auto t = parse({{"arrival", "trace"},
+                        {"trace", "b.csv"},
+                        {"trace_format", "burstgpt"},
+                        {"time_scale", 0.25},
+                        {"max_concurrency", 4}});
+  EXPECT_EQ(t.trace_format, moesim::sim::RequestTraceFormat::BurstGpt);
+  EXPECT_DOUBLE_EQ(t.time_scale, 0.25);
+  EXPECT_EQ(t.max_concurrency, 4);
+  EXPECT_EQ(parse(moesim::sim::workload_to_json(t)), t);
+  const auto plain = moesim::sim::workload_to_json(parse({{"arrival", "trace"}, {"trace", "a.csv"}}));
+  EXPECT_FALSE(plain.contains("trace_format") || plain.contains("time_scale") || plain.contains("max_concurrency"))
+      << plain.dump();
+}
+
+// Their refusals name the key and the fix.
+TEST(WorkloadJson, GammaConcurrencyAndTraceKeysRefused) {
+  const nlohmann::json lengths = {{"prompt", 1}, {"output", 1}};
+  auto with = [&](nlohmann::json j) {
+    for (const auto& [k, v] : lengths.items()) j[k] = v;
+    return j;
+  };
+  expect_user_error(
+      [&] {
+        (void)parse(with({{"arrival", "poisson"}, {"rate", "1/s"}, {"burstiness", 0.5}}));
+      },
+      {"$.workload.burstiness", "not used with arrival \"poisson\"", "gamma"});
+  expect_user_error(
+      [&] {
+        (void)parse(with({{"arrival", "gamma"}, {"rate", "1/s"}, {"burstiness", 0}}));
+      },
+      {"$.workload.burstiness", "> 0"});
+  expect_user_error(
+      [&] {
+        (void)parse(with({{"arrival", "gamma"}, {"rate", "1/s"}, {"burstiness", "high"}}));
+      },
+      {"$.workload.burstiness"});
+  expect_user_error(
+      [&] {
+        (void)parse(with({{"arrival", "closed-loop"}, {"users", 4}, {"max_concurrency", 2}}));
+      },
+      {"$.workload.max_concurrency", "closed-loop", "already bound"});
+  expect_user_error(
+      [&] {
+        (void)parse(with({{"arrival", "poisson"}, {"rate", "1/s"}, {"max_concurrency", 0}}));
+      },
+      {"$.workload.max_concurrency", ">= 1"});
+  expect_user_error(
+      [&] {
+        (void)parse(with({{"arrival", "poisson"}, {"rate", "1/s"}, {"time_scale", 2}}));
+      },
+      {"$.workload.time_scale", "not used with arrival \"poisson\""});
+  expect_user_error(
+      [&] {
+        (void)parse({{"arrival", "trace"}, {"trace", "a.csv"}, {"time_scale", -1}});
+      },
+      {"$.workload.time_scale", "> 0", "twice as fast"});
+  expect_user_error(
+      [&] {
+        (void)parse({{"arrival", "trace"}, {"trace", "a.csv"}, {"trace_format", "azure2024"}});
+      },
+      {"$.workload.trace_format", "unknown request-trace format 'azure2024'", "burstgpt"});
+  // The kinds listed for an unknown arrival include gamma.
+  expect_user_error(
+      [&] {
+        (void)parse(with({{"arrival", "gama"}, {"rate", "1/s"}}));
+      },
+      {"did you mean 'gamma'", "poisson, gamma, uniform"});
 }
 
 }  // namespace

@@ -107,7 +107,7 @@ std::vector<SweepPoint> expand_sweep(const ServeScenario& s);
 /// then bisected geometrically until the bracket is within 2% (at most 16 runs); each probe offers load
 /// for the scenario's own arrival window (its requests over its rate) at the probe's rate, with its seed,
 /// so the answer is reproducible and an overload shows as a queue that grows for the whole window. Needs an SLO and a
-/// rate-driven arrival (poisson or uniform); UserError otherwise, or when even the lowest rate tried fails.
+/// rate-driven arrival (poisson, gamma or uniform); UserError otherwise, or when even the lowest rate tried fails.
 struct RateProbe {
   double rate = 0;        ///< requests/s
   double attainment = 0;  ///< share of the requests that met the SLO

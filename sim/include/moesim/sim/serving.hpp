@@ -37,6 +37,9 @@
 //    prompt + output are free, reserved up front, so that no request is ever preempted.
 //  - Pipelines: up to pp batches are in flight, one per stage; a request is in at most one of them (vLLM's
 //    virtual engines), so a pipeline with fewer runnable requests than stages has bubbles.
+//  - Client concurrency: with the workload's max_concurrency (vLLM's --max-concurrency) at most that many
+//    requests are in flight; a request offered while all are is held until one completes (first come,
+//    first served), and its TTFT and E2EL count from when it was sent, as vLLM's client counts them.
 //  - Metrics as vLLM's benchmark_serving names them: TTFT, TPOT, ITL, E2EL (mean, median, p90, p99),
 //    request and token throughput, goodput under an SLO, plus queue depth and KV usage over time.
 

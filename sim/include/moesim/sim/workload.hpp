@@ -1,28 +1,45 @@
 #pragma once
-// Request workloads for the serving simulator (issue 6, part 1): when requests arrive and how long their
-// prompts and outputs are.
+// Request workloads for the serving simulator (issue 6, part 1; issue 21): when requests arrive and how
+// long their prompts and outputs are.
 //
 // Arrivals
 //  - poisson:     exponential gaps with mean 1/rate (an open-loop Poisson process).
+//  - gamma:       gamma-distributed gaps with mean 1/rate and shape `burstiness`, scale 1/(rate *
+//                 burstiness): vLLM's benchmark_serving --burstiness (vllm/benchmarks/serve.py get_request,
+//                 commit 009e6d4a1cd6ba3fb2a9fc00f4ec06f5297232a1). Burstiness 1 is a Poisson process; below 1
+//                 the arrivals come in bursts (the gaps' coefficient of variation is 1/sqrt(burstiness)),
+//                 above 1 they are more even. Unlike that get_request, the gaps are not rescaled to end at
+//                 exactly requests/rate: the realised rate varies with the seed, as a Poisson process's does.
 //  - uniform:     request i at exactly i / rate (Snowflake's Llama 3.1 405B benchmark, TARGETS.md §5).
 //  - closed-loop: user u joins at u * user_interval and sends its first request then; each later request
 //                 is sent think_time after its previous one completed (Databricks' DBRX benchmark: one new
 //                 user per second, TARGETS.md §2). The serving engine drives this with ClosedLoopUsers.
-//  - trace:       replay of a request-trace CSV (below).
+//  - trace:       replay of a request trace (sim/request_traces.hpp: moesim's CSV, the Azure LLM
+//                 inference traces 2023 and 2024, BurstGPT, Mooncake).
+// Any open-loop kind (not closed-loop) may cap the requests in flight with max_concurrency, vLLM's
+// --max-concurrency: a request is sent at its arrival time or, when max_concurrency requests are in flight
+// then, as soon as one of them completes (first come, first served), and its TTFT and E2EL count from when
+// it was sent, as vLLM's client counts them (the serving engine does this).
 // Prompt and output lengths (not for trace: the file has them) are fixed or drawn from a distribution,
 // deterministically in (seed, request index) on every platform: counter-based splitmix64 random numbers
-// and this file's own inverse-CDF conversions, never std::*_distribution (implementation-defined).
+// and this module's own inverse-CDF conversions (det_random.hpp), never std::*_distribution
+// (implementation-defined).
 //
 // The "workload" object of a scenario file. Durations and rates are strings with their unit:
 //   "workload": {"arrival": "poisson", "rate": "2/s", "requests": 1000, "seed": 7,
 //                "prompt": {"dist": "normal", "mean": 2000, "std": 200, "min": 1, "max": 4096},
 //                "output": 256}
+//   "workload": {"arrival": "gamma", "rate": "4/s", "burstiness": 0.5, "max_concurrency": 32,
+//                "requests": 1000, "prompt": 512, "output": 128}
 //   "workload": {"arrival": "closed-loop", "users": 32, "user_interval": "1s", "think_time": "0s",
 //                "requests": 500, "prompt": 2000, "output": 256}
 //   "workload": {"arrival": "trace", "trace": "traces/azure_conv.csv", "requests": 0}
-//  - arrival:  "poisson" | "uniform" | "closed-loop" | "trace" (required).
-//  - rate:     poisson, uniform (required): requests per time, "2/s", "2req/s", "120/min", "7200/h".
-//  - requests: how many requests in all (default 100); trace: at most this many rows (default 0 = all).
+//   "workload": {"arrival": "trace", "trace": "BurstGPT_1.csv", "trace_format": "burstgpt", "time_scale": 0.1}
+//  - arrival:  "poisson" | "gamma" | "uniform" | "closed-loop" | "trace" (required).
+//  - rate:     poisson, gamma, uniform (required): requests per time, "2/s", "2req/s", "120/min", "7200/h".
+//  - burstiness: gamma only: the gaps' shape, > 0 (default 1: Poisson).
+//  - requests: how many requests in all (default 100); trace: at most this many requests (default 0 = all).
+//  - max_concurrency: poisson, gamma, uniform, trace: at most this many requests in flight (default: no cap).
 //  - users (default 1), user_interval (default "1s"), think_time (default "0s"): closed-loop only.
 //  - prompt, output (required except for trace): an integer (fixed) or an object
 //      {"dist": "fixed", "value": 2000}
@@ -33,21 +50,12 @@
 //    log), rounded to an integer and truncated to [min, max] (min defaults to 1; max omitted = no upper
 //    bound); mean must lie in [min, max]. Wide bounds keep the mean; tight ones shift it.
 //  - seed:     random seed (default 1).
-//  - trace:    trace only: the CSV file, relative to the scenario file's directory.
+//  - trace:    trace only: the request-trace file, relative to the scenario file's directory.
+//  - trace_format: trace only: "auto" (default: detected from the first line), "moesim", "azure",
+//    "burstgpt" or "mooncake".
+//  - time_scale: trace only: every arrival time is multiplied by it, > 0 (default 1): 0.5 replays the trace
+//    twice as fast (Vidur's time_scale_factor).
 // Keys a kind does not use are refused (e.g. "rate" with "closed-loop"), like unknown keys.
-//
-// Request-trace CSV. A header row, then one request per row; columns are found by name, others ignored:
-//   arrival_s,prompt_tokens,output_tokens          arrival_s: seconds from the start of the run (decimal)
-//   0.0,2000,256
-//   0.5,1800,300
-// or the Azure LLM inference trace (2023 and 2024; github.com/Azure/AzurePublicDataset):
-//   TIMESTAMP,ContextTokens,GeneratedTokens       times made relative to the first row
-//   2023-11-16 18:15:46.6805900,4808,10            (2024 writes "2024-05-10 00:00:00.009930+00:00")
-// When both names of a column are present, moesim's own (arrival_s, prompt_tokens, output_tokens) is used.
-// Times must not decrease from row to row; token counts are integers >= 1. Azure's traces contain rows with
-// 0 generated tokens: they are refused (with the command that filters them), because a request that
-// generates nothing is not a request this simulator can serve and silently changing it would bias results.
-// LF and CRLF line endings, a UTF-8 byte-order mark and blank lines are accepted.
 
 #include <cstdint>
 #include <filesystem>
@@ -60,20 +68,12 @@
 
 #include "moesim/model/json_reader.hpp"
 #include "moesim/sim/event_core.hpp"
+#include "moesim/sim/request.hpp"
+#include "moesim/sim/request_traces.hpp"
 
 namespace moesim::sim {
 
-/// One inference request.
-struct Request {
-  std::int64_t id = 0;             ///< 0, 1, 2, ... in arrival order
-  SimTime arrival = 0;             ///< picoseconds from the start of the run
-  std::int64_t prompt_tokens = 0;  ///< >= 1
-  std::int64_t output_tokens = 0;  ///< >= 1
-  std::int64_t user = -1;          ///< closed loop: the user who sent it; else -1
-  bool operator==(const Request&) const = default;
-};
-
-enum class ArrivalKind { Poisson, Uniform, ClosedLoop, Trace };
+enum class ArrivalKind { Poisson, Gamma, Uniform, ClosedLoop, Trace };
 
 enum class LengthKind {
   Fixed,      ///< always `value`
@@ -95,9 +95,13 @@ struct LengthSpec {
 
 struct WorkloadSpec {
   ArrivalKind arrival = ArrivalKind::Poisson;
-  double rate = 1.0;  ///< requests per second (Poisson, Uniform)
-  /// How many requests in all (every kind); Trace: at most this many of the file's rows, 0 = all rows.
+  double rate = 1.0;        ///< requests per second (Poisson, Gamma, Uniform)
+  double burstiness = 1.0;  ///< Gamma: the gaps' shape (vLLM's --burstiness); 1 is a Poisson process
+  /// How many requests in all (every kind); Trace: at most this many of the file's requests, 0 = all.
   std::int64_t requests = 100;
+  /// Open-loop kinds: at most this many requests in flight (sent, not yet completed); 0 = no cap (vLLM's
+  /// --max-concurrency; the serving engine holds a request back until a slot frees).
+  std::int64_t max_concurrency = 0;
   // Closed loop (Databricks): user u (0-based) joins at u * user_interval and sends its first request
   // then; each later request is sent think_time after its previous one completed; at most `users` users.
   std::int64_t users = 1;
@@ -105,11 +109,13 @@ struct WorkloadSpec {
   double think_time_s = 0.0;     ///< seconds from a completion to the user's next request
   LengthSpec prompt, output;     ///< ignored for Trace (the file has them)
   std::uint64_t seed = 1;
-  std::string trace_path;  ///< Trace: the CSV file
+  std::string trace_path;                                      ///< Trace: the request-trace file
+  RequestTraceFormat trace_format = RequestTraceFormat::Auto;  ///< Trace: Auto = detected from the file
+  double time_scale = 1.0;  ///< Trace: every arrival time is multiplied by this (0.5: twice as fast)
   bool operator==(const WorkloadSpec&) const = default;
 };
 
-/// "poisson", "uniform", "closed-loop", "trace".
+/// "poisson", "gamma", "uniform", "closed-loop", "trace".
 std::string_view name_of(ArrivalKind);
 /// "fixed", "uniform", "normal", "lognormal".
 std::string_view name_of(LengthKind);
@@ -130,15 +136,20 @@ WorkloadSpec parse_workload(const json::Node& node, const std::filesystem::path&
 /// come back at their defaults. A relative trace_path is written as is (and parse_workload resolves it).
 nlohmann::json workload_to_json(const WorkloadSpec& spec);
 
-/// Checks the fields `spec`'s arrival kind uses: rate > 0, requests >= 1 (Trace: >= 0), users >= 1,
-/// durations >= 0, lengths (value >= 1, 1 <= min <= max, mean in [min, max], std >= 0), a trace path, and
-/// that the run fits SimTime's range. UserError starting with `where` (e.g. "scenario.json: $.workload").
+/// Checks the fields `spec`'s arrival kind uses: rate > 0, burstiness > 0, requests >= 1 (Trace: >= 0),
+/// max_concurrency >= 0 (0 with closed-loop), users >= 1, durations >= 0, lengths (value >= 1,
+/// 1 <= min <= max, mean in [min, max], std >= 0), a trace path and time_scale > 0, and that the run fits
+/// SimTime's range. UserError starting with `where` (e.g. "scenario.json: $.workload").
 void validate_workload(const WorkloadSpec& spec, std::string_view where);
 
-/// Open-loop kinds (Poisson, Uniform, Trace): all the requests, sorted by arrival, ids 0, 1, 2, ...
-/// Poisson: the first request arrives after the first exponential gap, not at 0 (a Poisson process
-/// started at 0 has no arrival at 0). Uniform: request i at i / rate, so the first is at 0. Trace: the
-/// file's rows (load_request_trace with max_rows = requests). Deterministic in the seed on every
+/// The reading options of a Trace workload: its format, time scale and requests (as max_requests).
+RequestTraceOptions request_trace_options(const WorkloadSpec& spec);
+
+/// Open-loop kinds (Poisson, Gamma, Uniform, Trace): all the requests, sorted by arrival, ids 0, 1, 2, ...
+/// Poisson and Gamma: the first request arrives after the first gap, not at 0 (a renewal process started
+/// at 0 has no arrival at 0). Uniform: request i at i / rate, so the first is at 0. Trace: the file's
+/// requests (read_request_trace with the spec's format, time scale and max_requests = requests; the
+/// serving report calls read_request_trace itself for its summary line). Deterministic in the seed on every
 /// platform. Calling it for ClosedLoop is a bug in the caller (use ClosedLoopUsers).
 std::vector<Request> open_loop_requests(const WorkloadSpec& spec);
 
@@ -149,14 +160,6 @@ std::pair<std::int64_t, std::int64_t> lengths_for(const WorkloadSpec& spec, std:
 /// The mean length of `spec` in tokens (Normal, Lognormal: the untruncated mean), for estimating what a
 /// run will hold before it starts.
 double mean_length(const LengthSpec& spec);
-
-/// Reads a request-trace CSV (format in the comment at the top of this file): the first max_rows rows
-/// (0 = all), ids 0, 1, 2, ... in row order, user -1. UserError, one line naming the file, the line
-/// number, the column and the fix, for: a missing or unreadable file, an empty file, a header without an
-/// arrival-time or token column (listing the columns it has), a row with too few fields, a malformed
-/// number or timestamp, a negative time, a time earlier than the previous row's, a token count that is not
-/// an integer >= 1, and a trace with no rows.
-std::vector<Request> load_request_trace(const std::filesystem::path& csv, std::int64_t max_rows = 0);
 
 /// Closed-loop users (Databricks), driven by the serving engine as its simulation runs:
 ///   for u in 0 .. users()-1: schedule a "user u sends" event at join_time(u)
