@@ -5,10 +5,11 @@
 //  - nested lists (vLLM v0.21, "Routed Experts Replay" docs; added to the OpenAI server by vllm PR #38939):
 //    the /v1/completions response body has `prompt_routed_experts` [prompt_len][num_moe_layers][top_k] at
 //    the top level (shared by the choices) and `choices[i].routed_experts` [gen_len][num_moe_layers][top_k].
-//  - a base64-encoded .npy string (later vLLM: vllm/entrypoints/openai/completion/protocol.py,
-//    CompletionResponseChoice.routed_experts): `choices[i].routed_experts` only, shape (num_tokens - 1,
-//    num_layers, top_k), prompt and generated tokens together (the last sampled token was never forwarded),
-//    dtype uint8/uint16/int32, decoded by np.load(io.BytesIO(base64.b64decode(s))).
+//  - a base64-encoded .npy string (later vLLM: vllm/entrypoints/openai/completion/protocol.py at commit
+//    002032ee2b18e1f7bd924ec47b62504ba3866063, CompletionResponseChoice.routed_experts):
+//    `choices[i].routed_experts` only, shape (num_tokens - 1, num_layers, top_k), prompt and generated tokens
+//    together (the last sampled token was never forwarded), dtype uint8/uint16/int32, decoded by
+//    np.load(io.BytesIO(base64.b64decode(s))).
 // Besides a saved response body (or an array of them), the importer keeps reading what it read before: a bare
 // [tokens][layers][k] array, an object {"routed_experts", "prompt_routed_experts"}, or an array of those.
 
