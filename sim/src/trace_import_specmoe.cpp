@@ -203,12 +203,21 @@ struct Counts {
   std::int64_t tokens = 0, prefill = 0, decode = 0, incomplete = 0, incomplete_inside = 0, duplicates = 0, passes = 0;
 };
 
+// Both forms hold, per token, at most one record per layer once identical repeats are dropped, so a token is
+// complete when it has L records (layers are < L): groups are compared by size, with no L-wide array per
+// token (a record may claim layer 65,535).
+
 // Processed form: tokens keyed (problem, token_idx); a token is complete when layers 0..L-1 all have it.
 void build_processed(TraceBuilder& b, const Records& r, std::int64_t L, const std::string& path, Counts& c) {
   std::vector<std::size_t> order(r.recs.size());
   std::iota(order.begin(), order.end(), std::size_t{0});
   const auto key = [&](std::size_t i) { return std::make_tuple(r.recs[i].problem, r.recs[i].index, r.recs[i].layer); };
   std::stable_sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) { return key(x) < key(y); });
+  const auto same_record = [&](std::size_t x, std::size_t y) {
+    const auto at = [&](std::size_t i) { return static_cast<std::ptrdiff_t>(i * r.k); };
+    return std::equal(r.ids.begin() + at(x), r.ids.begin() + at(x + 1), r.ids.begin() + at(y)) &&
+           (!r.has_probs || std::equal(r.probs.begin() + at(x), r.probs.begin() + at(x + 1), r.probs.begin() + at(y)));
+  };
   std::vector<std::size_t> by_layer;
   std::int64_t last_complete = -1, problem = -1;
   std::vector<std::int64_t> incomplete_of_problem;
@@ -223,32 +232,25 @@ void build_processed(TraceBuilder& b, const Records& r, std::int64_t L, const st
       close_problem();
       problem = p;
     }
-    by_layer.assign(static_cast<std::size_t>(L), SIZE_MAX);
+    by_layer.clear();
     std::size_t e = a;
     for (; e < order.size() && r.recs[order[e]].problem == p && r.recs[order[e]].index == t; ++e) {
       const std::size_t i = order[e];
-      const auto l = static_cast<std::size_t>(r.recs[i].layer);
-      std::size_t& slot = by_layer[l];
-      if (slot == SIZE_MAX) {
-        slot = i;
+      if (!by_layer.empty() && r.recs[by_layer.back()].layer == r.recs[i].layer) {
+        const std::size_t first = by_layer.back();
+        if (!same_record(i, first)) {
+          throw UserError(path + ": line " + std::to_string(r.recs[i].line) + ": conflicts with line " +
+                          std::to_string(r.recs[first].line) + ": both are problem " + std::to_string(p) + ", token " +
+                          std::to_string(t) + ", layer " + std::to_string(r.recs[i].layer) +
+                          " but give different experts or gating_probs; the file mixes two runs: keep one of them");
+        }
+        ++c.duplicates;  // the same record written twice: keep one
         continue;
       }
-      const bool same = std::equal(r.ids.begin() + static_cast<std::ptrdiff_t>(i * r.k),
-                                   r.ids.begin() + static_cast<std::ptrdiff_t>((i + 1) * r.k),
-                                   r.ids.begin() + static_cast<std::ptrdiff_t>(slot * r.k)) &&
-                        (!r.has_probs || std::equal(r.probs.begin() + static_cast<std::ptrdiff_t>(i * r.k),
-                                                    r.probs.begin() + static_cast<std::ptrdiff_t>((i + 1) * r.k),
-                                                    r.probs.begin() + static_cast<std::ptrdiff_t>(slot * r.k)));
-      if (!same) {
-        throw UserError(path + ": line " + std::to_string(r.recs[i].line) + ": conflicts with line " +
-                        std::to_string(r.recs[slot].line) + ": both are problem " + std::to_string(p) + ", token " +
-                        std::to_string(t) + ", layer " + std::to_string(l) +
-                        " but give different experts or gating_probs; the file mixes two runs: keep one of them");
-      }
-      ++c.duplicates;  // the same record written twice: keep one
+      by_layer.push_back(i);
     }
     a = e;
-    if (std::find(by_layer.begin(), by_layer.end(), SIZE_MAX) != by_layer.end()) {
+    if (static_cast<std::int64_t>(by_layer.size()) != L) {
       ++c.incomplete;
       incomplete_of_problem.push_back(t);
       continue;
@@ -268,7 +270,7 @@ void build_raw(TraceBuilder& b, const Records& r, std::int64_t L, bool keep_pref
                Counts& c) {
   std::map<std::int64_t, std::vector<std::size_t>> per_problem;  // record indices in file order
   for (std::size_t i = 0; i < r.recs.size(); ++i) per_problem[r.recs[i].problem].push_back(i);
-  std::vector<std::vector<std::size_t>> grid;  // [token_pos][layer] -> record
+  std::vector<std::size_t> pass, by_layer;
   for (const auto& [p, idx] : per_problem) {
     std::int64_t base = 0;
     for (std::size_t a = 0; a < idx.size();) {
@@ -279,34 +281,30 @@ void build_raw(TraceBuilder& b, const Records& r, std::int64_t L, bool keep_pref
         if (cur.layer < prev.layer || (cur.layer == prev.layer && cur.index <= prev.index)) break;
         ++e;
       }
-      std::int64_t n = 0;
-      for (std::size_t q = a; q < e; ++q) n = std::max(n, r.recs[idx[q]].index + 1);
-      // The profiler writes token_pos 0, 1, 2, ... for the tokens of a pass (a few skipped): a pass whose
-      // positions run far past its records is not its output, and would cost a grid of n x L.
-      if (n > 2 * static_cast<std::int64_t>(e - a) + 16) {
-        throw UserError(path + ": line " + std::to_string(r.recs[idx[a]].line) + ": a forward pass of " +
-                        std::to_string(e - a) + " records has token_pos up to " + std::to_string(n - 1) +
-                        "; the profiler numbers a pass's tokens 0, 1, 2, ...: is this its raw output?");
-      }
-      grid.assign(static_cast<std::size_t>(n), std::vector<std::size_t>(static_cast<std::size_t>(L), SIZE_MAX));
-      for (std::size_t q = a; q < e; ++q) {
-        const Rec& rec = r.recs[idx[q]];
-        grid[static_cast<std::size_t>(rec.index)][static_cast<std::size_t>(rec.layer)] = idx[q];
-      }
+      // Within a pass (layer, token_pos) is unique: a layer's records have increasing token_pos.
+      pass.assign(idx.begin() + static_cast<std::ptrdiff_t>(a), idx.begin() + static_cast<std::ptrdiff_t>(e));
+      std::sort(pass.begin(), pass.end(), [&](std::size_t x, std::size_t y) {
+        return std::make_pair(r.recs[x].index, r.recs[x].layer) < std::make_pair(r.recs[y].index, r.recs[y].layer);
+      });
+      const std::int64_t n = r.recs[pass.back()].index + 1;  // the pass's tokens, 0 .. n-1
       const bool prefill = n > 1;
       ++c.passes;
-      for (std::int64_t t = 0; t < n; ++t) {
-        const auto& by_layer = grid[static_cast<std::size_t>(t)];
-        if (std::find(by_layer.begin(), by_layer.end(), SIZE_MAX) != by_layer.end()) {
-          ++c.incomplete;
-          continue;
-        }
+      std::int64_t complete = 0;
+      for (std::size_t q = 0; q < pass.size();) {
+        const std::int64_t t = r.recs[pass[q]].index;
+        std::size_t f = q;
+        while (f < pass.size() && r.recs[pass[f]].index == t) ++f;
+        by_layer.assign(pass.begin() + static_cast<std::ptrdiff_t>(q), pass.begin() + static_cast<std::ptrdiff_t>(f));
+        q = f;
+        if (static_cast<std::int64_t>(by_layer.size()) != L) continue;
+        ++complete;
         if (prefill && !keep_prefill) continue;
         emit(b, r, by_layer, static_cast<std::uint32_t>(p), import_detail::to_u32(base + t, path, "position"), path);
         c.problems.insert(p);
         ++c.tokens;
         ++(prefill ? c.prefill : c.decode);
       }
+      c.incomplete += n - complete;  // tokens missing some layers, or (skipped positions) all of them
       base += n;
       a = e;
     }

@@ -154,16 +154,22 @@ NpyArray parse_npy(const std::string& bytes, const std::string& where) {
   const bool is_signed = descr[1] == 'i';
   const std::size_t size = static_cast<std::size_t>(descr[2] - '0');
   NpyArray a;
+  // The data must hold exactly the shape's items: count them without overflow (a product that passes the
+  // data's size cannot match it, whatever the next factor, unless a dimension is 0, which is refused first).
+  for (int d = 0; d < 3; ++d) a.dims[d] = shape[static_cast<std::size_t>(d)];
+  if (a.dims[1] == 0 || a.dims[2] == 0) throw bad("has no MoE layers or no experts per token (shape has a 0)");
+  const std::uint64_t data = bytes.size() - at;
   std::uint64_t count = 1;
-  for (int d = 0; d < 3; ++d) {
-    a.dims[d] = shape[static_cast<std::size_t>(d)];
-    count *= static_cast<std::uint64_t>(a.dims[d]);
-    if (count > (std::uint64_t{1} << 40)) throw bad("shape is implausibly large");
+  bool too_many = false;
+  for (const std::int64_t dim : a.dims) {
+    const auto u = static_cast<std::uint64_t>(dim);
+    too_many = too_many || (u != 0 && count > data / u);
+    if (!too_many) count *= u;
   }
-  if (bytes.size() - at != count * size) {
-    throw bad("holds " + std::to_string(bytes.size() - at) + " data bytes but its shape (" + std::to_string(a.dims[0]) +
-              ", " + std::to_string(a.dims[1]) + ", " + std::to_string(a.dims[2]) + ") of " + std::to_string(size) +
-              "-byte items needs " + std::to_string(count * size));
+  if (too_many || data != count * size) {
+    throw bad("holds " + std::to_string(data) + " data bytes but its shape (" + std::to_string(a.dims[0]) + ", " +
+              std::to_string(a.dims[1]) + ", " + std::to_string(a.dims[2]) + ") of " + std::to_string(size) +
+              "-byte items needs " + (too_many ? std::string("more") : std::to_string(count * size)));
   }
   a.values.resize(static_cast<std::size_t>(count));
   const auto T = static_cast<std::size_t>(a.dims[0]), L = static_cast<std::size_t>(a.dims[1]),

@@ -159,6 +159,15 @@ TEST(TraceImport, SpeculativeMoeDuplicatesAndMixedForms) {
                                       << "\n";
   EXPECT_NE(error_of([&] { (void)sim::import_speculative_moe(s.path("none.jsonl"), o); }).find("token_pos"),
             std::string::npos);
+  // A record claiming layer 65,535 makes every token lack layers (no array of that width is built per token).
+  std::ofstream(s.path("wide.jsonl")) << R"({"problem_id": 0, "layer": 65535, "experts": [1, 2], "token_pos": 0})"
+                                      << "\n"
+                                      << R"({"problem_id": 0, "layer": 0, "experts": [1, 2], "token_pos": 4000000000})"
+                                      << "\n";
+  EXPECT_NE(error_of([&] {
+              (void)sim::import_speculative_moe(s.path("wide.jsonl"), o);
+            }).find("no token has a record at every one of the 65536 layers"),
+            std::string::npos);
   // Every token lacks a layer: nothing to import, said in one line.
   std::ofstream(s.path("partial.jsonl")) << R"({"problem_id": 0, "layer": 1, "experts": [1, 2], "token_idx": 0})"
                                          << "\n";
@@ -217,6 +226,23 @@ TEST(TraceImport, VllmResponseBodyWithBase64Npy) {
   EXPECT_NE(write("b64.json", "k05V*").find("$.choices[0].routed_experts: character 4"), std::string::npos);
   EXPECT_NE(write("null.json", nullptr).find("--enable-return-routed-experts"), std::string::npos);
   EXPECT_NE(write("notnpy.json", "AAAAAAAAAAAAAAAA").find("\\x93NUMPY"), std::string::npos);
+  // Hostile headers: a shape whose product wraps 64 bits with no data, a shape with 0 layers and a billion
+  // rows, a float dtype. Each is refused from the header, before any row is read or allocated.
+  EXPECT_NE(write("wrap.json",
+                  "k05VTVBZAQB2AHsnZGVzY3InOiAnPGk0JywgJ2ZvcnRyYW5fb3JkZXInOiBGYWxzZSwgJ3NoYXBlJzogKDQyOTQ5NjcyOTYsIDQy"
+                  "OTQ5NjcyOTYsIDEpLCB9ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgIAo=")
+                .find("(4294967296, 4294967296, 1) of 4-byte items needs more"),
+            std::string::npos);
+  EXPECT_NE(write("zero.json",
+                  "k05VTVBZAQB2AHsnZGVzY3InOiAnPGk0JywgJ2ZvcnRyYW5fb3JkZXInOiBGYWxzZSwgJ3NoYXBlJzogKDEwMDAwMDAwMDAsIDAs"
+                  "IDIpLCB9ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgIAo=")
+                .find("no MoE layers"),
+            std::string::npos);
+  EXPECT_NE(write("float.json",
+                  "k05VTVBZAQB2AHsnZGVzY3InOiAnPGY0JywgJ2ZvcnRyYW5fb3JkZXInOiBGYWxzZSwgJ3NoYXBlJzogKDEsIDIsIDIpLCB9ICAg"
+                  "ICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgIAoAAAAAAAAAAAAAAAAAAAAA")
+                .find("dtype '<f4'"),
+            std::string::npos);
 }
 
 std::string compress_check(const Scratch& s, const std::string& name, const std::string& kind) {
