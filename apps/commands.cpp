@@ -212,9 +212,11 @@ int cmd_models(const Args& args, std::ostream& out) {
   po::options_description desc("options");
   desc.add_options()("help,h", "show this help")("json", "print the zoo as JSON");
   po::variables_map vm;
+  // The families come from the parser's own table (model::supported_families), so the list cannot drift.
   if (!parse_options(args, desc, vm, out,
                      "usage: moesim models [--json]\n\nThe built-in model zoo. Any command that takes "
-                     "--model also takes the path of a Hugging Face config.json.")) {
+                     "--model also takes the path of a Hugging Face config.json whose model_type is one of: " +
+                         text::join(model::supported_families()) + ".")) {
     return 0;
   }
   if (vm.count("json")) {

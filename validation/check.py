@@ -17,7 +17,7 @@ from collections import Counter
 
 HEADER = ["id", "role", "model", "hf_repo", "format", "hardware", "hw_family", "devices",
           "runtime", "runtime_version", "batch", "prompt_tokens", "output_tokens",
-          "context_depth", "metric", "value", "unit", "source_url", "locator"]
+          "context_depth", "step_tokens", "metric", "value", "unit", "source_url", "locator"]
 UNITS = {"decode_tokens_per_s": "tokens/s", "prefill_tokens_per_s": "tokens/s",
          "output_throughput_tokens_per_s": "tokens/s", "total_throughput_tokens_per_s": "tokens/s",
          "ttft_ms": "ms", "tpot_ms": "ms", "requests_per_s": "requests/s"}
@@ -122,7 +122,7 @@ def main(path):
         # batch empty: offline max-load or open-loop request streams; token counts empty:
         # variable-length dataset (ShareGPT etc.), totals are in the locator.
         for col, empty_ok in (("devices", False), ("batch", True), ("prompt_tokens", True),
-                              ("output_tokens", True), ("context_depth", False)):
+                              ("output_tokens", True), ("context_depth", False), ("step_tokens", True)):
             if not is_int(r[col], empty_ok):
                 errors.append("%s: %s %r not an integer" % (where, col, r[col]))
         for col in ("model", "hf_repo", "format", "hardware", "source_url", "locator"):

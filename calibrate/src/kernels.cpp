@@ -106,7 +106,7 @@ std::vector<MatrixShape> model_matrix_shapes(const model::Architecture& a) {
   bool dense_layers = !a.is_moe();
   for (const auto& l : a.layer_specs) {
     kinds.insert(l.attention);
-    if (!l.moe) dense_layers = true;
+    if (l.ffn && !l.moe) dense_layers = true;
   }
   // Attention (models_and_routing.md §A.3, as model/src/architecture.cpp counts it).
   if (kinds.count(model::AttentionType::Gqa)) {
@@ -137,20 +137,29 @@ std::vector<MatrixShape> model_matrix_shapes(const model::Architecture& a) {
     add("deltanet.in_proj_ba", 2 * d.value_heads, h);
     add("deltanet.out_proj", h, vw);
   }
+  if (kinds.count(model::AttentionType::Mamba2)) {
+    // model/src/architecture.cpp mamba2_params: in_proj (z, x, B, C, dt) and out_proj.
+    const auto& m = a.mamba;
+    const std::int64_t inner = m.heads * m.head_dim;
+    add("mamba.in_proj", 2 * inner + 2 * m.groups * m.state_size + m.heads, h);
+    add("mamba.out_proj", h, inner);
+  }
+  // Nemotron-H's FFNs have no gate (w1): up (v1) and down (w2) only.
+  const bool gate = a.gated_ffn;
   if (a.is_moe()) {
     add("router", a.routed_experts, h);  // §A.3 "Router: h·E"
     // §A.3 "Expert: 3·h·I": gate (w1) and up (v1) I×h, down (w2) h×I.
-    add("expert.w1", a.expert_ffn, h);
+    if (gate) add("expert.w1", a.expert_ffn, h);
     add("expert.v1", a.expert_ffn, h);
     add("expert.w2", h, a.expert_ffn);
     if (a.shared_experts > 0) {
-      add("shared.w1", a.shared_ffn, h);
+      if (gate) add("shared.w1", a.shared_ffn, h);
       add("shared.v1", a.shared_ffn, h);
       add("shared.w2", h, a.shared_ffn);
     }
   }
   if (dense_layers && a.dense_ffn > 0) {
-    add("ffn.w1", a.dense_ffn, h);
+    if (gate) add("ffn.w1", a.dense_ffn, h);
     add("ffn.v1", a.dense_ffn, h);
     add("ffn.w2", h, a.dense_ffn);
   }

@@ -71,6 +71,8 @@ nlohmann::json markdown_tests(const std::string& text, const std::string& file) 
                     ": neither a JSON array nor a markdown table; give llama-bench's output as it printed it "
                     "(`llama-bench -o json > out.json`, or its default table)");
   const std::size_t model = column("model"), test = column("test"), ts = column("t/s");
+  // llama-bench prints a parameter's column only when it differs from its default (n_ubatch 512).
+  const auto ubatch_at = std::find(header.begin(), header.end(), "n_ubatch");
   nlohmann::json out = nlohmann::json::array();
   for (std::size_t j = i + 1; j < lines.size(); ++j) {
     const std::string l = trim(lines[j]);
@@ -110,6 +112,14 @@ nlohmann::json markdown_tests(const std::string& text, const std::string& file) 
     (void)p;
     out.push_back(
         {{"model_type", c[model]}, {"n_prompt", prompt}, {"n_gen", gen}, {"n_depth", depth}, {"avg_ts", avg}});
+    if (ubatch_at != header.end()) {
+      const std::string& u = c[static_cast<std::size_t>(ubatch_at - header.begin())];
+      std::int64_t n = 0;
+      const auto [q, e] = std::from_chars(u.data(), u.data() + u.size(), n);
+      if (e != std::errc() || q != u.data() + u.size() || n < 1)
+        throw UserError(where + ", column n_ubatch: \"" + text::one_line(u) + "\" is not a micro-batch size in tokens");
+      out.back()["n_ubatch"] = n;
+    }
   }
   if (out.empty()) throw UserError(file + ": the markdown table holds no tests");
   return out;

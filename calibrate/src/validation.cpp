@@ -176,6 +176,7 @@ std::vector<ValidationRow> read_rows(const std::filesystem::path& path) {
                     output = col("output_tokens"), depth = col("context_depth"), metric = col("metric"),
                     value = col("value"), unit = col("unit"), url = col("source_url");
   const auto locator_at = std::find(t.header.begin(), t.header.end(), "locator");
+  const auto step_at = std::find(t.header.begin(), t.header.end(), "step_tokens");
   std::vector<ValidationRow> out;
   for (std::size_t i = 0; i < t.rows.size(); ++i) {
     const auto& c = t.rows[i];
@@ -199,6 +200,12 @@ std::vector<ValidationRow> read_rows(const std::filesystem::path& path) {
     r.prompt = optional_count(c[prompt], where + ", prompt_tokens");
     r.output = optional_count(c[output], where + ", output_tokens");
     r.depth = optional_count(c[depth], where + ", context_depth");
+    if (step_at != t.header.end()) {
+      r.step_tokens = optional_count(c[static_cast<std::size_t>(step_at - t.header.begin())], where + ", step_tokens");
+      if (r.step_tokens && *r.step_tokens < 1)
+        throw UserError(where + ", step_tokens: must be >= 1 (the tokens per forward pass, e.g. llama.cpp's n_ubatch), "
+                                "or empty for the runtime's default");
+    }
     double v = 0;
     const std::string& vt = c[value];
     const auto [p, ec] = std::from_chars(vt.data(), vt.data() + vt.size(), v);
@@ -460,7 +467,10 @@ void predict(ValidationPrediction& p, const Mapping& m) {
     p.kind.clear();
     return;
   }
-  if (auto c = m.prompt_chunk.find(r.runtime); c != m.prompt_chunk.end()) p.step_tokens = c->second.value;
+  if (r.step_tokens)
+    p.step_tokens = *r.step_tokens;  // the run's own setting, as its source printed it
+  else if (auto c = m.prompt_chunk.find(r.runtime); c != m.prompt_chunk.end())
+    p.step_tokens = c->second.value;
   try {
     p.instrument = p.kind == "decode b1" ? "analytic" : "serving-sim";
     p.predicted = figure(p, base_node(m, r.runtime, p.hw));
@@ -1029,6 +1039,13 @@ std::vector<ValidationRow> llama_bench_rows(const std::filesystem::path& path, c
     r.prompt = prompt;
     r.output = gen;
     r.depth = depth;
+    // llama-bench prints the micro-batch it ran with (n_ubatch, default 512); a prompt is computed that
+    // many tokens at a time.
+    if (n.has("n_ubatch")) {
+      r.step_tokens = n.integer("n_ubatch");
+      if (*r.step_tokens < 1 || *r.step_tokens > (std::int64_t{1} << 24))
+        throw n.error("n_ubatch", "must be a micro-batch size from 1 to 16777216 tokens");
+    }
     r.metric = gen > 0 ? "decode_tokens_per_s" : "prefill_tokens_per_s";
     r.unit = "tokens/s";
     r.measured = ts;

@@ -36,7 +36,7 @@ std::int64_t gqa_attention_params(const Architecture& a) {
 /// One MLA block (§A.3 "Attention, MLA"):
 /// h·q_lora + q_lora + q_lora·nh·(nope+rope) + h·(kv_lora+rope) + kv_lora + kv_lora·nh·(nope+v) + nh·v·h.
 /// The lone "+ q_lora" and "+ kv_lora" are the RMSNorms on the compressed q and kv latents.
-std::int64_t mla_attention_params(const Architecture& a) {
+std::int64_t mla_attention_params(const Architecture& a, const LayerSpec& layer) {
   const std::int64_t h = a.hidden;
   const std::int64_t nh = a.heads;
   const MlaDims& m = a.mla;
@@ -49,8 +49,9 @@ std::int64_t mla_attention_params(const Architecture& a) {
   const std::int64_t o = nh * m.v_head_dim * h;
   // DeepSeek-V3.2's lightning indexer (DeepSeek-V3.2-Exp inference/model.py class Indexer): wq_b from the
   // q latent q_lora·ni·di, wk h·di, k_norm a LayerNorm (weight and bias) 2·di, weights_proj h·ni.
+  // GLM-5.2's "shared" layers reuse the previous layer's top-k and hold no indexer.
   const std::int64_t indexer =
-      m.index_heads > 0 ? m.q_lora_rank * m.index_heads * m.index_head_dim + h * m.index_head_dim +
+      m.index_heads > 0 && layer.indexer ? m.q_lora_rank * m.index_heads * m.index_head_dim + h * m.index_head_dim +
                               2 * m.index_head_dim + h * m.index_heads
                         : 0;
   return q + kv + o + indexer;
@@ -72,14 +73,36 @@ std::int64_t delta_net_params(const Architecture& a) {
   return in_proj_qkvz + in_proj_ba + conv + a_log_dt_bias + norm + out_proj;
 }
 
+/// One Mamba-2 mixer (Dao & Gu 2024, arXiv:2405.21060 §7; state-spaces/mamba mamba_ssm/modules/mamba2.py,
+/// whose layout transformers' NemotronHMamba2Mixer keeps), with d_inner = heads·head_dim and G·N the
+/// grouped B and C widths:
+///   in_proj  h·(2·d_inner + 2·G·N + heads)   (z, x, B, C and dt in one projection; + its bias with use_bias)
+///   conv1d   (d_inner + 2·G·N)·kernel         (depthwise over x, B, C; + one bias per channel)
+///   dt_bias, A_log, D: heads each; the gated RMSNorm d_inner; out_proj d_inner·h (+ h bias).
+std::int64_t mamba2_params(const Architecture& a) {
+  const std::int64_t h = a.hidden;
+  const Mamba2Dims& m = a.mamba;
+  const std::int64_t inner = m.heads * m.head_dim;
+  const std::int64_t conv_channels = inner + 2 * m.groups * m.state_size;
+  const std::int64_t in_width = 2 * inner + 2 * m.groups * m.state_size + m.heads;
+  std::int64_t p = h * in_width + conv_channels * m.conv_kernel + 3 * m.heads + inner + inner * h;
+  if (m.conv_bias) p += conv_channels;
+  if (m.proj_bias) p += in_width + h;
+  return p;
+}
+
 std::int64_t attention_params(const Architecture& a, const LayerSpec& layer) {
   switch (layer.attention) {
     case AttentionType::Gqa:
       return gqa_attention_params(a);
     case AttentionType::Mla:
-      return mla_attention_params(a);
+      return mla_attention_params(a, layer);
     case AttentionType::GatedDeltaNet:
       return delta_net_params(a);
+    case AttentionType::Mamba2:
+      return mamba2_params(a);
+    case AttentionType::None:
+      return 0;
   }
   MOESIM_CHECK(false, "unknown attention type");
   return 0;
@@ -91,10 +114,13 @@ std::int64_t router_params(const Architecture& a) {
   return a.hidden * a.routed_experts + (a.router_bias ? a.routed_experts : 0);
 }
 
+/// Weight matrices of one FFN (§A.1): SwiGLU's gate, up and down, or up and down alone (Nemotron-H).
+std::int64_t ffn_matrices(const Architecture& a) { return a.gated_ffn ? 3 : 2; }
+
 /// Shared experts of one MoE layer (§A.3 "Shared expert: 3·h·I_s, plus h for a sigmoid gate (Qwen)").
 std::int64_t shared_expert_params(const Architecture& a) {
   if (a.shared_experts == 0) return 0;
-  return a.shared_experts * 3 * a.hidden * a.shared_ffn + (a.shared_expert_gate ? a.hidden : 0);
+  return a.shared_experts * ffn_matrices(a) * a.hidden * a.shared_ffn + (a.shared_expert_gate ? a.hidden : 0);
 }
 
 /// Bytes or elements per token of the KV cache of one layer (§A.4 "KV cache per token"):
@@ -107,6 +133,8 @@ std::int64_t kv_elements_per_token(const Architecture& a, const LayerSpec& layer
     case AttentionType::Mla:
       return a.mla.kv_lora_rank + a.mla.qk_rope_head_dim;
     case AttentionType::GatedDeltaNet:
+    case AttentionType::Mamba2:
+    case AttentionType::None:
       return 0;
   }
   MOESIM_CHECK(false, "unknown attention type");
@@ -125,7 +153,7 @@ std::int64_t attended_tokens(const LayerSpec& layer, std::int64_t context) {
 std::int64_t params_per_routed_expert(const Architecture& a) {
   if (!a.is_moe()) return 0;
   // §A.3 "Expert: 3·h·I (gpt-oss adds 2I + h of biases)": gate_up bias 2I, down bias h.
-  return 3 * a.hidden * a.expert_ffn + (a.expert_bias ? 2 * a.expert_ffn + a.hidden : 0);
+  return ffn_matrices(a) * a.hidden * a.expert_ffn + (a.expert_bias ? 2 * a.expert_ffn + a.hidden : 0);
 }
 
 std::int64_t moe_layer_count(const Architecture& a) {
@@ -141,14 +169,18 @@ ComponentParams parameter_counts(const Architecture& a) {
   ComponentParams c;
   const std::int64_t h = a.hidden;
   for (const LayerSpec& layer : a.layer_specs) {
+    MOESIM_CHECK(layer.ffn || !layer.moe, "a layer without an FFN marked MoE");
     c.attention += attention_params(a, layer);
-    c.norms += 2 * h;  // §A.3 "Norms: 2h" (input and post-attention norm of every layer)
+    // §A.3 "Norms: 2h" (input and post-attention norm of every layer); a Nemotron-H block has one norm
+    // before its single mixer or FFN.
+    c.norms += ((layer.attention != AttentionType::None ? 1 : 0) + (layer.ffn ? 1 : 0)) * h;
+    if (!layer.ffn) continue;
     if (layer.moe && a.is_moe()) {
       c.router += router_params(a);
       c.routed_experts += a.routed_experts * params_per_routed_expert(a);
       c.shared_experts += shared_expert_params(a);
     } else {
-      c.dense_ffn += 3 * h * a.dense_ffn;  // SwiGLU gate, up, down (§A.1 "3 matrices")
+      c.dense_ffn += ffn_matrices(a) * h * a.dense_ffn;  // SwiGLU gate, up, down (§A.1 "3 matrices")
     }
   }
   // §A.3 "Whole model: L·layer + 2·V·h (embedding + untied LM head) + h (final norm)".
@@ -199,7 +231,10 @@ units::Flops attention_context_flops(const Architecture& a, std::int64_t context
                  2.0 * static_cast<double>(a.heads * a.mla.kv_lora_rank) * tokens;
         break;
       case AttentionType::GatedDeltaNet:
-        // §A.4: O(1) in ctx; the per-token state update is in the projections' FLOPs.
+      case AttentionType::Mamba2:
+        // §A.4: O(1) in ctx; the per-token state update is in the projections' FLOPs (for Mamba-2 the scan's
+        // ~6·heads·head_dim·N FLOPs per token are not counted: about 4% of Nemotron-3-Nano's mixer FLOPs).
+      case AttentionType::None:
         break;
     }
   }
@@ -232,9 +267,23 @@ units::Bytes recurrent_state_bytes(const Architecture& a) {
   const std::int64_t conv_channels = 2 * d.key_heads * d.key_head_dim + d.value_heads * d.value_head_dim;
   const std::int64_t conv_state = conv_channels * std::max<std::int64_t>(d.conv_kernel - 1, 0);
   std::int64_t layers = 0;
-  for (const LayerSpec& layer : a.layer_specs) layers += layer.attention == AttentionType::GatedDeltaNet ? 1 : 0;
+  std::int64_t mamba_layers = 0;
+  for (const LayerSpec& layer : a.layer_specs) {
+    layers += layer.attention == AttentionType::GatedDeltaNet ? 1 : 0;
+    mamba_layers += layer.attention == AttentionType::Mamba2 ? 1 : 0;
+  }
   constexpr double kFp32Bytes = 4.0;
-  return units::bytes(static_cast<double>(layers * (delta_state + conv_state)) * kFp32Bytes);
+  // Mamba-2 (mamba_ssm/modules/mamba2.py allocate_inference_cache; vLLM's MambaMixer2 state shapes): an SSM
+  // state of heads × head_dim × N in the SSM cache dtype, and a conv state holding the last (kernel − 1)
+  // inputs of the d_inner + 2·G·N conv channels in the model's dtype.
+  const Mamba2Dims& m = a.mamba;
+  const double mamba_state =
+      static_cast<double>(m.heads * m.head_dim * m.state_size) * m.ssm_state_element_bytes +
+      static_cast<double>((m.heads * m.head_dim + 2 * m.groups * m.state_size) *
+                          std::max<std::int64_t>(m.conv_kernel - 1, 0)) *
+          m.conv_state_element_bytes;
+  return units::bytes(static_cast<double>(layers * (delta_state + conv_state)) * kFp32Bytes +
+                      static_cast<double>(mamba_layers) * mamba_state);
 }
 
 }  // namespace moesim::model

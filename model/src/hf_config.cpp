@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "hf_fields.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
@@ -21,6 +22,8 @@
 
 namespace moesim::model {
 namespace {
+
+using namespace hf;  // NOLINT(google-build-using-namespace): the readers' shared helpers
 
 enum class Family {
   Mixtral,
@@ -40,6 +43,8 @@ enum class Family {
   DeepseekV32,
   Llama4,
   MinimaxM2,
+  HunyuanMoe,
+  NemotronH,
 };
 
 struct FamilyInfo {
@@ -76,10 +81,15 @@ constexpr FamilyInfo kFamilies[] = {
     // GLM-4.7-Flash: transformers' Glm4MoeLite is DeepSeek-V3's architecture (MLA, first_k_dense_replace,
     // shared experts of moe_intermediate_size, noaux_tc router), so DeepSeek-V3's reader reads it.
     {"glm4_moe_lite", "Glm4MoeLiteForCausalLM", Family::DeepseekV3},
+    // GLM-5 (transformers GlmMoeDsa): DeepSeek-V3.2's MLA, lightning indexer and MoE, with GLM's dimensions.
+    {"glm_moe_dsa", "GlmMoeDsaForCausalLM", Family::DeepseekV32},
+    {"hunyuan_v1_moe", "HunYuanMoEV1ForCausalLM", Family::HunyuanMoe},
+    // Hunyuan-A13B's own release (github.com/Tencent-Hunyuan/Hunyuan-A13B models/config.json) writes
+    // model_type "hunyuan" for the same model class.
+    {"hunyuan", "HunYuanMoEV1ForCausalLM", Family::HunyuanMoe},
+    {"nemotron_h", "NemotronHForCausalLM", Family::NemotronH},
 };
 
-/// A dimension above this is a typo (it would also overflow the int64 parameter products).
-constexpr std::int64_t kMaxDimension = std::int64_t{1} << 24;
 
 std::vector<std::string> model_types() {
   std::vector<std::string> out;
@@ -87,306 +97,7 @@ std::vector<std::string> model_types() {
   return out;
 }
 
-std::string json_type(const nlohmann::json& v) {
-  if (v.is_string()) return "the string " + v.dump();
-  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
-  if (v.is_array()) return "an array";
-  if (v.is_object()) return "an object";
-  if (v.is_null()) return "null";
-  return v.dump();
-}
 
-/// Reads the fields of one JSON object of a config. Errors are one line:
-///   "<file>: $.text_config.hidden_size: is missing; add the hidden size (d_model) as a positive integer"
-class Fields {
- public:
-  explicit Fields(json::Node node) : node_(std::move(node)) {}
-
-  [[nodiscard]] const json::Node& node() const { return node_; }
-  /// Present and not null.
-  [[nodiscard]] bool present(std::string_view key) const { return node_.has(key) && !node_.is_null(key); }
-
-  /// A required integer >= min_value; `meaning` says what the field is, for the message.
-  [[nodiscard]] std::int64_t integer(std::string_view key, std::string_view meaning, std::int64_t min_value) const {
-    if (!node_.has(key)) {
-      throw node_.error(key, "is missing; add the " + std::string(meaning) + " as " + expectation(min_value) +
-                                 ", as in the model's official config.json");
-    }
-    if (node_.is_null(key)) {
-      throw node_.error(key, "is null; set the " + std::string(meaning) + " to " + expectation(min_value));
-    }
-    const nlohmann::json& v = node_.raw()[std::string(key)];
-    std::int64_t n = 0;
-    if (v.is_number_integer()) {
-      n = v.get<std::int64_t>();
-    } else if (v.is_number_float() && std::isfinite(v.get<double>()) &&
-               std::floor(v.get<double>()) == v.get<double>() &&
-               std::abs(v.get<double>()) < static_cast<double>(kMaxDimension)) {
-      n = static_cast<std::int64_t>(v.get<double>());  // 4096.0 is an integer written as a float
-    } else {
-      std::string fix = "write " + expectation(min_value) + " (the " + std::string(meaning) + ")";
-      if (v.is_string()) fix += " without quotes";
-      throw node_.error(key, "is " + json_type(v) + ", expected an integer; " + fix);
-    }
-    if (n < min_value) {
-      throw node_.error(key, "is " + std::to_string(n) + ", but the " + std::string(meaning) + " must be " +
-                                 expectation(min_value) + "; fix the value");
-    }
-    if (n > kMaxDimension) {
-      throw node_.error(key, "is " + std::to_string(n) + ", implausibly large for the " + std::string(meaning) +
-                                 " (limit " + std::to_string(kMaxDimension) + "); fix the value");
-    }
-    return n;
-  }
-  /// A required dimension (>= 1).
-  [[nodiscard]] std::int64_t dim(std::string_view key, std::string_view meaning) const {
-    return integer(key, meaning, 1);
-  }
-  /// An optional integer >= min_value: absent or null gives nullopt.
-  [[nodiscard]] std::optional<std::int64_t> optional_integer(std::string_view key, std::string_view meaning,
-                                                             std::int64_t min_value) const {
-    if (!present(key)) return std::nullopt;
-    return integer(key, meaning, min_value);
-  }
-  [[nodiscard]] std::optional<std::int64_t> optional_dim(std::string_view key, std::string_view meaning) const {
-    return optional_integer(key, meaning, 1);
-  }
-
-  /// An optional boolean (absent or null gives `fallback`).
-  [[nodiscard]] bool flag(std::string_view key, bool fallback) const {
-    if (!present(key)) return fallback;
-    const nlohmann::json& v = node_.raw()[std::string(key)];
-    if (!v.is_boolean())
-      throw node_.error(key, "is " + json_type(v) + ", expected true or false; write it without quotes");
-    return v.get<bool>();
-  }
-
-  /// An optional string (absent or null gives nullopt).
-  [[nodiscard]] std::optional<std::string> optional_string(std::string_view key) const {
-    if (!present(key)) return std::nullopt;
-    const nlohmann::json& v = node_.raw()[std::string(key)];
-    if (!v.is_string()) throw node_.error(key, "is " + json_type(v) + ", expected a string in quotes");
-    return v.get<std::string>();
-  }
-
-  /// An optional array of integers in [0, limit) (absent or null gives an empty list).
-  [[nodiscard]] std::vector<std::int64_t> index_list(std::string_view key, std::int64_t limit,
-                                                     std::string_view meaning) const {
-    std::vector<std::int64_t> out;
-    if (!present(key)) return out;
-    const nlohmann::json& v = node_.raw()[std::string(key)];
-    if (!v.is_array()) throw node_.error(key, "is " + json_type(v) + ", expected an array of " + std::string(meaning));
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      const std::string item = std::string(key) + "[" + std::to_string(i) + "]";
-      if (!v[i].is_number_integer() || v[i].get<std::int64_t>() < 0 || v[i].get<std::int64_t>() >= limit) {
-        throw node_.error(item, "is " + json_type(v[i]) + ", expected a layer index from 0 to " +
-                                    std::to_string(limit - 1) + "; fix the list of " + std::string(meaning));
-      }
-      out.push_back(v[i].get<std::int64_t>());
-    }
-    return out;
-  }
-
-  /// An optional array of strings of length `size` (absent or null gives nullopt).
-  [[nodiscard]] std::optional<std::vector<std::string>> string_list(std::string_view key, std::int64_t size,
-                                                                    std::string_view size_key) const {
-    if (!present(key)) return std::nullopt;
-    const nlohmann::json& v = node_.raw()[std::string(key)];
-    if (!v.is_array()) throw node_.error(key, "is " + json_type(v) + ", expected an array with one string per layer");
-    if (static_cast<std::int64_t>(v.size()) != size) {
-      throw node_.error(key, "has " + std::to_string(v.size()) + " entries but " + std::string(size_key) + " is " +
-                                 std::to_string(size) + "; give one entry per layer");
-    }
-    std::vector<std::string> out;
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      if (!v[i].is_string()) {
-        throw node_.error(std::string(key) + "[" + std::to_string(i) + "]",
-                          "is " + json_type(v[i]) + ", expected a layer type string such as \"full_attention\"");
-      }
-      out.push_back(v[i].get<std::string>());
-    }
-    return out;
-  }
-
-  [[nodiscard]] UserError error(std::string_view key, const std::string& message) const {
-    return node_.error(key, message);
-  }
-
- private:
-  static std::string expectation(std::int64_t min_value) {
-    if (min_value == 1) return "a positive integer";
-    if (min_value == 0) return "an integer >= 0";
-    return "an integer >= " + std::to_string(min_value);
-  }
-
-  json::Node node_;
-};
-
-/// Attention of one layer as the config names it.
-enum class LayerKind { Full, Sliding, Linear };
-
-/// The fields nearly every family spells the HF way (§A.5): hidden_size, num_hidden_layers,
-/// num_attention_heads, num_key_value_heads (absent: MHA, the HF default), head_dim (absent: h/nq, §A.5),
-/// vocab_size, tie_word_embeddings (absent: false, the default of every supported family's config class),
-/// max_position_embeddings.
-/// MLA families pass derive_head_dim = false: their head widths come from the MLA fields.
-void read_standard(const Fields& f, Architecture& a, bool derive_head_dim = true) {
-  a.hidden = f.dim("hidden_size", "hidden size");
-  a.layers = f.dim("num_hidden_layers", "number of decoder layers");
-  a.heads = f.dim("num_attention_heads", "number of query heads");
-  a.kv_heads = f.optional_dim("num_key_value_heads", "number of key/value heads").value_or(a.heads);
-  if (a.heads % a.kv_heads != 0) {
-    throw f.error("num_key_value_heads", "is " + std::to_string(a.kv_heads) +
-                                             ", which does not divide num_attention_heads " + std::to_string(a.heads) +
-                                             "; grouped-query attention needs a divisor");
-  }
-  if (auto hd = f.optional_dim("head_dim", "per-head width")) {
-    a.head_dim = *hd;
-  } else if (derive_head_dim) {
-    if (a.hidden % a.heads != 0) {
-      throw f.error("head_dim", "is absent and hidden_size " + std::to_string(a.hidden) +
-                                    " is not a multiple of num_attention_heads " + std::to_string(a.heads) +
-                                    "; add head_dim");
-    }
-    a.head_dim = a.hidden / a.heads;
-  }
-  a.vocab = f.dim("vocab_size", "vocabulary size");
-  a.tie_embeddings = f.flag("tie_word_embeddings", false);
-  a.max_context = f.optional_dim("max_position_embeddings", "maximum context length").value_or(0);
-}
-
-/// Routed-expert fields under the family's own keys (§A.5 rows "experts", "top-k", "expert FFN").
-/// All three are required: a family reader calls this only for MoE families.
-void read_experts(const Fields& f, Architecture& a, std::string_view experts_key, std::string_view top_k_key,
-                  std::string_view ffn_key) {
-  a.routed_experts = f.integer(experts_key, "number of routed experts", 1);
-  a.top_k = f.dim(top_k_key, "number of experts per token (top-k)");
-  if (a.top_k > a.routed_experts) {
-    throw f.error(top_k_key, "is " + std::to_string(a.top_k) + ", more than the " + std::to_string(a.routed_experts) +
-                                 " routed experts (" + std::string(experts_key) + "); fix one of them");
-  }
-  a.expert_ffn = f.dim(ffn_key, "routed expert FFN (intermediate) size");
-}
-
-/// Per-layer attention kinds: from `layer_types` when the config lists them, else from `fallback(i)`.
-template <typename Fallback>
-std::vector<LayerKind> layer_kinds(const Fields& f, std::int64_t layers, Fallback fallback) {
-  std::vector<LayerKind> kinds;
-  const auto names = f.string_list("layer_types", layers, "num_hidden_layers");
-  for (std::int64_t i = 0; i < layers; ++i) {
-    if (!names) {
-      kinds.push_back(fallback(i));
-      continue;
-    }
-    const std::string& n = (*names)[static_cast<std::size_t>(i)];
-    if (n == "full_attention") {
-      kinds.push_back(LayerKind::Full);
-    } else if (n == "sliding_attention") {
-      kinds.push_back(LayerKind::Sliding);
-    } else if (n == "linear_attention") {
-      kinds.push_back(LayerKind::Linear);
-    } else {
-      throw f.error("layer_types[" + std::to_string(i) + "]",
-                    "is \"" + n + "\"; use \"full_attention\", \"sliding_attention\" or \"linear_attention\"");
-    }
-  }
-  return kinds;
-}
-
-/// Turns layer kinds into LayerSpecs; sliding layers need `sliding_window`, linear layers need the family
-/// to model Gated DeltaNet.
-std::vector<LayerSpec> make_layers(const Fields& f, const std::vector<LayerKind>& kinds, bool linear_allowed,
-                                   const std::vector<bool>& moe) {
-  std::vector<LayerSpec> specs;
-  std::optional<std::int64_t> window;
-  for (std::size_t i = 0; i < kinds.size(); ++i) {
-    LayerSpec s;
-    s.moe = moe[i];
-    if (kinds[i] == LayerKind::Sliding) {
-      if (!window) {
-        window = f.optional_dim("sliding_window", "sliding-window length in tokens");
-        if (!window) {
-          throw f.error("sliding_window", "is absent or null but layer " + std::to_string(i) +
-                                              " uses sliding_attention; set the window length in tokens");
-        }
-      }
-      s.sliding_window = *window;
-    } else if (kinds[i] == LayerKind::Linear) {
-      if (!linear_allowed) {
-        throw f.error("layer_types[" + std::to_string(i) + "]",
-                      "is \"linear_attention\", which moesim models only for qwen3_next and qwen3_5_moe; "
-                      "use \"full_attention\" or \"sliding_attention\"");
-      }
-      s.attention = AttentionType::GatedDeltaNet;
-    }
-    specs.push_back(s);
-  }
-  return specs;
-}
-
-std::vector<bool> all_layers(std::int64_t layers, bool value) {
-  return std::vector<bool>(static_cast<std::size_t>(layers), value);
-}
-
-/// Reads the dense FFN size (`key`: intermediate_size in every family but Llama 4) when some layer is
-/// dense (and the config's value if given anyway).
-void read_dense_ffn(const Fields& f, Architecture& a, const std::vector<bool>& moe,
-                    std::string_view key = "intermediate_size") {
-  const bool any_dense = std::find(moe.begin(), moe.end(), false) != moe.end();
-  if (any_dense) {
-    a.dense_ffn = f.dim(key, "dense FFN (intermediate) size");
-  } else {
-    a.dense_ffn = f.optional_dim(key, "dense FFN (intermediate) size").value_or(0);
-  }
-}
-
-/// Qwen's MoE layer rule (transformers Qwen3MoeDecoderLayer): layer i is sparse unless it is in
-/// mlp_only_layers, and only every decoder_sparse_step-th layer ((i + 1) % step == 0) is sparse.
-std::vector<bool> qwen_moe_layers(const Fields& f, std::int64_t layers) {
-  const auto mlp_only = f.index_list("mlp_only_layers", layers, "dense layer indices");
-  const std::int64_t step = f.optional_dim("decoder_sparse_step", "MoE layer step").value_or(1);
-  std::vector<bool> moe;
-  for (std::int64_t i = 0; i < layers; ++i) {
-    const bool dense = std::find(mlp_only.begin(), mlp_only.end(), i) != mlp_only.end();
-    moe.push_back(!dense && (i + 1) % step == 0);
-  }
-  return moe;
-}
-
-/// Qwen's sliding-window rule (transformers Qwen2Config / Qwen3Config / Qwen2MoeConfig / Qwen3MoeConfig):
-/// sliding_window applies only with use_sliding_window, and then to the layers from max_window_layers on;
-/// a null sliding_window means full attention everywhere. Every released Qwen checkpoint sets it off.
-std::vector<LayerKind> qwen_layer_kinds(const Fields& f, std::int64_t layers) {
-  const bool sliding = f.flag("use_sliding_window", false) && f.present("sliding_window");
-  const std::int64_t first_sliding =
-      f.optional_integer("max_window_layers", "first sliding-window layer", 0).value_or(0);
-  return layer_kinds(f, layers, [&](std::int64_t i) {
-    return sliding && i >= first_sliding ? LayerKind::Sliding : LayerKind::Full;
-  });
-}
-
-/// Qwen's shared expert (§A.5 "shared"; transformers Qwen2MoeSparseMoeBlock, Qwen3NextSparseMoeBlock): one
-/// shared expert of shared_expert_intermediate_size, its own size and not the routed experts', behind a
-/// sigmoid gate (h params). `required`: qwen2_moe always has one, so a config without the field is refused
-/// rather than read as none (transformers would silently default it to 5632).
-void read_qwen_shared_expert(const Fields& f, Architecture& a, bool required) {
-  const std::string_view key = "shared_expert_intermediate_size";
-  const std::int64_t shared = required ? f.integer(key, "shared expert FFN size (0 for none)", 0)
-                                       : f.optional_integer(key, "shared expert FFN size", 0).value_or(0);
-  if (shared > 0) {
-    a.shared_experts = 1;
-    a.shared_ffn = shared;
-    a.shared_expert_gate = true;
-  }
-}
-
-/// Qwen3's attention (dense and MoE alike, §A.2): per-head QK RMSNorm; q/k/v biases only with
-/// attention_bias (off in every release); o_proj without a bias.
-void read_qwen3_attention(const Fields& f, Architecture& a) {
-  a.qk_norm = true;
-  a.attention_bias = f.flag("attention_bias", false);
-  a.attention_out_bias = false;
-}
 
 // --- one reader per family (§A.5 table columns) ---------------------------------------------------------
 
@@ -459,80 +170,6 @@ void parse_qwen2_moe(const Fields& f, Architecture& a) {
   a.layer_specs = make_layers(f, qwen_layer_kinds(f, a.layers), false, moe);
 }
 
-/// Qwen3-Next (flat) and the text_config of Qwen3.5 (§A.2): hybrid Gated DeltaNet / gated attention.
-void parse_qwen3_next(const Fields& f, Architecture& a) {
-  read_standard(f, a);
-  a.qk_norm = true;
-  a.attention_output_gate = true;  // sigmoid output gate: q_proj is 2x wide
-  a.attention_bias = f.flag("attention_bias", false);
-  a.delta.key_heads = f.dim("linear_num_key_heads", "Gated DeltaNet key heads");
-  a.delta.value_heads = f.dim("linear_num_value_heads", "Gated DeltaNet value heads");
-  a.delta.key_head_dim = f.dim("linear_key_head_dim", "Gated DeltaNet key head width");
-  a.delta.value_head_dim = f.dim("linear_value_head_dim", "Gated DeltaNet value head width");
-  a.delta.conv_kernel = f.dim("linear_conv_kernel_dim", "Gated DeltaNet causal conv kernel size");
-  read_experts(f, a, "num_experts", "num_experts_per_tok", "moe_intermediate_size");
-  read_qwen_shared_expert(f, a, false);
-  const auto moe = qwen_moe_layers(f, a.layers);
-  read_dense_ffn(f, a, moe);
-  // §A.2: full_attention_interval = 4 -> every 4th layer ((i + 1) % 4 == 0) is full attention, the rest
-  // Gated DeltaNet (transformers Qwen3NextConfig builds layer_types the same way).
-  const std::int64_t interval = f.optional_dim("full_attention_interval", "full-attention interval").value_or(4);
-  const auto kinds = layer_kinds(
-      f, a.layers, [&](std::int64_t i) { return (i + 1) % interval == 0 ? LayerKind::Full : LayerKind::Linear; });
-  a.layer_specs = make_layers(f, kinds, true, moe);
-}
-
-/// What tells the DeepSeek generations apart in their configs.
-struct DeepseekVariant {
-  /// topk_method when the config omits it: transformers' DeepseekV2Config defaults to "greedy" (a plain
-  /// softmax router), DeepseekV3Config to "noaux_tc" (with e_score_correction_bias).
-  const char* default_topk_method;
-  /// DeepSeek-V3.2's sparse attention (DSA): a lightning indexer in every layer (index_n_heads,
-  /// index_head_dim; DeepSeek-V3.2-Exp inference/model.py class Indexer).
-  bool indexer;
-};
-
-void parse_deepseek(const Fields& f, Architecture& a, const DeepseekVariant& variant) {
-  read_standard(f, a, false);
-  // §A.2 DeepSeek-V3 MLA. q_lora_rank may be null (no low-rank q), but must be written.
-  if (!f.node().has("q_lora_rank")) {
-    throw f.error("q_lora_rank", "is missing; add the q low-rank dimension (1536 for DeepSeek-V3), or null for none");
-  }
-  a.mla.q_lora_rank = f.optional_dim("q_lora_rank", "q low-rank dimension").value_or(0);
-  a.mla.kv_lora_rank = f.dim("kv_lora_rank", "compressed KV latent width");
-  a.mla.qk_nope_head_dim = f.dim("qk_nope_head_dim", "non-rotary q/k head width");
-  a.mla.qk_rope_head_dim = f.dim("qk_rope_head_dim", "rotary q/k head width");
-  a.mla.v_head_dim = f.dim("v_head_dim", "value head width");
-  if (variant.indexer) {
-    a.mla.index_heads = f.dim("index_n_heads", "number of lightning-indexer heads");
-    a.mla.index_head_dim = f.dim("index_head_dim", "lightning-indexer head width");
-    if (a.mla.q_lora_rank == 0) {
-      throw f.error("q_lora_rank", "is null, but the lightning indexer projects its queries from the q latent; "
-                                   "set the q low-rank dimension (1536 for DeepSeek-V3.2)");
-    }
-  }
-  // MLA has no GQA grouping (§A.5 "MLA: equals heads"); head_dim records the q/k head width.
-  a.kv_heads = a.heads;
-  a.head_dim = a.mla.qk_nope_head_dim + a.mla.qk_rope_head_dim;
-  read_experts(f, a, "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size");
-  a.shared_experts = f.optional_integer("n_shared_experts", "number of shared experts", 0).value_or(0);
-  a.shared_ffn = a.shared_experts > 0 ? a.expert_ffn : 0;  // §A.5: n_shared_experts × moe_intermediate_size
-  // noaux_tc (the DeepSeek-V3 default) adds e_score_correction_bias (E params) to the router.
-  a.router_bias = f.optional_string("topk_method").value_or(variant.default_topk_method) == "noaux_tc";
-  // transformers DeepseekV3: layer i is MoE iff i >= first_k_dense_replace and i % moe_layer_freq == 0.
-  const std::int64_t first_dense =
-      f.optional_integer("first_k_dense_replace", "number of leading dense layers", 0).value_or(0);
-  const std::int64_t freq = f.optional_dim("moe_layer_freq", "MoE layer frequency").value_or(1);
-  std::vector<bool> moe;
-  for (std::int64_t i = 0; i < a.layers; ++i) moe.push_back(i >= first_dense && i % freq == 0);
-  read_dense_ffn(f, a, moe);
-  for (std::int64_t i = 0; i < a.layers; ++i) {
-    LayerSpec s;
-    s.attention = AttentionType::Mla;
-    s.moe = moe[static_cast<std::size_t>(i)];
-    a.layer_specs.push_back(s);
-  }
-}
 
 void parse_glm4_moe(const Fields& f, Architecture& a) {
   read_standard(f, a);
@@ -700,7 +337,11 @@ void check_size(const Architecture& a, const std::string& source) {
                                               d(std::max({a.head_dim, a.delta.value_head_dim, a.mla.kv_lora_rank})) +
                                           3.0 * d(a.routed_experts + a.shared_experts + 1) *
                                               d(std::max({a.expert_ffn, a.dense_ffn, a.shared_ffn})));
-  const double estimate = d(a.layers) * per_layer + 2.0 * d(a.vocab) * d(a.hidden);
+  // Mamba-2: its projections (about 3·h·heads·head_dim) and its per-sequence state (heads·head_dim·N).
+  const Mamba2Dims& m = a.mamba;
+  const double mamba = d(m.heads) * d(m.head_dim) * (3.0 * d(a.hidden) + d(m.state_size)) +
+                       2.0 * d(m.groups) * d(m.state_size) * (d(a.hidden) + d(m.conv_kernel));
+  const double estimate = d(a.layers) * (per_layer + mamba) + 2.0 * d(a.vocab) * d(a.hidden);
   if (estimate > 1e17) {
     throw UserError(source + ": the dimensions imply about " + text::printf("%.3g", estimate) +
                     " parameters, far beyond any model; check hidden_size, the layer count and the expert sizes");
@@ -851,6 +492,12 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
       break;
     case Family::MinimaxM2:
       parse_minimax_m2(text, a);
+      break;
+    case Family::HunyuanMoe:
+      parse_hunyuan_moe(text, a);
+      break;
+    case Family::NemotronH:
+      parse_nemotron_h(text, a);
       break;
   }
   if (info->text_config && !text.present("tie_word_embeddings")) {

@@ -181,7 +181,9 @@ units::Bytes routed_expert_bytes(const Architecture& a, const Precision& p) {
   // SwiGLU expert (§A.3 "Expert: 3·h·I"): gate and up are I x h (input h), down is h x I (input I).
   // For Qwen3.5 at q4 this is 2·(1024·4096/2 + 1024·64·4) + (4096·1024/2 + 4096·16·4) = 7,077,888 B,
   // flash-moe's expert size (§A.2).
-  units::Bytes b = matrix_bytes(a.expert_ffn, a.hidden, p) * 2.0 + matrix_bytes(a.hidden, a.expert_ffn, p);
+  // Nemotron-H's experts have no gate: up and down only.
+  units::Bytes b = matrix_bytes(a.expert_ffn, a.hidden, p) * (a.gated_ffn ? 2.0 : 1.0) +
+                   matrix_bytes(a.hidden, a.expert_ffn, p);
   if (a.expert_bias) {
     // gpt-oss biases (2I + h) stay in bf16 (they are not quantised in the MXFP4 checkpoint).
     constexpr double kBf16Bytes = 2.0;

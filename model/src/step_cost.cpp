@@ -348,6 +348,17 @@ SeqWork LayerCosts::sequence(std::int64_t context, std::int64_t n) const {
   return w;
 }
 
+int LayerCosts::layer_kernels(const model::LayerSpec& layer, bool tp_collectives) const {
+  const int all = layer_kernels(layer.moe && a_.is_moe(), tp_collectives);
+  // A block without a mixer skips the attention kernels; one without an FFN the dense FFN's (a non-MoE
+  // layer counts kKernels.ffn).
+  const int no_mixer = layer.attention == model::AttentionType::None ? kKernels.attention : 0;
+  const int no_ffn = layer.ffn ? 0 : kKernels.ffn;
+  // Megatron-LM's two all-reduces close the attention and the FFN; a block with one of them has one.
+  const int one_collective = tp_collectives && (no_mixer > 0 || no_ffn > 0) ? kKernels.tp_collectives / 2 : 0;
+  return all - no_mixer - no_ffn - one_collective;
+}
+
 int LayerCosts::layer_kernels(bool moe_layer, bool tp_collectives) const {
   int k = kKernels.attention + (tp_collectives ? kKernels.tp_collectives : 0);
   if (moe_layer) {

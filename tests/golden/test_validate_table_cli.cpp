@@ -111,6 +111,40 @@ TEST(GoldenValidateTable, PrefillAndBatchedDecodeAreServed) {
   EXPECT_GT(metric_value(rows[1], "predicted"), 100.0);
 }
 
+// A row's step_tokens (the n_ubatch its source printed) is the chunk its prompt is prefilled in: a row
+// left empty takes the runtime's default (mapping.json's prompt_chunk, 128 here) and is predicted exactly
+// as the row that says 128; the row that says 2048 reads each MoE layer's experts once instead of 16
+// times (at 128 tokens a chunk, 8 per expert, they are bound by those reads), so it is predicted faster.
+// A chunk size that is not a whole number >= 1 is refused.
+TEST(GoldenValidateTable, StepTokensColumnSetsThePrefillChunk) {
+  const Scratch s("moesim_validate_table");
+  const std::string header =
+      "id,role,model,hf_repo,format,hardware,hw_family,devices,runtime,runtime_version,batch,prompt_tokens,"
+      "output_tokens,context_depth,step_tokens,metric,value,unit,source_url,locator\n";
+  const std::string mapping = R"({
+  "hardware": [{"hardware": "M2 Ultra 192GB", "devices": 1, "hw": "mac-studio-m2-ultra-192"}],
+  "formats": {"Q8_0": "q8_0"},
+  "runtimes": {"llama.cpp-metal": {"prompt_chunk": {"value": 128, "source": "test"}}}
+})";
+  const auto row = [](const std::string& id, const std::string& step) {
+    return id + ",prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,2048,0,0," + step +
+           ",prefill_tokens_per_s,1000,tokens/s,https://example.org/p,pp2048\n";
+  };
+  s.write("measurements.csv", header + row("default", "") + row("ub128", "128") + row("ub2048", "2048"));
+  s.write("mapping.json", mapping);
+  const moesim::test::Run r = s.moesim("validate --table " + s.path() + " --json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out).at("rows");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_DOUBLE_EQ(metric_value(rows[0], "predicted"), metric_value(rows[1], "predicted"));
+  EXPECT_GT(metric_value(rows[2], "predicted"), metric_value(rows[1], "predicted") * 1.2);
+
+  s.write("measurements.csv", header + row("bad", "0"));
+  const moesim::test::Run bad = s.moesim("validate --table " + s.path() + " --quiet");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("line 2, step_tokens: must be >= 1"), std::string::npos) << bad.err;
+}
+
 TEST(GoldenValidateTable, BadTablesAreRefusedWithFileLineAndFix) {
   const Scratch s("moesim_validate_table");
   struct Case {
@@ -344,11 +378,13 @@ TEST(GoldenValidateTable, LlamaBenchJsonFitsARuntime) {
   s.write("object.json", R"({"model_type": "llama 8B F16"})");
   s.write("type.json", R"([{"model_type": "llama8B", "n_prompt": 0, "n_gen": 128, "avg_ts": 10}])");
   s.write("fmt.json", R"([{"model_type": "llama 8B TQ9_9", "n_prompt": 0, "n_gen": 128, "avg_ts": 10}])");
+  s.write("ub.json", R"([{"model_type": "llama 8B F16", "n_prompt": 512, "n_gen": 0, "n_ubatch": 0, "avg_ts": 10}])");
   const std::pair<std::string, std::string> bad[] = {
       {"--llama-bench llama-3.1-8b=" + s.path("pg.json"), "a pp test has only n_prompt, a tg test only n_gen"},
       {"--llama-bench llama-3.1-8b=" + s.path("object.json"), "is not llama-bench's JSON output"},
       {"--llama-bench llama-3.1-8b=" + s.path("type.json"), "is not llama-bench's \"<arch> <size> <file type>\""},
       {"--llama-bench llama-3.1-8b=" + s.path("fmt.json"), "file type TQ9_9 is not a precision moesim prices"},
+      {"--llama-bench llama-3.1-8b=" + s.path("ub.json"), "n_ubatch"},
       {"--llama-bench " + s.path("pg.json"), "write MODEL=FILE"},
   };
   for (const auto& [arg, want] : bad) {

@@ -454,10 +454,10 @@ TEST(HfConfig, UnsupportedModelTypeListsFamilies) {
   for (const char* t : {"mixtral", "dbrx", "qwen3_moe", "qwen3_next", "qwen3_5_moe", "deepseek_v3", "kimi_k2",
                         "glm4_moe", "gpt_oss", "olmoe", "llama", "qwen2", "qwen2_moe", "qwen3", "deepseek_v2",
                         "deepseek_v32", "llama4", "llama4_text", "qwen3_vl_moe", "minimax_m2",
-                        "glm4_moe_lite"}) {
+                        "glm4_moe_lite", "glm_moe_dsa", "hunyuan_v1_moe", "hunyuan", "nemotron_h"}) {
     EXPECT_NE(msg.find(t), std::string::npos) << t << " missing from: " << msg;
   }
-  EXPECT_EQ(supported_families().size(), 21u);
+  EXPECT_EQ(supported_families().size(), 25u);
 }
 
 // Scenario: hidden_size missing, flat (Mixtral) and nested (Qwen3.5 text_config). Expectation: UserError
@@ -665,6 +665,14 @@ struct RealConfig {
 //    LM head (9.80B without them, 11.03B with), as MiniMax's M2.5 report's 229.9B / 9.8B shows.
 //  - GLM-4.7-Flash card (https://huggingface.co/zai-org/GLM-4.7-Flash): "a 30B-A3B MoE model". Total 29.94B;
 //    active 3.90B with embedding and head (3.58B without), which the "A3B" truncates, as Qwen's names do.
+//  - Hunyuan-A13B (its release README): "a total of 80 billion parameters with 13 billion active parameters".
+//    Total 80.39B (tied embedding); active 12.75B with the embedding (12.22B without), which Tencent rounds
+//    to 13B: it meets neither 1% (−1.9%) nor any other convention. No count was changed to hit it.
+//  - GLM-5 technical report (arXiv:2602.15763, table 1): 744B total, 40B activated. Total 743.91B; active
+//    39.88B without embedding and LM head, GLM's convention (as for GLM-4.5, kExpected above).
+//  - Nemotron 3 Nano (NVIDIA's Nemotron 3 page): "a 3.2B active (3.6B with embeddings), 31.6B total parameter
+//    model". Total 31.58B; active 3.58B with embedding and LM head; 3.23B without the input embedding
+//    (checked in NemotronHBlocksAndMamba2State).
 const std::vector<RealConfig> kRealConfigs = {
     {"qwen1.5-moe-a2.7b", "qwen2_moe", 14315784192, 2689173504, 14.3e9, 3, 2.7e9, 2, "incl_embedding_and_head",
      Match::Within1Pct, Match::Within1Pct},
@@ -688,6 +696,12 @@ const std::vector<RealConfig> kRealConfigs = {
      Match::Within1Pct, Match::Rounds},
     {"glm-4.7-flash", "glm4_moe_lite", 29943393920, 3896766080, 30e9, 2, 3e9, 1, "incl_embedding_and_head",
      Match::Within1Pct, Match::Truncates},
+    {"hunyuan-a13b", "hunyuan", 80393183232, 12747448320, 80e9, 2, 13e9, 2, "incl_embedding_and_head",
+     Match::Within1Pct, Match::Rounds},
+    {"glm-5", "glm_moe_dsa", 743911218432, 41784728832, 744e9, 3, 40e9, 2, "excl_embedding_and_head",
+     Match::Within1Pct, Match::Within1Pct},
+    {"nemotron-3-nano-30b-a3b", "nemotron_h", 31577940288, 3580076352, 31.6e9, 3, 3.6e9, 2,
+     "incl_embedding_and_head", Match::Within1Pct, Match::Within1Pct},
 };
 
 std::string real_config_path(const char* dir) {

@@ -39,6 +39,9 @@ struct ValidationRow {
   std::string locator;  ///< where in the source (optional column): a max-load row's "TP2,PP2" plan
   std::int64_t devices = 1;
   std::optional<std::int64_t> batch, prompt, output, depth;
+  /// Tokens the runtime computed per forward pass as the source printed it (llama.cpp's n_ubatch, optional
+  /// column `step_tokens`); absent: the runtime's default (mapping.json's prompt_chunk).
+  std::optional<std::int64_t> step_tokens;
   double measured = 0;
   std::int64_t line = 0;  ///< in measurements.csv
 };

@@ -19,6 +19,8 @@ enum class AttentionType {
   Gqa,            ///< grouped-query (or multi-head) attention with a KV cache
   Mla,            ///< DeepSeek multi-head latent attention (compressed KV cache)
   GatedDeltaNet,  ///< Qwen3-Next/3.5 linear attention: a fixed recurrent state, no KV cache
+  Mamba2,         ///< Mamba-2 selective state-space mixer (Nemotron-H): a fixed recurrent state, no KV cache
+  None,           ///< no token mixer: an FFN-only block (Nemotron-H's MLP and MoE blocks)
 };
 
 /// One decoder layer.
@@ -26,6 +28,11 @@ struct LayerSpec {
   AttentionType attention = AttentionType::Gqa;
   std::int64_t sliding_window = 0;  ///< tokens of context this layer attends to; 0 = all (full attention)
   bool moe = true;                  ///< routed experts (else a dense FFN of dense_ffn)
+  /// false: a mixer-only block without an FFN (Nemotron-H's Mamba and attention blocks); moe is then false.
+  bool ffn = true;
+  /// MLA with a lightning indexer (index_heads > 0): whether this layer runs its own indexer (GLM-5.2's
+  /// "shared" layers reuse the previous layer's top-k and hold none).
+  bool indexer = true;
 };
 
 /// Multi-head latent attention dimensions (DeepSeek-V2/V3/V3.2, Kimi-K2).
@@ -47,6 +54,20 @@ struct DeltaNetDims {
   std::int64_t key_head_dim = 0;
   std::int64_t value_head_dim = 0;
   std::int64_t conv_kernel = 0;
+};
+
+/// Mamba-2 mixer dimensions (Nemotron-H; Dao & Gu 2024, arXiv:2405.21060, reference implementation
+/// state-spaces/mamba mamba_ssm/modules/mamba2.py).
+struct Mamba2Dims {
+  std::int64_t heads = 0;        ///< SSM heads (mamba_num_heads)
+  std::int64_t head_dim = 0;     ///< channels per head (mamba_head_dim); d_inner = heads * head_dim
+  std::int64_t groups = 0;       ///< B/C groups (n_groups)
+  std::int64_t state_size = 0;   ///< N, the state width per channel (ssm_state_size)
+  std::int64_t conv_kernel = 0;  ///< causal depthwise conv width (conv_kernel)
+  bool conv_bias = true;         ///< use_conv_bias
+  bool proj_bias = false;        ///< in_proj/out_proj biases (use_bias)
+  double ssm_state_element_bytes = 4;   ///< the SSM state's element size (mamba_ssm_cache_dtype; fp32 = 4)
+  double conv_state_element_bytes = 2;  ///< the conv state's element size (the model's dtype; bf16 = 2)
 };
 
 /// Published parameter counts, as the model's authors state them, with the convention they count by.
@@ -85,6 +106,7 @@ struct Architecture {
   bool attention_sinks = false;        ///< gpt-oss: one learned sink per head
   MlaDims mla;
   DeltaNetDims delta;
+  Mamba2Dims mamba;
 
   std::int64_t routed_experts = 0;  ///< 0 for a dense model
   std::int64_t top_k = 0;
@@ -95,6 +117,9 @@ struct Architecture {
   std::int64_t dense_ffn = 0;       ///< intermediate size of dense FFN layers
   bool router_bias = false;         ///< gpt-oss router bias; DeepSeek e_score_correction_bias
   bool expert_bias = false;         ///< gpt-oss expert biases (2I + h per expert)
+  /// Every FFN (routed and shared experts, dense layers) is SwiGLU: gate, up and down, 3·h·I. false: up and
+  /// down only, 2·h·I (Nemotron-H's relu² MLPs and experts).
+  bool gated_ffn = true;
   bool tie_embeddings = false;
   /// The weights' format as the checkpoint stores them, from config.json's quantization_config: a precision
   /// name ("mxfp4/bf16": gpt-oss's experts in MXFP4, the modules it does not convert in bf16; "fp8";
@@ -151,7 +176,8 @@ units::Flops attention_context_flops(const Architecture& a, std::int64_t context
 units::Bytes kv_bytes_per_token(const Architecture& a, double bytes_per_element = 2.0);
 /// KV-cache bytes for a sequence of `context` tokens (sliding-window layers capped at their window).
 units::Bytes kv_bytes_at_context(const Architecture& a, std::int64_t context, double bytes_per_element = 2.0);
-/// Fixed recurrent state per sequence of the Gated DeltaNet layers, fp32 (delta state + conv state).
+/// Fixed recurrent state per sequence: Gated DeltaNet layers in fp32 (delta state + conv state), Mamba-2
+/// layers their SSM state (heads·head_dim·N at mamba.ssm_state_element_bytes) plus their conv state.
 units::Bytes recurrent_state_bytes(const Architecture& a);
 
 /// Parses a Hugging Face config.json (any supported family, see supported_families()). `source` names

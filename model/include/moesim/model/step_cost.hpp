@@ -214,10 +214,9 @@ class LayerCosts {
   /// One sequence's work in one layer for a chunk of n new tokens after `context` cached ones.
   [[nodiscard]] SeqWork sequence(std::int64_t context, std::int64_t n) const;
   /// Kernels of a decoder layer other than its experts: attention, the FFN when the layer has one, the
-  /// router and combine on MoE layers, the TP collectives when `tp_collectives`.
-  [[nodiscard]] int layer_kernels(const model::LayerSpec& layer, bool tp_collectives) const {
-    return layer_kernels(layer.moe && a_.is_moe(), tp_collectives);
-  }
+  /// router and combine on MoE layers, the TP collectives when `tp_collectives`. A Nemotron-H block runs
+  /// only its one mixer or its one FFN.
+  [[nodiscard]] int layer_kernels(const model::LayerSpec& layer, bool tp_collectives) const;
   [[nodiscard]] int layer_kernels(bool moe_layer, bool tp_collectives) const;
   /// Launch overhead of the experts of one MoE layer run `mode` over `distinct` experts (parallel: the
   /// part that does not overlap is decided by expert_group, which includes it).

@@ -1,0 +1,154 @@
+// Readers of the families added for issue 21 beyond the first twelve (Hunyuan, GLM-5, Nemotron-H), each on
+// its real config.json (tests/data/hf_configs, sources in its README). Their totals and active counts against
+// the published figures are in HfConfig.RealConfigsOfNewFamiliesMeetTheirCards (test_architecture.cpp).
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "moesim/model/architecture.hpp"
+#include "moesim/model/error.hpp"
+#include "moesim/model/hardware.hpp"
+#include "moesim/model/json_reader.hpp"
+#include "moesim/model/precision.hpp"
+#include "moesim/model/step_cost.hpp"
+
+namespace moesim::model {
+namespace {
+
+std::string config_path(const char* dir) {
+  return std::string(MOESIM_SOURCE_DIR) + "/tests/data/hf_configs/" + dir + "/config.json";
+}
+
+template <typename F>
+std::string user_error(F f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a UserError";
+  return "";
+}
+
+// Scenario: Nemotron-3-Nano-30B-A3B (nemotron_h), 52 blocks "MEMEM*E...". Expectation, by hand:
+//  - blocks: 23 Mamba-2, 6 attention, 23 MoE; each block one RMSNorm: 52·2688 + 2688 (final) = 142,464.
+//  - Mamba-2 mixer (d_inner 64·64 = 4096, 2·G·N = 2·8·128 = 2048): in_proj 2688·(8192 + 2048 + 64) =
+//    27,697,152; conv (4096 + 2048)·4 + 6144 bias = 30,720; dt_bias, A_log, D 3·64; norm 4096; out_proj
+//    4096·2688 = 11,010,048 → 38,742,208.
+//  - attention 2688·32·128·2 + 2·2688·2·128 = 23,396,352; so mixers 23·38,742,208 + 6·23,396,352 =
+//    1,031,448,896.
+//  - experts have no gate: 2·2688·1856 = 9,977,856 each; shared MLP 2·2688·3712 = 19,955,712; router
+//    128·2688 + 128 bias.
+//  - state per sequence: 23 × (SSM 64·64·128 fp32 = 2,097,152 B + conv 6144·3 bf16 = 36,864 B) = 49,082,368 B;
+//    KV per token: 6 layers × 2·2·128 × 2 B = 6,144 B.
+//  - NVIDIA's "3.2B active": without the input embedding, 3,227,754,816 (+0.9%).
+TEST(HfFamilies, NemotronHBlocksAndMamba2State) {
+  const Architecture a = load_model(config_path("nemotron-3-nano-30b-a3b"));
+  int mamba = 0, attention = 0, moe = 0;
+  for (const LayerSpec& l : a.layer_specs) {
+    mamba += l.attention == AttentionType::Mamba2 ? 1 : 0;
+    attention += l.attention == AttentionType::Gqa ? 1 : 0;
+    moe += l.moe ? 1 : 0;
+    EXPECT_NE(l.ffn, l.attention != AttentionType::None);  // one mixer or one FFN per block
+  }
+  EXPECT_EQ(mamba, 23);
+  EXPECT_EQ(attention, 6);
+  EXPECT_EQ(moe, 23);
+  EXPECT_FALSE(a.gated_ffn);
+  const ComponentParams c = parameter_counts(a);
+  EXPECT_EQ(c.norms, 142464);
+  EXPECT_EQ(c.attention, 23LL * 38742208 + 6LL * 23396352);
+  EXPECT_EQ(params_per_routed_expert(a), 9977856);
+  EXPECT_EQ(c.shared_experts, 23LL * 19955712);
+  EXPECT_EQ(c.router, 23LL * (128 * 2688 + 128));
+  EXPECT_DOUBLE_EQ(recurrent_state_bytes(a).base(), 49082368.0);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(a).base(), 6144.0);
+  EXPECT_EQ(active_parameters(a, "excl_embedding"), 3227754816);
+  EXPECT_NEAR(static_cast<double>(active_parameters(a, "excl_embedding")), 3.2e9, 0.01 * 3.2e9);
+  // An ungated expert is two matrices at bf16: 2 × 2688·1856 × 2 B.
+  EXPECT_DOUBLE_EQ(routed_expert_bytes(a, precision("bf16")).base(), 2.0 * 2688 * 1856 * 2);
+}
+
+// Scenario: the kernels of Nemotron-H's single-part blocks (kKernels: attention 8, router 3, FFN 4, combine
+// 1, 2 all-reduces per TP layer). Expectation: a Mamba-2 block runs its mixer's 8 (9 under TP: one
+// all-reduce), an MoE block router + combine + its shared expert's FFN, 8 (9 under TP), not a whole
+// attention-plus-FFN layer's kernels.
+TEST(HfFamilies, NemotronHBlocksLaunchOnlyTheirPart) {
+  const Architecture a = load_model(config_path("nemotron-3-nano-30b-a3b"));
+  const cost::LayerCosts lc(a, precision("bf16"), load_node("h100-sxm"), {}, 2.0);
+  ASSERT_EQ(a.layer_specs[0].attention, AttentionType::Mamba2);
+  ASSERT_TRUE(a.layer_specs[1].moe);
+  EXPECT_EQ(lc.layer_kernels(a.layer_specs[0], false), 8);
+  EXPECT_EQ(lc.layer_kernels(a.layer_specs[0], true), 9);
+  EXPECT_EQ(lc.layer_kernels(a.layer_specs[1], false), 8);
+  EXPECT_EQ(lc.layer_kernels(a.layer_specs[1], true), 9);
+}
+
+// Scenario: Nemotron-H configs that moesim would count wrong. Expectation: one error naming the file and
+// the field: a pattern of the wrong length, an unknown block letter, a latent MoE projection.
+TEST(HfFamilies, NemotronHRefusesWhatItCannotCount) {
+  nlohmann::json c = json::load_file(config_path("nemotron-3-nano-30b-a3b"));
+  c["hybrid_override_pattern"] = "MEM";
+  std::string msg = user_error([&] { (void)parse_hf_config(c, "n.json"); });
+  EXPECT_NE(msg.find("n.json: $.hybrid_override_pattern: has 3 letters but num_hidden_layers is 52"),
+            std::string::npos)
+      << msg;
+  c = json::load_file(config_path("nemotron-3-nano-30b-a3b"));
+  std::string pattern = c["hybrid_override_pattern"];
+  pattern[0] = 'X';
+  c["hybrid_override_pattern"] = pattern;
+  msg = user_error([&] { (void)parse_hf_config(c, "n.json"); });
+  EXPECT_NE(msg.find("n.json: $.hybrid_override_pattern: has \"X\""), std::string::npos) << msg;
+  c = json::load_file(config_path("nemotron-3-nano-30b-a3b"));
+  c["moe_latent_size"] = 1024;
+  msg = user_error([&] { (void)parse_hf_config(c, "n.json"); });
+  EXPECT_NE(msg.find("n.json: $.moe_latent_size: is set"), std::string::npos) << msg;
+}
+
+// Scenario: Hunyuan-A13B as released (model_type "hunyuan", per-layer lists). Expectation: GQA 32/8 heads of
+// 128 with per-head QK norm (2·128 per layer), tied embedding, 64 experts of 3072 top-8 in all 32 layers, one
+// shared SwiGLU MLP of 3072 (3·4096·3072 = 37,748,736 per layer). A list whose entries differ is refused.
+TEST(HfFamilies, HunyuanReadsItsPerLayerLists) {
+  const Architecture a = load_model(config_path("hunyuan-a13b"));
+  EXPECT_EQ(a.head_dim, 128);
+  EXPECT_EQ(a.kv_heads, 8);
+  EXPECT_TRUE(a.qk_norm);
+  EXPECT_TRUE(a.tie_embeddings);
+  EXPECT_EQ(a.routed_experts, 64);
+  EXPECT_EQ(a.top_k, 8);
+  EXPECT_EQ(a.expert_ffn, 3072);
+  EXPECT_EQ(moe_layer_count(a), 32);
+  EXPECT_EQ(parameter_counts(a).shared_experts, 32LL * 37748736);
+  nlohmann::json c = json::load_file(config_path("hunyuan-a13b"));
+  c["moe_topk"][5] = 4;
+  const std::string msg = user_error([&] { (void)parse_hf_config(c, "h.json"); });
+  EXPECT_NE(msg.find("h.json: $.moe_topk[5]: is 4 but moe_topk[0] is 8"), std::string::npos) << msg;
+}
+
+// Scenario: GLM-5 (glm_moe_dsa), read as DeepSeek-V3.2's architecture. Expectation: 3 dense + 75 MoE layers,
+// an indexer in all 78 layers (q_lora 2048·32·128 + 6144·128 + 2·128 + 6144·32 = 9,371,904 each). With
+// GLM-5.2's schedule (index_topk_freq 4, index_skip_topk_offset 3: layer i keeps its indexer iff
+// max(i − 2, 0) % 4 == 0, i.e. layers 0-2 and 6, 10, ..., 74: 21 layers), 57 indexers fewer.
+TEST(HfFamilies, Glm5IndexerSchedule) {
+  const Architecture a = load_model(config_path("glm-5"));
+  EXPECT_EQ(moe_layer_count(a), 75);
+  EXPECT_EQ(a.mla.index_heads, 32);
+  for (const LayerSpec& l : a.layer_specs) EXPECT_TRUE(l.indexer);
+  nlohmann::json c = json::load_file(config_path("glm-5"));
+  c["index_topk_freq"] = 4;
+  c["index_skip_topk_offset"] = 3;
+  const Architecture shared = parse_hf_config(c, "glm.json");
+  int with_indexer = 0;
+  for (const LayerSpec& l : shared.layer_specs) with_indexer += l.indexer ? 1 : 0;
+  EXPECT_EQ(with_indexer, 21);
+  EXPECT_EQ(parameter_counts(a).attention - parameter_counts(shared).attention, 57LL * 9371904);
+  c["indexer_types"] = nlohmann::json::array({"full", "skip"});
+  const std::string msg = user_error([&] { (void)parse_hf_config(c, "glm.json"); });
+  EXPECT_NE(msg.find("glm.json: $.indexer_types: has 2 entries but num_hidden_layers is 78"), std::string::npos)
+      << msg;
+}
+
+}  // namespace
+}  // namespace moesim::model
