@@ -182,6 +182,23 @@ TEST(TraceCli, RealExcerptDrivesSimulate) {
   EXPECT_NE(vt["source"].get<std::string>().find("vLLM /v1/completions responses"), std::string::npos) << v.out;
 }
 
+// The Llama-4-Maverick excerpt (moe-selection) drives simulate with Maverick's own config.json
+// (tests/data/hf_configs): the importer checks the trace's 24 MoE layers, 128 experts and top-1 against it.
+TEST(TraceCli, MaverickExcerptDrivesSimulate) {
+  Scratch s("moesim_trace_cli");
+  const std::string config =
+      std::string(MOESIM_SOURCE_DIR) + "/tests/data/hf_configs/llama-4-maverick-17b-128e/config.json";
+  auto r = s.moesim("trace convert " + kData + "moe_selection_maverick_q0_steps0-12.json --model " + config +
+                    " --out " + s.path("m.mtrace"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("37 tokens, 1 request, 24 MoE layers, 128 experts, top-1"), std::string::npos) << r.out;
+  const auto sim = s.moesim("simulate --model " + config + " --trace " + s.path("m.mtrace") + " --json");
+  ASSERT_EQ(sim.code, 0) << sim.err;
+  const auto j = nlohmann::json::parse(sim.out);
+  EXPECT_EQ(j["resolved"]["trace"]["tokens"], 37) << sim.out;
+  EXPECT_NE(j["resolved"]["trace"]["source"].get<std::string>().find("MoE_expert_selection_trace"), std::string::npos);
+}
+
 // The other public formats without --from: the raw profiler output, a vLLM response body, the Maverick
 // excerpt (whose decode-only trace has one degenerate layer, flagged by `trace stats` in text and JSON), and
 // moesim's own formats gzip-compressed.
