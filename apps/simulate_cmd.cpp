@@ -68,7 +68,7 @@ int cmd_simulate(const Args& args, std::ostream& out) {
     ("start-cold", "every weight buffer starts unwired (default: wired, as after a warm-up)")
     ("context", po::value<std::int64_t>(), "tokens in the KV cache (default 0, as Equation 1)")
     ("lm-head", "count the LM head (Equation 1 omits it)")
-    ("trace", po::value<std::string>(), "routing trace file (.jsonl or .mtrace); without it a trace is generated")
+    ("trace", po::value<std::string>(), "routing trace file (.jsonl or .mtrace, also gzip or zstd compressed); without it a trace is generated")
     ("tokens", po::value<std::int64_t>(), "tokens to replay: generated when there is no --trace (default 1000), else the first N")
     ("seed", po::value<std::string>(), "generator seed, 0 .. 2^64-1 (default 1)")
     ("requests", po::value<std::int64_t>(), "generator: requests the tokens are split into (default 1)")

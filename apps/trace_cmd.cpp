@@ -40,7 +40,6 @@ std::vector<std::string> take_inputs(Args& args) {
   return in;
 }
 
-
 std::string pct(double x) { return reports::fixed(100.0 * x, 1); }
 
 const char* kTraceUsage =
@@ -48,8 +47,11 @@ const char* kTraceUsage =
     "Routing traces: what each token's router chose, per MoE layer (formats: sim/TRACES.md).\n"
     "  gen      make a synthetic trace (uniform, Zipf or Dirichlet popularity, temporal locality), with\n"
     "           parameters named after the statistics they produce, and presets matching published measurements\n"
-    "  stats    load max/mean, reuse, LRU hit rate per cache size, distinct experts per batch, per-node load\n"
-    "  convert  between .jsonl and .mtrace, and import MoE_expert_selection_trace, speculative-moe and vLLM files\n";
+    "  stats    load max/mean, reuse, LRU hit rate per cache size, distinct experts per batch, per-node load,\n"
+    "           degenerate layers\n"
+    "  convert  between .jsonl and .mtrace, and import MoE_expert_selection_trace, speculative-moe and vLLM files\n"
+    "           (the format is detected when --from is not given)\n"
+    "Every input may be gzip or zstd compressed.\n";
 
 // ------------------------------------------------------------------------------------------------------
 // gen
@@ -192,9 +194,11 @@ int trace_gen(const Args& args, std::ostream& out) {
     tg.max_mean_load.reset();
     tg.lru_hit.reset();
   }
-  if (vm.count("reuse")) tg.reuse = parse_numbers(vm["reuse"].as<std::string>(), "--reuse", "0.25 or a profile 0.14,0.27,0.22");
+  if (vm.count("reuse"))
+    tg.reuse = parse_numbers(vm["reuse"].as<std::string>(), "--reuse", "0.25 or a profile 0.14,0.27,0.22");
   if (vm.count("first-choice-repeat")) {
-    tg.first_choice_repeat = parse_numbers(vm["first-choice-repeat"].as<std::string>(), "--first-choice-repeat", "0.25 or a profile 0.14,0.27,0.22");
+    tg.first_choice_repeat = parse_numbers(vm["first-choice-repeat"].as<std::string>(), "--first-choice-repeat",
+                                           "0.25 or a profile 0.14,0.27,0.22");
   }
   if (vm.count("rho")) {
     const auto r = parse_numbers(vm["rho"].as<std::string>(), "--rho", "0.25 or a profile 0.14,0.27,0.22");
@@ -251,7 +255,10 @@ nlohmann::json layer_json(const sim::TraceLayerStats& s, const sim::TraceStats& 
                       {"reuse", metric(s.reuse, "fraction")},
                       {"first_choice_repeat", metric(s.first_choice_repeat, "fraction")},
                       {"any_overlap", metric(s.any_overlap, "fraction")},
-                      {"distinct_per_batch", metric(s.distinct_per_batch, "experts")}};
+                      {"distinct_per_batch", metric(s.distinct_per_batch, "experts")},
+                      {"top_expert_share", metric(s.top_expert_share, "fraction")},
+                      {"degenerate", s.degenerate}};
+  if (s.top_expert >= 0) j["top_expert"] = s.top_expert;
   j["lru_hit"] = nlohmann::json::array();
   for (std::size_t i = 0; i < st.cache_sizes.size(); ++i) {
     j["lru_hit"].push_back({{"cache", metric(static_cast<double>(st.cache_sizes[i]), "experts")},
@@ -290,7 +297,8 @@ int trace_stats(Args args, std::ostream& out) {
           "experts its request's previous token also chose), first-choice repeat and any-overlap rates; LRU hit rate\n"
           "of a per-layer cache of C experts; distinct experts per batch of B tokens against the independence formula\n"
           "E(1-(1-k/E)^B); with a placement, experts per node per token and E[max over nodes] (Equation 1's\n"
-          "E[active]). Definitions: sim/TRACES.md.")) {
+          "E[active]); layers where one expert takes every token are flagged as degenerate. FILE is .jsonl or\n"
+          ".mtrace, plain or gzip/zstd compressed. Definitions: sim/TRACES.md.")) {
     return 0;
   }
   if (inputs.size() != 1) {
@@ -345,6 +353,8 @@ int trace_stats(Args args, std::ostream& out) {
                       {"uniform_first_choice_repeat", metric(st.uniform_first_choice, "fraction")},
                       {"independent_distinct_per_batch", metric(st.independent_distinct, "experts")}};
     j["overall"] = layer_json(st.overall, st, st.placement.has_value());
+    // Layers where one expert took every token: replaying them puts the whole layer on one node.
+    j["degenerate_layers"] = st.degenerate_layers;
     j["layers"] = nlohmann::json::array();
     for (const auto& l : st.layers) j["layers"].push_back(layer_json(l, st, st.placement.has_value()));
     if (st.placement) {
@@ -397,6 +407,16 @@ int trace_stats(Args args, std::ostream& out) {
   for (std::size_t l = 0; l < st.layers.size(); ++l) row(std::to_string(l), st.layers[l]);
   row("all", st.overall);
   t.print_text(out);
+  if (!st.degenerate_layers.empty()) {
+    std::vector<std::string> which;
+    for (const auto l : st.degenerate_layers) {
+      which.push_back(std::to_string(l) + " (expert " +
+                      std::to_string(st.layers[static_cast<std::size_t>(l)].top_expert) + ")");
+    }
+    out << "degenerate layers: " << st.degenerate_layers.size() << " of " << h.layers
+        << " layers send every token to one expert: layer " << text::join(which)
+        << "; a placement cannot spread them (the node holding that expert runs the whole layer)\n";
+  }
   out << "independent uniform routing: reuse " << pct(st.uniform_reuse) << "%, first-choice repeat "
       << pct(st.uniform_first_choice)
       << "%, distinct experts per batch E(1-(1-k/E)^B) = " << reports::fixed(st.independent_distinct, 2) << "\n";
@@ -430,11 +450,11 @@ int trace_convert(Args args, std::ostream& out) {
                                                  "output file: .jsonl or .mtrace; written atomically")(
       "format", po::value<std::string>(), "output format jsonl or binary, when --out's extension does not say")(
       "from", po::value<std::string>(),
-      "input format: jsonl or binary (moesim's own, detected by default), moe-selection, speculative-moe, vllm")(
+      "input format: jsonl, binary (moesim's own), moe-selection, speculative-moe, vllm; detected when not given")(
       "model", po::value<std::string>(),
       "the model the trace was recorded with: gives the expert count importers need, and checks layers/top-k")(
       "experts", po::value<std::int64_t>(), "routed experts per layer, when the model is not in the zoo")(
-      "decode-only", "moe-selection, vllm: leave out the prompt (prefill) tokens");
+      "decode-only", "leave out the prompt (prefill) tokens (moe-selection, vllm, speculative-moe raw files)");
   po::variables_map vm;
   if (!parse_options(
           args, desc, vm, out,
@@ -442,11 +462,14 @@ int trace_convert(Args args, std::ostream& out) {
           "Converts between moesim's formats (lossless: .jsonl <-> .mtrace gives back the same bytes) and imports:\n"
           "  moe-selection    per-query JSON of the HF dataset core12345/MoE_expert_selection_trace (arXiv\n"
           "                   2510.05497): one file per request; decoder layers that are null are dense and skipped\n"
-          "  speculative-moe  JSON lines {problem_id, layer, experts, gating_probs, token_idx} of\n"
-          "                   github.com/Mario928/speculative-moe (identical repeated records are dropped)\n"
-          "  vllm             routed_experts [gen_len][layers][top_k] (and prompt_routed_experts) returned by vLLM\n"
-          "                   --enable-return-routed-experts, saved as JSON: one request per file, or an array of\n"
+          "  speculative-moe  JSON lines {problem_id, layer, experts, gating_probs, token_idx or token_pos} of\n"
+          "                   github.com/Mario928/speculative-moe: tokens missing a layer's record are dropped and\n"
+          "                   counted; identical repeated records are dropped\n"
+          "  vllm             a saved /v1/completions response of vLLM --enable-return-routed-experts\n"
+          "                   (prompt_routed_experts and choices[i].routed_experts, or the base64 .npy form), or\n"
+          "                   routed_experts [gen_len][layers][top_k] arrays: one request per file, or an array of\n"
           "                   {\"routed_experts\", \"prompt_routed_experts\"} objects\n"
+          "Without --from the format is told from each file's start. Inputs may be gzip or zstd compressed.\n"
           "These files do not state the number of experts: give --model (a zoo id or config.json) or --experts.")) {
     return 0;
   }
@@ -471,6 +494,26 @@ int trace_convert(Args args, std::ostream& out) {
       importing = true;
       from = *f;
     }
+  } else {
+    // No --from: tell each input's format from its start (sim/trace_import.hpp), and say what was found.
+    std::string first_name, first_path;
+    for (const auto& in : inputs) {
+      const auto d = sim::detect_trace_format(in);
+      if (!first_name.empty() && d.name != first_name) {
+        throw UserError(in + ": looks like " + d.name + " (" + d.evidence + ") but " + first_path + " looks like " +
+                        first_name + "; convert them separately, or give --from FORMAT");
+      }
+      if (first_name.empty()) {
+        first_name = d.name;
+        first_path = in;
+        if (d.format) {
+          importing = true;
+          from = *d.format;
+          std::cerr << "moesim trace convert: " << in << ": reading it as " << d.name << " (" << d.evidence
+                    << "); give --from to choose\n";
+        }
+      }
+    }
   }
   sim::RoutingTrace trace;
   if (!importing) {
@@ -478,7 +521,11 @@ int trace_convert(Args args, std::ostream& out) {
       throw UserError("moesim's own formats convert one file at a time (got " + std::to_string(inputs.size()) +
                       " inputs); to import several files give --from moe-selection or --from vllm");
     }
-    if (vm.count("decode-only")) throw UserError("--decode-only applies to --from moe-selection and vllm");
+    if (vm.count("decode-only")) {
+      throw UserError(
+          "--decode-only applies to the imported formats (moe-selection, speculative-moe, vllm), not to "
+          "moesim's own");
+    }
     trace = sim::read_trace(inputs[0]);
     if (arch) sim::check_trace_matches(trace, *arch, inputs[0]);
   } else {
@@ -492,11 +539,8 @@ int trace_convert(Args args, std::ostream& out) {
       io.experts = vm["experts"].as<std::int64_t>();
     }
     io.include_prefill = !vm.count("decode-only");
-    if (vm.count("decode-only") && from == sim::ImportFormat::SpeculativeMoe) {
-      throw UserError(
-          "--decode-only applies to --from moe-selection and vllm (speculative-moe records are decode "
-          "tokens already)");
-    }
+    // What an importer drops (incomplete tokens, ...) is said on stderr as well as in the header's source.
+    io.note = [](const std::string& line) { std::cerr << "moesim trace convert: " << line << "\n"; };
     trace = sim::import_trace(from, inputs, io);
   }
   for (const auto& in : inputs) {

@@ -1,5 +1,6 @@
 #include "moesim/model/fd_io.hpp"
 #include "moesim/sim/trace_io.hpp"
+#include "moesim/sim/trace_input.hpp"
 
 #include <algorithm>
 #include <array>
@@ -400,7 +401,8 @@ RoutingTrace read_trace_jsonl(std::istream& in, const std::string& name) {
                         "{\"format\": \"moesim-trace\", \"version\": 1, \"model\": ..., \"layers\": ..., \"experts\": "
                         "..., \"top_k\": ..., \"source\": ...}" +
                         (j.is_object() && j.contains("experts") ? " (this line is a token record)" : "") +
-                        "; add it, or import another tool's format with `moesim trace convert IN --from FORMAT`");
+                        "; add it, or import another tool's format with `moesim trace convert IN --out T.mtrace` "
+                        "(it tells the format; --from FORMAT chooses it)");
       }
       t.header = parse_header(json::Node(j, at_line(name, lineno)), declared_tokens);
       have_header = true;
@@ -560,15 +562,15 @@ RoutingTrace read_trace_binary(std::istream& in, std::uint64_t size, const std::
 }
 
 RoutingTrace read_trace(const std::string& path) {
-  InputFile file(path);  // a regular file, or a one-line refusal (no FIFO, device or directory)
-  const auto size = file.size();
+  // A regular file (or a one-line refusal: no FIFO, device or directory), decompressed when it is gzip or
+  // zstd: the size is then the decompressed size, measured with a bound (sim/trace_input.hpp).
+  TraceInput file(path);
   std::istream& in = file.stream();
   char magic[sizeof kMagic] = {};
   in.read(magic, sizeof magic);
   const bool binary = in.gcount() == sizeof magic && std::memcmp(magic, kMagic, sizeof kMagic) == 0;
-  in.clear();
-  in.seekg(0);
-  return binary ? read_trace_binary(in, size, path) : read_trace_jsonl(in, path);
+  file.rewind();
+  return binary ? read_trace_binary(file.stream(), file.size(), path) : read_trace_jsonl(file.stream(), path);
 }
 
 void write_trace_jsonl(const RoutingTrace& t, std::ostream& out) {

@@ -157,8 +157,13 @@ TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOption
       }
       ls.load_max_mean = sum_ratio / static_cast<double>(windows);
       for (std::size_t i = 0; i < T * k; ++i) ++total[ids[i]];
-      ls.load_max_mean_all =
-          static_cast<double>(*std::max_element(total.begin(), total.end())) / (static_cast<double>(T) * kd / Ed);
+      const auto top = std::max_element(total.begin(), total.end());
+      ls.load_max_mean_all = static_cast<double>(*top) / (static_cast<double>(T) * kd / Ed);
+      // An expert appears at most once per token-layer, so a count of T means every token chose it.
+      ls.top_expert = top - total.begin();
+      ls.top_expert_share = static_cast<double>(*top) / static_cast<double>(T);
+      ls.degenerate = T >= 2 && static_cast<std::size_t>(*top) == T;
+      if (ls.degenerate) st.degenerate_layers.push_back(static_cast<std::int64_t>(l));
     }
 
     // Reuse against the request's previous token: mark its experts, count, unmark. O(k) per token.
@@ -282,6 +287,8 @@ TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOption
     ov.max_active += ls.max_active;
     ov.max_active_batch += ls.max_active_batch;
     ov.node_load_max_mean += ls.node_load_max_mean;
+    ov.top_expert_share = std::max(ov.top_expert_share, ls.top_expert_share);
+    ov.degenerate = ov.degenerate || ls.degenerate;
   }
   const double Ld = static_cast<double>(L);
   ov.load_max_mean /= Ld;

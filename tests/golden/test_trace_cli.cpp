@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <boost/iostreams/filter/gzip.hpp>
+#include <boost/iostreams/filter/zstd.hpp>
+#include <boost/iostreams/filtering_stream.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,6 +22,7 @@
 namespace {
 
 namespace fs = std::filesystem;
+using moesim::test::expect_json_near;
 using moesim::test::Run;
 using moesim::test::Scratch;
 using moesim::test::slurp;
@@ -94,19 +99,6 @@ TEST(TraceCli, ImportsThePublicFormats) {
   EXPECT_EQ(nlohmann::json::parse(st.out)["trace"]["tokens"], 7);
 }
 
-TEST(TraceCli, HelpListsOptionsAndPresets) {
-  Scratch s("moesim_trace_cli");
-  const auto g = s.moesim("trace gen --help");
-  EXPECT_EQ(g.code, 0);
-  for (const char* w : {"--reuse", "--max-mean-load", "--lru-hit", "--rho", "--zipf-s", "mixtral-reuse",
-                        "flash-moe-qwen3.5", "deepseek-eplb"}) {
-    EXPECT_NE(g.out.find(w), std::string::npos) << w;
-  }
-  EXPECT_EQ(s.moesim("trace stats --help").code, 0);
-  EXPECT_EQ(s.moesim("trace convert --help").code, 0);
-  EXPECT_EQ(s.moesim("trace --help").code, 0);
-}
-
 struct BadTrace {
   const char* name;
   std::string args;
@@ -124,6 +116,164 @@ void expect_refused(const Scratch& s, const BadTrace& c) {
   for (const auto& m : c.must_mention)
     EXPECT_NE(r.err.find(m), std::string::npos) << "missing '" << m << "' in: " << r.err;
   EXPECT_EQ(s.files(), before) << "an output file or temporary was left behind";
+}
+
+/// Writes `bytes` compressed (gzip for "gz", zstd for "zst") to `path`.
+void write_compressed(const std::string& path, const std::string& bytes, const std::string& kind) {
+  namespace io = boost::iostreams;
+  std::ofstream out(path, std::ios::binary);
+  io::filtering_ostream z;
+  if (kind == "gz") {
+    z.push(io::gzip_compressor());
+  } else {
+    z.push(io::zstd_compressor());
+  }
+  z.push(out);
+  z << bytes;
+  z.reset();
+}
+
+// A real excerpt end to end (tests/data/traces/README.md): speculative-moe's published Mixtral routing is
+// imported without --from (the format is told from the file, and said on stderr, with the 5 incomplete tokens
+// dropped), and the 4 tokens drive `moesim simulate --trace` for Mixtral-8x7B, from the .mtrace and from a
+// zstd-compressed copy of it, giving the same results.
+TEST(TraceCli, RealExcerptDrivesSimulate) {
+  Scratch s("moesim_trace_cli");
+  auto r = s.moesim("trace convert " + kData + "speculative_moe_humaneval_2_tail.jsonl --model mixtral-8x7b --out " +
+                    s.path("sp.mtrace"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("4 tokens, 2 requests, 32 MoE layers, 8 experts, top-2, gate weights"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("reading it as speculative-moe"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("5 incomplete tokens dropped"), std::string::npos) << r.err;
+  const auto st = s.moesim("trace stats " + s.path("sp.mtrace") + " --json --cache-sizes 2,4");
+  ASSERT_EQ(st.code, 0) << st.err;
+  const auto sj = nlohmann::json::parse(st.out);
+  EXPECT_EQ(sj["trace"]["tokens"], 4);
+  EXPECT_NE(sj["trace"]["source"].get<std::string>().find("5 incomplete tokens dropped"), std::string::npos);
+
+  write_compressed(s.path("sp.mtrace.zst"), slurp(s.path("sp.mtrace")), "zst");
+  const auto a = s.moesim("simulate --model mixtral-8x7b --trace " + s.path("sp.mtrace") + " --json");
+  ASSERT_EQ(a.code, 0) << a.err;
+  const auto b = s.moesim("simulate --model mixtral-8x7b --trace " + s.path("sp.mtrace.zst") + " --json");
+  ASSERT_EQ(b.code, 0) << b.err;
+  const auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out);
+  expect_json_near(jb["metrics"], ja["metrics"], "$.metrics");
+  EXPECT_EQ(ja["resolved"]["trace"]["tokens"], 4) << a.out;
+  EXPECT_NE(ja["resolved"]["trace"]["source"].get<std::string>().find("speculative-moe"), std::string::npos);
+  bool tokens_per_s = false;
+  for (const auto& m : ja["metrics"]) {
+    if (m["name"] == "tokens_per_second") {
+      tokens_per_s = true;
+      EXPECT_GT(m["value"].get<double>(), 0.0);
+    }
+  }
+  EXPECT_TRUE(tokens_per_s) << a.out;
+
+  // The same real routing in a vLLM response body (2 prompt + 3 generated tokens) drives simulate too.
+  r = s.moesim("trace convert " + kData + "vllm_completion_mixtral.json --model mixtral-8x7b --out " +
+               s.path("v.mtrace"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("5 tokens, 1 request, 32 MoE layers, 8 experts, top-2"), std::string::npos) << r.out;
+  const auto v = s.moesim("simulate --model mixtral-8x7b --trace " + s.path("v.mtrace") + " --json");
+  ASSERT_EQ(v.code, 0) << v.err;
+  const auto vt = nlohmann::json::parse(v.out)["resolved"]["trace"];
+  EXPECT_EQ(vt["tokens"], 5) << v.out;
+  EXPECT_NE(vt["source"].get<std::string>().find("vLLM /v1/completions responses"), std::string::npos) << v.out;
+}
+
+// The Llama-4-Maverick excerpt (moe-selection) drives simulate with Maverick's own config.json
+// (tests/data/hf_configs): the importer checks the trace's 24 MoE layers, 128 experts and top-1 against it.
+TEST(TraceCli, MaverickExcerptDrivesSimulate) {
+  Scratch s("moesim_trace_cli");
+  const std::string config =
+      std::string(MOESIM_SOURCE_DIR) + "/tests/data/hf_configs/llama-4-maverick-17b-128e/config.json";
+  auto r = s.moesim("trace convert " + kData + "moe_selection_maverick_q0_steps0-12.json --model " + config +
+                    " --out " + s.path("m.mtrace"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("37 tokens, 1 request, 24 MoE layers, 128 experts, top-1"), std::string::npos) << r.out;
+  const auto sim = s.moesim("simulate --model " + config + " --trace " + s.path("m.mtrace") + " --json");
+  ASSERT_EQ(sim.code, 0) << sim.err;
+  const auto j = nlohmann::json::parse(sim.out);
+  EXPECT_EQ(j["resolved"]["trace"]["tokens"], 37) << sim.out;
+  EXPECT_NE(j["resolved"]["trace"]["source"].get<std::string>().find("MoE_expert_selection_trace"), std::string::npos);
+}
+
+// The other public formats without --from: the raw profiler output, a vLLM response body, the Maverick
+// excerpt (whose decode-only trace has one degenerate layer, flagged by `trace stats` in text and JSON), and
+// moesim's own formats gzip-compressed.
+TEST(TraceCli, DetectsFormatsAndFlagsDegenerateLayers) {
+  Scratch s("moesim_trace_cli");
+  auto r =
+      s.moesim("trace convert " + kData + "speculative_moe_raw_excerpt.jsonl --experts 8 --out " + s.path("raw.jsonl"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("5 tokens, 1 request"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("3 incomplete tokens dropped"), std::string::npos) << r.err;
+  r = s.moesim("trace convert " + kData + "vllm_completion_lists.json --experts 8 --out " + s.path("v.jsonl"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("9 tokens, 2 requests"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("reading it as vllm"), std::string::npos) << r.err;
+
+  r = s.moesim("trace convert " + kData +
+               "moe_selection_maverick_q0_steps0-12.json --experts 128 --decode-only --out " + s.path("m.jsonl"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("12 tokens, 1 request, 24 MoE layers, 128 experts, top-1"), std::string::npos) << r.out;
+  write_compressed(s.path("m.jsonl.gz"), slurp(s.path("m.jsonl")), "gz");
+  const auto text = s.moesim("trace stats " + s.path("m.jsonl.gz") + " --cache-sizes 16");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("degenerate layers: 1 of 24 layers send every token to one expert: layer 22 (expert 40)"),
+            std::string::npos)
+      << text.out;
+  const auto js = s.moesim("trace stats " + s.path("m.jsonl.gz") + " --cache-sizes 16 --json");
+  ASSERT_EQ(js.code, 0) << js.err;
+  const auto j = nlohmann::json::parse(js.out);
+  EXPECT_EQ(j["degenerate_layers"], nlohmann::json::array({22}));
+  EXPECT_EQ(j["layers"][22]["degenerate"], true);
+  EXPECT_EQ(j["layers"][22]["top_expert"], 40);
+  EXPECT_EQ(j["layers"][22]["top_expert_share"]["value"], 1.0);
+  EXPECT_EQ(j["layers"][21]["degenerate"], false);
+
+  // moesim's own formats, compressed, convert without --from and back to the same bytes.
+  write_compressed(s.path("small.jsonl.zst"), slurp(kData + "small.jsonl"), "zst");
+  ASSERT_EQ(s.moesim("trace convert " + s.path("small.jsonl.zst") + " --out " + s.path("back.jsonl")).code, 0);
+  EXPECT_EQ(slurp(s.path("back.jsonl")), slurp(kData + "small.jsonl"));
+}
+
+// Refusals of the new inputs, each one line: a file of no known format (instead of a JSON syntax error), a
+// decompression bomb (budget 1 MiB through MOESIM_MEMORY_LIMIT), a damaged gzip file.
+TEST(TraceCli, BadCompressedAndUnknownInputsAreRefused) {
+  Scratch s("moesim_trace_cli");
+  s.write("other.json", R"({"tokens": [1, 2, 3]})");
+  write_compressed(s.path("bomb.jsonl.zst"), std::string(8 << 20, '\n'), "zst");
+  write_compressed(s.path("good.jsonl.gz"), slurp(kData + "small.jsonl"), "gz");
+  const std::string gz = slurp(s.path("good.jsonl.gz"));
+  s.write("cut.jsonl.gz", gz.substr(0, gz.size() - 12));
+  const std::string out = " --out " + s.path("result.mtrace");
+  ::setenv("MOESIM_MEMORY_LIMIT", "1MiB", 1);
+  expect_refused(s, {"decompression bomb",
+                     "trace stats " + s.path("bomb.jsonl.zst"),
+                     {"bomb.jsonl.zst", "zstd data that decompresses to more than 1.00 MiB", "decompression bomb"}});
+  expect_refused(s, {"decompression bomb (simulate)",
+                     "simulate --trace " + s.path("bomb.jsonl.zst"),
+                     {"bomb.jsonl.zst", "decompression bomb"}});
+  ::unsetenv("MOESIM_MEMORY_LIMIT");
+  expect_refused(s, {"unknown format without --from",
+                     "trace convert " + s.path("other.json") + " --experts 8" + out,
+                     {"other.json: cannot tell the trace format", "keys tokens", "--from", "speculative-moe"}});
+  expect_refused(s, {"damaged gzip", "trace stats " + s.path("cut.jsonl.gz"), {"cut.jsonl.gz", "not valid gzip"}});
+}
+
+TEST(TraceCli, HelpListsOptionsAndPresets) {
+  Scratch s("moesim_trace_cli");
+  const auto g = s.moesim("trace gen --help");
+  EXPECT_EQ(g.code, 0);
+  for (const char* w : {"--reuse", "--max-mean-load", "--lru-hit", "--rho", "--zipf-s", "mixtral-reuse",
+                        "flash-moe-qwen3.5", "deepseek-eplb"}) {
+    EXPECT_NE(g.out.find(w), std::string::npos) << w;
+  }
+  EXPECT_EQ(s.moesim("trace stats --help").code, 0);
+  EXPECT_EQ(s.moesim("trace convert --help").code, 0);
+  EXPECT_EQ(s.moesim("trace --help").code, 0);
 }
 
 TEST(TraceCli, BadTracesAreRefused) {

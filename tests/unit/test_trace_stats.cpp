@@ -142,3 +142,36 @@ TEST(TraceStats, RefusesOptionsTheTraceCannotServe) {
 }
 
 }  // namespace
+
+namespace {
+
+// Degenerate layers: one layer, 4 experts, top-2, tokens {0,1} {1,2} {3,1}: expert 1 is chosen by all 3
+// tokens (share 1, flagged); layer 2 of the same tokens, {0,1} {2,3} {0,2}: expert 0 by 2 of 3 (not flagged).
+// A trace of one token is never flagged (every expert it chose has share 1).
+TEST(TraceStats, FlagsDegenerateLayers) {
+  moesim::sim::RoutingTrace t;
+  t.header = {"hand", 2, 4, 2, ""};
+  t.request = {0, 0, 0};
+  t.position = {0, 1, 2};
+  t.experts = {0, 1, 0, 1, /**/ 1, 2, 2, 3, /**/ 3, 1, 0, 2};
+  moesim::sim::TraceStatsOptions o;
+  o.cache_sizes = {};
+  const auto st = moesim::sim::compute_trace_stats(t, o);
+  EXPECT_EQ(st.degenerate_layers, (std::vector<std::int64_t>{0}));
+  EXPECT_TRUE(st.layers[0].degenerate);
+  EXPECT_EQ(st.layers[0].top_expert, 1);
+  EXPECT_DOUBLE_EQ(st.layers[0].top_expert_share, 1.0);
+  EXPECT_FALSE(st.layers[1].degenerate);
+  EXPECT_EQ(st.layers[1].top_expert, 0);
+  EXPECT_DOUBLE_EQ(st.layers[1].top_expert_share, 2.0 / 3.0);
+  EXPECT_TRUE(st.overall.degenerate);
+
+  moesim::sim::RoutingTrace one;
+  one.header = {"hand", 1, 4, 2, ""};
+  one.request = {0};
+  one.position = {0};
+  one.experts = {2, 3};
+  EXPECT_TRUE(moesim::sim::compute_trace_stats(one, o).degenerate_layers.empty());
+}
+
+}  // namespace

@@ -9,14 +9,18 @@
 //    step one decode step. A step is an object keyed by decoder-layer index ("0", "1", ...): null for a
 //    dense layer, else one list of top-k expert ids per token of the step.
 //  - speculative-moe: the JSON lines of github.com/Mario928/speculative-moe, one record per token and
-//    layer: {"problem_id", "layer", "experts", "gating_probs", "token_idx"} (+ "dataset"). Records may
-//    repeat; identical repeats are dropped, conflicting ones refused with both line numbers.
-//  - vllm: the arrays vLLM returns with --enable-return-routed-experts, saved as JSON:
-//    routed_experts [gen_len][num_moe_layers][top_k] and optionally prompt_routed_experts
-//    [prompt_len][num_moe_layers][top_k]; a bare array, an object with those keys, or an array of such
-//    objects (one per request).
+//    layer: {"problem_id", "layer", "experts", "gating_probs", "token_idx"} (+ "dataset") as its
+//    collect_data.py publishes them, or with "token_pos" as its profiler writes them. Tokens that lack a
+//    record at some layer are dropped and counted (ImportOptions::note, and the header's source); identical
+//    repeated records are dropped, conflicting ones refused with both line numbers.
+//  - vllm: what vLLM returns with --enable-return-routed-experts, saved as JSON: a /v1/completions response
+//    body (top-level prompt_routed_experts [prompt_len][num_moe_layers][top_k], choices[i].routed_experts
+//    [gen_len][num_moe_layers][top_k], or, in later vLLM, choices[i].routed_experts as a base64 .npy string),
+//    a bare routed_experts array, an object with those two keys, or an array of such objects.
+// Every input may be gzip- or zstd-compressed (sim/trace_input.hpp).
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,8 +43,22 @@ struct ImportOptions {
   std::optional<std::int64_t> layers;  ///< MoE layers the model has (checked against the data when set)
   std::optional<std::int64_t> top_k;   ///< the model's top-k (checked when set)
   std::string model;                   ///< recorded in the header ("" = "unknown")
-  bool include_prefill = true;         ///< moe-selection, vllm: keep the prompt's tokens (before the decode)
+  bool include_prefill = true;         ///< keep the prompt's (prefill) tokens, where the format has them
+  /// Receives a line for the user (the command prints it on stderr): what was dropped while importing.
+  std::function<void(const std::string&)> note;
 };
+
+/// What `moesim trace convert` without --from found a file to be.
+struct DetectedFormat {
+  std::optional<ImportFormat> format;  ///< nullopt: moesim's own format (JSON lines or binary)
+  std::string name;                    ///< the --from name: "jsonl", "binary", "moe-selection", ...
+  std::string evidence;                ///< what gave it away ("its first line is a record with problem_id, ...")
+};
+
+/// Tells the format of `path` from the start of its (decompressed) content: the binary magic, moesim's
+/// header line, a speculative-moe record, a vLLM response or routed_experts array, a moe-selection array of
+/// steps. UserError naming the file, what it starts with and the formats that exist when none fits.
+DetectedFormat detect_trace_format(const std::string& path);
 
 /// Imports one or more files (moe-selection and vllm: each file is one request, in the order given;
 /// speculative-moe: one file, requests are its problem ids). UserError naming the file, the JSON path or

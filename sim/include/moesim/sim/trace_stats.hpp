@@ -21,6 +21,9 @@
 //    measured for C = 16, 32, 64, 128). Cold misses at the start count as misses.
 //  - distinct experts per batch: experts touched at a layer by `batch` consecutive trace tokens, against the
 //    independence formula E * (1 - (1 - k/E)^B) of §B.4.
+//  - degenerate layer: one expert is among the chosen of every token of the layer (for top-1: every token
+//    goes to the same expert), as in some layers of the Llama-4-Maverick traces of moe-selection (a trace
+//    of one token is not flagged). Every placement then sends the whole layer to one node.
 //  - per-node load under a placement: the experts each node executes per token and layer under the i-mod-r
 //    dispatch rule of sim::dispatch(); E[max over nodes] is Equation 1's E[#exec. experts node/layer].
 
@@ -54,6 +57,9 @@ struct TraceLayerStats {
   double max_active = 0;           ///< placement: mean over tokens of max over nodes of experts executed
   double max_active_batch = 0;     ///< placement: mean over batches of max over nodes of distinct experts
   double node_load_max_mean = 0;   ///< placement: mean over windows of max/mean node load (SGLang's 1/balancedness)
+  std::int64_t top_expert = -1;    ///< the expert chosen by the most tokens (per layer; -1 in TraceStats::overall)
+  double top_expert_share = 0;     ///< fraction of the layer's tokens that chose top_expert (overall: the largest)
+  bool degenerate = false;         ///< top_expert_share == 1 and the trace has >= 2 tokens (overall: any layer)
 };
 
 /// One node's share of the work under a placement, over all tokens and layers.
@@ -88,6 +94,7 @@ struct TraceStats {
   std::vector<std::int64_t> cache_sizes;
   std::vector<TraceLayerStats> layers;
   TraceLayerStats overall;  ///< means over layers
+  std::vector<std::int64_t> degenerate_layers;  ///< indices of the layers with TraceLayerStats::degenerate
   std::optional<TracePlacementStats> placement;
 };
 
