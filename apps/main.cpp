@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "docs.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/output_file.hpp"
 #include "moesim/model/text.hpp"
@@ -27,7 +28,10 @@ struct Command {
   const char* name;
   int (*run)(const moesim::apps::Args&, std::ostream&);
   const char* summary;
+  std::vector<const char*> parts = {};  ///< a command with parts: `moesim calibrate fit` (for docs)
 };
+
+int cmd_docs(const moesim::apps::Args& args, std::ostream& out);
 
 const Command kCommands[] = {
     {"study", moesim::apps::cmd_study,
@@ -43,16 +47,20 @@ const Command kCommands[] = {
      "mpirun"},
     {"report", moesim::apps::cmd_report,
      "a report directory (Markdown, HTML, gnuplot PNG/SVG with data and scripts) answering what to buy"},
-    {"trace", moesim::apps::cmd_trace, "routing traces: gen (synthetic), stats (load, reuse, LRU hits), convert"},
+    {"trace", moesim::apps::cmd_trace, "routing traces: gen (synthetic), stats (load, reuse, LRU hits), convert",
+     {"gen", "stats", "convert"}},
     {"calibrate", moesim::apps::cmd_calibrate,
-     "measure this machine (kernels, memory, storage, network) into a profile; fit profiles to measured runs"},
+     "measure this machine (kernels, memory, storage, network) into a profile; fit profiles to measured runs",
+     {"kernels", "memory", "storage", "net", "all", "fit"}},
     {"ref", moesim::apps::cmd_ref,
-     "the reference path: random-weight checkpoints (init) and a real MoE decoder over MPI ranks (run)"},
+     "the reference path: random-weight checkpoints (init) and a real MoE decoder over MPI ranks (run)",
+     {"init", "run"}},
     {"validate", moesim::apps::cmd_validate,
      "predicted vs measured, error in %: the reference decoder on this machine, or the public table (--table)"},
     {"cost", moesim::apps::cmd_cost, "capital cost of a configuration and tokens/s per USD for a measured throughput"},
     {"models", moesim::apps::cmd_models, "the model zoo: id, family, total / active parameters, experts, source"},
     {"hw", moesim::apps::cmd_hw, "hardware profiles: nodes, NICs, storage, with units, prices and sources"},
+    {"docs", cmd_docs, "the man page (man) and shell completions (bash, zsh), from every command's --help"},
 };
 
 void usage(std::ostream& out) {
@@ -62,6 +70,61 @@ void usage(std::ostream& out) {
   for (const auto& c : kCommands)
     out << "  " << c.name << std::string(10 - std::string(c.name).size(), ' ') << c.summary << "\n";
   out << "\nExit codes: 0 success, 2 bad input (the message says what, where and how to fix it), 1 internal error.\n";
+}
+
+/// Every command's and part's --help text, as the command itself prints it.
+std::vector<moesim::apps::CommandDoc> command_docs() {
+  std::vector<moesim::apps::CommandDoc> out;
+  static const std::string kHelpFlag = "--help";
+  const auto help_of = [](const Command& c, moesim::apps::Args args) {
+    args.push_back(kHelpFlag);
+    std::ostringstream text;
+    c.run(args, text);
+    return text.str();
+  };
+  for (const auto& c : kCommands) {
+    if (c.run == cmd_docs) continue;
+    out.push_back({c.name, c.summary, help_of(c, {})});
+    for (const char* part : c.parts) {
+      moesim::apps::Args args;
+      args.push_back(part);
+      out.push_back({std::string(c.name) + " " + part, "", help_of(c, std::move(args))});
+    }
+  }
+  out.push_back({"docs", "", ""});
+  return out;
+}
+
+int cmd_docs(const moesim::apps::Args& args, std::ostream& out) {
+  static const char* kHelp =
+      "usage: moesim docs man|bash|zsh\n\n"
+      "Writes to standard output, generated from every command's --help (so always in step with it):\n"
+      "  man   the man page moesim(1) in man(7) macros     moesim docs man > moesim.1 && man ./moesim.1\n"
+      "  bash  a bash completion script                   source <(moesim docs bash)\n"
+      "  zsh   a zsh completion function (#compdef)       moesim docs zsh > ~/.zfunc/_moesim\n"
+      "`cmake --install build` installs all three (share/man/man1, share/bash-completion/completions,\n"
+      "share/zsh/site-functions).\n";
+  if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
+    out << kHelp;
+    return 0;
+  }
+  if (args.size() != 1)
+    throw moesim::UserError("give one of man, bash or zsh (e.g. `moesim docs man > moesim.1`); see `moesim docs --help`");
+  auto docs = command_docs();
+  docs.back().help = kHelp;
+  if (args[0] == "man") {
+    std::ostringstream overview;
+    usage(overview);
+    out << moesim::apps::man_page(overview.str(), docs);
+  } else if (args[0] == "bash") {
+    out << moesim::apps::bash_completion(docs);
+  } else if (args[0] == "zsh") {
+    out << moesim::apps::zsh_completion(docs);
+  } else {
+    throw moesim::UserError("'" + moesim::text::one_line(args[0]) + "' is not a document moesim writes" +
+                            moesim::text::did_you_mean(args[0], {"man", "bash", "zsh"}) + "; give man, bash or zsh");
+  }
+  return 0;
 }
 
 }  // namespace

@@ -31,6 +31,25 @@ std::string serve_help() {
   s += "\nrequest-trace formats (--request-trace-format, scenario workload.trace_format; headers matched by name, "
        "ignoring case and surrounding spaces):\n";
   for (const auto& x : sim::request_trace_formats()) s += "  " + x.name + ": " + x.description + "\n";
+  s += "\nscenario keys without a flag of their own (a serve scenario's JSON; every key is written back, resolved, "
+       "in --json's \"scenario\"):\n"
+       "  description       free text, printed with the results\n"
+       "  model_overrides   config.json keys laid over the model's before it is read, e.g. {\"num_experts_per_tok\": 4}\n"
+       "  plan.nics_per_node  NICs each node drives at once (default: the node profile's nics_per_node, else 1)\n"
+       "  scheduler.block_size  KV-cache block in tokens (default 16, vLLM's)\n"
+       "  scheduler.gpu_memory_utilization  fraction of each device's memory the engine may use for weights, "
+       "activations and KV cache, in (0, 1] (default 0.9, vLLM's)\n"
+       "  kv_bytes          bytes per KV-cache element (default 2: bf16; 1 for an fp8 cache, vLLM's kv_cache_dtype)\n"
+       "  activation_bytes  bytes per activation sent between devices (default 2: bf16)\n"
+       "  slo               {\"ttft\": \"1s\", \"tpot\": \"50ms\", \"e2el\": \"20s\"}: goodput counts the requests "
+       "meeting every bound given (the same as --goodput)\n"
+       "  percentiles       the percentiles printed, e.g. [50, 90, 99] (the same as --percentiles)\n"
+       "  trace             a routing trace (moesim trace --help) whose experts the batch's tokens choose\n"
+       "  generate          without a trace: routing drawn as `moesim trace gen` draws it, e.g. {\"zipf_s\": 1.1}\n"
+       "  streaming         experts read from storage as `moesim estimate --stream-from` reads them: "
+       "{\"storage\": ID, \"readers\": N, \"page_cache\": \"8GiB\", \"mode\": \"serial\"|\"overlapped\"}\n"
+       "  costs             the cost line's assumptions: {\"energy_price\": \"0.15USD/kWh\", \"amortisation\": "
+       "\"3years\", \"utilisation\": \"50%\", \"source\": \"...\"}\n";
   s += "\nA scenario's \"sweep\" maps dotted keys to lists of values, e.g. {\"workload.rate\": [\"1/s\", \"2/s\"]}: "
        "every combination runs and one table row prints per point.\n"
        "\nMetrics are vLLM benchmark_serving's: TTFT (time to first token), TPOT (mean time per output token after "
@@ -53,7 +72,8 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("hw", po::value<std::string>(), "node profile (hw; default dgx-h100)")
     ("nic", po::value<std::string>(), "NIC profile between nodes (nic)")
     ("nodes", po::value<std::int64_t>(), "nodes (nodes; default 1)")
-    ("tp", po::value<std::int64_t>(), "tensor-parallel devices per stage (plan.tp; default: every device)")
+    ("devices-per-node", po::value<std::int64_t>(), "use this many of each node's devices, the rest idle, e.g. 2 GPUs of an 8-GPU server (plan.devices_per_node; default: all of them)")
+    ("tp", po::value<std::int64_t>(), "tensor-parallel devices per stage (plan.tp; default: every device used)")
     ("pp", po::value<std::int64_t>(), "pipeline stages (plan.pp; default 1)")
     ("moe-tp", po::value<std::int64_t>(), "MoE tensor parallelism (plan.moe_tp; moe_tp × moe_ep = tp)")
     ("moe-ep", po::value<std::int64_t>(), "MoE expert parallelism (plan.moe_ep)")
@@ -65,7 +85,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("scheduler", po::value<std::string>(), "static, continuous or chunked (scheduler.kind; default chunked)")
     ("capacity", po::value<std::string>(), "max-utilization or guaranteed-no-evict (scheduler.capacity; default max-utilization)")
     ("max-num-seqs", po::value<std::int64_t>(), "sequences per step (scheduler.max_num_seqs; default 256)")
-    ("max-num-batched-tokens", po::value<std::int64_t>(), "tokens per step (scheduler.max_num_batched_tokens; default 2048)")
+    ("max-num-batched-tokens", po::value<std::int64_t>(), "tokens per engine step, prompt chunks included (scheduler.max_num_batched_tokens; default 2048)")
     ("arrival", po::value<std::string>(), "poisson, gamma, uniform, closed-loop or trace (workload.arrival)")
     ("rate", po::value<std::string>(), "arrival rate with its unit, e.g. 2/s (workload.rate)")
     ("burstiness", po::value<double>(), "gamma arrivals of this shape, vLLM's --burstiness: 1 is Poisson, 0.5 "
@@ -138,6 +158,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
   set_str("hw", {"hw"});
   set_str("nic", {"nic"});
   set_int("nodes", {"nodes"});
+  set_int("devices-per-node", {"plan", "devices_per_node"});
   set_int("tp", {"plan", "tp"});
   set_int("pp", {"plan", "pp"});
   set_int("moe-tp", {"plan", "moe_tp"});

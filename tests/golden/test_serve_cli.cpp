@@ -167,6 +167,25 @@ TEST(GoldenServe, EveryServeExampleRuns) {
   EXPECT_EQ(one["scenario"]["plan"]["tp"], 8);
 }
 
+// Two GPUs of an 8-GPU server are a flag: the plan takes 2 devices (tp 2 by default), the rest idle, and
+// with a quarter of the devices the same load is served at a lower output throughput. 0 is refused.
+TEST(GoldenServe, DevicesPerNodeFlagUsesPartOfAServer) {
+  const std::string base = "serve --model mixtral-8x7b --hw dgx-h100 --precision fp8 --arrival closed-loop --users 16 "
+                           "--requests 48 --prompt 256 --output 64 --json -q";
+  const auto two = run_cli(base + " --devices-per-node 2");
+  ASSERT_EQ(two.code, 0) << two.err;
+  const auto all = run_cli(base);
+  ASSERT_EQ(all.code, 0) << all.err;
+  const auto j2 = nlohmann::json::parse(two.out), j8 = nlohmann::json::parse(all.out);
+  EXPECT_EQ(j2["scenario"]["plan"]["devices_per_node"], 2);
+  EXPECT_EQ(j2["scenario"]["plan"]["tp"], 2);
+  EXPECT_EQ(j8["scenario"]["plan"]["tp"], 8);
+  EXPECT_LT(metrics(j2)["output_throughput"], metrics(j8)["output_throughput"]);
+  const auto zero = run_cli(base + " --devices-per-node 0");
+  EXPECT_EQ(zero.code, 2);
+  EXPECT_NE(zero.err.find("devices_per_node"), std::string::npos) << zero.err;
+}
+
 TEST(GoldenServe, RequestsAndStepsCsv) {
   Scratch s("serve_csv");
   const auto r = run_cli(
