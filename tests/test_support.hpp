@@ -6,12 +6,44 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "moesim/model/error.hpp"
 
 namespace moesim::test {
+
+/// A folder of its own for the running test (prefix, pid, suite and test name), emptied first and removed
+/// at the end; write() puts a file in it byte for byte (CRLF stays CRLF) and returns its path.
+class TestDir {
+ public:
+  explicit TestDir(const std::string& prefix) {
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = std::filesystem::temp_directory_path() /
+            (prefix + "_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TestDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TestDir(const TestDir&) = delete;
+  TestDir& operator=(const TestDir&) = delete;
+  [[nodiscard]] std::filesystem::path write(const std::string& name, const std::string& text) const {
+    const std::filesystem::path p = path_ / name;
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+  }
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
 
 /// The UserError message of `f`, or "" if it did not throw.
 template <typename F>
@@ -21,6 +53,18 @@ std::string error_of(F&& f) {
   } catch (const UserError& e) {
     return e.what();
   }
+  return "";
+}
+
+/// The UserError message of `f`; a test failure if it did not throw.
+template <typename F>
+std::string user_error(F&& f) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "expected a UserError";
   return "";
 }
 

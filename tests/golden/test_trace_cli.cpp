@@ -6,9 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <boost/iostreams/filter/gzip.hpp>
-#include <boost/iostreams/filter/zstd.hpp>
-#include <boost/iostreams/filtering_stream.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -17,6 +14,7 @@
 #include <sstream>
 #include <string>
 
+#include "../compress_support.hpp"
 #include "cli_support.hpp"
 
 namespace {
@@ -118,20 +116,7 @@ void expect_refused(const Scratch& s, const BadTrace& c) {
   EXPECT_EQ(s.files(), before) << "an output file or temporary was left behind";
 }
 
-/// Writes `bytes` compressed (gzip for "gz", zstd for "zst") to `path`.
-void write_compressed(const std::string& path, const std::string& bytes, const std::string& kind) {
-  namespace io = boost::iostreams;
-  std::ofstream out(path, std::ios::binary);
-  io::filtering_ostream z;
-  if (kind == "gz") {
-    z.push(io::gzip_compressor());
-  } else {
-    z.push(io::zstd_compressor());
-  }
-  z.push(out);
-  z << bytes;
-  z.reset();
-}
+using moesim::test::write_compressed;
 
 // A real excerpt end to end (tests/data/traces/README.md): speculative-moe's published Mixtral routing is
 // imported without --from (the format is told from the file, and said on stderr, with the 5 incomplete tokens

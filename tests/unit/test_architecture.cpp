@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../test_support.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
@@ -104,17 +105,7 @@ const char* name(Match m) {
   return "?";
 }
 
-/// Runs `f`, expects a UserError, returns its message.
-template <typename F>
-std::string user_error(F f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a UserError";
-  return "";
-}
+using moesim::test::user_error;
 
 /// A small valid Mixtral config (TinyMistral's dimensions) for the parser tests.
 nlohmann::json tiny_mixtral() {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "../test_support.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/hardware.hpp"
@@ -21,16 +22,7 @@ std::string config_path(const char* dir) {
   return std::string(MOESIM_SOURCE_DIR) + "/tests/data/hf_configs/" + dir + "/config.json";
 }
 
-template <typename F>
-std::string user_error(F f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "expected a UserError";
-  return "";
-}
+using moesim::test::user_error;
 
 // Scenario: Nemotron-3-Nano-30B-A3B (nemotron_h), 52 blocks "MEMEM*E...". Expectation, by hand:
 //  - blocks: 23 Mamba-2, 6 attention, 23 MoE; each block one RMSNorm: 52·2688 + 2688 (final) = 142,464.

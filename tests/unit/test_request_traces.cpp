@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <string>
 
+#include "../test_support.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/sim/request_traces.hpp"
 
@@ -33,29 +34,10 @@ fs::path data(const std::string& name) {
 }
 
 /// A directory unique to the running test (and process), removed at the end.
-class TempDir {
+/// A folder of the test's own (test_support.hpp).
+class TempDir : public moesim::test::TestDir {
  public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("moesim_rtrace_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  [[nodiscard]] fs::path write(const std::string& name, const std::string& text) const {
-    const fs::path p = path_ / name;
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-
- private:
-  fs::path path_;
+  TempDir() : TestDir("moesim_rtrace") {}
 };
 
 RequestTraceOptions as(RequestTraceFormat f, double time_scale = 1.0, std::int64_t max_requests = 0) {

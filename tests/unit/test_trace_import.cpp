@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "../test_support.hpp"
+#include "../compress_support.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/sim/trace_import.hpp"
 #include "moesim/sim/trace_input.hpp"
@@ -49,17 +50,7 @@ class Scratch {
   [[nodiscard]] std::string path(const std::string& f) const { return (dir_ / f).string(); }
   /// Writes `bytes` compressed with gzip ("gz") or zstd ("zst") to `f`; returns its path.
   [[nodiscard]] std::string compressed(const std::string& f, const std::string& bytes, const std::string& kind) const {
-    namespace io = boost::iostreams;
-    std::ofstream out(path(f), std::ios::binary);
-    io::filtering_ostream z;
-    if (kind == "gz") {
-      z.push(io::gzip_compressor());
-    } else {
-      z.push(io::zstd_compressor());
-    }
-    z.push(out);
-    z << bytes;
-    z.reset();  // flushes the compressor's last block into `out`
+    moesim::test::write_compressed(path(f), bytes, kind);
     return path(f);
   }
 

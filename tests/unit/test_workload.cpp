@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "../test_support.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/sim/workload.hpp"
@@ -34,32 +35,10 @@ using moesim::sim::WorkloadSpec;
 constexpr std::int64_t kPs = kPicosecondsPerSecond;
 
 /// A directory unique to the running test (and process), removed with everything in it at the end.
-class TempDir {
+/// A folder of the test's own (test_support.hpp).
+class TempDir : public moesim::test::TestDir {
  public:
-  TempDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = fs::temp_directory_path() /
-            ("moesim_workload_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  /// Writes `text` byte for byte (CRLF stays CRLF) and returns the file's path.
-  [[nodiscard]] fs::path write(const std::string& name, const std::string& text) const {
-    const fs::path p = path_ / name;
-    std::ofstream(p, std::ios::binary) << text;
-    return p;
-  }
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+  TempDir() : TestDir("moesim_workload") {}
 };
 
 /// Runs `f`, expects a UserError whose message contains every one of `parts`; returns the message.
