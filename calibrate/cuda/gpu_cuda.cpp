@@ -18,6 +18,7 @@
 
 #include "cuda_kernels.hpp"
 #include "moesim/calibrate/gpu.hpp"
+#include "moesim/calibrate/progress.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/units.hpp"
 
@@ -30,11 +31,9 @@ namespace moesim::calibrate {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::uint64_t kMiB = 1024ull * 1024ull;
-constexpr std::uint64_t kGiB = 1024ull * kMiB;
+using units::kMiB;
+using units::kGiB;
 constexpr std::size_t kWorkspace = 32 * kMiB;  // cuBLASLt workspace (cuBLAS's own recommendation for Hopper)
-
-double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 std::string size_text(double bytes) { return units::format_binary(units::bytes(bytes)); }
 

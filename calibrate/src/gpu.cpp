@@ -20,8 +20,6 @@ namespace moesim::calibrate {
 
 namespace {
 
-std::string shape_text(const MatrixShape& s) { return std::to_string(s.rows) + "x" + std::to_string(s.cols); }
-
 std::string sample_label(const GpuKernelSample& s) {
   return std::string(gpu_dtype_name(s.dtype)) + " " + (s.batch == 1 ? "gemv " : "gemm ") + shape_text(s.shape) + " (" +
          s.shape.roles + ") batch " + std::to_string(s.batch);

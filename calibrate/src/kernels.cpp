@@ -18,11 +18,13 @@
 #include <tuple>
 
 #include "moesim/calibrate/memory.hpp"
+#include "moesim/calibrate/progress.hpp"
 #include "moesim/calibrate/net_fit.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/model/units.hpp"
+#include "aligned_buffer.hpp"
 #include "moesim/reports/table.hpp"
 
 namespace moesim::calibrate {
@@ -30,11 +32,7 @@ namespace moesim::calibrate {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-constexpr std::uint64_t kMiB = 1024ull * 1024ull;
-
-double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-std::string shape_text(const MatrixShape& s) { return std::to_string(s.rows) + "x" + std::to_string(s.cols); }
+using units::kMiB;
 
 std::string threads_text(int t) { return std::to_string(t) + (t == 1 ? " thread" : " threads"); }
 
@@ -46,23 +44,9 @@ using SbgemmFn = decltype(&cblas_sbgemm);
 SbgemvFn sbgemv() { return reinterpret_cast<SbgemvFn>(::dlsym(RTLD_DEFAULT, "cblas_sbgemv")); }
 SbgemmFn sbgemm() { return reinterpret_cast<SbgemmFn>(::dlsym(RTLD_DEFAULT, "cblas_sbgemm")); }
 
-/// Memory aligned to a page, freed with std::free.
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<std::byte, FreeDeleter>;
-
 AlignedBuffer aligned_bytes(std::uint64_t bytes) {
-  const std::uint64_t rounded = (std::max<std::uint64_t>(bytes, 4096) + 4095) / 4096 * 4096;
-  // Asked first: with overcommit, aligned_alloc of more than the machine has may succeed and the fill
-  // that follows end in the kernel's out-of-memory kill.
-  model::require_memory(units::bytes(static_cast<double>(rounded)), "the kernel benchmark's buffers",
+  return aligned_buffer(bytes, 4096, "the kernel benchmark's buffers",
                         "give fewer or smaller --shapes, or a smaller --pool-size");
-  void* p = std::aligned_alloc(4096, static_cast<std::size_t>(rounded));
-  if (!p)
-    throw UserError("could not allocate " + units::format_binary(units::bytes(static_cast<double>(rounded))) +
-                    " for the kernel benchmark; give fewer or smaller --shapes, or a smaller --pool-size");
-  return AlignedBuffer(static_cast<std::byte*>(p));
 }
 
 /// Fills `words` 32-bit words with xorshift32 values (Marsaglia, "Xorshift RNGs", J. Stat. Softw. 8(14),
@@ -176,6 +160,8 @@ std::vector<MatrixShape> model_matrix_shapes(const model::Architecture& a) {
   }
   return out;
 }
+
+std::string shape_text(const MatrixShape& s) { return std::to_string(s.rows) + "x" + std::to_string(s.cols); }
 
 std::vector<MatrixShape> parse_matrix_shapes(const std::string& text, const std::string& flag) {
   std::vector<MatrixShape> out;

@@ -27,7 +27,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr std::uint64_t kMiB = 1024ull * 1024ull;
+using units::kMiB;
 
 /// "266240K" -> bytes (sysfs cache sizes are written with a K, M or G suffix meaning KiB, MiB, GiB).
 std::uint64_t parse_sysfs_size(const std::string& s) {

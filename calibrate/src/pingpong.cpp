@@ -25,7 +25,6 @@ namespace moesim::calibrate {
 
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
 using boost::system::error_code;
 using net::FrameHeader;
 using net::FrameParse;
@@ -35,11 +34,13 @@ using net::kFrameHeaderBytes;
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 std::chrono::nanoseconds to_ns(double s) {
   return std::chrono::nanoseconds(static_cast<std::int64_t>(std::min(s, 1e6) * 1e9));
 }
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-std::string secs(double s) { return text::printf("%g s", s); }
+std::string seconds_text(double s) { return text::printf("%g s", s); }
 std::string size_text(std::uint64_t b) { return size_label(b); }
 
 // ------------------------------------------------------------------------------------------------------
@@ -571,10 +572,10 @@ struct PingPongServer::Impl {
         stage = "its next frame";
         if (std::chrono::steady_clock::now() - started > to_ns(opt.max_session_s)) {
           ++n.expired;
-          log_line(s.peer + ": session older than --max-session " + secs(opt.max_session_s) + " after " +
+          log_line(s.peer + ": session older than --max-session " + seconds_text(opt.max_session_s) + " after " +
                    std::to_string(pings) + " pings; sent an error and closed");
           send_error_and_close(ch, s.socket,
-                               "session ended: this server allows " + secs(opt.max_session_s) +
+                               "session ended: this server allows " + seconds_text(opt.max_session_s) +
                                    " per session (--max-session); measure fewer sizes or repeats per run, or "
                                    "restart the server with a larger --max-session");
           return handshaken;
@@ -612,14 +613,14 @@ struct PingPongServer::Impl {
           ++(limit_flag == std::string_view("--timeout") ? n.timeouts : n.handshake_timeouts);
           if (writing) {
             // Part of a frame may have gone out: an Error frame now would not parse at the peer.
-            log_line(s.peer + ": did not take the server's answer to " + stage + " within " + secs(limit_s) + " (" +
+            log_line(s.peer + ": did not take the server's answer to " + stage + " within " + seconds_text(limit_s) + " (" +
                      limit_flag + "); closed");
             return handshaken;
           }
           const std::string got = std::to_string(rd.have() + e.done) + " bytes of it received";
-          const std::string bound = handshaken ? "a whole frame must arrive within " + secs(limit_s) +
+          const std::string bound = handshaken ? "a whole frame must arrive within " + seconds_text(limit_s) +
                                                      " of the server waiting for it (" + limit_flag + ")"
-                                               : "a whole Hello frame must arrive within " + secs(limit_s) +
+                                               : "a whole Hello frame must arrive within " + seconds_text(limit_s) +
                                                      " of connecting (" + limit_flag + ")";
           log_line(s.peer + ": did not send " + stage + " in time: " + bound + ", " + got +
                    "; sent an error and closed");
@@ -687,7 +688,7 @@ void PingPongServer::run() {
   }
   m.reap(true);
   if (m.accept_timed_out) {
-    throw UserError("no client completed the handshake within " + secs(m.opt.accept_timeout_s) + " of listening on " +
+    throw UserError("no client completed the handshake within " + seconds_text(m.opt.accept_timeout_s) + " of listening on " +
                     m.endpoint + " (--accept-timeout); start the client with --connect " + m.endpoint +
                     " or raise --accept-timeout");
   }
@@ -747,7 +748,7 @@ class Client {
       socket_.close(ignored);
       io_.restart();
       io_.run();
-      throw UserError("no answer from " + connect + " within " + secs(timeout_s) +
+      throw UserError("no answer from " + connect + " within " + seconds_text(timeout_s) +
                       " (connect timed out); check the address, the route and any firewall, or raise --timeout");
     }
     if (ec == asio::error::connection_refused) {
@@ -816,14 +817,14 @@ class Client {
       // A server that refused us (busy) may have closed before our Hello arrived: its Error frame can still
       // be waiting to be read, so read on unless the deadline passed.
       if (e.kind == IoFailure::Timeout) {
-        not_moesim("accepted the connection but did not take the moesim handshake within " + secs(timeout_s_));
+        not_moesim("accepted the connection but did not take the moesim handshake within " + seconds_text(timeout_s_));
       }
     }
     try {
       p = rd_.next_header(ch_, 0);
     } catch (const IoError& e) {
       if (e.kind == IoFailure::Timeout)
-        not_moesim("accepted the connection but did not answer the moesim handshake within " + secs(timeout_s_));
+        not_moesim("accepted the connection but did not answer the moesim handshake within " + seconds_text(timeout_s_));
       if (rd_.have() == 0) not_moesim("closed the connection without answering the moesim handshake");
       not_moesim("closed the connection in the middle of its answer (got bytes '" +
                  net::printable_prefix(rd_.pending()) + "')");
@@ -869,7 +870,7 @@ class Client {
       if (p.status == FrameStatus::Ok) body = rd_.payload(ch_);
     } catch (const IoError& e) {
       if (e.kind == IoFailure::Timeout) {
-        throw UserError("no answer from " + peer_ + " within " + secs(timeout_s_) + " to a " + size_text(bytes) +
+        throw UserError("no answer from " + peer_ + " within " + seconds_text(timeout_s_) + " to a " + size_text(bytes) +
                         " ping; raise --timeout (a slow link needs size / bandwidth seconds) or lower --max-size");
       }
       throw UserError(peer_ + " closed the connection during a " + size_text(bytes) + " ping (" + e.code.message() +

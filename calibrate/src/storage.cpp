@@ -24,10 +24,12 @@
 
 #include "moesim/calibrate/efficiency.hpp"
 #include "moesim/calibrate/memory.hpp"
+#include "moesim/calibrate/progress.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/model/units.hpp"
+#include "aligned_buffer.hpp"
 #include "moesim/reports/table.hpp"
 
 namespace moesim::calibrate {
@@ -36,25 +38,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 constexpr std::uint64_t kAlign = 4096;  // O_DIRECT alignment used for buffers, offsets and sizes
-constexpr std::uint64_t kMiB = 1024ull * 1024ull;
+using units::kMiB;
 constexpr std::uint64_t kHeadroom = 64 * kMiB;  // left free on the file system beyond the test file
-
-double secs(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 std::string binary(double bytes) { return units::format_binary(units::bytes(bytes)); }
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<char, FreeDeleter>;
-
-AlignedBuffer aligned_buffer(std::uint64_t bytes) {
-  const std::uint64_t rounded = (std::max<std::uint64_t>(bytes, kAlign) + kAlign - 1) / kAlign * kAlign;
-  void* p = std::aligned_alloc(kAlign, static_cast<std::size_t>(rounded));
-  if (!p)
-    throw UserError("could not allocate a read buffer of " + binary(static_cast<double>(rounded)) +
-                    "; give a smaller --block");
-  return AlignedBuffer(static_cast<char*>(p));
+AlignedBuffer read_buffer(std::uint64_t bytes) {
+  return aligned_buffer(bytes, kAlign, "the storage benchmark's read buffer", "give a smaller --block");
 }
 
 /// The test file: closed and removed when this goes out of scope, whatever happens.
@@ -83,7 +73,7 @@ class TestFile {
 };
 
 /// pread() of exactly `n` bytes (short reads continue); false with errno on failure or end of file.
-bool read_fully(int fd, char* buf, std::uint64_t n, std::uint64_t offset) {
+bool read_fully(int fd, std::byte* buf, std::uint64_t n, std::uint64_t offset) {
   std::uint64_t done = 0;
   while (done < n) {
     const ssize_t got = ::pread(fd, buf + done, static_cast<std::size_t>(n - done), static_cast<off_t>(offset + done));
@@ -147,7 +137,7 @@ ReadPass run_pass(int fd, const PassSpec& spec, const std::string& flag, const s
     threads.emplace_back([&, i] {
       AlignedBuffer buf;
       try {
-        buf = aligned_buffer(spec.block);
+        buf = read_buffer(spec.block);
       } catch (const std::exception& e) {
         const std::lock_guard<std::mutex> lock(mu);
         error = e.what();
@@ -392,7 +382,7 @@ StorageResult run_storage(const StorageOptions& o, Progress& progress) {
     progress.update(0.0, "writing the " + binary(static_cast<double>(r.size)) + " test file in " + o.dir);
     const auto t0 = Clock::now();
     const std::uint64_t chunk = std::min<std::uint64_t>(8 * kMiB, r.size);
-    AlignedBuffer buf = aligned_buffer(chunk);
+    AlignedBuffer buf = read_buffer(chunk);
     std::uint64_t x = o.seed * 0x9E3779B97F4A7C15ull | 1u;
     for (std::uint64_t off = 0; off < r.size; off += chunk) {
       // Fresh xorshift64 data per chunk (Marsaglia 2003): nothing below the file system can compress or
@@ -430,7 +420,7 @@ StorageResult run_storage(const StorageOptions& o, Progress& progress) {
 
   // How cold reads avoid the page cache: O_DIRECT if the file system accepts an aligned read through it.
   if (cold_fd >= 0) {
-    AlignedBuffer probe = aligned_buffer(kAlign);
+    AlignedBuffer probe = read_buffer(kAlign);
     if (!read_fully(cold_fd, probe.get(), kAlign, 0)) {
       direct_errno = errno;
       cold_fd = -1;

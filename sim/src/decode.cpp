@@ -132,9 +132,9 @@ std::uint64_t tag_step(std::uint64_t tag) { return (tag >> 4) & 0xFFF; }
 std::uint64_t tag_g(std::uint64_t tag) { return tag >> 16; }
 
 // MessageSink first: deliveries, the most frequent virtual call, then need no this-adjusting thunk.
-class Engine final : public MessageSink, public EventHandler {
+class DecodeEngine final : public MessageSink, public EventHandler {
  public:
-  Engine(const DecodeConfig& c, const RoutingTrace& t) : cfg_(c), trace_(t), dispatcher_(*c.placement) { setup(); }
+  DecodeEngine(const DecodeConfig& c, const RoutingTrace& t) : cfg_(c), trace_(t), dispatcher_(*c.placement) { setup(); }
 
   DecodeResult run() {
     for (std::int32_t n = 0; n < n_; ++n) run_node(n, 0);
@@ -349,7 +349,7 @@ class Engine final : public MessageSink, public EventHandler {
   SimTime makespan_ = 0;
 };
 
-void Engine::setup() {
+void DecodeEngine::setup() {
   const auto& a = *cfg_.arch;
   const auto& node = *cfg_.node;
   n_ = cfg_.nodes;
@@ -498,7 +498,7 @@ void Engine::setup() {
   per_token_.reserve(static_cast<std::size_t>(tokens_));
 }
 
-const Engine::Assignment& Engine::assignment(std::uint64_t g, std::int64_t token, std::int64_t j) {
+const DecodeEngine::Assignment& DecodeEngine::assignment(std::uint64_t g, std::int64_t token, std::int64_t j) {
   Assignment& as = assignments_[g % kSlots];
   if (as.g == g) return as;
   as.g = g;
@@ -516,7 +516,7 @@ const Engine::Assignment& Engine::assignment(std::uint64_t g, std::int64_t token
   return as;
 }
 
-SimTime Engine::compute_experts(std::int32_t n, std::int64_t token, std::int64_t j, SimTime t) {
+SimTime DecodeEngine::compute_experts(std::int32_t n, std::int64_t token, std::int64_t j, SimTime t) {
   const auto g = static_cast<std::uint64_t>(token) * static_cast<std::uint64_t>(moe_layers_) +
                  static_cast<std::uint64_t>(j);
   const Assignment& as = assignment(g, token, j);
@@ -614,7 +614,7 @@ SimTime Engine::compute_experts(std::int32_t n, std::int64_t token, std::int64_t
   return t;
 }
 
-void Engine::run_node(std::int32_t n, SimTime t) {
+void DecodeEngine::run_node(std::int32_t n, SimTime t) {
   Node& node = nodes_[static_cast<std::size_t>(n)];
   for (;;) {
     if (node.token >= tokens_) return;
@@ -662,7 +662,7 @@ void Engine::run_node(std::int32_t n, SimTime t) {
   }
 }
 
-SimTime Engine::finish_layer(std::int32_t n, SimTime t) {
+SimTime DecodeEngine::finish_layer(std::int32_t n, SimTime t) {
   Node& node = nodes_[static_cast<std::size_t>(n)];
   const std::int32_t l = node.layer;
   const bool works = !centralised_ || n == 0;
@@ -691,7 +691,7 @@ SimTime Engine::finish_layer(std::int32_t n, SimTime t) {
   return t;
 }
 
-void Engine::start_exchange(std::int32_t n, Slot& slot) {
+void DecodeEngine::start_exchange(std::int32_t n, Slot& slot) {
   const std::uint64_t g = slot.g;
   switch (cfg_.collective) {
     case Collective::ExpertOutputs:
@@ -706,7 +706,7 @@ void Engine::start_exchange(std::int32_t n, Slot& slot) {
   }
 }
 
-void Engine::ring_advance(std::int32_t n, Slot& slot) {
+void DecodeEngine::ring_advance(std::int32_t n, Slot& slot) {
   // Step s (0 .. 2(N-1)-1): every node sends one chunk to its right neighbour; it may send step s once
   // its own partial sum exists and it has received step s-1 from its left neighbour.
   if (!slot.started) return;
@@ -719,7 +719,7 @@ void Engine::ring_advance(std::int32_t n, Slot& slot) {
   }
 }
 
-void Engine::rd_advance(std::int32_t n, Slot& slot) {
+void DecodeEngine::rd_advance(std::int32_t n, Slot& slot) {
   if (!slot.started) return;
   const std::uint64_t g = slot.g;
   const SimTime at = std::max(sim_.now(), slot.done);
@@ -744,7 +744,7 @@ void Engine::rd_advance(std::int32_t n, Slot& slot) {
   }
 }
 
-bool Engine::exchange_complete(std::int32_t n, const Slot& s) const {
+bool DecodeEngine::exchange_complete(std::int32_t n, const Slot& s) const {
   // Centralised (the driver gathers N-1 outputs), expert outputs (N-1) and the ring (2(N-1) steps)
   // complete on a count, precomputed in setup().
   if (centralised_) return n != 0 || s.arrivals == arrivals_needed_;
@@ -754,11 +754,11 @@ bool Engine::exchange_complete(std::int32_t n, const Slot& s) const {
   return (s.rounds_received & all) == all && (n >= n_ - rd_pow2_ || s.sent > rd_rounds_);
 }
 
-void Engine::maybe_complete(std::int32_t n, Slot& slot) {
+void DecodeEngine::maybe_complete(std::int32_t n, Slot& slot) {
   if (slot.started && exchange_complete(n, slot)) complete(n, slot);
 }
 
-void Engine::complete(std::int32_t n, Slot& slot) {
+void DecodeEngine::complete(std::int32_t n, Slot& slot) {
   const SimTime ready = std::max(sim_.now(), slot.done);
   slot.started = false;  // complete once
   slot.g = std::numeric_limits<std::uint64_t>::max();
@@ -782,7 +782,7 @@ DecodeResult run_decode(const DecodeConfig& config, const RoutingTrace& trace) {
   if (!config.arch->is_moe()) {
     throw UserError(config.arch->id + " is a dense model; the expert-parallel simulator needs an MoE model");
   }
-  Engine engine(config, trace);
+  DecodeEngine engine(config, trace);
   return engine.run();
 }
 

@@ -445,9 +445,9 @@ struct Seq {
   [[nodiscard]] std::int64_t prefill_target() const { return prompt + generated; }
 };
 
-class Engine final : public EventHandler {
+class ServingEngine final : public EventHandler {
  public:
-  Engine(const ServingConfig& c, ServingResult& r) : c_(c), r_(r), cost_(c, r.plan, r.assumptions) {
+  ServingEngine(const ServingConfig& c, ServingResult& r) : c_(c), r_(r), cost_(c, r.plan, r.assumptions) {
     handler_ = sim_.add_handler(this);
     // The runtime's host costs (model::DeviceSpec::step_overhead, request_overhead; a runtime profile sets
     // them). vLLM's engine loop is synchronous on the host: each step the scheduler forms the batch, the
@@ -974,7 +974,7 @@ ServingResult run_serving(const ServingConfig& c) {
                           "serve fewer requests (--requests, workload.requests) or shorter outputs (--output, "
                           "workload.output), or use a machine with more memory");
   }
-  Engine engine(c, r);
+  ServingEngine engine(c, r);
   engine.run();
   std::sort(r.requests.begin(), r.requests.end(),
             [](const RequestRecord& x, const RequestRecord& y) { return x.id < y.id; });

@@ -19,7 +19,7 @@
 namespace moesim::sim {
 namespace {
 
-using json = nlohmann::json;
+using Json = nlohmann::json;  // not `json`: that names model::json, the located reader
 
 enum class Kind { None, Object, Array, Number, String, Other };
 
@@ -53,14 +53,14 @@ class Shape {
 
   bool null() { return value(Kind::Other); }
   bool boolean(bool) { return value(Kind::Other); }
-  bool number_integer(json::number_integer_t) { return value(Kind::Number); }
-  bool number_unsigned(json::number_unsigned_t) { return value(Kind::Number); }
-  bool number_float(json::number_float_t, const json::string_t&) { return value(Kind::Number); }
-  bool string(json::string_t& s) {
+  bool number_integer(Json::number_integer_t) { return value(Kind::Number); }
+  bool number_unsigned(Json::number_unsigned_t) { return value(Kind::Number); }
+  bool number_float(Json::number_float_t, const Json::string_t&) { return value(Kind::Number); }
+  bool string(Json::string_t& s) {
     if (stack_.size() == 1 && root == Kind::Object && last_key_ == "format") format_value = s;
     return value(Kind::String);
   }
-  bool binary(json::binary_t&) { return value(Kind::Other); }
+  bool binary(Json::binary_t&) { return value(Kind::Other); }
   bool start_object(std::size_t) {
     const bool go = value(Kind::Object);
     stack_.push_back(Kind::Object);
@@ -73,7 +73,7 @@ class Shape {
   }
   bool end_object() { return end(); }
   bool end_array() { return end(); }
-  bool key(json::string_t& k) {
+  bool key(Json::string_t& k) {
     last_key_ = k;
     const bool root_keys = stack_.size() == 1 && root == Kind::Object;
     const bool first_keys = stack_.size() == 2 && root == Kind::Array && first[0] == Kind::Object && in_first_;
@@ -153,7 +153,7 @@ DetectedFormat detect_trace_format(const std::string& path) {
   const auto start = prefix.find_first_not_of(" \t\r\n");
   if (start == std::string::npos) throw UserError(path + ": is empty" + packed + "; there is no trace to convert");
   Shape s;
-  json::sax_parse(prefix.begin() + static_cast<std::ptrdiff_t>(start), prefix.end(), &s,
+  Json::sax_parse(prefix.begin() + static_cast<std::ptrdiff_t>(start), prefix.end(), &s,
                   nlohmann::detail::input_format_t::json, false);
   const auto& k = s.keys;
   if (s.root == Kind::Object) {

@@ -50,6 +50,9 @@ struct MatrixShape {
 /// expert's w1, v1 (expert_ffn × hidden) and w2 (hidden × expert_ffn), shared experts and dense FFNs.
 std::vector<MatrixShape> model_matrix_shapes(const model::Architecture& a);
 
+/// "6144x10752": a shape as --shapes takes it and the tables print it.
+std::string shape_text(const MatrixShape& s);
+
 /// "6144x10752,1024x6144" -> shapes (rows x cols). UserError naming `flag` on a malformed item.
 std::vector<MatrixShape> parse_matrix_shapes(const std::string& text, const std::string& flag);
 

@@ -9,6 +9,11 @@
 
 namespace moesim::calibrate {
 
+/// Seconds from `a` to `b` on the steady clock (the microbenchmarks' timings).
+inline double secs(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
 class Progress {
  public:
   /// `out` null: quiet.

@@ -12,10 +12,16 @@
 //  - A bare number is an error wherever a unit is required.
 
 #include <compare>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
 namespace moesim::units {
+
+/// Binary byte multiples (IEC 80000-13), for buffer sizes and bounds counted in whole bytes.
+inline constexpr std::uint64_t kKiB = 1024;
+inline constexpr std::uint64_t kMiB = 1024 * kKiB;
+inline constexpr std::uint64_t kGiB = 1024 * kMiB;
 
 /// The kind of a physical quantity, used by the parser to check a string's unit.
 enum class Dimension { Time, Bytes, Bandwidth, Flops, FlopRate, Money, Power };
