@@ -39,7 +39,7 @@ build=${MOESIM_FUZZ_BUILD:-build-fuzz}
 jobs=${MOESIM_FUZZ_JOBS:-1}
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S . -B "$build" -G Ninja -DCMAKE_CXX_COMPILER=clang++-14 -DCMAKE_BUILD_TYPE=Debug \
-    "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" -DMOESIM_SANITIZE=ON -DMOESIM_FUZZ=ON -DMOESIM_BUILD_BENCH=OFF
+    "-DCMAKE_CXX_FLAGS_DEBUG=-g -O1" -DMOESIM_SANITIZE=ON -DMOESIM_FUZZ=ON -DMOESIM_BUILD_BENCH=OFF -DCMAKE_UNITY_BUILD=ON
 fi
 [ "$configure_only" -eq 1 ] && exit 0
 cmake --build "$build" --target $(printf 'fuzz_%s ' "${targets[@]}")
