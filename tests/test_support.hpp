@@ -11,6 +11,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <initializer_list>
+#include <sstream>
 #include <string>
 
 #include "moesim/model/error.hpp"
@@ -44,6 +47,28 @@ class TestDir {
  private:
   std::filesystem::path path_;
 };
+
+/// The whole file, byte for byte ("" if it cannot be read).
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// Runs `f`, expects a one-line UserError whose message contains every one of `parts`; returns the message.
+inline std::string expect_user_error(const std::function<void()>& f, std::initializer_list<std::string> parts) {
+  try {
+    f();
+  } catch (const UserError& e) {
+    const std::string what = e.what();
+    for (const auto& p : parts) EXPECT_NE(what.find(p), std::string::npos) << "missing \"" << p << "\" in: " << what;
+    EXPECT_EQ(what.find('\n'), std::string::npos) << "not one line: " << what;
+    return what;
+  }
+  ADD_FAILURE() << "no UserError thrown";
+  return "";
+}
 
 /// The UserError message of `f`, or "" if it did not throw.
 template <typename F>

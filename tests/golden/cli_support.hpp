@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "../test_support.hpp"
+
 namespace moesim::test {
 
 namespace fs = std::filesystem;
@@ -27,12 +29,16 @@ struct Run {
   std::string err;
 };
 
-inline std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+/// The binary under test.
+inline const std::string kBin = MOESIM_BINARY;
+/// `mpirun` as the tests start it, followed by the rank count. Open MPI refuses root without the two
+/// OMPI_ALLOW variables; under AddressSanitizer Open MPI's own allocations at exit would be reported as
+/// leaks, so leak detection is off for the ranks only.
+inline const std::string kMpirun =
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 timeout 300 "
+    "mpirun --oversubscribe -np ";
+
+inline bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
 
 /// Runs `moesim <args>` (args are shell words) with stdout and stderr captured in files under `capture`
 /// (default: a folder per test process in the temporary directory).

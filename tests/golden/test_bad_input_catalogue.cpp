@@ -33,7 +33,7 @@ using namespace moesim::test;
 
 namespace {
 
-struct Case {
+struct CatalogueCase {
   const char* name;
   std::string args;                       ///< "{d}" is replaced by the scratch folder
   std::vector<std::string> must_mention;  ///< substrings of the one-line message ("{d}" replaced too)
@@ -59,7 +59,7 @@ const char* const kConfigNegativeLayers =
 /// Runs one case (its command line prefixed by `env`, e.g. "MOESIM_MEMORY_LIMIT=1GiB", and bounded by
 /// timeout(1) so that a regression to a hang fails instead of stalling the suite) and checks the contract
 /// above. Returns the run.
-Run check_case(const Scratch& s, const Case& c, const std::string& env = "") {
+Run check_case(const Scratch& s, const CatalogueCase& c, const std::string& env = "") {
   SCOPED_TRACE(c.name);
   const std::string d = s.path();
   const auto r = s.shell(env + " timeout 120 " + std::string(MOESIM_BINARY) + " " + expand(c.args, d));
@@ -122,7 +122,7 @@ TEST(BadInputCatalogue, EveryCommandRefusesWithOneLineAndLeavesNothing) {
     s.write("expert99.jsonl", t);
   }
 
-  const std::vector<Case> cases = {
+  const std::vector<CatalogueCase> cases = {
       // estimate: model, hardware, NIC profiles, node counts, precisions, scenarios
       {"unknown model", "estimate --model dbrx --hw dgx-h100", {"unknown model 'dbrx'", "dbrx-instruct"}, {}},
       {"unknown node profile", "estimate --model dbrx-instruct --hw dgx", {"'dgx'", "moesim hw"}, {}},
@@ -287,7 +287,7 @@ TEST(BadInputCatalogue, NeverRemovesADirectoryItDidNotWrite) {
   s.write("old-report/a.txt", "a\n");
   s.write("old-report/b.txt", "the user's\n");
   s.write("grid-ok.json", R"({"models": ["dbrx-instruct"], "hw": ["dgx-h100"]})");
-  const std::vector<Case> cases = {
+  const std::vector<CatalogueCase> cases = {
       {"report onto a directory of the user's",
        "report -q --out {d}/mine",
        {"--out", "is not a moesim report", ".moesim-report", "never replaces"},
@@ -321,7 +321,7 @@ TEST(BadInputCatalogue, OutputsAreNeverFollowedOrReplacedUnsafely) {
   fs::create_directories(s.path("adir"));
   ASSERT_EQ(::mkfifo(s.path("fifo").c_str(), 0600), 0);
   const std::string serve = "serve -q --model mixtral-8x7b --hw dgx-h100 --rate 4/s --requests 5";
-  const std::vector<Case> cases = {
+  const std::vector<CatalogueCase> cases = {
       {"output onto a dangling link",
        serve + " --steps-out {d}/dangling",
        {"--steps-out", "symbolic link", "does not exist"},
@@ -363,7 +363,7 @@ TEST(BadInputCatalogue, AFullDiskWritesNoOutputAtAll) {
     std::string at;
     ~Unmount() { (void)std::system(("umount " + at).c_str()); }
   } unmount{s.path("full")};
-  const Case c{"the second output's disk is full",
+  const CatalogueCase c{"the second output's disk is full",
                "serve -q --model mixtral-8x7b --hw dgx-h100 --rate 4/s --requests 300 --requests-out {d}/r.csv "
                "--steps-out {d}/full/s.csv",
                {"--steps-out", "disk is full", "nothing was written"},
@@ -382,7 +382,7 @@ TEST(BadInputCatalogue, InputsThatAreNotRegularFilesAreRefusedAtOnce) {
   fs::create_directories(s.path("ckpt"));
   fs::create_symlink("/dev/zero", s.path("ckpt/config.json"));
   fs::create_symlink("/dev/zero", s.path("ckpt/model.safetensors"));
-  const std::vector<Case> cases = {
+  const std::vector<CatalogueCase> cases = {
       {"a scenario that is /dev/zero", "estimate --scenario /dev/zero", {"/dev/zero", "character device"}, {}},
       {"a scenario that is a FIFO with no writer",
        "simulate --scenario {d}/fifo.json --per-token {d}/pt.csv",
@@ -423,7 +423,7 @@ TEST(BadInputCatalogue, NoSilentWrongValues) {
   s.write("nic-tiny-bw.json", nic("1us", "5e-324GB/s"));
   s.write("nic-huge-latency.json", nic("1e9h", "10Gb/s"));
   const std::string two_macs = "estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192 --nodes 2 --nic ";
-  const std::vector<Case> cases = {
+  const std::vector<CatalogueCase> cases = {
       {"a key given twice", "estimate --scenario {d}/dup.json", {"dup.json", "$", "\"context\"", "twice"}, {}},
       {"bytes after a NUL", "estimate --scenario {d}/nul.json", {"nul.json", "NUL"}, {}},
       {"a scenario that is not an object",
@@ -473,7 +473,7 @@ TEST(BadInputCatalogue, MessagesNameTheirPlaceAndStayOneLine) {
   s.write("sim-placement.json", R"({"placement": "nope"})");
   s.write("est-hw.json", R"({"model": "dbrx-instruct", "hw": "dgxx", "nodes": [1]})");
   s.write("serve-hw.json", R"({"model": "mixtral-8x7b", "hw": "dgxx"})");
-  const std::vector<Case> cases = {
+  const std::vector<CatalogueCase> cases = {
       {"an unknown model in a simulate scenario",
        "simulate --scenario {d}/sim-model.json",
        {"sim-model.json: $.model: unknown model 'dbrx'", "dbrx-instruct"},
@@ -531,7 +531,7 @@ TEST(BadInputCatalogue, SizesBeyondMemoryAreRefused) {
     "nics": ["10gbe-grpc"], "simulate": {"tokens": 1e12}})");
   s.write("grid-tokens-huge.json",
           R"({"models": ["dbrx-instruct"], "hw": ["dgx-h100"], "simulate": {"tokens": 1e30}})");
-  const std::vector<Case> cases = {
+  const std::vector<CatalogueCase> cases = {
       {"simulate: a generated trace too large",
        "simulate --tokens 30000000 --per-token {d}/pt.csv",
        {"30000000 tokens", "MOESIM_MEMORY_LIMIT", "--tokens"},

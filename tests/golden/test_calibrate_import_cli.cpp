@@ -15,9 +15,9 @@ namespace {
 
 using namespace moesim::test;
 
-const std::string kData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/";
-const std::string kInf = kData + "vllm/llama-3.1-8b-h100-inf.json";
-const std::string kRate = kData + "vllm/llama-3.1-8b-h100-rate4.json";
+const std::string kImportData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/";
+const std::string kInf = kImportData + "vllm/llama-3.1-8b-h100-inf.json";
+const std::string kRate = kImportData + "vllm/llama-3.1-8b-h100-rate4.json";
 
 // Two serving results: the profile written holds both host costs, and `serve --runtime PATH` loads it and
 // says it used them.
@@ -47,10 +47,10 @@ TEST(GoldenCalibrateImport, VllmServingProfileIsReadByServe) {
 TEST(GoldenCalibrateImport, LlamaBenchBothFormatsThenServingMerges) {
   const Scratch s("moesim_calibrate_import");
   const std::string common = " --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime llama.cpp-metal";
-  const moesim::test::Run md = s.moesim("calibrate fit --llama-bench " + kData + "llama-bench/m2-ultra-llama3-8b.md" +
+  const moesim::test::Run md = s.moesim("calibrate fit --llama-bench " + kImportData + "llama-bench/m2-ultra-llama3-8b.md" +
                                         common + " --out " + s.path("md.json"));
   ASSERT_EQ(md.code, 0) << md.err;
-  const moesim::test::Run js = s.moesim("calibrate fit --llama-bench " + kData + "llama-bench/m2-ultra-llama3-8b.json" +
+  const moesim::test::Run js = s.moesim("calibrate fit --llama-bench " + kImportData + "llama-bench/m2-ultra-llama3-8b.json" +
                                         common + " --out " + s.path("js.json"));
   ASSERT_EQ(js.code, 0) << js.err;
   const auto a = nlohmann::json::parse(slurp(s.path("md.json")));
@@ -102,7 +102,7 @@ TEST(GoldenCalibrateImport, BadServingResultIsRefusedAndNothingWritten) {
 // benchmark_latency.py output: step_overhead alone is fitted and the profile is read by estimate and serve.
 TEST(GoldenCalibrateImport, VllmLatencyProfile) {
   const Scratch s("moesim_calibrate_import");
-  const moesim::test::Run r = s.moesim("calibrate fit --vllm-latency " + kData +
+  const moesim::test::Run r = s.moesim("calibrate fit --vllm-latency " + kImportData +
                                        "vllm/llama-3.1-8b-h100-latency-b8.json --batch-size 8 --input-len 32 "
                                        "--output-len 128 --model llama-3.1-8b --hw h100-sxm --runtime vllm --out " +
                                        s.path("lat.json"));
@@ -115,7 +115,7 @@ TEST(GoldenCalibrateImport, VllmLatencyProfile) {
                                            " --rate 4/s --prompt 100 --output 16 --requests 4");
   EXPECT_EQ(serve.code, 0) << serve.err;
   const moesim::test::Run both =
-      s.moesim("calibrate fit --vllm-latency " + kData + "vllm/llama-3.1-8b-h100-latency-b8.json --vllm-serving " +
+      s.moesim("calibrate fit --vllm-latency " + kImportData + "vllm/llama-3.1-8b-h100-latency-b8.json --vllm-serving " +
                kInf + " --model llama-3.1-8b --hw h100-sxm --runtime vllm");
   EXPECT_EQ(both.code, 2);
 }
@@ -124,7 +124,7 @@ TEST(GoldenCalibrateImport, VllmLatencyProfile) {
 // predicted by the fit to the other configurations (llama-bench's JSON fields; test figures, not measured).
 TEST(GoldenCalibrateImport, LlamaBenchRowsCarryTheirLeaveOneOutErrors) {
   const Scratch s("moesim_calibrate_import");
-  nlohmann::json tests = nlohmann::json::parse(slurp(kData + "llama-bench/m2-ultra-llama3-8b.json"));
+  nlohmann::json tests = nlohmann::json::parse(slurp(kImportData + "llama-bench/m2-ultra-llama3-8b.json"));
   for (const double ts : {58.0, 51.0}) {
     nlohmann::json t = tests.at(0);
     t["model_type"] = "llama 8B Q8_0";

@@ -28,11 +28,11 @@
 namespace {
 
 namespace fs = std::filesystem;
+using moesim::test::kBin;
 using moesim::test::Run;
 using moesim::test::Scratch;
 using moesim::test::slurp;
 
-const std::string kBin = MOESIM_BINARY;
 /// Small, quick measurement flags for every client run in this file.
 const std::string kQuick = " --repeats 20 --min-repeats 3 --warmup 1 --time-per-size 0.01 --quiet";
 

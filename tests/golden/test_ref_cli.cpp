@@ -16,13 +16,6 @@ using namespace moesim::test;
 
 namespace {
 
-const std::string kBin = MOESIM_BINARY;
-// Open MPI refuses root without these; under AddressSanitizer Open MPI's own allocations at exit would be
-// reported as leaks, so leak detection is off for the ranks only.
-const std::string kMpirun =
-    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 timeout 300 "
-    "mpirun --oversubscribe -np ";
-
 // Weights of standard deviation 0.3 so that attention and the experts decide the tokens (see
 // test_reference_decoder.cpp); 5 experts, so 2 and 4 ranks hold unequal shares.
 const char* kConfig = R"({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 48,
@@ -32,8 +25,6 @@ const char* kConfig = R"({"architectures": ["MixtralForCausalLM"], "model_type":
   "tie_word_embeddings": false})";
 
 const std::string kRun = " ref run --prompt 5,17,42,3,88,60,1 --tokens 8 --threads 1 --quiet ";
-
-bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
 
 /// Max |a - b| over the logits, relative to the largest |b|; the tokens must be equal.
 void expect_same_output(const std::string& got_path, const nlohmann::json& want, const std::string& what) {

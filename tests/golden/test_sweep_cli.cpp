@@ -18,15 +18,6 @@ namespace {
 
 using namespace moesim::test;
 
-const std::string kBin = MOESIM_BINARY;
-// Open MPI refuses root without these; under AddressSanitizer Open MPI's own allocations at exit would be
-// reported as leaks, so leak detection is off for the ranks only (as in test_ref_cli.cpp).
-const std::string kMpirun =
-    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ASAN_OPTIONS=detect_leaks=0 timeout 300 "
-    "mpirun --oversubscribe -np ";
-
-bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
-
 /// A small decode grid: 3 node counts x 2 NICs x 2 strategies = 12 points, all simulated, 200 tokens.
 const char* kSmallGrid = R"({
   "description": "small test grid",

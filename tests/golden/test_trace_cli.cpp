@@ -25,7 +25,7 @@ using moesim::test::Run;
 using moesim::test::Scratch;
 using moesim::test::slurp;
 
-const std::string kData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/traces/";
+const std::string kTraceData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/traces/";
 
 // gen writes a trace whose statistics are what was asked for: 20,000 uniform DBRX tokens with --reuse 0.3
 // (exact solution; standard error of the measured reuse about 0.002 on 40 layers, so 0.01).
@@ -63,9 +63,9 @@ TEST(TraceCli, GenThenStatsJson) {
 // jsonl -> mtrace -> jsonl gives back the committed sample byte for byte.
 TEST(TraceCli, ConvertRoundTripIsByteIdentical) {
   Scratch s("moesim_trace_cli");
-  ASSERT_EQ(s.moesim("trace convert " + kData + "small.jsonl --out " + s.path("a.mtrace")).code, 0);
+  ASSERT_EQ(s.moesim("trace convert " + kTraceData + "small.jsonl --out " + s.path("a.mtrace")).code, 0);
   ASSERT_EQ(s.moesim("trace convert " + s.path("a.mtrace") + " --out " + s.path("b.jsonl")).code, 0);
-  EXPECT_EQ(slurp(s.path("b.jsonl")), slurp(kData + "small.jsonl"));
+  EXPECT_EQ(slurp(s.path("b.jsonl")), slurp(kTraceData + "small.jsonl"));
   EXPECT_EQ(s.files(), (std::vector<std::string>{"a.mtrace", "b.jsonl"}));
 }
 
@@ -73,22 +73,22 @@ TEST(TraceCli, ConvertRoundTripIsByteIdentical) {
 TEST(TraceCli, ImportsThePublicFormats) {
   Scratch s("moesim_trace_cli");
   // Two per-query files: 3 prefill + 2 decode tokens, then 2 + 1; decoder layers 1 and 3 are the MoE ones.
-  auto r = s.moesim("trace convert " + kData + "moe_selection_q0.json " + kData +
+  auto r = s.moesim("trace convert " + kTraceData + "moe_selection_q0.json " + kTraceData +
                     "moe_selection_q1.json --from moe-selection --experts 8 --out " + s.path("m.jsonl"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("8 tokens, 2 requests, 2 MoE layers"), std::string::npos) << r.out;
-  r = s.moesim("trace convert " + kData + "moe_selection_q0.json --from moe-selection --experts 8 --decode-only " +
+  r = s.moesim("trace convert " + kTraceData + "moe_selection_q0.json --from moe-selection --experts 8 --decode-only " +
                "--out " + s.path("md.jsonl"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("2 tokens"), std::string::npos) << r.out;
   // 8 records, 2 identical repeats dropped: 3 tokens of 2 layers, with weights.
-  r = s.moesim("trace convert " + kData + "speculative_moe.jsonl --from speculative-moe --experts 8 --out " +
+  r = s.moesim("trace convert " + kTraceData + "speculative_moe.jsonl --from speculative-moe --experts 8 --out " +
                s.path("sp.mtrace"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("3 tokens, 2 requests, 2 MoE layers, 8 experts, top-2, gate weights"), std::string::npos)
       << r.out;
   // vLLM: 2 prompt + 3 generated tokens in one file, 2 generated in a bare array.
-  r = s.moesim("trace convert " + kData + "vllm_request.json " + kData + "vllm_bare.json --from vllm --experts 8 " +
+  r = s.moesim("trace convert " + kTraceData + "vllm_request.json " + kTraceData + "vllm_bare.json --from vllm --experts 8 " +
                "--out " + s.path("v.jsonl"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("7 tokens, 2 requests"), std::string::npos) << r.out;
@@ -124,7 +124,7 @@ using moesim::test::write_compressed;
 // zstd-compressed copy of it, giving the same results.
 TEST(TraceCli, RealExcerptDrivesSimulate) {
   Scratch s("moesim_trace_cli");
-  auto r = s.moesim("trace convert " + kData + "speculative_moe_humaneval_2_tail.jsonl --model mixtral-8x7b --out " +
+  auto r = s.moesim("trace convert " + kTraceData + "speculative_moe_humaneval_2_tail.jsonl --model mixtral-8x7b --out " +
                     s.path("sp.mtrace"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("4 tokens, 2 requests, 32 MoE layers, 8 experts, top-2, gate weights"), std::string::npos)
@@ -156,7 +156,7 @@ TEST(TraceCli, RealExcerptDrivesSimulate) {
   EXPECT_TRUE(tokens_per_s) << a.out;
 
   // The same real routing in a vLLM response body (2 prompt + 3 generated tokens) drives simulate too.
-  r = s.moesim("trace convert " + kData + "vllm_completion_mixtral.json --model mixtral-8x7b --out " +
+  r = s.moesim("trace convert " + kTraceData + "vllm_completion_mixtral.json --model mixtral-8x7b --out " +
                s.path("v.mtrace"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("5 tokens, 1 request, 32 MoE layers, 8 experts, top-2"), std::string::npos) << r.out;
@@ -173,7 +173,7 @@ TEST(TraceCli, MaverickExcerptDrivesSimulate) {
   Scratch s("moesim_trace_cli");
   const std::string config =
       std::string(MOESIM_SOURCE_DIR) + "/tests/data/hf_configs/llama-4-maverick-17b-128e/config.json";
-  auto r = s.moesim("trace convert " + kData + "moe_selection_maverick_q0_steps0-12.json --model " + config +
+  auto r = s.moesim("trace convert " + kTraceData + "moe_selection_maverick_q0_steps0-12.json --model " + config +
                     " --out " + s.path("m.mtrace"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("37 tokens, 1 request, 24 MoE layers, 128 experts, top-1"), std::string::npos) << r.out;
@@ -190,16 +190,16 @@ TEST(TraceCli, MaverickExcerptDrivesSimulate) {
 TEST(TraceCli, DetectsFormatsAndFlagsDegenerateLayers) {
   Scratch s("moesim_trace_cli");
   auto r =
-      s.moesim("trace convert " + kData + "speculative_moe_raw_excerpt.jsonl --experts 8 --out " + s.path("raw.jsonl"));
+      s.moesim("trace convert " + kTraceData + "speculative_moe_raw_excerpt.jsonl --experts 8 --out " + s.path("raw.jsonl"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("5 tokens, 1 request"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("3 incomplete tokens dropped"), std::string::npos) << r.err;
-  r = s.moesim("trace convert " + kData + "vllm_completion_lists.json --experts 8 --out " + s.path("v.jsonl"));
+  r = s.moesim("trace convert " + kTraceData + "vllm_completion_lists.json --experts 8 --out " + s.path("v.jsonl"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("9 tokens, 2 requests"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("reading it as vllm"), std::string::npos) << r.err;
 
-  r = s.moesim("trace convert " + kData +
+  r = s.moesim("trace convert " + kTraceData +
                "moe_selection_maverick_q0_steps0-12.json --experts 128 --decode-only --out " + s.path("m.jsonl"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("12 tokens, 1 request, 24 MoE layers, 128 experts, top-1"), std::string::npos) << r.out;
@@ -219,9 +219,9 @@ TEST(TraceCli, DetectsFormatsAndFlagsDegenerateLayers) {
   EXPECT_EQ(j["layers"][21]["degenerate"], false);
 
   // moesim's own formats, compressed, convert without --from and back to the same bytes.
-  write_compressed(s.path("small.jsonl.zst"), slurp(kData + "small.jsonl"), "zst");
+  write_compressed(s.path("small.jsonl.zst"), slurp(kTraceData + "small.jsonl"), "zst");
   ASSERT_EQ(s.moesim("trace convert " + s.path("small.jsonl.zst") + " --out " + s.path("back.jsonl")).code, 0);
-  EXPECT_EQ(slurp(s.path("back.jsonl")), slurp(kData + "small.jsonl"));
+  EXPECT_EQ(slurp(s.path("back.jsonl")), slurp(kTraceData + "small.jsonl"));
 }
 
 // Refusals of the new inputs, each one line: a file of no known format (instead of a JSON syntax error), a
@@ -230,7 +230,7 @@ TEST(TraceCli, BadCompressedAndUnknownInputsAreRefused) {
   Scratch s("moesim_trace_cli");
   s.write("other.json", R"({"tokens": [1, 2, 3]})");
   write_compressed(s.path("bomb.jsonl.zst"), std::string(8 << 20, '\n'), "zst");
-  write_compressed(s.path("good.jsonl.gz"), slurp(kData + "small.jsonl"), "gz");
+  write_compressed(s.path("good.jsonl.gz"), slurp(kTraceData + "small.jsonl"), "gz");
   const std::string gz = slurp(s.path("good.jsonl.gz"));
   s.write("cut.jsonl.gz", gz.substr(0, gz.size() - 12));
   const std::string out = " --out " + s.path("result.mtrace");
@@ -263,7 +263,7 @@ TEST(TraceCli, HelpListsOptionsAndPresets) {
 
 TEST(TraceCli, BadTracesAreRefused) {
   Scratch s("moesim_trace_cli");
-  const std::string good = slurp(kData + "small.jsonl");
+  const std::string good = slurp(kTraceData + "small.jsonl");
   auto lines = [&] {
     std::vector<std::string> v;
     std::istringstream in(good);
@@ -284,7 +284,7 @@ TEST(TraceCli, BadTracesAreRefused) {
   auto topk = lines;
   topk[1].replace(topk[1].find("[3,5]"), 5, "[3,5,1]");
   s.write("topk.jsonl", join(topk));
-  ASSERT_EQ(s.moesim("trace convert " + kData + "small.jsonl --out " + s.path("good.mtrace")).code, 0);
+  ASSERT_EQ(s.moesim("trace convert " + kTraceData + "small.jsonl --out " + s.path("good.mtrace")).code, 0);
   const std::string bin = slurp(s.path("good.mtrace"));
   s.write("cut.mtrace", bin.substr(0, bin.size() - 40));  // records are 32 bytes: ends 24 bytes into record 3
   s.write("conflict.jsonl",
@@ -304,7 +304,7 @@ TEST(TraceCli, BadTracesAreRefused) {
        {"malformed.jsonl: line 4, column", "malformed JSON"}},
       {"top-k of the line", "trace convert " + s.path("topk.jsonl") + out, {"topk.jsonl: line 2", "top_k is 2"}},
       {"wrong layers and top-k for the model",
-       "trace convert " + kData + "small.jsonl --model dbrx-instruct" + out,
+       "trace convert " + kTraceData + "small.jsonl --model dbrx-instruct" + out,
        {"small.jsonl", "MoE layers 2 vs 40", "top-k 2 vs 4", "--model mixtral-8x7b"}},
       {"truncated binary",
        "trace convert " + s.path("cut.mtrace") + " --out " + s.path("result.jsonl"),
@@ -317,13 +317,13 @@ TEST(TraceCli, BadTracesAreRefused) {
            out,
        {"conflict.jsonl: line 2", "conflicts with line 1"}},
       {"importer without an expert count",
-       "trace convert " + kData + "vllm_bare.json --from vllm" + out,
+       "trace convert " + kTraceData + "vllm_bare.json --from vllm" + out,
        {"--model", "--experts"}},
       {"importer id beyond the experts given",
-       "trace convert " + kData + "vllm_bare.json --from vllm --experts 3" + out,
+       "trace convert " + kTraceData + "vllm_bare.json --from vllm --experts 3" + out,
        {"vllm_bare.json: $[0][0][0]", "out of range [0, 3)"}},
       {"unknown input format",
-       "trace convert " + kData + "small.jsonl --from parquet" + out,
+       "trace convert " + kTraceData + "small.jsonl --from parquet" + out,
        {"--from", "moe-selection"}},
       {"missing file", "trace stats " + s.path("nope.jsonl"), {"nope.jsonl", "no such file"}},
       {"unreachable reuse", "trace gen --model mixtral-8x7b --tokens 100 --reuse 0.1" + out, {"--reuse", "[0.25, 1]"}},
@@ -335,7 +335,7 @@ TEST(TraceCli, BadTracesAreRefused) {
       {"unknown extension",
        "trace gen --model mixtral-8x7b --tokens 100 --out " + s.path("t.txt"),
        {"t.txt", ".mtrace"}},
-      {"cache smaller than top-k", "trace stats " + kData + "small.jsonl --cache-sizes 1", {"--cache-sizes", "top_k"}},
+      {"cache smaller than top-k", "trace stats " + kTraceData + "small.jsonl --cache-sizes 1", {"--cache-sizes", "top_k"}},
       {"unknown subcommand", "trace generate", {"did you mean 'gen'"}},
   };
   for (const auto& c : cases) expect_refused(s, c);

@@ -16,7 +16,7 @@ namespace {
 
 using namespace moesim::test;
 
-const char* kHeader =
+const char* kTableHeader =
     "id,role,model,hf_repo,format,hardware,hw_family,devices,runtime,runtime_version,batch,prompt_tokens,"
     "output_tokens,context_depth,metric,value,unit,source_url,locator\n";
 
@@ -27,7 +27,7 @@ const char* kMapping = R"({
 })";
 
 void write_table(const Scratch& s, const std::string& rows, const std::string& mapping = kMapping) {
-  s.write("measurements.csv", std::string(kHeader) + rows);
+  s.write("measurements.csv", std::string(kTableHeader) + rows);
   s.write("mapping.json", mapping);
 }
 

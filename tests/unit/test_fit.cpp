@@ -12,6 +12,7 @@
 #include "moesim/calibrate/lsq.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/sim/decode.hpp"
+#include "../test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace moesim;
@@ -61,11 +62,6 @@ nlohmann::json scenario(int nodes, int tokens) {
           {"strategy", "P-LR-D"},     {"generate", {{"tokens", tokens}, {"seed", 3}}}};
 }
 
-struct TempDir {
-  fs::path path = fs::temp_directory_path() / ("moesim_fit_" + std::to_string(::getpid()));
-  TempDir() { fs::create_directories(path); }
-  ~TempDir() { fs::remove_all(path); }
-};
 
 }  // namespace
 
@@ -96,8 +92,8 @@ TEST(CalibrateFit, RecoversKnownParametersFromNoisySyntheticRuns) {
                      {{"time_per_token", std::to_string(split.time) + "s"},
                       {"split", {{"moe", s(split.moe)}, {"comm", s(split.comm)}, {"misc", s(split.misc)}}}}}});
   }
-  TempDir dir;
-  const auto file = (dir.path / "runs.json").string();
+  moesim::test::TestDir dir("moesim_fit");
+  const auto file = (dir.path() / "runs.json").string();
   std::ofstream(file) << nlohmann::json{{"source", "synthetic, test_fit.cpp"}, {"runs", runs}}.dump(2);
 
   FitOptions o;
@@ -111,7 +107,7 @@ TEST(CalibrateFit, RecoversKnownParametersFromNoisySyntheticRuns) {
   }
   EXPECT_LT(r.rms_relative, 0.03);
   // The fitted profile document loads and carries the fitted figures.
-  const auto path = (dir.path / "fitted.json").string();
+  const auto path = (dir.path() / "fitted.json").string();
   std::ofstream(path) << r.node_document.dump();
   const model::NodeProfile fitted = model::load_node(path);
   ASSERT_TRUE(fitted.devices.layer_overhead);
@@ -120,8 +116,8 @@ TEST(CalibrateFit, RecoversKnownParametersFromNoisySyntheticRuns) {
 
 // A parameter the runs cannot move (re-wiring when every weight stays wired) is kept and flagged.
 TEST(CalibrateFit, KeepsParametersTheRunsDoNotConstrain) {
-  TempDir dir;
-  const auto file = (dir.path / "runs.json").string();
+  moesim::test::TestDir dir("moesim_fit");
+  const auto file = (dir.path() / "runs.json").string();
   nlohmann::json run = {{"name", "two"}, {"scenario", scenario(2, 100)}, {"measured", {{"tokens_per_s", 6.1}}}};
   std::ofstream(file) << nlohmann::json{{"source", "test"}, {"runs", {run}}}.dump();
   FitOptions o;

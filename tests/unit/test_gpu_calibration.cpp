@@ -18,7 +18,7 @@
 namespace {
 
 using namespace moesim::calibrate;
-constexpr double kMiB = 1024.0 * 1024.0;
+constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 
 // DBRX's w1 (10752 x 6144) at batch 4: weights 10752·6144·2 B, inputs 4·6144·2 B, f32 outputs 4·10752·4 B,
 // FLOPs 2·10752·6144·4; fp8 halves the weights and inputs, not the f32 outputs.
@@ -195,7 +195,7 @@ TEST(GpuCalibration, MemoryProfileLoadsWithTheCopyAsBandwidth) {
   r.device = {0, 2, "NVIDIA Test GPU", 9, 0, 80ull << 30, 50ull << 20, 132, "13.0", "13.0", "13.0.0", "2.27.7"};
   const std::uint64_t gib = 1ull << 30;
   r.copies.push_back({CopyKind::D2D, gib, copy_counted_bytes(CopyKind::D2D, gib), {{2.0 * gib / 3e12}}});
-  r.copies.push_back({CopyKind::H2D, 256ull << 20, 256.0 * kMiB, {{256.0 * kMiB / 50e9}}});
+  r.copies.push_back({CopyKind::H2D, 256ull << 20, 256.0 * kBytesPerMiB, {{256.0 * kBytesPerMiB / 50e9}}});
   r.nccl.push_back({"all_reduce", 2, 1ull << 20, {{1e-5}}});
   Provenance p;
   p.host = "gpu-host";

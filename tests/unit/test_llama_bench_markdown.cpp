@@ -14,17 +14,17 @@ namespace {
 
 using moesim::calibrate::read_llama_bench;
 
-const std::string kData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/llama-bench/";
+const std::string kBenchData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/llama-bench/";
 
-std::string error_reading(const std::string& text) {
+std::string error_reading_markdown(const std::string& text) {
   const std::string path = testing::TempDir() + "moesim_llama_bench_bad.md";
   std::ofstream(path) << text;
   return moesim::test::error_of([&] { (void)read_llama_bench(path); });
 }
 
 TEST(LlamaBenchMarkdown, SameTestsAsTheJson) {
-  const nlohmann::json md = read_llama_bench(kData + "m2-ultra-llama3-8b.md");
-  const nlohmann::json js = read_llama_bench(kData + "m2-ultra-llama3-8b.json");
+  const nlohmann::json md = read_llama_bench(kBenchData + "m2-ultra-llama3-8b.md");
+  const nlohmann::json js = read_llama_bench(kBenchData + "m2-ultra-llama3-8b.json");
   ASSERT_EQ(md.size(), js.size());
   for (std::size_t i = 0; i < md.size(); ++i) {
     for (const char* key : {"model_type", "n_prompt", "n_gen", "n_depth"})
@@ -37,16 +37,16 @@ TEST(LlamaBenchMarkdown, SameTestsAsTheJson) {
 TEST(LlamaBenchMarkdown, RefusesWhatLlamaBenchDidNotWrite) {
   const std::string header =
       "| model | size | params | backend | ngl | test | t/s |\n| --- | ---: | ---: | --- | --: | ---: | ---: |\n";
-  EXPECT_NE(error_reading("| model | test |\n| --- | --- |\n| llama 8B F16 | tg32 |\n").find("\"t/s\" column"),
+  EXPECT_NE(error_reading_markdown("| model | test |\n| --- | --- |\n| llama 8B F16 | tg32 |\n").find("\"t/s\" column"),
             std::string::npos);
   EXPECT_NE(
-      error_reading(header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | xx32 | 1.0 ± 0.0 |\n").find("column test"),
+      error_reading_markdown(header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | xx32 | 1.0 ± 0.0 |\n").find("column test"),
       std::string::npos);
-  EXPECT_NE(error_reading(header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | tg32 | fast |\n").find("column t/s"),
+  EXPECT_NE(error_reading_markdown(header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | tg32 | fast |\n").find("column t/s"),
             std::string::npos);
-  EXPECT_NE(error_reading(header + "| llama 8B F16 | 1 GiB | 99 | tg32 | 1.0 ± 0.0 |\n").find("columns"),
+  EXPECT_NE(error_reading_markdown(header + "| llama 8B F16 | 1 GiB | 99 | tg32 | 1.0 ± 0.0 |\n").find("columns"),
             std::string::npos);
-  EXPECT_NE(error_reading("hello\n").find("neither a JSON array nor a markdown table"), std::string::npos);
+  EXPECT_NE(error_reading_markdown("hello\n").find("neither a JSON array nor a markdown table"), std::string::npos);
   // pp+tg and depth are parsed into their parts.
   const std::string path = testing::TempDir() + "moesim_llama_bench_ok.md";
   std::ofstream(path) << header << "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | pp512+tg128 @ d4096 | 12.50 ± 0.10 |\n";
@@ -63,7 +63,7 @@ TEST(LlamaBenchMarkdown, RefusesWhatLlamaBenchDidNotWrite) {
                                 "| --- | ---: | ---: | --- | --: | ---: | ---: | ---: |\n";
   std::ofstream(path) << ub_header << "| qwen3moe 30B.A3B Q8_0 | 30 GiB | 30 B | Metal | 99 | 2048 | pp512 | 2045.19 ± 10.70 |\n";
   EXPECT_EQ(read_llama_bench(path).at(0).at("n_ubatch"), 2048);
-  EXPECT_NE(error_reading(ub_header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | big | pp512 | 1.0 ± 0.0 |\n")
+  EXPECT_NE(error_reading_markdown(ub_header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | big | pp512 | 1.0 ± 0.0 |\n")
                 .find("column n_ubatch"),
             std::string::npos);
 }

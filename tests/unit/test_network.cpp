@@ -12,6 +12,8 @@
 #include "moesim/sim/event_core.hpp"
 #include "moesim/sim/network.hpp"
 
+using moesim::sim::kPicosecondsPerMicrosecond;
+
 namespace {
 
 using moesim::sim::MessageSink;
@@ -20,7 +22,6 @@ using moesim::sim::NetworkConfig;
 using moesim::sim::SimTime;
 using moesim::sim::Simulation;
 
-constexpr SimTime kUs = 1'000'000;  // picoseconds per microsecond
 
 /// Records when each message (by tag) arrives.
 class Arrivals final : public MessageSink {
@@ -62,7 +63,7 @@ NetworkConfig gigabit(bool contention = true) {
   NetworkConfig c;
   c.nodes = 3;
   c.bandwidth = 1e9;     // 1 GB/s per port and direction
-  c.latency = 10 * kUs;  // one way
+  c.latency = 10 * kPicosecondsPerMicrosecond;  // one way
   c.overhead = 0;
   c.contention = contention;
   return c;
@@ -75,7 +76,7 @@ TEST(Network, OneMessageIsLatencyPlusSerialisation) {
   Network net(sim, gigabit(), &sink);
   Sender s(sim, net, {{0, 0, 2, 1e6, 7}});
   sim.run();
-  EXPECT_EQ(sink.at.at(7), 1000 * kUs + 10 * kUs);
+  EXPECT_EQ(sink.at.at(7), 1000 * kPicosecondsPerMicrosecond + 10 * kPicosecondsPerMicrosecond);
 }
 
 // Two flows into node 2's downlink at once share it: 0.5 GB/s each, so both 1 MB flows take 2 ms.
@@ -87,9 +88,9 @@ TEST(Network, TwoFlowsShareADownlink) {
     Network net(sim, gigabit(contention), &sink);
     Sender s(sim, net, {{0, 0, 2, 1e6, 1}, {0, 1, 2, 1e6, 2}});
     sim.run();
-    const SimTime wire = contention ? 2000 * kUs : 1000 * kUs;
-    EXPECT_EQ(sink.at.at(1), wire + 10 * kUs) << contention;
-    EXPECT_EQ(sink.at.at(2), wire + 10 * kUs) << contention;
+    const SimTime wire = contention ? 2000 * kPicosecondsPerMicrosecond : 1000 * kPicosecondsPerMicrosecond;
+    EXPECT_EQ(sink.at.at(1), wire + 10 * kPicosecondsPerMicrosecond) << contention;
+    EXPECT_EQ(sink.at.at(2), wire + 10 * kPicosecondsPerMicrosecond) << contention;
   }
 }
 
@@ -100,10 +101,10 @@ TEST(Network, ALateFlowSlowsAnEarlyOneOnlyWhileTheyOverlap) {
   Simulation sim;
   Arrivals sink(sim);
   Network net(sim, gigabit(), &sink);
-  Sender s(sim, net, {{0, 0, 2, 1e6, 1}, {500 * kUs, 1, 2, 1e6, 2}});
+  Sender s(sim, net, {{0, 0, 2, 1e6, 1}, {500 * kPicosecondsPerMicrosecond, 1, 2, 1e6, 2}});
   sim.run();
-  EXPECT_NEAR(static_cast<double>(sink.at.at(1)), static_cast<double>(1510 * kUs), 2.0);
-  EXPECT_NEAR(static_cast<double>(sink.at.at(2)), static_cast<double>(2010 * kUs), 2.0);
+  EXPECT_NEAR(static_cast<double>(sink.at.at(1)), static_cast<double>(1510 * kPicosecondsPerMicrosecond), 2.0);
+  EXPECT_NEAR(static_cast<double>(sink.at.at(2)), static_cast<double>(2010 * kPicosecondsPerMicrosecond), 2.0);
 }
 
 // Sender overhead (LogP o = 100 us, latency 200 us in total): three empty messages ready at 0 leave the
@@ -113,17 +114,17 @@ TEST(Network, SenderOverheadSerialisesABurst) {
     Simulation sim;
     Arrivals sink(sim);
     NetworkConfig c = gigabit(contention);
-    c.latency = 200 * kUs;
-    c.overhead = 100 * kUs;
+    c.latency = 200 * kPicosecondsPerMicrosecond;
+    c.overhead = 100 * kPicosecondsPerMicrosecond;
     Network net(sim, c, &sink);
     Sender s(sim, net, {{0, 0, 1, 0, 1}, {0, 0, 2, 0, 2}, {0, 0, 1, 0, 3}});
     sim.run();
     if (contention) {
-      EXPECT_EQ(sink.at.at(1), 200 * kUs);
-      EXPECT_EQ(sink.at.at(2), 300 * kUs);
-      EXPECT_EQ(sink.at.at(3), 400 * kUs);
+      EXPECT_EQ(sink.at.at(1), 200 * kPicosecondsPerMicrosecond);
+      EXPECT_EQ(sink.at.at(2), 300 * kPicosecondsPerMicrosecond);
+      EXPECT_EQ(sink.at.at(3), 400 * kPicosecondsPerMicrosecond);
     } else {
-      for (std::uint64_t t : {1, 2, 3}) EXPECT_EQ(sink.at.at(t), 200 * kUs) << t;
+      for (std::uint64_t t : {1, 2, 3}) EXPECT_EQ(sink.at.at(t), 200 * kPicosecondsPerMicrosecond) << t;
     }
   }
 }

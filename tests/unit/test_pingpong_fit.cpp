@@ -24,7 +24,7 @@ using moesim::calibrate::fit_hockney;
 using moesim::calibrate::HockneyFit;
 using moesim::calibrate::SizeSamples;
 
-constexpr double kUs = 1e-6;
+constexpr double kSecondsPerUs = 1e-6;
 
 /// Ping-pong samples from a link with one-way time o + m / B: each RTT is 2 (o + m / B) times a lognormal
 /// factor exp(sigma N(0, 1)) (multiplicative noise, as scheduling and interrupt jitter scale with the work),
@@ -50,7 +50,7 @@ std::vector<SizeSamples> noisy_link(double o, double bandwidth, const std::vecto
 // 1.25 x 5% / sqrt(31) = 1.1% of the truth, so the small band's intercept and the large band's bandwidth are
 // within 5%; the bands hold 7, 3 and 4 sizes, and the large band's R^2 is near 1.
 TEST(PingPongFit, RecoversLatencyAndBandwidthOfANoisyLink) {
-  const auto samples = noisy_link(25 * kUs, 1.25e9, moesim::calibrate::default_message_sizes(), 0.05, 31, 42);
+  const auto samples = noisy_link(25 * kSecondsPerUs, 1.25e9, moesim::calibrate::default_message_sizes(), 0.05, 31, 42);
   const HockneyFit f = fit_hockney(samples);
   ASSERT_EQ(f.bands.size(), 3u);
   EXPECT_EQ(f.bands[0].name, "small");
@@ -59,7 +59,7 @@ TEST(PingPongFit, RecoversLatencyAndBandwidthOfANoisyLink) {
   EXPECT_EQ(f.bands[1].sizes.size(), 3u);
   EXPECT_EQ(f.bands[2].name, "large");
   EXPECT_EQ(f.bands[2].sizes.size(), 4u);
-  EXPECT_NEAR(f.latency_s, 25 * kUs, 0.05 * 25 * kUs);
+  EXPECT_NEAR(f.latency_s, 25 * kSecondsPerUs, 0.05 * 25 * kSecondsPerUs);
   EXPECT_NEAR(f.bandwidth, 1.25e9, 0.05 * 1.25e9);
   EXPECT_GT(f.bands[2].r2, 0.99);
   EXPECT_EQ(f.bands[2].residuals_s.size(), 4u);
@@ -74,14 +74,14 @@ TEST(PingPongFit, RecoversLatencyAndBandwidthOfANoisyLink) {
 // get neither; per band the small band gives 30 us and the large band 1.2 GB/s, within 5%.
 TEST(PingPongFit, BandsSeparateTwoRegimes) {
   const auto sizes = moesim::calibrate::default_message_sizes();
-  auto small = noisy_link(30 * kUs, 0.5e9, sizes, 0.03, 21, 7);
-  const auto large = noisy_link(100 * kUs, 1.2e9, sizes, 0.03, 21, 8);
+  auto small = noisy_link(30 * kSecondsPerUs, 0.5e9, sizes, 0.03, 21, 7);
+  const auto large = noisy_link(100 * kSecondsPerUs, 1.2e9, sizes, 0.03, 21, 8);
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     if (sizes[i] > moesim::calibrate::kSmallBandMax) small[i] = large[i];
   }
   const HockneyFit f = fit_hockney(small);
   ASSERT_EQ(f.bands.size(), 3u);
-  EXPECT_NEAR(f.latency_s, 30 * kUs, 0.05 * 30 * kUs);
+  EXPECT_NEAR(f.latency_s, 30 * kSecondsPerUs, 0.05 * 30 * kSecondsPerUs);
   EXPECT_NEAR(f.bandwidth, 1.2e9, 0.05 * 1.2e9);
   ASSERT_TRUE(f.bands[0].bandwidth.has_value());
   EXPECT_NEAR(*f.bands[0].bandwidth, 0.5e9, 0.25 * 0.5e9);  // 4 KiB moves 8 us: a weak slope, a loose check
@@ -147,7 +147,7 @@ TEST(PingPongFit, RecoversTheSimulatorsLinkExactly) {
   ASSERT_EQ(pp.samples.size(), 14u);
   for (const auto& s : pp.samples) ASSERT_EQ(s.rtt_s.size(), 3u) << s.bytes;
   const HockneyFit f = fit_hockney(pp.samples);
-  EXPECT_NEAR(f.latency_s, 10 * kUs, 1e-6 * 10 * kUs);
+  EXPECT_NEAR(f.latency_s, 10 * kSecondsPerUs, 1e-6 * 10 * kSecondsPerUs);
   EXPECT_NEAR(f.bandwidth, 3.125e9, 1e-6 * 3.125e9);
   for (const auto& b : f.bands) EXPECT_NEAR(b.r2, 1.0, 1e-9) << b.name;
 }
@@ -158,14 +158,14 @@ TEST(PingPongFit, RecoversTheSimulatorsLinkExactly) {
 TEST(PingPongFit, ShortBandsAreMerged) {
   const auto small_sizes = moesim::calibrate::parse_message_sizes("small", 64u << 20);
   ASSERT_EQ(small_sizes.size(), 9u);
-  auto f = fit_hockney(noisy_link(20 * kUs, 2e9, small_sizes, 0.0, 3, 1));
+  auto f = fit_hockney(noisy_link(20 * kSecondsPerUs, 2e9, small_sizes, 0.0, 3, 1));
   ASSERT_EQ(f.bands.size(), 1u);
   EXPECT_EQ(f.bands[0].name, "small+medium");
   ASSERT_EQ(f.notes.size(), 1u);
   EXPECT_NE(f.notes[0].find("no size of 1 MiB"), std::string::npos) << f.notes[0];
-  EXPECT_NEAR(f.latency_s, 20 * kUs, 1e-3 * 20 * kUs);
+  EXPECT_NEAR(f.latency_s, 20 * kSecondsPerUs, 1e-3 * 20 * kSecondsPerUs);
 
-  f = fit_hockney(noisy_link(20 * kUs, 2e9, moesim::calibrate::default_message_sizes(4u << 20), 0.0, 3, 1));
+  f = fit_hockney(noisy_link(20 * kSecondsPerUs, 2e9, moesim::calibrate::default_message_sizes(4u << 20), 0.0, 3, 1));
   ASSERT_EQ(f.bands.size(), 2u);
   EXPECT_EQ(f.bands[0].name, "small");
   EXPECT_EQ(f.bands[1].name, "medium+large");
@@ -202,9 +202,9 @@ TEST(PingPongFit, ProfileLoadsAsANic) {
   moesim::calibrate::NetResult r;
   r.transport = "tcp";
   r.peer = "10.0.0.2:5201";
-  r.sizes = noisy_link(25 * kUs, 1.25e9, moesim::calibrate::default_message_sizes(), 0.02, 11, 3);
+  r.sizes = noisy_link(25 * kSecondsPerUs, 1.25e9, moesim::calibrate::default_message_sizes(), 0.02, 11, 3);
   r.fit = fit_hockney(r.sizes);
-  r.send_overhead_s = 3 * kUs;
+  r.send_overhead_s = 3 * kSecondsPerUs;
   const auto prov = moesim::calibrate::current_provenance("moesim calibrate net --connect 10.0.0.2:5201");
   const auto j = moesim::calibrate::nic_profile_json(r, prov, "my-nic", "test NIC");
   const auto path =
@@ -216,7 +216,7 @@ TEST(PingPongFit, ProfileLoadsAsANic) {
   EXPECT_NEAR(nic.latency.value.base(), r.fit.latency_s, 1e-3 * r.fit.latency_s);
   EXPECT_NEAR(nic.bandwidth.value.base(), r.fit.bandwidth, 1e-3 * r.fit.bandwidth);
   ASSERT_TRUE(nic.overhead.has_value());
-  EXPECT_NEAR(nic.overhead->value.base(), 3 * kUs, 1e-9);
+  EXPECT_NEAR(nic.overhead->value.base(), 3 * kSecondsPerUs, 1e-9);
   EXPECT_NE(nic.latency.source.find("measured by `moesim calibrate net --connect 10.0.0.2:5201`"), std::string::npos)
       << nic.latency.source;
   EXPECT_NE(nic.bandwidth.source.find("large band"), std::string::npos) << nic.bandwidth.source;

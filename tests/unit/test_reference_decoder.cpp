@@ -38,13 +38,13 @@ nlohmann::json tiny_config(double init_std, std::int64_t window = 0) {
   return c;
 }
 
-struct TempDir {
+struct CheckpointDir {
   fs::path path;
-  explicit TempDir(const std::string& name)
+  explicit CheckpointDir(const std::string& name)
       : path(fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
     fs::remove_all(path);
   }
-  ~TempDir() { fs::remove_all(path); }
+  ~CheckpointDir() { fs::remove_all(path); }
 };
 
 /// The scalar model: every weight as f32, every sum in double, one position at a time.
@@ -172,7 +172,7 @@ class Scalar {
 };
 
 void expect_same_run(const nlohmann::json& config, const std::vector<std::int32_t>& prompt, std::int64_t tokens) {
-  TempDir dir("moesim_ref_scalar");
+  CheckpointDir dir("moesim_ref_scalar");
   InitOptions io;
   io.dtype = DType::F32;
   io.init_std = config["initializer_range"].get<double>();

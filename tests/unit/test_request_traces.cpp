@@ -16,6 +16,11 @@
 #include "moesim/model/error.hpp"
 #include "moesim/sim/request_traces.hpp"
 
+using moesim::test::expect_user_error;
+
+using moesim::sim::kPicosecondsPerMillisecond;
+using moesim::sim::kPicosecondsPerMicrosecond;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -26,8 +31,6 @@ using moesim::sim::Request;
 using moesim::sim::RequestTraceFormat;
 using moesim::sim::RequestTraceOptions;
 
-constexpr std::int64_t kMs = kPicosecondsPerSecond / 1000;
-constexpr std::int64_t kUs = kPicosecondsPerSecond / 1'000'000;
 
 fs::path data(const std::string& name) {
   return fs::path(MOESIM_SOURCE_DIR) / "tests" / "data" / "request_traces" / name;
@@ -35,10 +38,6 @@ fs::path data(const std::string& name) {
 
 /// A directory unique to the running test (and process), removed at the end.
 /// A folder of the test's own (test_support.hpp).
-class TempDir : public moesim::test::TestDir {
- public:
-  TempDir() : TestDir("moesim_rtrace") {}
-};
 
 RequestTraceOptions as(RequestTraceFormat f, double time_scale = 1.0, std::int64_t max_requests = 0) {
   RequestTraceOptions o;
@@ -46,19 +45,6 @@ RequestTraceOptions as(RequestTraceFormat f, double time_scale = 1.0, std::int64
   o.time_scale = time_scale;
   o.max_requests = max_requests;
   return o;
-}
-
-/// Expects a one-line UserError containing every one of `parts`.
-void expect_user_error(const std::function<void()>& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    const std::string what = e.what();
-    for (const auto& p : parts) EXPECT_NE(what.find(p), std::string::npos) << "missing \"" << p << "\" in: " << what;
-    EXPECT_EQ(what.find('\n'), std::string::npos) << "not one line: " << what;
-    return;
-  }
-  ADD_FAILURE() << "no UserError thrown";
 }
 
 // ------------------------------------------------------------------------------------------------------
@@ -73,10 +59,10 @@ TEST(RequestTraces, Azure2024CodeExcerpt) {
   EXPECT_TRUE(t.detected);
   ASSERT_EQ(t.requests.size(), 5u);
   EXPECT_EQ(t.requests[0], (Request{0, 0, 2162, 5, -1}));
-  EXPECT_EQ(t.requests[1], (Request{1, 7405 * kUs, 2399, 6, -1}));
-  EXPECT_EQ(t.requests[2], (Request{2, 12384 * kUs, 76, 15, -1}));
-  EXPECT_EQ(t.requests[3], (Request{3, 27915 * kUs, 2376, 1, -1}));
-  EXPECT_EQ(t.requests[4], (Request{4, 73960 * kUs, 7670, 8, -1}));
+  EXPECT_EQ(t.requests[1], (Request{1, 7405 * kPicosecondsPerMicrosecond, 2399, 6, -1}));
+  EXPECT_EQ(t.requests[2], (Request{2, 12384 * kPicosecondsPerMicrosecond, 76, 15, -1}));
+  EXPECT_EQ(t.requests[3], (Request{3, 27915 * kPicosecondsPerMicrosecond, 2376, 1, -1}));
+  EXPECT_EQ(t.requests[4], (Request{4, 73960 * kPicosecondsPerMicrosecond, 7670, 8, -1}));
   EXPECT_EQ(t.failed, 0);
 }
 
@@ -85,7 +71,7 @@ TEST(RequestTraces, Azure2024ConversationExcerpt) {
   const auto t = read_request_trace(data("azure_conv_1week_head.csv"));
   EXPECT_EQ(t.format, RequestTraceFormat::Azure);
   ASSERT_EQ(t.requests.size(), 5u);
-  EXPECT_EQ(t.requests[4], (Request{4, 247116 * kUs, 617, 104, -1}));
+  EXPECT_EQ(t.requests[4], (Request{4, 247116 * kPicosecondsPerMicrosecond, 617, 104, -1}));
   EXPECT_EQ(t.requests[2].output_tokens, 38);
 }
 
@@ -119,7 +105,7 @@ TEST(RequestTraces, MooncakeExcerpt) {
   EXPECT_FALSE(forced.detected);
   EXPECT_EQ(forced.requests, t.requests);
   const auto fast = read_request_trace(data("mooncake_conversation_head.jsonl"), as(RequestTraceFormat::Auto, 0.5));
-  EXPECT_EQ(fast.requests[10].arrival, 1500 * kMs);
+  EXPECT_EQ(fast.requests[10].arrival, 1500 * kPicosecondsPerMillisecond);
   const auto first5 = read_request_trace(data("mooncake_conversation_head.jsonl"), as(RequestTraceFormat::Auto, 1, 5));
   EXPECT_EQ(first5.requests.size(), 5u);
 }
@@ -132,7 +118,7 @@ TEST(RequestTraces, MooncakeExcerpt) {
 // the first request kept (15 s): 0 and 0.5 s. max_requests 1 keeps the first request; the failures read
 // before it are still counted.
 TEST(RequestTraces, BurstGptFailuresAreLeftOutAndCounted) {
-  TempDir dir;
+  moesim::test::TestDir dir("moesim_rtrace");
   const auto p = dir.write("b.csv",
                            " timestamp , MODEL,request TOKENS, Response Tokens ,Total tokens,Log Type\r\n"
                            "10,GPT-4,300,0,300,API log\r\n"
@@ -143,7 +129,7 @@ TEST(RequestTraces, BurstGptFailuresAreLeftOutAndCounted) {
   EXPECT_EQ(t.format, RequestTraceFormat::BurstGpt);
   ASSERT_EQ(t.requests.size(), 2u);
   EXPECT_EQ(t.requests[0], (Request{0, 0, 100, 20, -1}));
-  EXPECT_EQ(t.requests[1], (Request{1, 500 * kMs, 50, 5, -1}));
+  EXPECT_EQ(t.requests[1], (Request{1, 500 * kPicosecondsPerMillisecond, 50, 5, -1}));
   EXPECT_EQ(t.failed, 2);
   const std::string line = t.summary("b.csv", 1.0);
   EXPECT_NE(line.find("2 failed requests (Response tokens 0) left out"), std::string::npos) << line;
@@ -157,7 +143,7 @@ TEST(RequestTraces, BurstGptFailuresAreLeftOutAndCounted) {
 // past (a positional reader would take Session ID for the model). Times start 5e6 s into the trace, past
 // what a run can hold as absolute times: relative to the first row they are 0 and 2 s.
 TEST(RequestTraces, BurstGptThirdFileLayout) {
-  TempDir dir;
+  moesim::test::TestDir dir("moesim_rtrace");
   const auto t = read_request_trace(
       dir.write("b3.csv",
                 "Timestamp,Session ID,Elapsed time,Model,Request tokens,Response tokens,Total tokens,Log Type\n"
@@ -173,17 +159,17 @@ TEST(RequestTraces, BurstGptThirdFileLayout) {
 // moesim's own header in other case with spaces: read as moesim. Times 0, 0.5 and 2 s; scaled by 0.5 they
 // are 0, 0.25 and 1 s; by 3, 0, 1.5 and 6 s.
 TEST(RequestTraces, HeaderCaseAndSpacesAndTimeScale) {
-  TempDir dir;
+  moesim::test::TestDir dir("moesim_rtrace");
   const auto p = dir.write("m.csv", "  Arrival_S , PROMPT_TOKENS,Output_Tokens \n0,10,2\n0.5,11,3\n2,12,4\n");
   const auto t = read_request_trace(p);
   EXPECT_EQ(t.format, RequestTraceFormat::Moesim);
   ASSERT_EQ(t.requests.size(), 3u);
   EXPECT_EQ(t.requests[2], (Request{2, 2 * kPicosecondsPerSecond, 12, 4, -1}));
   const auto half = read_request_trace(p, as(RequestTraceFormat::Auto, 0.5));
-  EXPECT_EQ(half.requests[1].arrival, 250 * kMs);
+  EXPECT_EQ(half.requests[1].arrival, 250 * kPicosecondsPerMillisecond);
   EXPECT_EQ(half.requests[2].arrival, kPicosecondsPerSecond);
   const auto slow = read_request_trace(p, as(RequestTraceFormat::Moesim, 3.0));
-  EXPECT_EQ(slow.requests[1].arrival, 1500 * kMs);
+  EXPECT_EQ(slow.requests[1].arrival, 1500 * kPicosecondsPerMillisecond);
   EXPECT_EQ(slow.requests[2].arrival, 6 * kPicosecondsPerSecond);
   const std::string line = slow.summary("m.csv", 3.0);
   EXPECT_NE(line.find("moesim (as asked)"), std::string::npos) << line;
@@ -192,7 +178,7 @@ TEST(RequestTraces, HeaderCaseAndSpacesAndTimeScale) {
 
 // A header no format has is one line listing the formats; a forced format names the column it lacks.
 TEST(RequestTraces, UnknownHeaderListsTheFormats) {
-  TempDir dir;
+  moesim::test::TestDir dir("moesim_rtrace");
   expect_user_error([&] { (void)read_request_trace(dir.write("u.csv", "time,in,out\n0,1,1\n")); },
                     {"u.csv: line 1", "matches no request-trace format", "its columns are: time, in, out", "moesim (",
                      "azure (", "burstgpt (", "mooncake (", "--request-trace-format"});
@@ -215,7 +201,7 @@ TEST(RequestTraces, UnknownHeaderListsTheFormats) {
 // Bad inputs, one line each with the file, the line, the column or key, and the fix.
 
 TEST(RequestTraces, BadInputsOfEachFormat) {
-  TempDir dir;
+  moesim::test::TestDir dir("moesim_rtrace");
   auto load = [&](const std::string& name, const std::string& text, RequestTraceOptions o = {}) {
     const auto p = dir.write(name, text);
     return [p, o] { (void)read_request_trace(p, o); };

@@ -26,15 +26,15 @@ using moesim::calibrate::ServingImport;
 using moesim::calibrate::VllmLatencyResult;
 using moesim::calibrate::VllmServingResult;
 
-const std::string kData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/vllm/";
+const std::string kVllmData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/vllm/";
 
 nlohmann::json fixture(const std::string& name) {
-  std::ifstream in(kData + name);
+  std::ifstream in(kVllmData + name);
   return nlohmann::json::parse(in);
 }
 
 /// `doc` written to a scratch file, read back by read_vllm_serving; the UserError's message or "".
-std::string error_reading(const nlohmann::json& doc) {
+std::string error_reading_result(const nlohmann::json& doc) {
   const std::string path = testing::TempDir() + "moesim_vllm_bad.json";
   std::ofstream(path) << doc.dump();
   return moesim::test::error_of([&] { (void)read_vllm_serving(path); });
@@ -81,7 +81,7 @@ VllmServingResult synthetic(const ServingImport& in, std::int64_t n, std::option
 // agree with the per-request lists the same file holds (mean of "ttfts"), the lengths are per request.
 TEST(VllmServing, ReadsTheSaveResultFormat) {
   const nlohmann::json doc = fixture("llama-3.1-8b-h100-inf.json");
-  const VllmServingResult r = read_vllm_serving(kData + "llama-3.1-8b-h100-inf.json");
+  const VllmServingResult r = read_vllm_serving(kVllmData + "llama-3.1-8b-h100-inf.json");
   EXPECT_FALSE(r.request_rate.has_value());
   EXPECT_FALSE(r.max_concurrency.has_value());
   EXPECT_EQ(r.num_prompts, doc.at("num_prompts").get<std::int64_t>());
@@ -91,7 +91,7 @@ TEST(VllmServing, ReadsTheSaveResultFormat) {
   for (const auto& t : doc.at("ttfts")) sum += t.get<double>();
   EXPECT_NEAR(r.mean_ttft, sum / static_cast<double>(r.num_prompts), 1e-12);
   EXPECT_DOUBLE_EQ(r.mean_tpot, doc.at("mean_tpot_ms").get<double>() / 1e3);
-  const VllmServingResult q = read_vllm_serving(kData + "llama-3.1-8b-h100-rate4.json");
+  const VllmServingResult q = read_vllm_serving(kVllmData + "llama-3.1-8b-h100-rate4.json");
   ASSERT_TRUE(q.request_rate.has_value());
   EXPECT_DOUBLE_EQ(*q.request_rate, fixture("llama-3.1-8b-h100-rate4.json").at("request_rate").get<double>());
 }
@@ -101,20 +101,20 @@ TEST(VllmServing, RefusesMalformedFilesNamingTheKey) {
   const nlohmann::json good = fixture("llama-3.1-8b-h100-inf.json");
   auto without = good;
   without.erase("mean_ttft_ms");
-  EXPECT_NE(error_reading(without).find("mean_ttft_ms"), std::string::npos) << error_reading(without);
+  EXPECT_NE(error_reading_result(without).find("mean_ttft_ms"), std::string::npos) << error_reading_result(without);
   auto rate = good;
   rate["request_rate"] = "fast";
-  EXPECT_NE(error_reading(rate).find("request_rate"), std::string::npos);
+  EXPECT_NE(error_reading_result(rate).find("request_rate"), std::string::npos);
   auto lens = good;
   lens["input_lens"].erase(0);
-  EXPECT_NE(error_reading(lens).find("input_lens"), std::string::npos);
+  EXPECT_NE(error_reading_result(lens).find("input_lens"), std::string::npos);
   auto failed = good;
   failed["completed"] = good.at("num_prompts").get<int>() - 1;
-  EXPECT_NE(error_reading(failed).find("completed"), std::string::npos);
+  EXPECT_NE(error_reading_result(failed).find("completed"), std::string::npos);
   auto negative = good;
   negative["mean_tpot_ms"] = -1.0;
-  EXPECT_NE(error_reading(negative).find("mean_tpot_ms"), std::string::npos);
-  EXPECT_NE(error_reading(nlohmann::json::array()).find("moesim_vllm_bad.json"), std::string::npos);
+  EXPECT_NE(error_reading_result(negative).find("mean_tpot_ms"), std::string::npos);
+  EXPECT_NE(error_reading_result(nlohmann::json::array()).find("moesim_vllm_bad.json"), std::string::npos);
 }
 
 // One request alone: every engine step after its prefill is one decode step, so step_overhead s adds s to
@@ -168,7 +168,7 @@ TEST(ServingFit, HeldOutFileImproves) {
 // benchmark_latency.py --output-json: the lengths come from the file's own keys, else the command line,
 // else the script's defaults; a file without avg_latency is refused naming the key.
 TEST(VllmLatency, ReadsTheOutputJsonAndItsLengths) {
-  const std::string file = kData + "llama-3.1-8b-h100-latency-b8.json";
+  const std::string file = kVllmData + "llama-3.1-8b-h100-latency-b8.json";
   const VllmLatencyResult d = read_vllm_latency(file);
   EXPECT_EQ(d.lengths_from, "benchmark_latency.py defaults");
   EXPECT_DOUBLE_EQ(d.avg_latency, fixture("llama-3.1-8b-h100-latency-b8.json").at("avg_latency").get<double>());

@@ -28,25 +28,19 @@ namespace {
 namespace fs = std::filesystem;
 namespace sim = moesim::sim;
 using moesim::test::error_of;
+using moesim::test::slurp;
 
-const std::string kData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/traces/";
-
-std::string slurp(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+const std::string kImportTraces = std::string(MOESIM_SOURCE_DIR) + "/tests/data/traces/";
 
 /// A scratch folder for one test, removed at its end.
-class Scratch {
+class ImportScratch {
  public:
-  explicit Scratch(const std::string& name)
+  explicit ImportScratch(const std::string& name)
       : dir_(fs::temp_directory_path() / ("moesim_import_" + name + "_" + std::to_string(::getpid()))) {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
-  ~Scratch() { fs::remove_all(dir_); }
+  ~ImportScratch() { fs::remove_all(dir_); }
   [[nodiscard]] std::string path(const std::string& f) const { return (dir_ / f).string(); }
   /// Writes `bytes` compressed with gzip ("gz") or zstd ("zst") to `f`; returns its path.
   [[nodiscard]] std::string compressed(const std::string& f, const std::string& bytes, const std::string& kind) const {
@@ -82,7 +76,7 @@ std::vector<std::uint32_t> positions_of(const sim::RoutingTrace& t, std::uint32_
 // token 78, layer 0, experts [7, 0], gating_probs [0.8558511734008789, 0.14414885640144348].
 TEST(TraceImport, SpeculativeMoePublishedFileKeepsCompleteTokens) {
   std::vector<std::string> notes;
-  const auto t = sim::import_speculative_moe(kData + "speculative_moe_humaneval_2_tail.jsonl", mixtral(&notes));
+  const auto t = sim::import_speculative_moe(kImportTraces + "speculative_moe_humaneval_2_tail.jsonl", mixtral(&notes));
   ASSERT_EQ(t.tokens(), 4);
   EXPECT_EQ(positions_of(t, 0), (std::vector<std::uint32_t>{78, 79, 80}));
   EXPECT_EQ(positions_of(t, 1), (std::vector<std::uint32_t>{251}));
@@ -106,7 +100,7 @@ TEST(TraceImport, SpeculativeMoePublishedFileKeepsCompleteTokens) {
   auto o = mixtral();
   o.include_prefill = false;
   EXPECT_NE(error_of([&] {
-              (void)sim::import_speculative_moe(kData + "speculative_moe_humaneval_2_tail.jsonl", o);
+              (void)sim::import_speculative_moe(kImportTraces + "speculative_moe_humaneval_2_tail.jsonl", o);
             }).find("decode tokens only"),
             std::string::npos);
 }
@@ -117,7 +111,7 @@ TEST(TraceImport, SpeculativeMoePublishedFileKeepsCompleteTokens) {
 // (decode pass 2) is the published file's token_idx 1: layer 0 experts [5, 3], 0.8019357919692993.
 TEST(TraceImport, SpeculativeMoeRawOutputIsAlignedByForwardPass) {
   std::vector<std::string> notes;
-  const auto t = sim::import_speculative_moe(kData + "speculative_moe_raw_excerpt.jsonl", mixtral(&notes));
+  const auto t = sim::import_speculative_moe(kImportTraces + "speculative_moe_raw_excerpt.jsonl", mixtral(&notes));
   EXPECT_EQ(positions_of(t, 0), (std::vector<std::uint32_t>{0, 2, 4, 6, 7}));
   ASSERT_EQ(t.tokens(), 5);
   EXPECT_EQ(t.chosen(2, 0)[0], 5);
@@ -128,7 +122,7 @@ TEST(TraceImport, SpeculativeMoeRawOutputIsAlignedByForwardPass) {
   EXPECT_NE(t.header.source.find("2 prefill + 3 decode, 6 forward passes"), std::string::npos) << t.header.source;
   auto o = mixtral();
   o.include_prefill = false;
-  const auto d = sim::import_speculative_moe(kData + "speculative_moe_raw_excerpt.jsonl", o);
+  const auto d = sim::import_speculative_moe(kImportTraces + "speculative_moe_raw_excerpt.jsonl", o);
   EXPECT_EQ(positions_of(d, 0), (std::vector<std::uint32_t>{4, 6, 7}));
 }
 
@@ -136,10 +130,10 @@ TEST(TraceImport, SpeculativeMoeRawOutputIsAlignedByForwardPass) {
 TEST(TraceImport, SpeculativeMoeDuplicatesAndMixedForms) {
   sim::ImportOptions o;
   o.experts = 8;
-  const auto t = sim::import_speculative_moe(kData + "speculative_moe.jsonl", o);
+  const auto t = sim::import_speculative_moe(kImportTraces + "speculative_moe.jsonl", o);
   EXPECT_EQ(t.tokens(), 3);
   EXPECT_NE(t.header.source.find("2 identical duplicate records dropped"), std::string::npos) << t.header.source;
-  Scratch s("mixed");
+  ImportScratch s("mixed");
   std::ofstream(s.path("mixed.jsonl")) << R"({"problem_id": 0, "layer": 0, "experts": [1, 2], "token_idx": 0})"
                                        << "\n"
                                        << R"({"problem_id": 0, "layer": 0, "experts": [1, 2], "token_pos": 0})"
@@ -173,7 +167,7 @@ TEST(TraceImport, SpeculativeMoeDuplicatesAndMixedForms) {
 TEST(TraceImport, VllmResponseBodyWithNestedLists) {
   sim::ImportOptions o;
   o.experts = 8;
-  const auto t = sim::import_vllm({kData + "vllm_completion_lists.json"}, o);
+  const auto t = sim::import_vllm({kImportTraces + "vllm_completion_lists.json"}, o);
   ASSERT_EQ(t.tokens(), 9);
   EXPECT_EQ(positions_of(t, 0), (std::vector<std::uint32_t>{0, 1, 2, 3, 4}));
   EXPECT_EQ(positions_of(t, 1), (std::vector<std::uint32_t>{0, 1, 2, 3}));
@@ -183,7 +177,7 @@ TEST(TraceImport, VllmResponseBodyWithNestedLists) {
   EXPECT_NE(t.header.source.find("/v1/completions responses"), std::string::npos) << t.header.source;
   EXPECT_NE(t.header.source.find("2 requests, 4 prompt + 5 generated tokens"), std::string::npos) << t.header.source;
   o.include_prefill = false;
-  const auto d = sim::import_vllm({kData + "vllm_completion_lists.json"}, o);
+  const auto d = sim::import_vllm({kImportTraces + "vllm_completion_lists.json"}, o);
   EXPECT_EQ(positions_of(d, 0), (std::vector<std::uint32_t>{2, 3, 4}));
   EXPECT_EQ(positions_of(d, 1), (std::vector<std::uint32_t>{2, 3}));
 }
@@ -193,7 +187,7 @@ TEST(TraceImport, VllmResponseBodyWithNestedLists) {
 TEST(TraceImport, VllmResponseBodyWithBase64Npy) {
   sim::ImportOptions o;
   o.experts = 8;
-  const auto t = sim::import_vllm({kData + "vllm_completion_npy.json"}, o);
+  const auto t = sim::import_vllm({kImportTraces + "vllm_completion_npy.json"}, o);
   ASSERT_EQ(t.tokens(), 5);
   EXPECT_EQ(t.chosen(0, 0)[0], 0);
   EXPECT_EQ(t.chosen(0, 0)[1], 1);
@@ -201,12 +195,12 @@ TEST(TraceImport, VllmResponseBodyWithBase64Npy) {
   EXPECT_EQ(t.chosen(4, 1)[1], 6);
   EXPECT_NE(t.header.source.find("3 prompt + 2 generated"), std::string::npos) << t.header.source;
   o.include_prefill = false;
-  const auto d = sim::import_vllm({kData + "vllm_completion_npy.json"}, o);
+  const auto d = sim::import_vllm({kImportTraces + "vllm_completion_npy.json"}, o);
   EXPECT_EQ(positions_of(d, 0), (std::vector<std::uint32_t>{3, 4}));
 
   // Damaged payloads are refused with the JSON path.
-  Scratch s("npy");
-  auto doc = nlohmann::json::parse(slurp(kData + "vllm_completion_npy.json"));
+  ImportScratch s("npy");
+  auto doc = nlohmann::json::parse(slurp(kImportTraces + "vllm_completion_npy.json"));
   const auto write = [&](const std::string& f, const nlohmann::json& re) {
     auto d2 = doc;
     d2["choices"][0]["routed_experts"] = re;
@@ -236,15 +230,15 @@ TEST(TraceImport, VllmResponseBodyWithBase64Npy) {
             std::string::npos);
 }
 
-std::string compress_check(const Scratch& s, const std::string& name, const std::string& kind) {
-  return s.compressed(name, slurp(kData + "small.jsonl"), kind);
+std::string compress_check(const ImportScratch& s, const std::string& name, const std::string& kind) {
+  return s.compressed(name, slurp(kImportTraces + "small.jsonl"), kind);
 }
 
 // gzip and zstd inputs read like the plain file: the same trace from .jsonl.gz, .jsonl.zst and a compressed
 // .mtrace (whose reader needs the decompressed size).
 TEST(TraceImport, CompressedTracesReadLikePlainOnes) {
-  Scratch s("compressed");
-  const auto plain = sim::read_trace(kData + "small.jsonl");
+  ImportScratch s("compressed");
+  const auto plain = sim::read_trace(kImportTraces + "small.jsonl");
   for (const char* kind : {"gz", "zst"}) {
     SCOPED_TRACE(kind);
     const auto t = sim::read_trace(compress_check(s, std::string("s.jsonl.") + kind, kind));
@@ -257,12 +251,12 @@ TEST(TraceImport, CompressedTracesReadLikePlainOnes) {
   }
   // The importers too: speculative-moe lines and a vLLM document.
   const auto spec = sim::import_speculative_moe(
-      s.compressed("spec.jsonl.zst", slurp(kData + "speculative_moe_humaneval_2_tail.jsonl"), "zst"), mixtral());
+      s.compressed("spec.jsonl.zst", slurp(kImportTraces + "speculative_moe_humaneval_2_tail.jsonl"), "zst"), mixtral());
   EXPECT_EQ(spec.tokens(), 4);
   sim::ImportOptions o;
   o.experts = 8;
   EXPECT_EQ(
-      sim::import_vllm({s.compressed("v.json.gz", slurp(kData + "vllm_completion_lists.json"), "gz")}, o).tokens(), 9);
+      sim::import_vllm({s.compressed("v.json.gz", slurp(kImportTraces + "vllm_completion_lists.json"), "gz")}, o).tokens(), 9);
   // A cut-short gzip file is refused as damaged, not read as a shorter trace.
   const std::string gz = slurp(compress_check(s, "cut.jsonl.gz", "gz"));
   std::ofstream(s.path("cut2.jsonl.gz"), std::ios::binary) << gz.substr(0, gz.size() / 2);
@@ -273,7 +267,7 @@ TEST(TraceImport, CompressedTracesReadLikePlainOnes) {
 // A decompression bomb: 8 MiB of spaces compress to a few hundred bytes of zstd; with a memory budget of
 // 1 MiB (MOESIM_MEMORY_LIMIT) the reader refuses it after decompressing just past 1 MiB, before parsing.
 TEST(TraceImport, DecompressionBombIsRefused) {
-  Scratch s("bomb");
+  ImportScratch s("bomb");
   const std::string f = s.compressed("bomb.jsonl.zst", std::string(8 << 20, ' '), "zst");
   EXPECT_LT(fs::file_size(f), 4096u);
   ::setenv("MOESIM_MEMORY_LIMIT", "1MiB", 1);
@@ -306,10 +300,10 @@ TEST(TraceImport, DetectsTheFormat) {
   };
   for (const auto& [file, name] : cases) {
     SCOPED_TRACE(file);
-    EXPECT_EQ(sim::detect_trace_format(kData + file).name, name);
+    EXPECT_EQ(sim::detect_trace_format(kImportTraces + file).name, name);
   }
-  Scratch s("detect");
-  sim::write_trace(sim::read_trace(kData + "small.jsonl"), s.path("t.mtrace"));
+  ImportScratch s("detect");
+  sim::write_trace(sim::read_trace(kImportTraces + "small.jsonl"), s.path("t.mtrace"));
   EXPECT_EQ(sim::detect_trace_format(s.path("t.mtrace")).name, "binary");
   EXPECT_EQ(sim::detect_trace_format(s.compressed("t.mtrace.zst", slurp(s.path("t.mtrace")), "zst")).name, "binary");
   std::ofstream(s.path("other.json")) << R"({"tokens": [1, 2, 3]})";
@@ -329,7 +323,7 @@ TEST(TraceImport, DetectsTheFormat) {
 TEST(TraceImport, MaverickExcerptHasADegenerateLayer) {
   sim::ImportOptions o;
   o.experts = 128;
-  const auto all = sim::import_moe_selection({kData + "moe_selection_maverick_q0_steps0-12.json"}, o);
+  const auto all = sim::import_moe_selection({kImportTraces + "moe_selection_maverick_q0_steps0-12.json"}, o);
   EXPECT_EQ(all.tokens(), 37);
   EXPECT_EQ(all.header.layers, 24);
   sim::TraceStatsOptions so;
@@ -339,7 +333,7 @@ TEST(TraceImport, MaverickExcerptHasADegenerateLayer) {
   EXPECT_EQ(st_all.layers[22].top_expert, 40);
   EXPECT_NEAR(st_all.layers[22].top_expert_share, 35.0 / 37.0, 1e-12);
   o.include_prefill = false;
-  const auto decode = sim::import_moe_selection({kData + "moe_selection_maverick_q0_steps0-12.json"}, o);
+  const auto decode = sim::import_moe_selection({kImportTraces + "moe_selection_maverick_q0_steps0-12.json"}, o);
   EXPECT_EQ(decode.tokens(), 12);
   const auto st = sim::compute_trace_stats(decode, so);
   EXPECT_EQ(st.degenerate_layers, (std::vector<std::int64_t>{22}));

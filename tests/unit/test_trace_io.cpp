@@ -76,12 +76,12 @@ void expect_mentions(const std::string& message, const std::vector<std::string>&
 }
 
 /// A temporary directory removed at the end of the test.
-class TempDir {
+class TraceDir {
  public:
-  TempDir() : path_(fs::temp_directory_path() / ("moesim_trace_io_" + std::to_string(::getpid()))) {
+  TraceDir() : path_(fs::temp_directory_path() / ("moesim_trace_io_" + std::to_string(::getpid()))) {
     fs::create_directories(path_);
   }
-  ~TempDir() { fs::remove_all(path_); }
+  ~TraceDir() { fs::remove_all(path_); }
   [[nodiscard]] std::string file(const std::string& name) const { return (path_ / name).string(); }
   [[nodiscard]] std::size_t entries() const {
     return static_cast<std::size_t>(std::distance(fs::directory_iterator(path_), fs::directory_iterator()));
@@ -161,17 +161,17 @@ TEST(TraceIo, ReadsTheCommittedSampleAndDetectsTheFormat) {
   EXPECT_EQ(t.chosen(2, 1)[0], 2);
   EXPECT_FLOAT_EQ(t.gates(1, 1)[0], 0.9f);
   EXPECT_EQ(moesim::sim::count_requests(t), 2);
-  TempDir d;
+  TraceDir d;
   moesim::sim::write_trace(t, d.file("s.mtrace"));
   expect_same(t, moesim::sim::read_trace(d.file("s.mtrace")));
   moesim::sim::write_trace(t, d.file("noext"), moesim::sim::TraceFormat::Binary);
   expect_same(t, moesim::sim::read_trace(d.file("noext")));  // detected by the magic, not the name
 }
 
-const char* kHeader =
+const char* kTraceHeader =
     R"({"format":"moesim-trace","version":1,"model":"m","layers":2,"experts":8,"top_k":2,"source":"s"})";
 
-std::string with_lines(const std::vector<std::string>& records, const std::string& header = kHeader) {
+std::string with_lines(const std::vector<std::string>& records, const std::string& header = kTraceHeader) {
   std::string s = header + "\n";
   for (const auto& r : records) s += r + "\n";
   return s;
@@ -236,7 +236,7 @@ TEST(TraceIo, BadJsonLinesNameLineAndField) {
            kGood + "\n",
        {"line 1", "$.tokens", "says 3 tokens", "has 1"}},
       {"empty file", "", {"bad.jsonl", "is empty"}},
-      {"header only", std::string(kHeader) + "\n", {"no token records"}},
+      {"header only", std::string(kTraceHeader) + "\n", {"no token records"}},
       {"position too large",
        with_lines({R"({"request":0,"position":4294967296,"experts":[[1,2],[3,4]]})"}),
        {"line 2", "$.position"}},
@@ -298,7 +298,7 @@ TEST(TraceIo, CheckTraceMatchesNamesBothValues) {
 // Writing goes through a temporary file: a failure leaves nothing behind, and an unknown extension is refused
 // before anything is written.
 TEST(TraceIo, WritesAtomicallyAndRefusesUnknownExtensions) {
-  TempDir d;
+  TraceDir d;
   expect_mentions(error_of([&] { moesim::sim::write_trace(tiny(), d.file("t.txt"), std::nullopt, "--out"); }),
                   {"t.txt (--out)", ".jsonl", ".mtrace"});
   EXPECT_EQ(d.entries(), 0u);

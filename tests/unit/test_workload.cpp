@@ -20,6 +20,8 @@
 #include "moesim/model/json_reader.hpp"
 #include "moesim/sim/workload.hpp"
 
+using moesim::test::expect_user_error;
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -36,24 +38,6 @@ constexpr std::int64_t kPs = kPicosecondsPerSecond;
 
 /// A directory unique to the running test (and process), removed with everything in it at the end.
 /// A folder of the test's own (test_support.hpp).
-class TempDir : public moesim::test::TestDir {
- public:
-  TempDir() : TestDir("moesim_workload") {}
-};
-
-/// Runs `f`, expects a UserError whose message contains every one of `parts`; returns the message.
-std::string expect_user_error(const std::function<void()>& f, std::initializer_list<std::string> parts) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    const std::string what = e.what();
-    for (const auto& p : parts) EXPECT_NE(what.find(p), std::string::npos) << "missing \"" << p << "\" in: " << what;
-    EXPECT_EQ(what.find('\n'), std::string::npos) << "not one line: " << what;
-    return what;
-  }
-  ADD_FAILURE() << "no UserError thrown";
-  return "";
-}
 
 WorkloadSpec open_spec(ArrivalKind kind, double rate, std::int64_t requests, std::uint64_t seed = 1) {
   WorkloadSpec w;
@@ -66,17 +50,17 @@ WorkloadSpec open_spec(ArrivalKind kind, double rate, std::int64_t requests, std
   return w;
 }
 
-struct Moments {
+struct LengthMoments {
   double mean = 0, std = 0;
   std::int64_t min = 0, max = 0;
 };
 
-/// Moments of the prompt lengths of requests 0..n-1 under `prompt`.
-Moments prompt_moments(const LengthSpec& prompt, std::int64_t n, std::uint64_t seed = 1) {
+/// LengthMoments of the prompt lengths of requests 0..n-1 under `prompt`.
+LengthMoments prompt_moments(const LengthSpec& prompt, std::int64_t n, std::uint64_t seed = 1) {
   WorkloadSpec w = open_spec(ArrivalKind::Poisson, 1.0, n, seed);
   w.prompt = prompt;
   moesim::sim::validate_workload(w, "test");
-  Moments m;
+  LengthMoments m;
   m.min = std::numeric_limits<std::int64_t>::max();
   double sum = 0, sum2 = 0;
   for (std::int64_t i = 0; i < n; ++i) {
@@ -379,7 +363,7 @@ TEST(WorkloadLengths, LognormalMeanStdAndBounds) {
 // requests at 0, 0.5 and 0.5 s (equal times are fine) with their token counts; ids in row order.
 // The same file with CRLF line endings and a UTF-8 byte-order mark reads the same. max_rows = 2 keeps 2.
 TEST(WorkloadTrace, OwnColumnsLfAndCrlf) {
-  TempDir dir;
+  moesim::test::TestDir dir("moesim_workload");
   const std::string text = "arrival_s,note,prompt_tokens,output_tokens\n0.0,a,2000,256\n\n0.5,b,1800,300\n0.5,c,1,1\n";
   const auto reqs = moesim::sim::load_request_trace(dir.write("lf.csv", text));
   ASSERT_EQ(reqs.size(), 3u);
@@ -399,7 +383,7 @@ TEST(WorkloadTrace, OwnColumnsLfAndCrlf) {
 // 0.75 s. CRLF endings. The 2024 format has 6 digits and a UTC offset: 00:00:00.009930+00:00 ->
 // 0, 00:00:01.5+00:00 -> 1.49007 s; a "+01:00" row is an hour earlier in UTC.
 TEST(WorkloadTrace, AzureTimestamps) {
-  TempDir dir;
+  moesim::test::TestDir dir("moesim_workload");
   const auto y2023 = moesim::sim::load_request_trace(dir.write("azure2023.csv",
                                                                "TIMESTAMP,ContextTokens,GeneratedTokens\r\n"
                                                                "2023-11-16 18:15:46.6805900,374,44\r\n"
@@ -426,7 +410,7 @@ TEST(WorkloadTrace, AzureTimestamps) {
 
 // Every bad input is one UserError line naming the file, the line and the column, with the fix.
 TEST(WorkloadTrace, BadInputsNameFileLineAndFix) {
-  TempDir dir;
+  moesim::test::TestDir dir("moesim_workload");
   const std::string h = "arrival_s,prompt_tokens,output_tokens\n";
   auto load = [&](const std::string& name, const std::string& text) {
     const auto p = dir.write(name, text);
@@ -462,7 +446,7 @@ TEST(WorkloadTrace, BadInputsNameFileLineAndFix) {
 
 // A trace workload replays the file through open_loop_requests, at most `requests` rows (0 = all).
 TEST(WorkloadTrace, OpenLoopReplaysTheFile) {
-  TempDir dir;
+  moesim::test::TestDir dir("moesim_workload");
   WorkloadSpec w;
   w.arrival = ArrivalKind::Trace;
   w.trace_path = dir.write("t.csv", "arrival_s,prompt_tokens,output_tokens\n0,5,6\n1,7,8\n2,9,10\n").string();

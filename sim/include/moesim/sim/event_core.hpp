@@ -24,6 +24,8 @@ namespace moesim::sim {
 using SimTime = std::int64_t;
 
 inline constexpr SimTime kPicosecondsPerSecond = 1'000'000'000'000;
+inline constexpr SimTime kPicosecondsPerMillisecond = kPicosecondsPerSecond / 1'000;
+inline constexpr SimTime kPicosecondsPerMicrosecond = kPicosecondsPerSecond / 1'000'000;
 
 /// Seconds -> picoseconds, rounded to the nearest picosecond. Durations are never negative here.
 SimTime to_sim_time(units::Duration d);
