@@ -17,8 +17,12 @@ TEST(HardwareProfiles, EveryBuiltInNodeNamesABuiltInLink) {
   const auto nodes = builtin_nodes();
   ASSERT_FALSE(nodes.empty());
   for (const auto& n : nodes) {
-    if (n.devices.count > 1) EXPECT_TRUE(n.intra_node_link.has_value()) << n.id << " has several devices and no link";
-    if (n.intra_node_link) EXPECT_NO_THROW((void)load_nic(*n.intra_node_link)) << n.id << ": " << *n.intra_node_link;
+    if (n.devices.count > 1) {
+      EXPECT_TRUE(n.intra_node_link.has_value()) << n.id << " has several devices and no link";
+    }
+    if (n.intra_node_link) {
+      EXPECT_NO_THROW((void)load_nic(*n.intra_node_link)) << n.id << ": " << *n.intra_node_link;
+    }
   }
 }
 
