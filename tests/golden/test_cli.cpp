@@ -84,7 +84,7 @@ TEST(GoldenCli, ListsAndHelp) {
   const auto hw = run_cli("hw");
   ASSERT_EQ(hw.code, 0) << hw.err;
   for (const char* id : {"mac-studio-m2-ultra-192", "dgx-h100", "dgx-h200", "rocev2-25g", "rocev2-25g-paper", "ib-200g",
-                         "tb5-rdma", "apple-ssd-m3-max"}) {
+                         "tb5-rdma", "apple-ssd-m3-max", "dgx-b200", "gb200-nvl72-tray", "nvlink5"}) {
     EXPECT_NE(hw.out.find(id), std::string::npos) << id;
   }
   const auto help = run_cli("estimate --help");
