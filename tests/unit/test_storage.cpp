@@ -24,15 +24,15 @@ namespace {
 namespace fs = std::filesystem;
 
 /// A scratch directory per test, removed at the end.
-class Scratch {
+class StorageScratch {
  public:
-  Scratch()
+  StorageScratch()
       : dir_(fs::temp_directory_path() / ("moesim_storage_" + std::to_string(::getpid()) + "_" +
                                           ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
-  ~Scratch() { fs::remove_all(dir_); }
+  ~StorageScratch() { fs::remove_all(dir_); }
   [[nodiscard]] std::string path() const { return dir_.string(); }
   [[nodiscard]] std::size_t entries() const {
     std::size_t n = 0;
@@ -80,7 +80,7 @@ TEST(CalibrateStorage, DefaultBlockIsOneExpertCapped) {
 // Sequential and random passes, cold and warm, for 1 and 2 readers; the file is gone afterwards; the
 // profile's read_bandwidth is the best cold sequential pass, read_latency the cold probe's p50.
 TEST(CalibrateStorage, TinyRunProfileLoadsAndNoFileIsLeft) {
-  Scratch s;
+  StorageScratch s;
   auto progress = Progress::quiet();
   const StorageResult r = run_storage(tiny(s.path()), progress);
   EXPECT_EQ(s.entries(), 0u);
@@ -117,7 +117,7 @@ TEST(CalibrateStorage, TinyRunProfileLoadsAndNoFileIsLeft) {
 
 // Cold reads through posix_fadvise(POSIX_FADV_DONTNEED) when asked, and the result says so.
 TEST(CalibrateStorage, FadviseColdMode) {
-  Scratch s;
+  StorageScratch s;
   StorageOptions o = tiny(s.path());
   o.cold = ColdMode::Fadvise;
   o.readers = {1};
@@ -137,7 +137,7 @@ std::string error_of(const StorageOptions& o) {
 }
 
 TEST(CalibrateStorage, BadDirectories) {
-  Scratch s;
+  StorageScratch s;
   const std::string missing = s.path() + "/missing";
   EXPECT_NE(error_of(tiny(missing)).find("--dir " + missing + ": does not exist"), std::string::npos);
   std::ofstream(s.path() + "/file") << "x";
@@ -154,7 +154,7 @@ TEST(CalibrateStorage, BadDirectories) {
 }
 
 TEST(CalibrateStorage, BadBlocks) {
-  Scratch s;
+  StorageScratch s;
   StorageOptions o = tiny(s.path());
   o.block = 1000;
   EXPECT_NE(error_of(o).find("multiple of 4 KiB"), std::string::npos);
