@@ -1,7 +1,9 @@
 // The measuring half of the CUDA backend (gpu.hpp): cuBLAS GEMV/GEMM, cuBLASLt fp8, device copies, host
 // transfers, launch overhead, an MoE chain of GEMVs, and NCCL collectives. Host C++ (compiled by the C++
 // compiler against the CUDA runtime); the device kernels are in cuda_kernels.cu. Built only when CMake
-// finds the CUDA toolkit (calibrate/cuda/CMakeLists.txt). Method: calibrate/BENCH.md "CUDA backend".
+// finds the CUDA toolkit (calibrate/cuda/CMakeLists.txt), as the plugin libmoesim_cuda.so that `moesim`
+// loads on --backend cuda (gpu_plugin.cpp): the CUDA libraries cost every other command nothing.
+// Method: calibrate/BENCH.md "CUDA backend".
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -300,11 +302,9 @@ GpuCopySample measure_copy(CopyKind kind, std::size_t size, int repeats, cudaStr
 
 std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to * to; }
 
-}  // namespace
-
 // ---- kernels -----------------------------------------------------------------------------------------
 
-GpuKernelResult run_gpu_kernels(const GpuKernelOptions& o, Progress& progress) {
+GpuKernelResult cuda_gpu_kernels(const GpuKernelOptions& o, Progress& progress) {
   const auto t_start = Clock::now();
   if (o.shapes.empty()) throw UserError("no matrix shapes to measure; give --model or --shapes");
   for (const auto b : o.batches) {
@@ -523,7 +523,7 @@ GpuKernelResult run_gpu_kernels(const GpuKernelOptions& o, Progress& progress) {
 
 // ---- memory ------------------------------------------------------------------------------------------
 
-GpuMemoryResult run_gpu_memory(const GpuMemoryOptions& o, Progress& progress) {
+GpuMemoryResult cuda_gpu_memory(const GpuMemoryOptions& o, Progress& progress) {
   const auto t_start = Clock::now();
   GpuMemoryResult r;
   r.device = open_device(o.device);
@@ -628,4 +628,15 @@ GpuMemoryResult run_gpu_memory(const GpuMemoryOptions& o, Progress& progress) {
   return r;
 }
 
+// Internal linkage above: the executable exports functions of these names (gpu_plugin.cpp), and a call
+// from here must not bind to them.
+const CudaBackend kBackend{kCudaBackendAbi, cuda_gpu_kernels, cuda_gpu_memory};
+
+}  // namespace
+
 }  // namespace moesim::calibrate
+
+/// The plugin's one entry point (gpu_plugin.cpp looks it up with dlsym).
+extern "C" __attribute__((visibility("default"))) const moesim::calibrate::CudaBackend* moesim_cuda_backend() {
+  return &moesim::calibrate::kBackend;
+}

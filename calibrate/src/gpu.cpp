@@ -1,6 +1,6 @@
 // The device-independent half of the CUDA backend (gpu.hpp): dtypes and costs, the fit of GPU samples into
 // the profile's efficiency bands (the CPU path's fit_efficiency_bands), the profile JSON and the text
-// reports. Compiled on every machine; the measurements are in calibrate/cuda/ (or gpu_absent.cpp).
+// reports. Compiled on every machine; the measurements are in calibrate/cuda/, a plugin that gpu_plugin.cpp loads.
 
 #include "moesim/calibrate/gpu.hpp"
 

@@ -5,9 +5,10 @@
 // This header and calibrate/src/gpu.cpp are compiled on every machine (with or without the CUDA toolkit):
 // the data types of the GPU samples, the fit into the profile's size-banded efficiency tables (the same
 // fit_efficiency_bands as the CPU path), the profile JSON and the text report. The measurements
-// themselves (run_gpu_kernels, run_gpu_memory) live in calibrate/cuda/ (CUDA runtime, cuBLAS, cuBLASLt,
-// NCCL), built only when CMake finds nvcc; without it calibrate/src/gpu_absent.cpp defines them to throw a
-// UserError that says how to get them.
+// themselves live in calibrate/cuda/ (CUDA runtime, cuBLAS, cuBLASLt, NCCL), built only when CMake finds
+// nvcc, as a plugin (libmoesim_cuda.so) that run_gpu_kernels and run_gpu_memory load on first use
+// (calibrate/src/gpu_plugin.cpp): linked into `moesim` itself, cuBLAS's start-up alone cost every command
+// 0.4 s and 220 MB. Without the toolkit, or without the plugin, they throw a UserError that says how to get it.
 //
 // A linear layer y = W x with W of M rows × K columns, row-major (PyTorch's nn.Linear.weight), at batch B:
 //   Y (B×M) = X (B×K) · Wᵀ, one cublasGemmEx call in column-major terms C (M×B) = Aᵀ (M×K) · B (K×B) with
@@ -234,6 +235,20 @@ struct GpuMemoryResult {
 };
 
 GpuMemoryResult run_gpu_memory(const GpuMemoryOptions& options, Progress& progress);
+
+// ---- the plugin --------------------------------------------------------------------------------------
+
+/// Raised whenever CudaBackend or the types it passes change layout: a plugin of another build is refused.
+inline constexpr int kCudaBackendAbi = 1;
+/// What libmoesim_cuda.so's `extern "C" const CudaBackend* moesim_cuda_backend()` returns.
+struct CudaBackend {
+  int abi = 0;  ///< kCudaBackendAbi of the build that made the plugin
+  GpuKernelResult (*kernels)(const GpuKernelOptions&, Progress&) = nullptr;
+  GpuMemoryResult (*memory)(const GpuMemoryOptions&, Progress&) = nullptr;
+};
+/// The plugin's file name. It is looked for beside the `moesim` executable (the build tree), then in the
+/// installed layout's `<bindir>/../<libdir>/moesim/` (calibrate/CMakeLists.txt gives the relative path).
+inline constexpr const char* kCudaPluginFile = "libmoesim_cuda.so";
 
 nlohmann::json gpu_memory_profile_json(const GpuMemoryResult& r, const Provenance& p, const std::string& id);
 nlohmann::json gpu_memory_calibration_json(const GpuMemoryResult& r);
