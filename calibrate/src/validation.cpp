@@ -255,8 +255,11 @@ ServeScenario burst_scenario(const std::string& model, const std::string& hw, st
 /// Runs `sc` on `node` when given (hw's profile with a runtime's figures), else on hw's profile as shipped.
 ServeRun run_burst(const ServeScenario& sc, const model::NodeProfile* node) {
   if (!node) return run_serve(sc);
+  // A fit runs each row's configuration at every trial of the runtime's figures: each model's routing
+  // trace is generated once per thread.
+  thread_local reports::TraceCache traces;
   // The prepared configuration points at its own copy of the node profile: the runtime's figures go there.
-  const std::unique_ptr<reports::PreparedServe> prepared = reports::prepare_serve(sc);
+  const std::unique_ptr<reports::PreparedServe> prepared = reports::prepare_serve(sc, true, &traces);
   prepared->node = *node;
   prepared->run.result = sim::run_serving(prepared->config);
   return std::move(prepared->run);

@@ -142,7 +142,19 @@ std::vector<SweepPoint> expand_sweep(const ServeScenario& s) {
   return points;
 }
 
-std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffic) {
+const sim::RoutingTrace& TraceCache::get(const std::string& key, const std::function<sim::RoutingTrace()>& make) {
+  if (const auto it = traces_.find(key); it != traces_.end()) return it->second;
+  sim::RoutingTrace t = make();
+  const double bytes = static_cast<double>(t.experts.size() * sizeof(std::uint16_t) + t.weights.size() * sizeof(float));
+  if (bytes_ + bytes > kMaxBytes) {
+    traces_.clear();
+    bytes_ = 0;
+  }
+  bytes_ += bytes;
+  return traces_.emplace(key, std::move(t)).first->second;
+}
+
+std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffic, TraceCache* cache) {
   const json::Node root(s.doc, s.source);
   root.expect_only({"description", "model", "model_overrides", "hw", "nic", "nodes", "plan", "precision", "experts",
                     "scheduler", "workload", "slo", "percentiles", "trace", "generate", "streaming",
@@ -302,7 +314,12 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
       // The measurement ran with another top-k (flash-moe uses K = 4 of Qwen3.5's 10): the model runs it too.
       arch.top_k = *g.top_k;
     }
-    if (traffic) {
+    if (traffic && cache != nullptr && trace_path.empty()) {
+      const std::string key = arch.id + "|" + std::to_string(model::moe_layer_count(arch)) + "|" +
+                              std::to_string(arch.routed_experts) + "|" + std::to_string(arch.top_k) + "|" +
+                              generate_to_json(g).dump();
+      c.trace = &cache->get(key, [&] { return make_trace(g, trace_path, arch); });
+    } else if (traffic) {
       prepared->trace = make_trace(g, trace_path, arch);
       c.trace = &prepared->trace;
     }

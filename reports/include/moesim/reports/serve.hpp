@@ -15,6 +15,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -78,10 +79,27 @@ struct PreparedServe {
 /// gpu_memory_utilization; absent keys take sim::SchedulerConfig's defaults). UserError naming the key.
 sim::SchedulerConfig read_scheduler(const json::Node& scheduler);
 
+/// Generated routing traces kept for the scenarios that follow: a fit runs the same configurations at many
+/// parameter values, and generating each one's trace again was a third of `moesim validate --fit`'s time.
+/// Keyed by all a generated trace depends on (the model's id, MoE layers, routed experts and top-k, and the
+/// scenario's "generate" request); traces read from files are not kept. Holds at most kMaxBytes of traces
+/// (then starts again empty). One per thread; it must outlive the runs prepared with it.
+class TraceCache {
+ public:
+  static constexpr double kMaxBytes = 256.0 * 1024 * 1024;
+  /// The trace under `key`, made by `make` the first time.
+  const sim::RoutingTrace& get(const std::string& key, const std::function<sim::RoutingTrace()>& make);
+
+ private:
+  std::map<std::string, sim::RoutingTrace> traces_;
+  double bytes_ = 0;
+};
+
 /// Reads and checks a scenario (its "sweep" key must be absent). With `traffic` false it leaves out what
 /// only a run needs (the open-loop requests and the routing trace; run.requests is then 0 for an open
-/// loop). UserError for bad input.
-std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffic = true);
+/// loop). With a `cache`, a generated routing trace comes from it (config.trace points into the cache).
+/// UserError for bad input.
+std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffic = true, TraceCache* cache = nullptr);
 
 /// Runs one scenario (its "sweep" key must be absent). UserError for bad input.
 ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& progress = {});
