@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "moesim/calibrate/progress.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/output_file.hpp"
 #include "moesim/reports/serve.hpp"
@@ -118,6 +119,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("steps-out", po::value<std::string>(), "write one CSV row per engine step (queue depth, KV usage over time)")
     ("sweep-out", po::value<std::string>(), "write the sweep's table as CSV")
     ("chrome-trace", po::value<std::string>(), "write a Chrome/Perfetto trace (engine steps, queue and KV counters, a track per request)")
+    ("chrome-steps", po::value<std::int64_t>(), "engine steps the Chrome trace covers, from the start (default 5000; requests: the first 200 that arrive within them); the trace's otherData.covers says what it holds")
     ("quiet,q", "no progress on stderr")
     ("timing", "also print the simulation's wall time (left out by default so that the same inputs give "
                "byte-identical output)");
@@ -229,14 +231,21 @@ int cmd_serve(const Args& args, std::ostream& out) {
   }
 
   const bool quiet = vm.count("quiet") > 0;
+  std::size_t chrome_steps = reports::kServeTraceSteps;
+  if (vm.count("chrome-steps")) {
+    const std::int64_t n = vm["chrome-steps"].as<std::int64_t>();
+    if (n < 1) throw UserError("--chrome-steps " + std::to_string(n) + ": must be at least 1 (the engine steps the trace covers)");
+    if (!vm.count("chrome-trace")) throw UserError("--chrome-steps needs --chrome-trace FILE (the trace it bounds)");
+    chrome_steps = static_cast<std::size_t>(n);
+  }
   if (vm.count("find-max-rate")) {
     for (const char* f : {"requests-out", "steps-out", "sweep-out", "chrome-trace"})
       if (vm.count(f)) throw UserError(std::string("--") + f + " and --find-max-rate: run the rate it finds without it");
-    ProgressLine bar(!quiet);
+    calibrate::Progress bar(quiet ? nullptr : &std::cerr, 1.0);
     const reports::MaxRate m = reports::find_max_rate(s, vm["slo-attainment"].as<double>(), [&](double rate, std::size_t i) {
-      bar.update_fraction("serve --find-max-rate: probe " + std::to_string(i + 1) + " at " + text::printf("%.3g", rate) +
-                              " requests/s",
-                          0.0);
+      // A search of unknown length: each probe on its own, without a percentage.
+      bar.fraction("serve --find-max-rate", -1.0,
+                   "probe " + std::to_string(i + 1) + " at " + text::printf("%.3g", rate) + " requests/s");
     });
     bar.finish();
     if (vm.count("json"))
@@ -255,12 +264,11 @@ int cmd_serve(const Args& args, std::ostream& out) {
   if (vm.count("steps-out")) steps_out = &outputs.add(vm["steps-out"].as<std::string>(), "--steps-out");
   if (vm.count("sweep-out")) sweep_out = &outputs.add(vm["sweep-out"].as<std::string>(), "--sweep-out");
   std::vector<reports::ServeRun> runs;
-  ProgressLine bar(!quiet);
+  calibrate::Progress bar(quiet ? nullptr : &std::cerr, 1.0);
   for (std::size_t i = 0; i < points.size(); ++i) {
     std::function<void(double)> progress;
-    const std::string what = "serve: point " + std::to_string(i + 1) + "/" + std::to_string(points.size()) +
-                             ", requests done";
-    if (!quiet) progress = [&bar, what](double f) { bar.update_fraction(what, f); };
+    const std::string stage = "serve: point " + std::to_string(i + 1) + "/" + std::to_string(points.size());
+    if (!quiet) progress = [&bar, stage](double f) { bar.fraction(stage, f, "requests done"); };
     runs.push_back(reports::run_serve(points[i].scenario, progress));
   }
   bar.finish();
@@ -272,7 +280,10 @@ int cmd_serve(const Args& args, std::ostream& out) {
     }
     if (requests_out) reports::write_requests_csv(runs.front(), requests_out->stream());
     if (steps_out) reports::write_steps_csv(runs.front(), steps_out->stream());
-    if (chrome_out) reports::write_serve_chrome_trace(runs.front(), chrome_out->stream());
+    if (chrome_out) {
+      const std::string covers = reports::write_serve_chrome_trace(runs.front(), chrome_out->stream(), chrome_steps);
+      if (!quiet && !covers.starts_with("all ")) std::cerr << "moesim serve: the Chrome trace holds " << covers << "\n";
+    }
   } else {
     if (vm.count("json")) {
       nlohmann::json all = nlohmann::json::array();

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/text.hpp"
+#include "moesim/reports/chrome_trace.hpp"
 #include "moesim/reports/json_out.hpp"
 #include "moesim/reports/simulate.hpp"
 #include "moesim/reports/sweep.hpp"
@@ -636,63 +638,54 @@ void write_steps_csv(const ServeRun& r, std::ostream& o) {
   }
 }
 
-void write_serve_chrome_trace(const ServeRun& r, std::ostream& o, std::size_t max_requests) {
-  // Chrome trace event format (the JSON array form): times in microseconds. Process 0 is the server:
-  // one track of engine steps (stage 0 of the plan), counters for the queue and the KV cache; process
-  // 1 holds one track per request (queued, prefill until the first token, decode until the last).
-  nlohmann::json ev = nlohmann::json::array();
+std::string write_serve_chrome_trace(const ServeRun& r, std::ostream& o, std::size_t max_steps,
+                                     std::size_t max_requests) {
+  // Process 0 is the server: one track of engine steps (stage 0 of the plan), counters for the queue and the
+  // KV cache; process 1 holds one track per request (queued, prefill until the first token, decode until
+  // the last).
+  ChromeTrace trace;
   const auto us = [](double s) { return s * 1e6; };
   const auto& plan = r.result.plan;
-  const std::string server = r.model_id + " on " + std::to_string(plan.nodes) + " x " + r.hw_id + " (tp " +
-                             std::to_string(plan.tp) + ", pp " + std::to_string(plan.pp) + ")";
-  ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"args", {{"name", server}}}});
-  ev.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", "engine steps"}}}});
-  ev.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 1}, {"args", {{"name", "requests"}}}});
-  for (const auto& st : r.result.steps) {
-    ev.push_back({{"name", st.prefill_tokens > 0 ? "step (prefill + decode)" : "step (decode)"},
-                  {"ph", "X"},
-                  {"pid", 0},
-                  {"tid", 0},
-                  {"ts", us(st.start)},
-                  {"dur", us(st.duration)},
-                  {"args", {{"decode_sequences", st.decode}, {"prefill_tokens", st.prefill_tokens}}}});
-    ev.push_back({{"name", "queue"},
-                  {"ph", "C"},
-                  {"pid", 0},
-                  {"ts", us(st.start)},
-                  {"args", {{"waiting", st.waiting}, {"running", st.running}}}});
-    ev.push_back({{"name", "KV cache used %"},
-                  {"ph", "C"},
-                  {"pid", 0},
-                  {"ts", us(st.start)},
-                  {"args", {{"used", st.kv_used * 100}}}});
+  const auto& steps = r.result.steps;
+  const auto& requests = r.result.requests;
+  trace.process(0, r.model_id + " on " + std::to_string(plan.nodes) + " x " + r.hw_id + " (tp " +
+                       std::to_string(plan.tp) + ", pp " + std::to_string(plan.pp) + ")");
+  trace.thread(0, 0, "engine steps");
+  trace.process(1, "requests");
+  const std::size_t n_steps = std::min(max_steps, steps.size());
+  for (std::size_t i = 0; i < n_steps; ++i) {
+    const auto& st = steps[i];
+    trace.complete(st.prefill_tokens > 0 ? "step (prefill + decode)" : "step (decode)", "step", 0, 0, us(st.start),
+                   us(st.duration), {{"decode_sequences", st.decode}, {"prefill_tokens", st.prefill_tokens}});
+    trace.counter("queue", 0, us(st.start), {{"waiting", st.waiting}, {"running", st.running}});
+    trace.counter("KV cache used %", 0, us(st.start), {{"used", st.kv_used * 100}});
   }
-  std::size_t n = 0;
-  for (const auto& q : r.result.requests) {
-    if (n++ >= max_requests) break;
+  // With the steps cut, requests that arrive after the last traced step would have no steps beside them.
+  const bool cut = n_steps < steps.size();
+  const double until = cut && n_steps > 0 ? steps[n_steps - 1].start + steps[n_steps - 1].duration
+                                          : std::numeric_limits<double>::infinity();
+  std::size_t n_requests = 0;
+  for (const auto& q : requests) {
+    if (n_requests >= max_requests) break;
+    if (q.arrival > until) continue;
+    ++n_requests;
     const auto tid = q.id + 1;
-    ev.push_back({{"name", "thread_name"},
-                  {"ph", "M"},
-                  {"pid", 1},
-                  {"tid", tid},
-                  {"args", {{"name", "request " + std::to_string(q.id)}}}});
+    trace.thread(1, tid, "request " + std::to_string(q.id));
     const nlohmann::json args = {{"prompt_tokens", q.prompt_tokens}, {"output_tokens", q.output_tokens}};
-    ev.push_back({{"name", "until first token"},
-                  {"ph", "X"},
-                  {"pid", 1},
-                  {"tid", tid},
-                  {"ts", us(q.arrival)},
-                  {"dur", us(q.first_token - q.arrival)},
-                  {"args", args}});
-    ev.push_back({{"name", "decode"},
-                  {"ph", "X"},
-                  {"pid", 1},
-                  {"tid", tid},
-                  {"ts", us(q.first_token)},
-                  {"dur", us(q.finish - q.first_token)},
-                  {"args", args}});
+    trace.complete("until first token", "request", 1, tid, us(q.arrival), us(q.first_token - q.arrival), args);
+    trace.complete("decode", "request", 1, tid, us(q.first_token), us(q.finish - q.first_token), args);
   }
-  o << ev.dump() << "\n";
+  std::string covers = (cut ? "the first " + std::to_string(n_steps) + " of " : "all ") + std::to_string(steps.size()) +
+                       " engine steps";
+  if (cut && !steps.empty()) {
+    covers += " (to " + text::printf("%.1f", until) + " s of " +
+              text::printf("%.1f", steps.back().start + steps.back().duration) + " s; --chrome-steps)";
+  }
+  covers += " and " + (n_requests == requests.size() ? "all " : std::to_string(n_requests) + " of ") +
+            std::to_string(requests.size()) + " requests";
+  trace.note("covers", covers);
+  trace.write(o);
+  return covers;
 }
 
 namespace {

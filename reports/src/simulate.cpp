@@ -8,6 +8,7 @@
 #include "moesim/model/precision.hpp"
 #include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
+#include "moesim/reports/chrome_trace.hpp"
 #include "moesim/reports/json_out.hpp"
 #include "moesim/reports/table.hpp"
 #include "moesim/sim/network.hpp"
@@ -17,12 +18,11 @@
 namespace moesim::reports {
 namespace {
 
-/// Collects compute spans and NIC transfers of the first tokens and writes them as a Chrome trace
-/// (the JSON "Trace Event Format": complete events, ph "X", times in microseconds). One process per
-/// node, with a "compute" thread and a "NIC send" thread; Perfetto and chrome://tracing open it.
-class ChromeTrace final : public sim::TimelineObserver, public sim::TransferObserver {
+/// Collects compute spans and NIC transfers of the first tokens as a Chrome trace (chrome_trace.hpp): one
+/// process per node, with a "compute" thread and a "NIC send" thread.
+class DecodeTimeline final : public sim::TimelineObserver, public sim::TransferObserver {
  public:
-  explicit ChromeTrace(std::int64_t tokens) : tokens_(tokens) {}
+  explicit DecodeTimeline(std::int64_t tokens) : tokens_(tokens) {}
 
   void on_compute(std::int32_t node, std::string_view what, std::int64_t token, std::int64_t layer, sim::SimTime start,
                   sim::SimTime end) override {
@@ -30,14 +30,8 @@ class ChromeTrace final : public sim::TimelineObserver, public sim::TransferObse
                                  : what.starts_with("filler") ? "filler"
                                  : what == "rewire"           ? "rewire"
                                                               : "misc";
-    events_.push_back({{"name", std::string(what)},
-                       {"cat", category},
-                       {"ph", "X"},
-                       {"ts", us(start)},
-                       {"dur", us(end - start)},
-                       {"pid", node},
-                       {"tid", 0},
-                       {"args", {{"token", token}, {"layer", layer}}}});
+    trace_.complete(std::string(what), category, node, 0, us(start), us(end - start),
+                    {{"token", token}, {"layer", layer}});
     nodes_ = std::max(nodes_, node + 1);
   }
   void on_token(std::int64_t token, sim::SimTime /*start*/, sim::SimTime end) override {
@@ -45,27 +39,20 @@ class ChromeTrace final : public sim::TimelineObserver, public sim::TransferObse
   }
   void on_transfer(std::int32_t from, std::int32_t to, double bytes, sim::SimTime start, sim::SimTime end) override {
     if (cutoff_ >= 0 && start > cutoff_) return;
-    events_.push_back({{"name", "to node " + std::to_string(to)},
-                       {"cat", "nic"},
-                       {"ph", "X"},
-                       {"ts", us(start)},
-                       {"dur", us(end - start)},
-                       {"pid", from},
-                       {"tid", 1},
-                       {"args", {{"bytes", bytes}}}});
+    trace_.complete("to node " + std::to_string(to), "nic", from, 1, us(start), us(end - start), {{"bytes", bytes}});
     nodes_ = std::max(nodes_, std::max(from, to) + 1);
   }
 
-  void write(std::ostream& out) const {
-    nlohmann::json all = nlohmann::json::array();
+  /// Writes the trace; `total_tokens`: the run's, for the note of what the trace covers.
+  void write(std::ostream& out, std::int64_t total_tokens) {
     for (std::int32_t n = 0; n < nodes_; ++n) {
-      all.push_back(
-          {{"name", "process_name"}, {"ph", "M"}, {"pid", n}, {"args", {{"name", "node " + std::to_string(n)}}}});
-      all.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", n}, {"tid", 0}, {"args", {{"name", "compute"}}}});
-      all.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", n}, {"tid", 1}, {"args", {{"name", "NIC send"}}}});
+      trace_.process(n, "node " + std::to_string(n));
+      trace_.thread(n, 0, "compute");
+      trace_.thread(n, 1, "NIC send");
     }
-    for (const auto& e : events_) all.push_back(e);
-    out << nlohmann::json{{"traceEvents", all}, {"displayTimeUnit", "ms"}}.dump() << "\n";
+    trace_.note("covers", "the first " + std::to_string(std::min(tokens_, total_tokens)) + " of " +
+                              std::to_string(total_tokens) + " decoded tokens (--chrome-tokens)");
+    trace_.write(out);
   }
 
  private:
@@ -73,7 +60,7 @@ class ChromeTrace final : public sim::TimelineObserver, public sim::TransferObse
   std::int64_t tokens_;
   sim::SimTime cutoff_ = -1;
   std::int32_t nodes_ = 0;
-  std::vector<nlohmann::json> events_;
+  ChromeTrace trace_;
 };
 
 void write_per_token_csv(const sim::DecodeResult& r, std::ostream& o) {
@@ -383,14 +370,14 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   OutputFile *csv_file = nullptr, *chrome_file = nullptr;
   if (!outputs.per_token_csv.empty()) csv_file = &files.add(outputs.per_token_csv, "--per-token");
   if (!outputs.chrome_trace.empty()) chrome_file = &files.add(outputs.chrome_trace, "--chrome-trace");
-  std::optional<ChromeTrace> chrome;
+  std::optional<DecodeTimeline> chrome;
+  const std::int64_t run_tokens = req.max_tokens > 0 ? std::min(req.max_tokens, r.trace_tokens) : r.trace_tokens;
   if (chrome_file) {
     // The Chrome trace holds its events as JSON objects until the end, then a copy in one array and the
     // dumped text: ~2.5 KiB per event (an 8-key object is a std::map of ~8 x 80 bytes, twice, plus ~200
     // characters of text). Per token, each node and layer has at most the attention, router, combine and
     // re-wire spans and one span per routed expert (top_k), and sends at most 2 (nodes - 1) messages (a ring).
-    const double tokens = static_cast<double>(
-        std::min(outputs.chrome_tokens, req.max_tokens > 0 ? std::min(req.max_tokens, r.trace_tokens) : r.trace_tokens));
+    const double tokens = static_cast<double>(std::min(outputs.chrome_tokens, run_tokens));
     const double n = static_cast<double>(req.nodes);
     const double events = tokens * static_cast<double>(r.arch.layers) * n *
                           (4.0 + static_cast<double>(r.arch.top_k) + 2.0 * (n - 1));
@@ -408,7 +395,7 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   if (!active.note.empty()) r.run.assumptions.push_back(active.note);
   r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (csv_file) write_per_token_csv(r.run, csv_file->stream());
-  if (chrome) chrome->write(chrome_file->stream());
+  if (chrome) chrome->write(chrome_file->stream(), run_tokens);
   files.commit();
   return r;
 }

@@ -200,6 +200,48 @@ TEST(GoldenServe, RequestsAndStepsCsv) {
   EXPECT_NE(r.out.find("TTFT"), std::string::npos);
 }
 
+// --chrome-trace writes the one trace form every command writes (chrome_trace.hpp): an object with
+// traceEvents and otherData.covers. Its steps are bounded (--chrome-steps; 5,000 by default), the requests
+// to those arriving within them, and a cut trace says so on stderr and in otherData.
+TEST(GoldenServe, ChromeTraceIsBoundedAndSaysWhatItCovers) {
+  Scratch s("serve_chrome");
+  const std::string run = "serve --model llama-3.1-8b --hw h100-sxm --arrival poisson --rate 5/s --requests 40 "
+                          "--prompt 64 --output 16 --json --chrome-trace ";
+  const auto all = run_cli(run + s.path("all.json"));
+  ASSERT_EQ(all.code, 0) << all.err;
+  const auto full = nlohmann::json::parse(slurp(s.path("all.json")));
+  ASSERT_TRUE(full.is_object());
+  EXPECT_EQ(full.at("displayTimeUnit"), "ms");
+  const auto count = [](const nlohmann::json& t, const std::string& ph, const std::string& cat) {
+    std::size_t n = 0;
+    for (const auto& e : t.at("traceEvents"))
+      if (e.at("ph") == ph && (cat.empty() || e.value("cat", "") == cat)) ++n;
+    return n;
+  };
+  const std::size_t steps = count(full, "X", "step");
+  ASSERT_GT(steps, 20u);
+  EXPECT_EQ(count(full, "X", "request"), 2u * 40u);
+  EXPECT_EQ(full.at("otherData").at("covers"), "all " + std::to_string(steps) + " engine steps and all 40 requests");
+  EXPECT_EQ(all.err.find("Chrome trace holds"), std::string::npos) << all.err;
+
+  const auto cut = run_cli(run + s.path("cut.json") + " --chrome-steps 10");
+  ASSERT_EQ(cut.code, 0) << cut.err;
+  const auto part = nlohmann::json::parse(slurp(s.path("cut.json")));
+  EXPECT_EQ(count(part, "X", "step"), 10u);
+  EXPECT_EQ(count(part, "C", ""), 20u);  // queue and KV cache at each step
+  EXPECT_LT(count(part, "X", "request"), 2u * 40u);
+  const std::string covers = part.at("otherData").at("covers");
+  EXPECT_TRUE(covers.starts_with("the first 10 of " + std::to_string(steps) + " engine steps")) << covers;
+  EXPECT_NE(cut.err.find("the Chrome trace holds the first 10 of"), std::string::npos) << cut.err;
+
+  // The decode simulator's trace has the same form.
+  const auto sim = run_cli("simulate --nodes 2 --tokens 30 --chrome-tokens 3 --chrome-trace " + s.path("sim.json"));
+  ASSERT_EQ(sim.code, 0) << sim.err;
+  const auto st = nlohmann::json::parse(slurp(s.path("sim.json")));
+  EXPECT_EQ(st.at("displayTimeUnit"), "ms");
+  EXPECT_EQ(st.at("otherData").at("covers"), "the first 3 of 30 decoded tokens (--chrome-tokens)");
+}
+
 // DeepSeek-V3's 61 layers over two pipeline stages, as vLLM and llama.cpp split them over two devices:
 // 31 + 30 layers (vLLM's get_pp_indices). The fullest device is stage 1's (30 MoE layers and the LM head;
 // by hand in tests/unit/test_serving.cpp: 43,316,717,568 B at fp8 over tp 8).
@@ -462,6 +504,11 @@ TEST(GoldenServe, BadInputs) {
       {"unknown scheduler", "serve --model llama-3.1-8b --hw h100-sxm --scheduler fifo", {"scheduler", "chunked"}},
       {"multi-node plan without a NIC", "serve --model mixtral-8x7b --hw dgx-h100 --nodes 2", {"nic"}},
       {"missing scenario", "serve --scenario " + s.path("nope.json"), {"nope.json"}},
+      {"zero chrome steps",
+       "serve --model llama-3.1-8b --hw h100-sxm --chrome-trace " + s.path("t.json") + " --chrome-steps 0",
+       {"--chrome-steps 0", "at least 1"}},
+      {"chrome steps without a trace", "serve --model llama-3.1-8b --hw h100-sxm --chrome-steps 5",
+       {"--chrome-steps", "--chrome-trace"}},
       {"prompt beyond the step budget without chunking",
        "serve --model llama-3.1-8b --hw h100-sxm --scheduler continuous --max-num-batched-tokens 512 --prompt 1000",
        {"command line", "1000-token prompt", "max_num_batched_tokens 512", "chunked"}},
