@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstddef>
 
+#include "moesim/sim/splitmix64.hpp"
+
 // The definitions behind det_random.hpp (moved here from workload.cpp, unchanged, so that the workload
 // and the routing-trace generator share one copy). Multiply-adds are separate statements so that
 // Clang's default -ffp-contract=on cannot fuse them into FMAs; the file is compiled with -ffp-contract=off
@@ -12,7 +14,7 @@
 namespace moesim::sim::det {
 namespace {
 
-constexpr std::uint64_t kGolden = 0x9E3779B97F4A7C15ULL;
+constexpr std::uint64_t kGolden = kSplitMixGamma;
 
 // fdlibm's split of ln 2: the high part has 32 significant bits, so q * kLn2Hi is exact for |q| < 2^21.
 constexpr double kLn2Hi = 6.93147180369123816490e-01;
@@ -33,11 +35,7 @@ double horner(const double (&c)[N], double x) {
 
 /// splitmix64's output function (Steele, Lea, Flood 2014, "Fast splittable pseudorandom number
 /// generators"; constants from Vigna's splitmix64.c).
-std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
+std::uint64_t mix64(std::uint64_t z) { return splitmix64_mix(z); }
 
 /// 64 random bits for draw k of item `index` in `stream`: splitmix64 steps keyed by each coordinate.
 std::uint64_t bits(std::uint64_t seed, std::uint64_t stream, std::uint64_t index, std::uint64_t k) {

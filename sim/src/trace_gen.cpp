@@ -10,6 +10,7 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
+#include "moesim/sim/splitmix64.hpp"
 #include "moesim/sim/trace_io.hpp"
 #include "moesim/sim/trace_stats.hpp"
 
@@ -23,10 +24,7 @@ namespace {
 
 /// splitmix64 (Steele, Lea, Flood 2014): derives independent seeds for the streams below from one seed.
 std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t stream) {
-  std::uint64_t z = seed + 0x9E3779B97F4A7C15ULL * (stream + 1);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  return splitmix64_mix(seed + kSplitMixGamma * (stream + 1));
 }
 
 // exp and log from + - * / and exact scalings, so no C library difference (glibc vs macOS libm differ in

@@ -37,6 +37,7 @@
 #include "moesim/model/output_file.hpp"
 #include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
+#include "moesim/sim/splitmix64.hpp"
 
 namespace moesim::reference {
 
@@ -249,22 +250,6 @@ std::uint64_t fnv1a(std::uint64_t seed, std::string_view name) {
   return h;
 }
 
-/// SplitMix64 (Steele, Lea and Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014;
-/// constants of Vigna's splitmix64.c): small, fast and passes BigCrush.
-class SplitMix64 {
- public:
-  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-  }
-
- private:
-  std::uint64_t state_;
-};
-
 /// Values generated and converted per write: 1 Mi elements, at most 4 MiB of f32.
 constexpr std::size_t kChunkElements = std::size_t{1} << 20;
 
@@ -293,7 +278,7 @@ void write_tensor(OutputFile& out, const PlannedTensor& p, const InitOptions& op
   const bool norm = name.ends_with("norm.weight");
   const double a = options.init_std * std::sqrt(3.0);
   const std::size_t size = dtype_size(options.dtype);
-  SplitMix64 rng(fnv1a(options.seed, name));
+  sim::SplitMix64 rng(fnv1a(options.seed, name));
   for (std::uint64_t done = 0; done < p.elements;) {
     const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(p.elements - done, kChunkElements));
     if (norm) {
