@@ -546,9 +546,6 @@ std::atomic<bool> g_interrupted{false};
 struct sigaction g_old_int {
 }, g_old_term{};
 extern "C" void on_interrupt(int /*signal*/) { g_interrupted.store(true); }
-double now_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 }  // namespace
 
 InterruptGuard::InterruptGuard() {
@@ -566,42 +563,5 @@ InterruptGuard::~InterruptGuard() {
 }
 
 bool InterruptGuard::interrupted() { return g_interrupted.load(); }
-
-void ProgressLine::update(const std::string& what, std::size_t done, std::size_t total) {
-  if (!enabled_ || total == 0) return;
-  show(what, static_cast<double>(done) / static_cast<double>(total),
-       std::to_string(done) + "/" + std::to_string(total) + " points", done >= total);
-}
-
-void ProgressLine::update_fraction(const std::string& what, double fraction) {
-  if (!enabled_) return;
-  fraction = std::clamp(fraction, 0.0, 1.0);
-  show(what, fraction, std::to_string(static_cast<int>(fraction * 100.0)) + "%", fraction >= 1.0);
-}
-
-void ProgressLine::show(const std::string& what, double fraction, const std::string& count, bool last) {
-  const double t = now_seconds();
-  if (what != stage_) {
-    if (shown_ && isatty(STDERR_FILENO)) std::cerr << "\n";
-    stage_ = what;
-    start_ = t;
-    last_ = -1;
-  }
-  // On a terminal the line is redrawn in place (at most 10 times a second); in a log, a line at most once
-  // a second, and never a carriage return (issue 21: serve wrote \r progress into redirected logs).
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  if (!last && last_ >= 0 && t - last_ < (tty ? 0.1 : 1.0)) return;
-  last_ = t;
-  const double elapsed = t - start_;
-  std::string line = what + ": " + count + ", " + text::printf("%.1f s", elapsed);
-  if (fraction > 0 && !last) line += text::printf(", about %.1f s left", elapsed / fraction * (1.0 - fraction));
-  std::cerr << (tty ? "\r\033[K" : "") << line << (tty ? "" : "\n") << std::flush;
-  shown_ = true;
-}
-
-void ProgressLine::finish() {
-  if (enabled_ && shown_ && isatty(STDERR_FILENO)) std::cerr << "\n" << std::flush;
-  shown_ = false;
-}
 
 }  // namespace moesim::apps

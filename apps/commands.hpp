@@ -62,24 +62,6 @@ class InterruptGuard {
   [[nodiscard]] static bool interrupted();
 };
 
-/// Progress with an ETA on stderr: "\r<what>: 40/100 points, 2.1 s, about 3.2 s left" (a line per
-/// call when stderr is not a terminal, at most one a second).
-class ProgressLine {
- public:
-  explicit ProgressLine(bool enabled) : enabled_(enabled) {}
-  void update(const std::string& what, std::size_t done, std::size_t total);
-  /// The same for work measured as a fraction in [0, 1] ("serve: point 1/3: 40%, ...").
-  void update_fraction(const std::string& what, double fraction);
-  void finish();
-
- private:
-  void show(const std::string& what, double fraction, const std::string& count, bool last);
-  bool enabled_;
-  double start_ = -1, last_ = -1;
-  std::string stage_;
-  bool shown_ = false;
-};
-
 int cmd_models(const Args& args, std::ostream& out);
 int cmd_hw(const Args& args, std::ostream& out);
 int cmd_estimate(const Args& args, std::ostream& out);

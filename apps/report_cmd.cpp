@@ -7,6 +7,7 @@
 
 #include "commands.hpp"
 #include "moesim/calibrate/fit.hpp"
+#include "moesim/calibrate/progress.hpp"
 #include "moesim/calibrate/report_fit.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/text.hpp"
@@ -92,9 +93,9 @@ int cmd_report(const Args& args, std::ostream& out) {
     if (o.sweep.threads == 0) throw UserError("--threads 0: give at least 1 (or leave it out for all cores)");
   }
   const bool show = world.rank() == 0 && !vm.count("quiet");
-  ProgressLine progress(show);
+  calibrate::Progress progress(show ? &std::cerr : nullptr, 1.0);
   o.sweep.progress = [&](const char* stage, std::size_t done, std::size_t total) {
-    progress.update(std::string("report: ") + stage, done, total);
+    progress.count(std::string("report: ") + stage, done, total);
   };
   o.stage = [&](const std::string& s) {
     progress.finish();

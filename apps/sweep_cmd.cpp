@@ -7,6 +7,7 @@
 #include <iostream>
 
 #include "commands.hpp"
+#include "moesim/calibrate/progress.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/output_file.hpp"
 #include "moesim/model/text.hpp"
@@ -116,9 +117,9 @@ int cmd_sweep(const Args& args, std::ostream& out) {
                     : "--traces: rank " + std::to_string(world.rank()) + " cannot see " + o.traces_dir.string() +
                           ", which rank 0 made; under mpirun across hosts give a directory on a shared file system");
   }
-  ProgressLine progress(root && !vm.count("quiet"));
+  calibrate::Progress progress(root && !vm.count("quiet") ? &std::cerr : nullptr, 1.0);
   o.progress = [&](const char* stage, std::size_t done, std::size_t total) {
-    progress.update(std::string("sweep: ") + stage, done, total);
+    progress.count(std::string("sweep: ") + stage, done, total);
   };
   const InterruptGuard guard;
   o.cancelled = [] { return InterruptGuard::interrupted(); };

@@ -7,8 +7,9 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "moesim/model/output_file.hpp"
+#include "moesim/calibrate/progress.hpp"
 #include "moesim/calibrate/validation.hpp"
+#include "moesim/model/output_file.hpp"
 
 namespace moesim::apps {
 
@@ -59,11 +60,11 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
   std::optional<OutputDir> runtimes, plot;
   if (vm.count("plot")) plot.emplace(vm["plot"].as<std::string>(), "--plot", "validation-plot");
   if (vm.count("write-runtimes")) runtimes.emplace(vm["write-runtimes"].as<std::string>(), "--write-runtimes", "runtimes");
-  ProgressLine progress(!vm.count("quiet") && !vm.count("json"));
+  calibrate::Progress progress(!vm.count("quiet") && !vm.count("json") ? &std::cerr : nullptr, 1.0);
   calibrate::ValidationOptions o;
   if (vm.count("role")) o.role = vm["role"].as<std::string>();
   o.fit = vm.count("fit") > 0;
-  o.progress = [&](std::size_t done, std::size_t total) { progress.update("validate", done, total); };
+  o.progress = [&](std::size_t done, std::size_t total) { progress.count("validate", done, total, "rows"); };
   if (vm.count("table") == vm.count("llama-bench"))
     throw UserError("give --table DIR (the public table) or --llama-bench MODEL=FILE (your own runs), one of them");
   calibrate::ValidationResult r;
