@@ -1,0 +1,292 @@
+// The serving simulator's step cost model (serving_cost.hpp): the time of one engine step on each
+// pipeline stage.
+
+#include "serving_cost.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <span>
+
+#include "moesim/model/collective.hpp"
+#include "moesim/model/error.hpp"
+
+namespace moesim::sim::serving_detail {
+
+CostModel::CostModel(const ServingConfig& c, const ParallelPlan& p, std::vector<std::string>& assumptions)
+    : c_(c),
+      p_(p),
+      a_(*c.arch),
+      lc_(*c.arch, *c.weights, *c.node, cost::DeviceSplit{p.tp, p.moe_tp, p.attention_dp || p.attention_replicated},
+          c.kv_bytes, &assumptions) {
+  tp_ = static_cast<double>(p.tp);
+  cost::profile_notes(*c.node, *c.weights, assumptions);
+  // Stage s holds layers [stage_starts_[s], stage_starts_[s + 1]).
+  stage_starts_ = stage_layer_starts(a_.layers, p.pp);
+  expert_bytes_ = lc_.expert_bytes();
+  kernel_overhead_ = lc_.kernel_overhead();
+  layer_overhead_ = lc_.layer_overhead();
+
+  // Links: the TP group inside a node uses the intra-node link; a group spanning nodes is a ring that
+  // crosses them over the NICs, each device's share of the node's NIC ports.
+  const bool spans_nodes = p.tp > p.devices_per_node;
+  const double nic_share = c.nic ? c.nic->bandwidth.value.base() * static_cast<double>(p.nics_per_node) /
+                                       static_cast<double>(p.devices_per_node)
+                                 : 0.0;
+  if (p.tp > 1) {
+    if (spans_nodes) {
+      MOESIM_CHECK(c.nic != nullptr, "a TP group across nodes needs the NIC (checked by the caller)");
+      tp_latency_ = c.nic->latency.value.base();
+      tp_bw_ = std::min(nic_share, c.intra_link ? c.intra_link->bandwidth.value.base() : nic_share);
+    } else {
+      MOESIM_CHECK(c.intra_link != nullptr, "a TP group inside a node needs its link (checked by the caller)");
+      tp_latency_ = c.intra_link->latency.value.base();
+      tp_bw_ = c.intra_link->bandwidth.value.base();
+    }
+  }
+  // Stage boundaries: activations of the batch, across nodes as tp slices (seed 003's scatter) then an
+  // all-gather inside the receiving node.
+  for (std::int64_t s = 0; s + 1 < p.pp; ++s) {
+    const std::int64_t last = (s + 1) * p.tp - 1;
+    const bool cross = last / p.devices_per_node != (last + 1) / p.devices_per_node;
+    Boundary b;
+    if (cross) {
+      MOESIM_CHECK(c.nic != nullptr, "a stage boundary across nodes needs the NIC (checked by the caller)");
+      b.latency = c.nic->latency.value.base();
+      b.bw = nic_share;
+      b.split = p.tp;  // tp devices each send 1/tp of the activations in parallel
+      if (p.tp > 1 && c.intra_link) {
+        b.gather_latency = c.intra_link->latency.value.base();
+        b.gather_bw = c.intra_link->bandwidth.value.base();
+      }
+    } else if (c.intra_link) {
+      b.latency = c.intra_link->latency.value.base();
+      b.bw = c.intra_link->bandwidth.value.base();
+    } else {
+      b.latency = 0;
+      b.bw = std::numeric_limits<double>::infinity();
+    }
+    boundaries_.push_back(b);
+  }
+  if (c.streaming) streamer_.emplace(*c.streaming, moe_layers(), a_.routed_experts);
+  need_counts_ = p.moe_ep > 1 || c.experts == ExpertExecution::Sequential ||
+                 c.experts == ExpertExecution::SequentialRouted || c.streaming.has_value();
+  if (a_.is_moe()) {
+    counts_.assign(static_cast<std::size_t>(a_.routed_experts), 0);
+    seen_.reserve(static_cast<std::size_t>(a_.routed_experts));
+  }
+}
+
+void CostModel::prepare_routing(const std::vector<Entry>& batch, const RoutingTrace* trace) {
+  masks_ready_ = false;
+  if (!a_.is_moe()) return;
+  routed_ = 0;
+  for (const Entry& e : batch) routed_ += static_cast<double>(e.tokens * a_.top_k);
+  // The fast path's expert time depends on the step only through the distinct experts: memoised.
+  by_distinct_.assign(static_cast<std::size_t>(std::min<std::int64_t>(a_.routed_experts, 64) + 1), -1.0);
+  const std::int64_t T = trace->tokens();
+  starts_.resize(batch.size());
+  for (std::size_t b = 0; b < batch.size(); ++b) starts_[b] = batch[b].trace_at;  // already in [0, T)
+  const std::int64_t E = a_.routed_experts;
+  if (need_counts_ || E > 64) return;
+  const std::int64_t L = trace->header.layers;
+  const std::uint64_t all = E == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << E) - 1;
+  if (token_masks_.empty()) {
+    // Each trace token's chosen experts per layer as a bit mask, built once: the walk below is then one
+    // OR per layer and token, and vectorises.
+    token_masks_.resize(static_cast<std::size_t>(T * L));
+    for (std::int64_t t = 0; t < T; ++t) {
+      for (std::int64_t l = 0; l < L; ++l) {
+        std::uint64_t m = 0;
+        for (const std::uint16_t x : trace->chosen(t, l)) m |= std::uint64_t{1} << x;
+        token_masks_[static_cast<std::size_t>(t * L + l)] = m;
+      }
+    }
+  }
+  masks_.assign(static_cast<std::size_t>(L), 0);
+  bool full = false;
+  for (std::size_t b = 0; b < batch.size() && !full; ++b) {
+    std::int64_t t = starts_[b];
+    for (std::int64_t i = 0; i < batch[b].tokens && !full; ++i, ++t) {
+      if (t >= T) t -= T;
+      const std::uint64_t* tm = token_masks_.data() + static_cast<std::size_t>(t * L);
+      std::uint64_t acc = all;
+      for (std::int64_t l = 0; l < L; ++l) {
+        masks_[static_cast<std::size_t>(l)] |= tm[l];
+        acc &= masks_[static_cast<std::size_t>(l)];
+      }
+      full = acc == all;
+    }
+  }
+  masks_ready_ = true;
+}
+
+const StepCost& CostModel::cost(const std::vector<Entry>& batch, const RoutingTrace* trace) {
+  StepCost& out = step_;
+  out.transfer.clear();
+  prepare_routing(batch, trace);
+  const double h = static_cast<double>(a_.hidden);
+  double T = 0, samples = 0;
+  // Attention work per device: one group under TP; under attention data parallelism each of the tp
+  // devices holds and attends its own sequences (vLLM's DP attention balances requests over the ranks:
+  // here the step's sequences in turn), and the busiest device sets the layer's pace.
+  const std::size_t groups = p_.attention_dp ? static_cast<std::size_t>(p_.tp) : 1;
+  work_.assign(groups, cost::SeqWork{});
+  group_tokens_.assign(groups, 0.0);
+  std::size_t next = 0;
+  for (const Entry& e : batch) {
+    const auto n = static_cast<double>(e.tokens);
+    T += n;
+    samples += e.samples ? 1.0 : 0.0;
+    const cost::SeqWork w = lc_.sequence(e.context, e.tokens);
+    work_[next].kv_bytes += w.kv_bytes;
+    work_[next].flops += w.flops;
+    group_tokens_[next] += n;
+    next = next + 1 == groups ? 0 : next + 1;
+  }
+  // Per layer (averaged), on the busiest device.
+  double attn = 0, tokens_dev = 0;
+  for (std::size_t g = 0; g < groups; ++g) {
+    attn = std::max(attn, lc_.attention(group_tokens_[g], work_[g]));
+    tokens_dev = std::max(tokens_dev, group_tokens_[g]);
+  }
+  const double dense = lc_.dense(tokens_dev);
+  const double ko = kernel_overhead_;
+  const bool tp_collectives = p_.tp > 1 && !p_.attention_dp && !p_.attention_replicated;
+  // Replicated attention: every device sends the step's top-k output buffers to every other, each
+  // message in parallel (the decode simulator's expert-outputs exchange with contention off).
+  const double outputs_exchange =
+      p_.attention_replicated ? cost::expert_outputs(T * h * c_.activation_bytes, a_.top_k).seconds(tp_latency_, tp_bw_)
+                              : 0;
+  const double allreduce = tp_collectives
+                               ? cost::ring_allreduce(T * h * c_.activation_bytes, static_cast<std::int64_t>(tp_))
+                                     .seconds(tp_latency_, tp_bw_)
+                               : 0;
+
+  // Per stage: sum over its layers. MoE layers are walked one by one (the routing differs per layer).
+  out.stage.assign(static_cast<std::size_t>(p_.pp), 0);
+  double io_total = 0, gpu_total = 0, cpu_total = 0;
+  std::int64_t moe_j = 0;
+  for (std::int64_t s = 0; s < p_.pp; ++s) {
+    double t = 0;
+    const auto stage = static_cast<std::size_t>(s);
+    for (std::int64_t l = stage_starts_[stage]; l < stage_starts_[stage + 1]; ++l) {
+      const auto& spec = a_.layer_specs[static_cast<std::size_t>(l)];
+      double gpu = attn + dense;
+      const double kernels = lc_.layer_kernels(spec, tp_collectives);
+      double io = 0;
+      double comm = 2.0 * allreduce;
+      if (spec.moe && a_.is_moe()) {
+        gpu += lc_.router(tokens_dev);
+        MoeCost m;
+        if (masks_ready_) {
+          // Fast path: the expert time depends only on the layer's distinct experts (memoised).
+          const auto d = static_cast<std::size_t>(std::popcount(masks_[static_cast<std::size_t>(moe_j++)]));
+          if (by_distinct_[d] < 0) by_distinct_[d] = fused_expert_time(static_cast<double>(d));
+          m.gpu = by_distinct_[d];
+        } else {
+          m = moe_cost(batch, trace, moe_j++);
+        }
+        gpu += m.gpu;
+        io = m.io;
+        if (p_.attention_dp && p_.tp > 1) comm = 2.0 * m.all_to_all;
+        if (p_.attention_replicated && p_.tp > 1) comm = outputs_exchange;
+      }
+      const double layer_gpu = gpu + kernels * ko;
+      double layer = layer_gpu + comm + layer_overhead_ + io;
+      if (c_.streaming && c_.streaming->overlapped && io > 0) {
+        layer = to_seconds(overlapped_time(to_sim_time(units::seconds(layer_gpu)), last_gpu_bytes_, last_io_,
+                                           lc_.memory_rate().bw)) +
+                comm + layer_overhead_;
+      }
+      t += layer;
+      io_total += io;
+      gpu_total += layer_gpu + comm;
+      cpu_total += layer_overhead_;
+    }
+    if (s + 1 == p_.pp && samples > 0) {
+      t += lc_.head(samples);
+    }
+    out.stage[static_cast<std::size_t>(s)] = to_sim_time(units::seconds(t));
+  }
+  for (const Boundary& b : boundaries_) {
+    const double bytes = T * h * c_.activation_bytes;
+    double t = cost::point_to_point(bytes / static_cast<double>(b.split)).seconds(b.latency, b.bw);
+    if (b.gather_bw > 0) t += cost::ring_allgather(bytes, b.split).seconds(b.gather_latency, b.gather_bw);
+    out.transfer.push_back(to_sim_time(units::seconds(t)));
+  }
+  out.io = io_total;
+  out.gpu = gpu_total;
+  out.cpu = cpu_total;
+  return out;
+}
+
+CostModel::MoeCost CostModel::moe_cost(const std::vector<Entry>& batch, const RoutingTrace* trace, std::int64_t layer) {
+  MOESIM_CHECK(trace != nullptr && trace->tokens() > 0, "an MoE model needs a routing trace");
+  const std::int64_t E = a_.routed_experts;
+  const std::int64_t T = trace->tokens();
+  const std::int64_t ep = p_.moe_ep;
+  const std::int64_t local = E / ep;
+  const bool need_counts = need_counts_;
+  // The distinct experts the step's tokens chose (cost() takes the bit-mask fast path itself, so this
+  // runs only with per-expert counts or more than 64 experts); without counts the walk stops once
+  // every expert has been chosen.
+  seen_.clear();
+  {
+    for (std::size_t b = 0; b < batch.size(); ++b) {
+      const Entry& e = batch[b];
+      std::int64_t t = starts_[b];
+      for (std::int64_t i = 0; i < e.tokens; ++i, ++t) {
+        if (t >= T) t -= T;
+        const auto ids = trace->chosen(t, layer);
+        for (const std::uint16_t x : ids) {
+          if (counts_[x]++ == 0) seen_.push_back(x);
+        }
+        if (!need_counts && static_cast<std::int64_t>(seen_.size()) == E) break;
+      }
+      if (!need_counts && static_cast<std::int64_t>(seen_.size()) == E) break;
+    }
+  }
+  MoeCost m;
+  if (c_.streaming) {
+    const LayerIo io = streamer_->load(layer, std::span<const std::uint16_t>(seen_.data(), seen_.size()));
+    m.io = to_seconds(io.time);
+    last_io_ = io;
+    last_gpu_bytes_ = lc_.weight_bytes_per_layer() + static_cast<double>(seen_.size()) * expert_bytes_;
+  }
+  if (!need_counts) {
+    m.gpu = fused_expert_time(static_cast<double>(seen_.size()));
+  } else {
+    double worst = 0;
+    double worst_tokens = 0;
+    for (std::int64_t g = 0; g < ep; ++g) {
+      double t = 0, d = 0, tokens = 0;
+      for (std::int64_t x = g * local; x < (g + 1) * local; ++x) {
+        const double n = counts_[static_cast<std::size_t>(x)];
+        tokens += n;
+        if (n == 0 && c_.experts != ExpertExecution::Sequential) continue;
+        d += 1;
+        if (c_.experts == ExpertExecution::Sequential || c_.experts == ExpertExecution::SequentialRouted) {
+          t += lc_.expert(n) + lc_.expert_kernels_time(c_.experts, 1);
+        }
+      }
+      if (c_.experts == ExpertExecution::Fused || c_.experts == ExpertExecution::Parallel)
+        t = lc_.expert_group(c_.experts, d, tokens);
+      worst = std::max(worst, t);
+      worst_tokens = std::max(worst_tokens, tokens);
+    }
+    m.gpu = worst;
+    if (p_.attention_dp && ep > 1) {
+      // Dispatch (and, symmetrically, combine): each device sends its tokens' copies to the devices
+      // holding their experts, (ep − 1)/ep of them leaving the device, all pairs at once.
+      // The busiest device's side: the copies it sends, or those its experts receive.
+      const double vector = static_cast<double>(a_.hidden) * c_.activation_bytes;
+      m.all_to_all = cost::all_to_all(std::max(routed_ / tp_, worst_tokens) * vector, ep).seconds(tp_latency_, tp_bw_);
+    }
+  }
+  for (const std::uint16_t x : seen_) counts_[x] = 0;
+  return m;
+}
+
+}  // namespace moesim::sim::serving_detail
