@@ -90,15 +90,6 @@ bool parse_options(const Args& args, const po::options_description& desc, po::va
   return true;
 }
 
-std::uint64_t parse_seed(const std::string& text, const std::string& flag) {
-  std::uint64_t v = 0;
-  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
-    throw UserError(flag + " " + text + ": a seed is a whole number from 0 to 18446744073709551615");
-  }
-  return v;
-}
-
 std::vector<std::int64_t> parse_whole_numbers(const std::string& text, const std::string& flag, std::int64_t lo,
                                               std::int64_t hi, const std::string& example) {
   std::vector<std::int64_t> v;
@@ -132,52 +123,6 @@ std::uint64_t parse_byte_size(const std::string& text, const std::string& flag) 
     throw UserError(flag + " " + text + ": give a positive size with its unit, e.g. 2GiB or 512MB");
   }
   return static_cast<std::uint64_t>(b);
-}
-
-std::string runtime_help() {
-  std::map<std::string, std::vector<std::string>> on;  // runtime -> the node profiles it has a profile for
-  for (const auto& r : model::builtin_runtimes()) on[r.runtime].push_back(r.hw);
-  std::vector<std::string> items;
-  for (const auto& [runtime, hws] : on) items.push_back(runtime + " (" + text::join(hws) + ")");
-  return "the software on the hardware: a runtime profile for --hw (built in: " + text::join(items) +
-         "; `moesim hw` lists their figures), fitted to dense measurements or written by hand from published "
-         "figures. It sets the figures it gives (bandwidth and compute efficiency, attention factor, cost per "
-         "kernel and per layer) and leaves the node's own for the rest. Without it the node profile alone: no "
-         "runtime's launch or dispatch costs";
-}
-
-void add_streaming_options(po::options_description& desc) {
-  desc.add_options()("stream-from", po::value<std::string>(),
-                     "stream the routed experts from this storage profile (`moesim hw`), serially: each MoE layer "
-                     "reads its experts through the OS page cache before computing them (seed 004, flash-moe)")(
-      "readers", po::value<std::int64_t>(), "streaming: parallel pread() threads (default 4)")(
-      "page-cache", po::value<std::string>(),
-      "streaming: the page cache experts may use, e.g. 35GB; 0B = every read from the SSD (default: the "
-      "storage profile's page_cache)");
-}
-
-void apply_streaming_options(const po::variables_map& vm, std::optional<cost::StreamingSpec>& spec) {
-  if (vm.count("stream-from")) {
-    if (!spec) spec.emplace();
-    spec->storage = vm["stream-from"].as<std::string>();
-    if (spec->storage.empty()) throw UserError("--stream-from is empty; give a storage profile id (see `moesim hw`)");
-  }
-  for (const char* k : {"readers", "page-cache"}) {
-    if (vm.count(k) && !spec)
-      throw UserError(std::string("--") + k + " without --stream-from: give the storage the experts stream from, "
-                      "e.g. --stream-from apple-ssd-m3-max");
-  }
-  if (vm.count("readers")) {
-    const std::int64_t n = vm["readers"].as<std::int64_t>();
-    if (n < 1 || n > 1024) throw UserError("--readers " + std::to_string(n) + ": give 1 to 1024 parallel readers");
-    spec->readers = static_cast<std::int32_t>(n);
-  }
-  if (vm.count("page-cache")) {
-    const std::string text = vm["page-cache"].as<std::string>();
-    const double b = units::parse(text, units::Dimension::Bytes, "--page-cache");
-    if (!(b >= 0) || b > 9.2e18) throw UserError("--page-cache " + text + ": give a size >= 0 with its unit, e.g. 35GB");
-    spec->page_cache = units::bytes(b);
-  }
 }
 
 std::string command_line(const std::string& command, const Args& args) {

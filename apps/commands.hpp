@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "moesim/model/expert_streaming.hpp"
+#include "moesim/scenario/common_keys.hpp"
+#include "moesim/scenario/params.hpp"
 
 namespace moesim::apps {
 
@@ -21,9 +23,8 @@ bool parse_options(const Args& args, const boost::program_options::options_descr
                    boost::program_options::variables_map& vm, std::ostream& out, const std::string& usage,
                    const std::string& footer = "");
 
-/// A seed given as `flag`: a whole number 0 .. 2^64-1. Boost reads "-1" into an unsigned option as
-/// 2^64-1 without a word, so seeds are read as text and checked here. UserError otherwise.
-std::uint64_t parse_seed(const std::string& text, const std::string& flag);
+/// A seed given as `flag` (scenario/params.hpp, where the parameter table reads seeds too).
+using scenario::parse_seed;
 
 /// "1,2,4" -> whole numbers in [lo, hi]; UserError naming `flag` and showing `example` otherwise.
 /// Comma-separated finite numbers ("0.25,0.5"); UserError naming the flag and showing `example` otherwise.
@@ -35,17 +36,10 @@ std::vector<std::int64_t> parse_whole_numbers(const std::string& text, const std
 /// unit of another kind, or a size that is not positive.
 std::uint64_t parse_byte_size(const std::string& text, const std::string& flag);
 
-/// The flags that stream routed experts from storage (`estimate`, `simulate`): --stream-from STORAGE,
-/// --readers N, --page-cache SIZE; the scenario key "streaming" holds the same (cost::StreamingSpec).
-void add_streaming_options(boost::program_options::options_description& desc);
-/// Applies the streaming flags given to `spec` (--stream-from creates it, the others change it). UserError
-/// for --readers or --page-cache with no storage to read from, or a bad value.
-void apply_streaming_options(const boost::program_options::variables_map& vm,
-                             std::optional<cost::StreamingSpec>& spec);
-
-/// The help of --runtime (estimate, simulate, serve): what a runtime profile is, and the built-in ones by
-/// runtime with the node profiles each is for (model::builtin_runtimes()).
-std::string runtime_help();
+/// The streaming flags and --runtime's help (scenario/common_keys.hpp: the parameter tables use them).
+using scenario::add_streaming_options;
+using scenario::apply_streaming_options;
+using scenario::runtime_help;
 
 /// "moesim <command> <args...>" as the user typed it (arguments with spaces quoted), for provenance.
 std::string command_line(const std::string& command, const Args& args);

@@ -11,6 +11,7 @@
 #include "moesim/reports/chrome_trace.hpp"
 #include "moesim/reports/json_out.hpp"
 #include "moesim/reports/table.hpp"
+#include "moesim/scenario/common_keys.hpp"
 #include "moesim/sim/network.hpp"
 #include "moesim/sim/trace_gen.hpp"
 #include "moesim/sim/trace_io.hpp"
@@ -75,12 +76,6 @@ void write_per_token_csv(const sim::DecodeResult& r, std::ostream& o) {
   }
 }
 
-double positive_number(const json::Node& n, std::string_view key) {
-  const double v = n.number(key);
-  if (!(v > 0)) throw n.error(key, "must be a positive number");
-  return v;
-}
-
 }  // namespace
 
 SimulateRequest load_simulate_scenario(const std::string& path, SimulateRequest base) {
@@ -88,131 +83,154 @@ SimulateRequest load_simulate_scenario(const std::string& path, SimulateRequest 
   return load_simulate_scenario(json::Node(doc, path), std::move(base));
 }
 
+const scenario::ParamTable<GenerateRequest>& generate_params() {
+  using G = GenerateRequest;
+  static const auto table = [] {
+    scenario::ParamTable<G> t;
+    t.field("tokens", &G::tokens).min(1).unit("tokens").no_flag().describe("routing-trace tokens to generate");
+    t.field("seed", &G::seed).describe("generator seed, 0 .. 2^64-1");
+    t.field("requests", &G::requests).min(1).describe("generator: requests the tokens are split into");
+    t.field("popularity", &G::popularity).describe("generator: uniform, zipf or dirichlet");
+    t.field("zipf_s", &G::zipf_s).describe("generator: Zipf exponent");
+    t.field("dirichlet_alpha", &G::dirichlet_alpha).positive().describe("generator: Dirichlet concentration");
+    // A fraction, or a profile over the layers (control points, interpolated) as `trace gen --reuse 0.22,0.34`.
+    t.custom("reuse", "number in [0, 1] or a list of them")
+        .describe("generator: target fraction of a token's experts reused from the previous token; a list is a "
+                  "profile over the layers (control points, interpolated)")
+        .reader([](const scenario::Param<G>& p, const json::Node& g, G& q) {
+          if (!g.raw()[p.key()].is_array()) {
+            q.reuse = g.number(p.key());
+            return;
+          }
+          for (const auto& v : g.raw()[p.key()]) {
+            if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() <= 1))
+              throw g.error(p.key(), "must be a fraction in [0, 1] or a list of them, e.g. [0.22, 0.34]");
+            q.reuse_profile.push_back(v.get<double>());
+          }
+        })
+        .writer([](const scenario::Param<G>& p, const G& q, nlohmann::json& out) {
+          if (q.reuse) out[p.key()] = *q.reuse;
+          if (!q.reuse_profile.empty()) out[p.key()] = q.reuse_profile;
+        })
+        .flag_adder([](const scenario::Param<G>& p, scenario::po::options_description& d, const std::string& help) {
+          d.add_options()(p.flag_name().c_str(), scenario::po::value<double>(), help.c_str());
+        })
+        .flag_applier([](const scenario::Param<G>& p, const scenario::po::variables_map& vm, G& q) {
+          q.reuse = vm[p.flag_name()].as<double>();
+        });
+    t.field("max_mean_load", &G::max_mean_load)
+        .positive()
+        .describe("generator: target per-layer max/mean expert load over --window tokens");
+    t.field("window", &G::window).min(1).unit("tokens").describe("generator: tokens per load window");
+    t.field("lru_hit", &G::lru_hit)
+        .no_flag()
+        .describe("generator: target per-layer LRU hit rate with lru_cache experts cached per layer, between 0 and 1")
+        .reader([](const scenario::Param<G>& p, const json::Node& g, G& q) {
+          q.lru_hit = g.number(p.key());
+          if (!(*q.lru_hit > 0 && *q.lru_hit < 1)) throw g.error(p.key(), "must lie between 0 and 1 (a hit rate)");
+        });
+    t.field("lru_cache", &G::lru_cache)
+        .min(1)
+        .no_flag()
+        .unit("experts")
+        .written_if([](const G& q) { return q.lru_hit.has_value(); })
+        .describe("generator: experts per layer the LRU cache of lru_hit holds");
+    t.field("top_k", &G::top_k).min(1).no_flag().describe(
+        "generator: experts per token, overriding the model's (a measurement's own, e.g. flash-moe's K=4)");
+    t.field("drift", &G::drift)
+        .no_flag()
+        .written_if([](const G& q) { return q.drift != "none"; })
+        .describe("generator: popularity drift between requests (sim/trace_gen.hpp)")
+        .reader([](const scenario::Param<G>& p, const json::Node& g, G& q) {
+          q.drift = g.string(p.key());
+          (void)sim::parse_drift(q.drift, g.where(p.key()));
+        });
+    return t;
+  }();
+  return table;
+}
+
+const scenario::ParamTable<SimulateRequest>& simulate_params() {
+  using R = SimulateRequest;
+  static const auto table = [] {
+    scenario::ParamTable<R> t(&R::origins);
+    t.field("model", &R::model).origin().describe("zoo id or config.json path");
+    t.field("hw", &R::hw).origin().describe("node profile id or path");
+    t.field("nic", &R::nic).origin().describe("NIC profile id or path");
+    t.field("nodes", &R::nodes).min(1).describe("number of nodes");
+    t.field("placement", &R::placement).origin().describe("expert placement");
+    t.field("groups", &R::groups).min(1).origin().describe("replicated-groups: number of expert groups");
+    t.field("placement_file", &R::placement_file)
+        .origin()
+        .written_if([](const R& r) { return !r.placement_file.empty(); })
+        .describe("a custom placement JSON (implies --placement custom)");
+    t.field("precision", &R::precision)
+        .origin()
+        .describe("weight precision; checkpoint: the format the model's config.json declares in "
+                  "quantization_config, else bf16");
+    t.field("strategy", &R::strategy).origin().describe("naive, P-LB or P-LR-D");
+    t.field("packing", &R::packing).origin().describe("override the strategy's packing");
+    t.field("balancing", &R::balancing).origin().describe("override the strategy's balancing");
+    t.field("attention", &R::attention).origin().describe("override the strategy's attention placement");
+    t.field("collective", &R::collective).origin().describe("exchange of decentralised nodes");
+    t.field("contention", &R::contention).describe("flows share NIC bandwidth and sender overheads queue");
+    t.field("residency", &R::residency).describe("model weight wiring when the node profile has it");
+    t.field("start_wired", &R::start_wired)
+        .describe("every weight buffer starts wired, as after a warm-up (off: unwired)")
+        .switch_flag("start-cold", false, "every weight buffer starts unwired (default: wired, as after a warm-up)");
+    t.field("context", &R::context).min(0).unit("tokens").describe("tokens in the KV cache (0 as Equation 1)");
+    t.field("lm_head", &R::lm_head)
+        .describe("count the LM head (Equation 1 omits it)")
+        .switch_flag("lm-head", true, "count the LM head (Equation 1 omits it)");
+    t.field("trace", &R::trace)
+        .origin()
+        .written_if([](const R& r) { return !r.trace.empty(); })
+        .describe("routing trace file (.jsonl or .mtrace, also gzip or zstd compressed); without it a trace is "
+                  "generated");
+    t.group("generate", &R::generate, generate_params(), "how the routing trace is generated when there is no trace",
+            [](const R& r) { return r.trace.empty(); });
+    t.custom("tokens", "integer >= 1")
+        .unit("tokens")
+        .describe("replay at most this many tokens of the trace")
+        .flag_help("tokens to replay: generated when there is no --trace (generate.tokens, default 1000), else the "
+                   "first N")
+        .reader([](const scenario::Param<R>& p, const json::Node& n, R& r) { r.max_tokens = n.integer(p.key(), 1); })
+        .writer([](const scenario::Param<R>& p, const R& r, nlohmann::json& out) {
+          if (r.max_tokens > 0) out[p.key()] = r.max_tokens;
+        })
+        .flag_adder([](const scenario::Param<R>& p, scenario::po::options_description& d, const std::string& help) {
+          d.add_options()(p.flag_name().c_str(), scenario::po::value<std::int64_t>(), help.c_str());
+        })
+        .flag_applier([](const scenario::Param<R>& p, const scenario::po::variables_map& vm, R& r) {
+          const auto n = vm[p.flag_name()].as<std::int64_t>();
+          if (n < 1) throw UserError(p.shown(std::to_string(n)) + ": replay at least 1 token");
+          (r.trace.empty() ? r.generate.tokens : r.max_tokens) = n;
+        });
+    t.field("experts", &R::experts).origin().describe("how a node runs the experts of a layer: its kernel launches");
+    scenario::streaming_key(t, &R::streaming).origin();
+    t.field("runtime", &R::runtime)
+        .origin()
+        .written_if([](const R& r) { return !r.runtime.empty(); })
+        .describe("a runtime profile fitted on hw; none: the node profile alone")
+        .flag_help(scenario::runtime_help());
+    t.ignored("description", "what the scenario is, for the reader (not used)");
+    return t;
+  }();
+  return table;
+}
+
 SimulateRequest load_simulate_scenario(const json::Node& root, SimulateRequest r) {
-  root.expect_only({"model",          "hw",         "nic",       "nodes",       "placement", "groups",
-                    "placement_file", "precision",  "strategy",  "packing",     "balancing", "attention",
-                    "collective",     "contention", "residency", "start_wired", "context",   "lm_head",
-                    "trace",          "generate",   "tokens",    "experts",     "streaming",   "runtime",
-                    "description"});
-  json::note_origins(r.origins, root,
-                     {"model", "hw", "nic", "placement", "groups", "placement_file", "precision", "strategy", "packing",
-                      "balancing", "attention", "collective", "trace", "experts", "streaming", "runtime"});
-  if (auto v = root.optional_string("model")) r.model = *v;
-  if (auto v = root.optional_string("hw")) r.hw = *v;
-  if (auto v = root.optional_string("nic")) r.nic = *v;
-  if (auto v = root.optional_integer("nodes", 1)) r.nodes = *v;
-  if (auto v = root.optional_string("placement")) r.placement = *v;
-  if (auto v = root.optional_integer("groups", 1)) r.groups = *v;
-  if (auto v = root.optional_string("placement_file")) r.placement_file = *v;
-  if (auto v = root.optional_string("precision")) r.precision = *v;
-  if (auto v = root.optional_string("strategy")) r.strategy = *v;
-  if (auto v = root.optional_string("packing")) r.packing = *v;
-  if (auto v = root.optional_string("balancing")) r.balancing = *v;
-  if (auto v = root.optional_string("attention")) r.attention = *v;
-  if (auto v = root.optional_string("collective")) r.collective = *v;
-  if (auto v = root.optional_string("experts")) r.experts = *v;
-  if (auto v = root.optional_boolean("contention")) r.contention = *v;
-  if (auto v = root.optional_boolean("residency")) r.residency = *v;
-  if (auto v = root.optional_boolean("start_wired")) r.start_wired = *v;
-  if (auto v = root.optional_integer("context", 0)) r.context = *v;
-  if (auto v = root.optional_boolean("lm_head")) r.lm_head = *v;
-  if (auto st = root.optional_child("streaming")) r.streaming = cost::streaming_spec_from_json(*st);
-  if (auto v = root.optional_string("runtime")) r.runtime = *v;
-  if (auto v = root.optional_string("trace")) r.trace = *v;
-  if (auto v = root.optional_integer("tokens", 1)) r.max_tokens = *v;
-  if (auto g = root.optional_child("generate")) {
-    if (root.has("trace"))
-      throw root.error("generate", "and \"trace\" are both given; keep one (a file or a generator)");
-    parse_generate(*g, r.generate);
-  }
+  if (root.raw().is_object() && root.has("generate") && root.has("trace"))
+    throw root.error("generate", "and \"trace\" are both given; keep one (a file or a generator)");
+  simulate_params().read(root, r);
   return r;
 }
 
-nlohmann::json simulate_request_to_json(const SimulateRequest& r) {
-  nlohmann::json j = {{"model", r.model},
-                      {"hw", r.hw},
-                      {"nic", r.nic},
-                      {"nodes", r.nodes},
-                      {"placement", r.placement},
-                      {"groups", r.groups},
-                      {"precision", r.precision},
-                      {"strategy", r.strategy},
-                      {"collective", r.collective},
-                      {"experts", r.experts},
-                      {"contention", r.contention},
-                      {"residency", r.residency},
-                      {"start_wired", r.start_wired},
-                      {"context", r.context},
-                      {"lm_head", r.lm_head}};
-  if (!r.placement_file.empty()) j["placement_file"] = r.placement_file;
-  if (r.packing) j["packing"] = *r.packing;
-  if (r.balancing) j["balancing"] = *r.balancing;
-  if (r.attention) j["attention"] = *r.attention;
-  if (r.max_tokens > 0) j["tokens"] = r.max_tokens;
-  if (r.streaming) j["streaming"] = cost::streaming_spec_to_json(*r.streaming);
-  if (!r.runtime.empty()) j["runtime"] = r.runtime;
-  if (!r.trace.empty()) {
-    j["trace"] = r.trace;
-  } else {
-    j["generate"] = generate_to_json(r.generate);
-  }
-  return j;
-}
+nlohmann::json simulate_request_to_json(const SimulateRequest& r) { return simulate_params().to_json(r); }
 
-namespace {}  // namespace
+void parse_generate(const json::Node& g, GenerateRequest& q) { generate_params().read(g, q); }
 
-void parse_generate(const json::Node& g, GenerateRequest& q) {
-  g.expect_only({"tokens", "seed", "requests", "popularity", "zipf_s", "dirichlet_alpha", "reuse", "max_mean_load",
-                 "window", "lru_hit", "lru_cache", "top_k", "drift"});
-  if (auto v = g.optional_integer("tokens", 1)) q.tokens = *v;
-  if (auto v = g.optional_integer("seed", 0)) q.seed = static_cast<std::uint64_t>(*v);
-  if (auto v = g.optional_integer("requests", 1)) q.requests = *v;
-  if (auto v = g.optional_string("popularity")) q.popularity = *v;
-  if (g.has("zipf_s")) q.zipf_s = g.number("zipf_s");
-  if (g.has("dirichlet_alpha")) q.dirichlet_alpha = positive_number(g, "dirichlet_alpha");
-  if (g.has("reuse") && g.raw()["reuse"].is_array()) {
-    // A profile over the layers (control points, interpolated), as `moesim trace gen --reuse 0.22,0.34`.
-    for (const auto& v : g.raw()["reuse"]) {
-      if (!v.is_number() || !(v.get<double>() >= 0 && v.get<double>() <= 1))
-        throw g.error("reuse", "must be a fraction in [0, 1] or a list of them, e.g. [0.22, 0.34]");
-      q.reuse_profile.push_back(v.get<double>());
-    }
-  } else if (g.has("reuse")) {
-    q.reuse = g.number("reuse");
-  }
-  if (auto v = g.optional_string("drift")) {
-    (void)sim::parse_drift(*v, g.where("drift"));
-    q.drift = *v;
-  }
-  if (g.has("max_mean_load")) q.max_mean_load = positive_number(g, "max_mean_load");
-  if (auto v = g.optional_integer("window", 1)) q.window = *v;
-  if (g.has("lru_hit")) {
-    q.lru_hit = g.number("lru_hit");
-    if (!(*q.lru_hit > 0 && *q.lru_hit < 1)) throw g.error("lru_hit", "must lie between 0 and 1 (a hit rate)");
-  }
-  if (auto v = g.optional_integer("lru_cache", 1)) q.lru_cache = *v;
-  if (auto v = g.optional_integer("top_k", 1)) q.top_k = *v;
-}
-
-nlohmann::json generate_to_json(const GenerateRequest& g) {
-  nlohmann::json gj = {{"tokens", g.tokens},
-                       {"seed", g.seed},
-                       {"requests", g.requests},
-                       {"popularity", g.popularity},
-                       {"window", g.window}};
-  if (g.zipf_s) gj["zipf_s"] = *g.zipf_s;
-  if (g.dirichlet_alpha) gj["dirichlet_alpha"] = *g.dirichlet_alpha;
-  if (g.reuse) gj["reuse"] = *g.reuse;
-  if (!g.reuse_profile.empty()) gj["reuse"] = g.reuse_profile;
-  if (g.drift != "none") gj["drift"] = g.drift;
-  if (g.max_mean_load) gj["max_mean_load"] = *g.max_mean_load;
-  if (g.lru_hit) {
-    gj["lru_hit"] = *g.lru_hit;
-    gj["lru_cache"] = g.lru_cache;
-  }
-  if (g.top_k) gj["top_k"] = *g.top_k;
-  return gj;
-}
+nlohmann::json generate_to_json(const GenerateRequest& g) { return generate_params().to_json(g); }
 
 sim::RoutingTrace make_trace(const GenerateRequest& g, const std::string& trace, const model::Architecture& a) {
   if (!trace.empty()) {

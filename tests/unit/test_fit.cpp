@@ -56,7 +56,7 @@ TEST(LeastSquares, RefusesBadShapes) {
 namespace {
 
 /// The DBRX P-LR-D scenario on `nodes` Mac Studios, `tokens` uniformly routed tokens.
-nlohmann::json scenario(int nodes, int tokens) {
+nlohmann::json scenario_json(int nodes, int tokens) {
   return {{"model", "dbrx-instruct"}, {"hw", "mac-studio-m2-ultra-192"},
           {"nic", "10gbe-grpc"},      {"nodes", nodes},
           {"strategy", "P-LR-D"},     {"generate", {{"tokens", tokens}, {"seed", 3}}}};
@@ -82,12 +82,12 @@ TEST(CalibrateFit, RecoversKnownParametersFromNoisySyntheticRuns) {
   nlohmann::json runs = nlohmann::json::array();
   for (const int n : {2, 3, 4}) {
     const auto prepared =
-        reports::prepare_simulate(reports::load_simulate_scenario(json::Node(scenario(n, 300), "synthetic")));
+        reports::prepare_simulate(reports::load_simulate_scenario(json::Node(scenario_json(n, 300), "synthetic")));
     const auto split =
         reports::mean_split(sim::run_decode(reports::decode_config(prepared, node, &nic), prepared.trace));
     auto s = [&](double v) { return std::to_string(v * (1.0 + noise(rng))) + "s"; };
     runs.push_back({{"name", "p-lr-d-" + std::to_string(n)},
-                    {"scenario", scenario(n, 300)},
+                    {"scenario", scenario_json(n, 300)},
                     {"measured",
                      {{"time_per_token", std::to_string(split.time) + "s"},
                       {"split", {{"moe", s(split.moe)}, {"comm", s(split.comm)}, {"misc", s(split.misc)}}}}}});
@@ -118,7 +118,7 @@ TEST(CalibrateFit, RecoversKnownParametersFromNoisySyntheticRuns) {
 TEST(CalibrateFit, KeepsParametersTheRunsDoNotConstrain) {
   moesim::test::TestDir dir("moesim_fit");
   const auto file = (dir.path() / "runs.json").string();
-  nlohmann::json run = {{"name", "two"}, {"scenario", scenario(2, 100)}, {"measured", {{"tokens_per_s", 6.1}}}};
+  nlohmann::json run = {{"name", "two"}, {"scenario", scenario_json(2, 100)}, {"measured", {{"tokens_per_s", 6.1}}}};
   std::ofstream(file) << nlohmann::json{{"source", "test"}, {"runs", {run}}}.dump();
   FitOptions o;
   o.parameters = {"memory_efficiency", "rewire_bandwidth"};

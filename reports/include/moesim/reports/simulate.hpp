@@ -24,6 +24,7 @@
 #include "moesim/sim/decode.hpp"
 #include "moesim/sim/placement.hpp"
 #include "moesim/sim/trace.hpp"
+#include "moesim/scenario/params.hpp"
 
 namespace moesim::reports {
 
@@ -82,6 +83,10 @@ struct SimulateRequest {
 /// Reads a scenario file (unknown keys, wrong types and bare numbers are errors with their JSON path).
 /// Keys absent from the file keep the values already in `base` (the defaults, or earlier flags).
 SimulateRequest load_simulate_scenario(const std::string& path, SimulateRequest base = {});
+/// The keys of a simulate scenario and of its "generate" object, each declared once (scenario/params.hpp):
+/// the file reader, the flags, their --help and the resolved scenario come from them.
+const scenario::ParamTable<SimulateRequest>& simulate_params();
+const scenario::ParamTable<GenerateRequest>& generate_params();
 /// The same, from a scenario object inside another file (a measured-runs file's "scenario").
 SimulateRequest load_simulate_scenario(const json::Node& scenario, SimulateRequest base = {});
 
