@@ -82,11 +82,12 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("attention-replicated", "attention on every device for every sequence, MoE expert-parallel, expert outputs exchanged (seed 000's decentralised design; plan.attention_replicated)")
     ("precision", po::value<std::string>(), "weight precision (precision; default checkpoint: the format the model's config.json declares in quantization_config, else bf16)")
     ("experts", po::value<std::string>(), "expert execution (experts; default fused)")
-    ("runtime", po::value<std::string>(), (runtime_help() + " (scenario key runtime)").c_str())
-    ("scheduler", po::value<std::string>(), "static, continuous or chunked (scheduler.kind; default chunked)")
-    ("capacity", po::value<std::string>(), "max-utilization or guaranteed-no-evict (scheduler.capacity; default max-utilization)")
-    ("max-num-seqs", po::value<std::int64_t>(), "sequences per step (scheduler.max_num_seqs; default 256)")
-    ("max-num-batched-tokens", po::value<std::int64_t>(), "tokens per engine step, prompt chunks included (scheduler.max_num_batched_tokens; default 2048)")
+    ("runtime", po::value<std::string>(), (runtime_help() + " (scenario key runtime)").c_str());
+  // clang-format on
+  // The scheduler's keys (scheduler.*), declared once in its parameter table (reports/serve.hpp).
+  reports::scheduler_params().add_flags(desc);
+  // clang-format off
+  desc.add_options()
     ("arrival", po::value<std::string>(), "poisson, gamma, uniform, closed-loop or trace (workload.arrival)")
     ("rate", po::value<std::string>(), "arrival rate with its unit, e.g. 2/s (workload.rate)")
     ("burstiness", po::value<double>(), "gamma arrivals of this shape, vLLM's --burstiness: 1 is Poisson, 0.5 "
@@ -134,7 +135,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
           "parallel plan's slowest device spends on it (TP all-reduces, PP stages, EP/hybrid MoE with "
           "the experts the batch's tokens chose, from a routing trace). Prints TTFT, TPOT, ITL and E2EL "
           "percentiles, throughput and goodput.",
-          serve_help())) {
+          serve_help() + reports::scheduler_params().help("scheduler keys (a scenario's \"scheduler\" object)", "scheduler."))) {
     return 0;
   }
   reports::ServeScenario s;
@@ -170,10 +171,11 @@ int cmd_serve(const Args& args, std::ostream& out) {
   set_str("precision", {"precision"});
   set_str("experts", {"experts"});
   set_str("runtime", {"runtime"});
-  set_str("scheduler", {"scheduler", "kind"});
-  set_str("capacity", {"scheduler", "capacity"});
-  set_int("max-num-seqs", {"scheduler", "max_num_seqs"});
-  set_int("max-num-batched-tokens", {"scheduler", "max_num_batched_tokens"});
+  {
+    nlohmann::json flags = nlohmann::json::object();
+    reports::scheduler_params().flags_to_json(vm, flags);
+    for (auto& [k, v] : flags.items()) set_at({"scheduler", k.c_str()}, v);
+  }
   set_str("arrival", {"workload", "arrival"});
   set_str("rate", {"workload", "rate"});
   set_int("requests", {"workload", "requests"});

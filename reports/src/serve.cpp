@@ -42,26 +42,43 @@ std::vector<double> read_percentiles(const json::Node& root, std::string_view ke
   return out;
 }
 
-/// Reads one fraction-valued number in (0, 1].
-double fraction(const json::Node& n, std::string_view key) {
-  const double v = n.number(key);
-  if (!(v > 0 && v <= 1)) throw n.error(key, "must lie in (0, 1], e.g. 0.9");
-  return v;
-}
-
 }  // namespace
 
+const scenario::ParamTable<sim::SchedulerConfig>& scheduler_params() {
+  using C = sim::SchedulerConfig;
+  static const auto table = [] {
+    scenario::ParamTable<C> t;
+    t.choice("kind", &C::kind, sim::scheduler_by_name, [](sim::SchedulerKind k) { return sim::name_of(k); })
+        .flag("scheduler")
+        .describe("static, continuous or chunked");
+    t.choice("capacity", &C::capacity, sim::capacity_policy_by_name,
+             [](sim::CapacityPolicy k) { return sim::name_of(k); })
+        .describe("max-utilization (vLLM: preempt when the KV cache runs out) or guaranteed-no-evict "
+                  "(TensorRT-LLM: a request starts only with blocks for its whole prompt + output)");
+    t.field("max_num_seqs", &C::max_num_seqs).min(1).describe("sequences per step (vLLM's max_num_seqs)");
+    t.field("max_num_batched_tokens", &C::max_num_batched_tokens)
+        .min(1)
+        .unit("tokens")
+        .describe("tokens per engine step, prompt chunks included (vLLM's max_num_batched_tokens)");
+    t.field("block_size", &C::block_size).min(1).unit("tokens").describe("KV-cache block (vLLM's block_size)");
+    t.field("gpu_memory_utilization", &C::gpu_memory_utilization)
+        .positive()
+        .max(1)
+        .describe("fraction of device memory the engine may use, weights and KV cache (vLLM's "
+                  "gpu_memory_utilization)");
+    t.field("max_model_len", &C::max_model_len)
+        .min(1)
+        .unit("tokens")
+        .describe("longest request, prompt + output (vLLM's max_model_len): a longer request is refused, and a "
+                  "KV cache that cannot hold one is refused at start, as vLLM does; none: only the KV cache bounds it");
+    return t;
+  }();
+  return table;
+}
+
 sim::SchedulerConfig read_scheduler(const json::Node& sc) {
-  sc.expect_only(
-      {"kind", "capacity", "max_num_seqs", "max_num_batched_tokens", "block_size", "gpu_memory_utilization"});
   sim::SchedulerConfig c;
-  if (auto v = sc.optional_string("kind")) c.kind = sc.resolving("kind", [&] { return sim::scheduler_by_name(*v); });
-  if (auto v = sc.optional_string("capacity"))
-    c.capacity = sc.resolving("capacity", [&] { return sim::capacity_policy_by_name(*v); });
-  if (auto v = sc.optional_integer("max_num_seqs", 1)) c.max_num_seqs = *v;
-  if (auto v = sc.optional_integer("max_num_batched_tokens", 1)) c.max_num_batched_tokens = *v;
-  if (auto v = sc.optional_integer("block_size", 1)) c.block_size = *v;
-  if (sc.has("gpu_memory_utilization")) c.gpu_memory_utilization = fraction(sc, "gpu_memory_utilization");
+  scheduler_params().read(sc, c);
   return c;
 }
 
@@ -347,12 +364,7 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
                       {"devices_per_node", c.plan.devices_per_node},
                       {"nics_per_node", c.plan.nics_per_node}};
   resolved["experts"] = std::string(sim::name_of(c.experts));
-  resolved["scheduler"] = {{"kind", std::string(sim::name_of(c.scheduler.kind))},
-                           {"capacity", std::string(sim::name_of(c.scheduler.capacity))},
-                           {"max_num_seqs", c.scheduler.max_num_seqs},
-                           {"max_num_batched_tokens", c.scheduler.max_num_batched_tokens},
-                           {"block_size", c.scheduler.block_size},
-                           {"gpu_memory_utilization", c.scheduler.gpu_memory_utilization}};
+  resolved["scheduler"] = scheduler_params().to_json(c.scheduler);
   resolved["activation_bytes"] = c.activation_bytes;
   resolved["kv_bytes"] = c.kv_bytes;
   run.scenario = resolved;

@@ -33,6 +33,11 @@ std::int64_t Scheduler::add(const Request& q) {
 }
 
 void Scheduler::check_fits(std::int64_t prompt, std::int64_t output, std::int64_t id) const {
+  if (const auto len = c_.scheduler.max_model_len; len && prompt + output > *len) {
+    throw UserError("request " + std::to_string(id) + " asks for " + std::to_string(prompt) + " prompt + " +
+                    std::to_string(output) + " output tokens, more than max_model_len " + std::to_string(*len) +
+                    " (vLLM refuses such a request); raise scheduler.max_model_len or shorten the request");
+  }
   const std::int64_t need = kv_.blocks_for(prompt + output);
   if (need > kv_.total_blocks()) {
     throw UserError("request " + std::to_string(id) + " needs " + std::to_string(prompt + output) +

@@ -25,6 +25,7 @@
 
 #include "moesim/model/cost.hpp"
 #include "moesim/model/json_reader.hpp"
+#include "moesim/scenario/params.hpp"
 #include "moesim/sim/serving.hpp"
 
 namespace moesim::reports {
@@ -75,8 +76,11 @@ struct PreparedServe {
   PreparedServe& operator=(const PreparedServe&) = delete;
 };
 
-/// A scenario's "scheduler" object (kind, capacity, max_num_seqs, max_num_batched_tokens, block_size,
-/// gpu_memory_utilization; absent keys take sim::SchedulerConfig's defaults). UserError naming the key.
+/// The keys of a scenario's "scheduler" object, each declared once (scenario/params.hpp): its reader, the
+/// flags of `serve` that set them, their --help and the resolved scenario's "scheduler" come from them.
+const scenario::ParamTable<sim::SchedulerConfig>& scheduler_params();
+/// A scenario's "scheduler" object (absent keys take sim::SchedulerConfig's defaults). UserError naming
+/// the key.
 sim::SchedulerConfig read_scheduler(const json::Node& scheduler);
 
 /// Generated routing traces kept for the scenarios that follow: a fit runs the same configurations at many

@@ -186,6 +186,7 @@ class Param {
   }
   /// The type with its range, as the help shows it: "integer >= 1".
   [[nodiscard]] std::string type_text() const {
+    if (positive_ && max_) return type_ + " in (0, " + number_text(*max_) + "]";
     if (positive_) return type_ + " > 0";
     if (min_ && max_) return type_ + " in [" + number_text(*min_) + ", " + number_text(*max_) + "]";
     if (min_) return type_ + " >= " + number_text(*min_);
@@ -243,6 +244,32 @@ class ParamTable {
     params_.push_back(std::make_unique<Param<R>>(std::move(key)));
     params_.back()->bind(member);
     return *params_.back();
+  }
+  /// A key that names one of a fixed set (an enum): `by_name` turns a name into the value (UserError for
+  /// an unknown one, listing the names), `name_of` the value into its name.
+  template <class E, class ByName, class NameOf>
+  Param<R>& choice(std::string key, E R::*member, ByName by_name, NameOf name_of) {
+    auto& p = custom(std::move(key), "string");
+    p.reader([member, by_name](const Param<R>& q, const json::Node& n, R& r) {
+       const std::string v = n.string(q.key());
+       r.*member = n.resolving(q.key(), [&] { return by_name(v); });
+     })
+        .writer([member, name_of](const Param<R>& q, const R& r, nlohmann::json& out) {
+          out[q.key()] = std::string(name_of(r.*member));
+        })
+        .shown_default([member, name_of](const R& r) { return std::string(name_of(r.*member)); })
+        .flag_adder([](const Param<R>& q, po::options_description& d, const std::string& help) {
+          d.add_options()(q.flag_name().c_str(), po::value<std::string>(), help.c_str());
+        })
+        .flag_applier([member, by_name](const Param<R>& q, const po::variables_map& vm, R& r) {
+          const std::string v = vm[q.flag_name()].template as<std::string>();
+          try {
+            r.*member = by_name(v);
+          } catch (const UserError& e) {
+            throw UserError(q.shown(v) + ": " + e.what());
+          }
+        });
+    return p;
   }
   /// A key whose reader, writer and flag are given by hand (Param::reader, ::writer, ::flag_adder, ...).
   Param<R>& custom(std::string key, std::string type) {
@@ -336,6 +363,22 @@ class ParamTable {
     }
   }
 
+  /// The flags given in `vm` as the keys they set, into the object `obj` (a command that resolves its
+  /// scenario from JSON, as `serve` does, applies flags by writing them into the file's object). Each value
+  /// is what the key's writer makes of the flag applied to a default request.
+  void flags_to_json(const po::variables_map& vm, nlohmann::json& obj) const {
+    for (const auto* p : flag_params()) {
+      if (p->given_ ? !p->given_(vm) : vm.count(p->flag_) == 0) continue;
+      MOESIM_CHECK(p->group_.empty() && p->write_, "flags_to_json: a group's flag or a key without a writer");
+      R one{};
+      p->apply_flag_(*p, vm, one);
+      nlohmann::json value = nlohmann::json::object();
+      p->write_(*p, one, value);
+      if (!obj.is_object()) obj = nlohmann::json::object();
+      for (auto& [k, v] : value.items()) obj[k] = v;
+    }
+  }
+
   /// One entry per key (a group's as "group.key"), with the defaults of `defaults`.
   [[nodiscard]] std::vector<KeyDoc> key_docs(const R& defaults = R{}) const {
     std::vector<KeyDoc> out;
@@ -356,7 +399,12 @@ class ParamTable {
     return out;
   }
   /// The "scenario keys" section of --help.
-  [[nodiscard]] std::string help(const std::string& title) const { return render_key_docs(key_docs(), title); }
+  /// `prefix`: what the keys sit under in a scenario file ("scheduler."), shown before each.
+  [[nodiscard]] std::string help(const std::string& title, const std::string& prefix = "") const {
+    auto docs = key_docs();
+    for (auto& d : docs) d.key = prefix + d.key;
+    return render_key_docs(docs, title);
+  }
 
  private:
   template <class>

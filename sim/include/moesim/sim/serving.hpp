@@ -102,6 +102,12 @@ struct SchedulerConfig {
   std::int64_t max_num_batched_tokens = 2048;  ///< vLLM max_num_batched_tokens (chunked: the token budget)
   std::int64_t block_size = 16;                ///< KV-cache block, tokens (vLLM's default)
   double gpu_memory_utilization = 0.9;         ///< fraction of device memory the engine may use (vLLM's default)
+  /// vLLM's max_model_len: the longest request (prompt + output) the engine accepts. vLLM refuses a longer
+  /// request (vllm/entrypoints/openai/serving_engine.py, _validate_input) and refuses to start when the KV
+  /// cache cannot hold one request of this length (vllm/v1/core/kv_cache_utils.py,
+  /// check_enough_kv_cache_memory). Unset: vLLM's default is the model's max_position_embeddings, which
+  /// moesim does not hold, so only the KV cache bounds a request.
+  std::optional<std::int64_t> max_model_len;
 };
 
 /// Service-level objective for goodput (vLLM benchmark_serving --goodput). A request is good when every

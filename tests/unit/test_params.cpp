@@ -1,0 +1,156 @@
+// The parameter table (scenario/params.hpp): one declaration per key gives the file reader, the flags, the
+// help and the resolved scenario; and a key added by one declaration (the scheduler's max_model_len) reaches
+// the file, the flags and the engine.
+
+#include <gtest/gtest.h>
+
+#include <boost/program_options.hpp>
+#include <string>
+#include <vector>
+
+#include "../test_support.hpp"
+#include "moesim/model/error.hpp"
+#include "moesim/model/json_reader.hpp"
+#include "moesim/reports/serve.hpp"
+#include "moesim/reports/simulate.hpp"
+#include "moesim/scenario/params.hpp"
+
+using namespace moesim;
+using moesim::test::error_of;
+namespace po = boost::program_options;
+
+namespace {
+
+struct Toy {
+  json::Origins origins;
+  std::string model = "dbrx-instruct";
+  std::int64_t nodes = 2;
+  std::optional<double> ratio;
+  bool contention = true;
+  bool lm_head = false;
+  std::uint64_t seed = 1;
+};
+
+scenario::ParamTable<Toy> toy_table() {
+  scenario::ParamTable<Toy> t(&Toy::origins);
+  t.field("model", &Toy::model).origin().describe("zoo id");
+  t.field("nodes", &Toy::nodes).min(1).max(64).unit("nodes").describe("number of nodes");
+  t.field("ratio", &Toy::ratio).positive().describe("a ratio");
+  t.field("contention", &Toy::contention).describe("flows share bandwidth");
+  t.field("lm_head", &Toy::lm_head).describe("count the LM head").switch_flag("lm-head", true, "count it");
+  t.field("seed", &Toy::seed).describe("seed");
+  return t;
+}
+
+po::variables_map parse(const scenario::ParamTable<Toy>& t, std::vector<std::string> args) {
+  po::options_description desc;
+  t.add_flags(desc);
+  po::variables_map vm;
+  po::store(po::command_line_parser(args).options(desc).run(), vm);
+  return vm;
+}
+
+}  // namespace
+
+// A file's keys land in their members and come back out unchanged; keys absent keep the defaults, and an
+// optional left unset is not written.
+TEST(ParamTable, ReadsAFileAndWritesItBack) {
+  const auto t = toy_table();
+  Toy r;
+  const nlohmann::json doc = {{"model", "mixtral-8x7b"}, {"nodes", 4}, {"contention", false}, {"seed", 7}};
+  t.read(json::Node(doc, "toy.json"), r);
+  EXPECT_EQ(r.model, "mixtral-8x7b");
+  EXPECT_EQ(r.nodes, 4);
+  EXPECT_FALSE(r.contention);
+  EXPECT_EQ(r.seed, 7U);
+  EXPECT_EQ(r.origins.at("model"), "toy.json: $.model");
+  const nlohmann::json back = t.to_json(r);
+  EXPECT_EQ(back,
+            (nlohmann::json{
+                {"model", "mixtral-8x7b"}, {"nodes", 4}, {"contention", false}, {"lm_head", false}, {"seed", 7}}));
+}
+
+// Unknown keys name the nearest known one; out-of-range values name the file, the path and the bound.
+TEST(ParamTable, RefusesUnknownKeysAndValuesOutOfRange) {
+  const auto t = toy_table();
+  Toy r;
+  auto read = [&](const nlohmann::json& doc) { return error_of([&] { t.read(json::Node(doc, "toy.json"), r); }); };
+  EXPECT_NE(read({{"node", 2}}).find("did you mean 'nodes'?"), std::string::npos) << read({{"node", 2}});
+  EXPECT_NE(read({{"nodes", 0}}).find("toy.json: $.nodes"), std::string::npos);
+  EXPECT_NE(read({{"nodes", 65}}).find("must be at most 64"), std::string::npos) << read({{"nodes", 65}});
+  EXPECT_NE(read({{"ratio", 0.0}}).find("must be a positive number"), std::string::npos);
+  EXPECT_NE(read({{"contention", "yes"}}).find("$.contention"), std::string::npos);
+}
+
+// Flags set the same members, forget where a file gave a key, and are checked against the same range.
+TEST(ParamTable, FlagsSetTheKeysTheyNameAndOverrideTheFile) {
+  const auto t = toy_table();
+  Toy r;
+  t.read(json::Node(nlohmann::json{{"model", "dbrx-instruct"}}, "toy.json"), r);
+  t.apply_flags(parse(t, {"--model", "mixtral-8x7b", "--contention", "off", "--lm-head", "--seed", "42"}), r);
+  EXPECT_EQ(r.model, "mixtral-8x7b");
+  EXPECT_EQ(r.origins.count("model"), 0U) << "a flag's value is not the file's";
+  EXPECT_FALSE(r.contention);
+  EXPECT_TRUE(r.lm_head);
+  EXPECT_EQ(r.seed, 42U);
+  EXPECT_EQ(error_of([&] { t.apply_flags(parse(t, {"--nodes", "0"}), r); }), "--nodes 0: must be at least 1");
+  EXPECT_EQ(error_of([&] {
+              t.apply_flags(parse(t, {"--contention", "maybe"}), r);
+            }),
+            "--contention maybe: write on or off");
+  nlohmann::json obj = nlohmann::json::object();
+  t.flags_to_json(parse(t, {"--nodes", "3", "--lm-head"}), obj);
+  EXPECT_EQ(obj, (nlohmann::json{{"nodes", 3}, {"lm_head", true}}));
+}
+
+// The help lists every key with its type, range, unit, default (the member's initialiser) and flag.
+TEST(ParamTable, HelpListsEveryKeyWithItsDefault) {
+  const std::string help = toy_table().help("keys");
+  EXPECT_NE(help.find("nodes (integer in [1, 64], nodes; default 2; --nodes)"), std::string::npos) << help;
+  EXPECT_NE(help.find("ratio (number > 0; --ratio)"), std::string::npos) << help;
+  EXPECT_NE(help.find("lm_head (boolean; default off; --lm-head)"), std::string::npos) << help;
+  po::options_description desc;
+  toy_table().add_flags(desc);
+  std::ostringstream flags;
+  flags << desc;
+  EXPECT_NE(flags.str().find("number of nodes (default 2 nodes)"), std::string::npos) << flags.str();
+  EXPECT_NE(flags.str().find("on|off: flows share bandwidth (default on)"), std::string::npos) << flags.str();
+}
+
+// simulate's table covers its nested "generate" object: dotted keys in the help, flags among simulate's,
+// and "generate" with "trace" refused.
+TEST(ParamTable, SimulateGroupsTheGenerator) {
+  const auto& t = reports::simulate_params();
+  const std::string help = t.help("keys");
+  EXPECT_NE(help.find("generate.seed (integer; default 1; --seed)"), std::string::npos) << help;
+  EXPECT_NE(help.find("generate.lru_hit (number; file only)"), std::string::npos) << help;
+  const nlohmann::json doc = {{"generate", {{"seed", 5}, {"tokens", 10}}}, {"nodes", 3}};
+  const auto r = reports::load_simulate_scenario(json::Node(doc, "s.json"));
+  EXPECT_EQ(r.generate.seed, 5U);
+  EXPECT_EQ(r.generate.tokens, 10);
+  EXPECT_EQ(reports::simulate_request_to_json(r)["generate"]["seed"], 5);
+  const nlohmann::json both = {{"generate", {{"seed", 5}}}, {"trace", "t.jsonl"}};
+  EXPECT_NE(error_of([&] { (void)reports::load_simulate_scenario(json::Node(both, "s.json")); }).find("keep one"),
+            std::string::npos);
+}
+
+// vLLM's max_model_len, added as one declaration in the scheduler's table: a request longer than it is
+// refused with its lengths, and so is a KV cache that cannot hold one request of that length (vLLM's
+// start-up check). Mixtral 8x7B in bf16 on a DGX H100 has millions of tokens of KV cache.
+TEST(ParamTable, MaxModelLenRefusesLongerRequestsAndTooSmallACache) {
+  auto run = [](std::int64_t max_model_len) {
+    reports::ServeScenario s;
+    s.doc = {
+        {"model", "mixtral-8x7b"},
+        {"hw", "dgx-h100"},
+        {"scheduler", {{"max_model_len", max_model_len}}},
+        {"workload", {{"arrival", "uniform"}, {"rate", "10/s"}, {"requests", 4}, {"prompt", 1000}, {"output", 100}}},
+        {"generate", {{"tokens", 256}, {"seed", 1}}}};
+    return error_of([&] { (void)reports::run_serve(s); });
+  };
+  EXPECT_EQ(run(1100), "") << "prompt + output = 1100 fits";
+  EXPECT_NE(run(1099).find("asks for 1000 prompt + 100 output tokens, more than max_model_len 1099"), std::string::npos)
+      << run(1099);
+  EXPECT_NE(run(1'000'000'000).find("fewer than one request of max_model_len 1000000000"), std::string::npos)
+      << run(1'000'000'000);
+}
