@@ -1,112 +1,33 @@
+// The workload spec (serving scenarios' "workload"): parsing it from JSON, writing it back, validating it;
+// the length distributions are in workload_lengths.cpp, the arrival processes in workload_arrivals.cpp.
 #include "moesim/sim/workload.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <limits>
-#include <optional>
-#include <tuple>
 
-#include "det_random.hpp"
 #include "fields.hpp"
 #include "moesim/model/error.hpp"
-#include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
+#include "workload_detail.hpp"
 
 namespace moesim::sim {
-namespace {
-
-// ------------------------------------------------------------------------------------------------------
-// Random draws: the counter-based generator and the conversions of det_random.hpp (shared with the
-// routing-trace generator). Every draw is a pure function of (seed, stream, index, k), so request i's
-// lengths and gaps do not depend on how many requests came before it or in what order a closed loop asks
-// for them.
-
-using det::below;
-using det::bits;
-using det::det_exp;
-using det::det_log;
-using det::std_normal_cdf;
-using det::std_normal_quantile;
-using det::uniform_open;
-
-/// The streams of one workload's draws: request i's gap (Poisson), prompt and output length, and the
-/// uniforms of its gamma gap (a variable number: the rejection sampler draws k = 0, 1, ...).
-enum Stream : std::uint64_t { kArrivalStream = 0, kPromptStream = 1, kOutputStream = 2, kGammaStream = 3 };
-
-/// A standard normal truncated to [a, b] (a < b, either may be infinite) by inversion: the quantile of a
-/// uniform point between Phi(a) and Phi(b). When the interval lies above 0 it is mirrored to below 0,
-/// where Phi(a) is small and keeps its relative precision (1 - Phi near 1 would lose it).
-double truncated_std_normal(double a, double b, double u) {
-  if (a > 0) return -truncated_std_normal(-b, -a, u);
-  const double pa = std::isinf(a) ? 0.0 : std_normal_cdf(a);
-  const double pb = std::isinf(b) ? 1.0 : std_normal_cdf(b);
-  const double span = pb - pa;
-  const double step = u * span;
-  double p = pa + step;
-  // Keep p strictly inside (0, 1) for the quantile; the result is clamped to [a, b] by the caller.
-  p = std::clamp(p, 0x1.0p-1000, 1.0 - 0x1.0p-53);
-  return std::clamp(std_normal_quantile(p), a, b);
-}
-
-/// Rounds x to the nearest integer in [lo, hi] (hi = 0: no upper bound; a cap of 2^53 keeps the
-/// conversion exact).
-std::int64_t round_into(double x, std::int64_t lo, std::int64_t hi) {
-  const double top = hi > 0 ? static_cast<double>(hi) : 0x1.0p53;
-  const double r = std::floor(std::clamp(x, static_cast<double>(lo), top) + 0.5);
-  return std::clamp(static_cast<std::int64_t>(r), lo, hi > 0 ? hi : std::numeric_limits<std::int64_t>::max());
-}
-
-/// The length of item `index` under `spec`, from one uniform draw in `stream`.
-std::int64_t draw_length(const LengthSpec& spec, std::uint64_t seed, std::uint64_t stream, std::int64_t index) {
-  const std::uint64_t b = bits(seed, stream, static_cast<std::uint64_t>(index));
-  switch (spec.kind) {
-    case LengthKind::Fixed:
-      return spec.value;
-    case LengthKind::Uniform:
-      return spec.min + static_cast<std::int64_t>(below(b, static_cast<std::uint64_t>(spec.max - spec.min + 1)));
-    case LengthKind::Normal: {
-      if (spec.std == 0) return round_into(spec.mean, spec.min, spec.max);
-      // Truncating the continuous value to [min - 1/2, max + 1/2) and rounding gives exactly the normal
-      // rounded to integers and conditioned on [min, max].
-      const double lo = (static_cast<double>(spec.min) - 0.5 - spec.mean) / spec.std;
-      const double hi = spec.max > 0 ? (static_cast<double>(spec.max) + 0.5 - spec.mean) / spec.std
-                                     : std::numeric_limits<double>::infinity();
-      const double z = truncated_std_normal(lo, hi, uniform_open(b));
-      const double x = spec.mean + spec.std * z;
-      return round_into(x, spec.min, spec.max);
-    }
-    case LengthKind::Lognormal: {
-      if (spec.std == 0) return round_into(spec.mean, spec.min, spec.max);
-      // A lognormal with mean m and standard deviation s has log-space parameters
-      //   sigma^2 = ln(1 + s^2/m^2),  mu = ln m - sigma^2 / 2
-      // (Johnson, Kotz, Balakrishnan, Continuous Univariate Distributions vol. 1, 2nd ed., ch. 14, eq. 14.8).
-      const double cv = spec.std / spec.mean;
-      const double sigma2 = det_log(1.0 + cv * cv);
-      const double sigma = std::sqrt(sigma2);
-      const double mu = det_log(spec.mean) - 0.5 * sigma2;
-      const double lo = (det_log(static_cast<double>(spec.min) - 0.5) - mu) / sigma;
-      const double hi = spec.max > 0 ? (det_log(static_cast<double>(spec.max) + 0.5) - mu) / sigma
-                                     : std::numeric_limits<double>::infinity();
-      const double z = truncated_std_normal(lo, hi, uniform_open(b));
-      const double sz = sigma * z;
-      return round_into(det_exp(mu + sz), spec.min, spec.max);
-    }
-  }
-  MOESIM_CHECK(false, "unknown LengthKind");
-  return 0;
-}
+namespace workload_detail {
 
 // ------------------------------------------------------------------------------------------------------
 // Limits and formatting.
 
 // kMaxRunSeconds (request.hpp): the longest run accepted.
 
+namespace {
+
 std::string number_text(double v) {
   char buf[40];
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
 }
+
+}  // namespace
 
 /// A short number for messages ("2", "0.5").
 std::string short_number(double v) {
@@ -115,116 +36,11 @@ std::string short_number(double v) {
   return buf;
 }
 
-SimTime seconds_to_ps(double s) {
-  return static_cast<SimTime>(std::llround(s * static_cast<double>(kPicosecondsPerSecond)));
-}
+namespace {
 
 const std::vector<std::string>& arrival_names() {
   static const std::vector<std::string> kNames = {"poisson", "gamma", "uniform", "closed-loop", "trace"};
   return kNames;
-}
-const std::vector<std::string>& length_names() {
-  static const std::vector<std::string> kNames = {"fixed", "uniform", "normal", "lognormal"};
-  return kNames;
-}
-
-void validate_length(const LengthSpec& l, const std::string& where) {
-  auto fail = [&](const std::string& what) { return UserError(where + ": " + what); };
-  switch (l.kind) {
-    case LengthKind::Fixed:
-      if (l.value < 1) {
-        throw fail("is " + std::to_string(l.value) + " tokens; a length is at least 1 token");
-      }
-      return;
-    case LengthKind::Uniform:
-      if (l.min < 1) throw fail("min is " + std::to_string(l.min) + "; lengths are at least 1 token, set min >= 1");
-      if (l.max < l.min) {
-        throw fail("max " + std::to_string(l.max) + " is below min " + std::to_string(l.min) +
-                   "; a uniform length needs min <= max");
-      }
-      return;
-    case LengthKind::Normal:
-    case LengthKind::Lognormal: {
-      if (l.min < 1) throw fail("min is " + std::to_string(l.min) + "; lengths are at least 1 token, set min >= 1");
-      if (l.max != 0 && l.max < l.min) {
-        throw fail("max " + std::to_string(l.max) + " is below min " + std::to_string(l.min) +
-                   "; set min <= max, or leave max out for no upper bound");
-      }
-      if (!std::isfinite(l.mean) || !std::isfinite(l.std) || l.std < 0) {
-        throw fail("mean " + short_number(l.mean) + " and std " + short_number(l.std) +
-                   " must be finite numbers with std >= 0");
-      }
-      const double hi = l.max > 0 ? static_cast<double>(l.max) : std::numeric_limits<double>::infinity();
-      if (l.mean < static_cast<double>(l.min) || l.mean > hi) {
-        // Outside the bounds almost nothing of the distribution is left to sample.
-        throw fail("mean " + short_number(l.mean) + " is outside [min, max] = [" + std::to_string(l.min) + ", " +
-                   (l.max > 0 ? std::to_string(l.max) : std::string("no limit")) +
-                   "]; move the mean inside the bounds or widen them");
-      }
-      return;
-    }
-  }
-}
-
-// ------------------------------------------------------------------------------------------------------
-// JSON.
-
-LengthSpec parse_length(const json::Node& node, std::string_view key) {
-  const nlohmann::json& v = node.raw().at(std::string(key));
-  LengthSpec l;
-  if (v.is_number()) {
-    l.kind = LengthKind::Fixed;
-    l.value = node.integer(key, 1);
-    return l;
-  }
-  if (!v.is_object()) {
-    throw node.error(key, "is " + json::type_name(v) +
-                              ", expected a token count such as 2000 or a distribution such as "
-                              "{\"dist\": \"normal\", \"mean\": 2000, \"std\": 200}");
-  }
-  const json::Node d = node.child(key);
-  const std::string dist = d.string("dist");
-  if (dist == "fixed") {
-    d.expect_only({"dist", "value"});
-    l.kind = LengthKind::Fixed;
-    l.value = d.integer("value", 1);
-  } else if (dist == "uniform") {
-    d.expect_only({"dist", "min", "max"});
-    l.kind = LengthKind::Uniform;
-    l.min = d.integer("min", 1);
-    l.max = d.integer("max", 1);
-  } else if (dist == "normal" || dist == "lognormal") {
-    d.expect_only({"dist", "mean", "std", "min", "max"});
-    l.kind = dist == "normal" ? LengthKind::Normal : LengthKind::Lognormal;
-    l.mean = d.number("mean");
-    l.std = d.number("std");
-    l.min = d.optional_integer("min", 1).value_or(1);
-    l.max = d.optional_integer("max", 1).value_or(0);
-    if (!(l.mean > 0)) throw d.error("mean", "is " + short_number(l.mean) + "; a mean length is > 0 tokens");
-    if (l.std < 0) throw d.error("std", "is " + short_number(l.std) + "; a standard deviation is >= 0");
-  } else {
-    throw d.error("dist", "is \"" + dist + "\", not a known length distribution" +
-                              text::did_you_mean(dist, length_names()) + "; valid: " + text::join(length_names()));
-  }
-  validate_length(l, d.where());
-  return l;
-}
-
-nlohmann::json length_to_json(const LengthSpec& l) {
-  switch (l.kind) {
-    case LengthKind::Fixed:
-      return l.value;
-    case LengthKind::Uniform:
-      return {{"dist", "uniform"}, {"min", l.min}, {"max", l.max}};
-    case LengthKind::Normal:
-    case LengthKind::Lognormal: {
-      nlohmann::json j = {{"dist", std::string(name_of(l.kind))}, {"mean", l.mean}, {"std", l.std}, {"min", l.min}};
-      if (l.max > 0) j["max"] = l.max;
-      return j;
-    }
-  }
-  MOESIM_CHECK(false, "unknown LengthKind");
-  return {};
 }
 
 constexpr ArrivalKind kArrivalKinds[] = {ArrivalKind::Poisson, ArrivalKind::Gamma, ArrivalKind::Uniform,
@@ -247,6 +63,7 @@ std::vector<std::string> keys_of(ArrivalKind k) {
 }
 
 }  // namespace
+}  // namespace workload_detail
 
 // ------------------------------------------------------------------------------------------------------
 
@@ -262,20 +79,6 @@ std::string_view name_of(ArrivalKind k) {
       return "closed-loop";
     case ArrivalKind::Trace:
       return "trace";
-  }
-  return "?";
-}
-
-std::string_view name_of(LengthKind k) {
-  switch (k) {
-    case LengthKind::Fixed:
-      return "fixed";
-    case LengthKind::Uniform:
-      return "uniform";
-    case LengthKind::Normal:
-      return "normal";
-    case LengthKind::Lognormal:
-      return "lognormal";
   }
   return "?";
 }
@@ -317,6 +120,11 @@ double parse_request_rate(std::string_view text, std::string_view where) {
 }
 
 WorkloadSpec parse_workload(const json::Node& node, const std::filesystem::path& base_dir) {
+  using workload_detail::arrival_names;
+  using workload_detail::kArrivalKinds;
+  using workload_detail::keys_of;
+  using workload_detail::parse_length;
+  using workload_detail::short_number;
   if (!node.raw().is_object()) throw node.error("is " + json::type_name(node.raw()) + ", expected an object { ... }");
   WorkloadSpec w;
   const std::string arrival = node.string("arrival");
@@ -425,6 +233,8 @@ WorkloadSpec parse_workload(const json::Node& node, const std::filesystem::path&
 }
 
 nlohmann::json workload_to_json(const WorkloadSpec& w) {
+  using workload_detail::length_to_json;
+  using workload_detail::number_text;
   nlohmann::json j = nlohmann::json::object();
   j["arrival"] = std::string(name_of(w.arrival));
   j["requests"] = w.requests;
@@ -459,6 +269,8 @@ nlohmann::json workload_to_json(const WorkloadSpec& w) {
 }
 
 void validate_workload(const WorkloadSpec& w, std::string_view where_view) {
+  using workload_detail::short_number;
+  using workload_detail::validate_length;
   const std::string where(where_view);
   auto fail = [&](const std::string& key, const std::string& what) {
     return UserError(where + "." + key + ": " + what);
@@ -530,111 +342,6 @@ RequestTraceOptions request_trace_options(const WorkloadSpec& w) {
   o.max_requests = w.requests;
   o.time_scale = w.time_scale;
   return o;
-}
-
-std::pair<std::int64_t, std::int64_t> lengths_for(const WorkloadSpec& w, std::int64_t index) {
-  MOESIM_CHECK(w.arrival != ArrivalKind::Trace, "lengths_for: a trace's lengths come from its file");
-  MOESIM_CHECK(index >= 0, "lengths_for: negative request index " + std::to_string(index));
-  return {draw_length(w.prompt, w.seed, kPromptStream, index), draw_length(w.output, w.seed, kOutputStream, index)};
-}
-
-double mean_length(const LengthSpec& spec) {
-  switch (spec.kind) {
-    case LengthKind::Fixed:
-      return static_cast<double>(spec.value);
-    case LengthKind::Uniform:
-      return 0.5 * (static_cast<double>(spec.min) + static_cast<double>(spec.max));
-    case LengthKind::Normal:
-    case LengthKind::Lognormal:
-      // The untruncated mean (validate_workload keeps it inside [min, max]); truncation shifts it a little.
-      return spec.mean;
-  }
-  return 0;
-}
-
-std::vector<Request> open_loop_requests(const WorkloadSpec& w) {
-  MOESIM_CHECK(w.arrival != ArrivalKind::ClosedLoop,
-               "open_loop_requests called for a closed-loop workload; use ClosedLoopUsers");
-  if (w.arrival == ArrivalKind::Trace) return read_request_trace(w.trace_path, request_trace_options(w)).requests;
-  MOESIM_CHECK(w.requests >= 1 && w.rate > 0 && w.burstiness > 0, "open_loop_requests: workload not validated");
-  // The list itself: a Request per request.
-  model::require_memory(units::bytes(static_cast<double>(w.requests) * static_cast<double>(sizeof(Request))),
-                        "the workload's " + std::to_string(w.requests) + " requests",
-                        "give fewer requests (--requests, workload.requests), or use a machine with more memory");
-  std::vector<Request> out(static_cast<std::size_t>(w.requests));
-  // Mean gap in picoseconds; each gap is rounded to a whole picosecond and the times are summed as
-  // integers, so the arrival times are exact sums and cannot drift with floating-point accumulation.
-  const double mean_gap_ps = static_cast<double>(kPicosecondsPerSecond) / w.rate;
-  // Gamma(shape k, scale theta) has mean k theta: theta = 1 / (rate k) keeps the mean gap at 1/rate.
-  const double gamma_scale_ps = mean_gap_ps / w.burstiness;
-  SimTime t = 0;
-  for (std::int64_t i = 0; i < w.requests; ++i) {
-    Request& r = out[static_cast<std::size_t>(i)];
-    r.id = i;
-    if (w.arrival == ArrivalKind::Uniform) {
-      // Request i at i / rate (validate_workload keeps (requests - 1) / rate within range).
-      r.arrival = static_cast<SimTime>(std::llround(static_cast<double>(i) * mean_gap_ps));
-    } else {
-      double gap = 0;
-      if (w.arrival == ArrivalKind::Poisson) {
-        // A Poisson process's gaps are i.i.d. exponential with mean 1/rate; inversion gives -ln(U)/rate for
-        // U uniform in (0, 1) (Devroye, Non-Uniform Random Variate Generation, 1986, §II.2.1).
-        const double u = uniform_open(bits(w.seed, kArrivalStream, static_cast<std::uint64_t>(i)));
-        gap = -det_log(u) * mean_gap_ps;
-      } else {
-        // vLLM's get_request (vllm/benchmarks/serve.py): np.random.gamma(shape=burstiness,
-        // scale=1/(rate*burstiness)). The variate is drawn in logs (det_random.hpp), from request i's own
-        // counter-based draws, so it does not depend on any other request's.
-        det::CounterRng rng(w.seed, kGammaStream, static_cast<std::uint64_t>(i));
-        const double lg = det::log_gamma_variate(w.burstiness, rng);
-        gap = det_exp(lg) * gamma_scale_ps;
-      }
-      // The first request arrives after the first gap: the process starts at 0 with no arrival there.
-      if (!(gap <= static_cast<double>(std::numeric_limits<SimTime>::max() - t) - 1e6)) {
-        throw UserError("workload: the " + std::string(name_of(w.arrival)) + " arrivals of " +
-                        std::to_string(w.requests) + " requests at " + short_number(w.rate) +
-                        "/s run past the simulator's time range; raise the rate or lower requests" +
-                        (w.arrival == ArrivalKind::Gamma ? " (or raise the burstiness: below 1 a gap can be "
-                                                           "many times the mean)"
-                                                         : ""));
-      }
-      t += static_cast<SimTime>(std::llround(gap));
-      r.arrival = t;
-    }
-    std::tie(r.prompt_tokens, r.output_tokens) = lengths_for(w, i);
-  }
-  return out;
-}
-
-// ------------------------------------------------------------------------------------------------------
-
-ClosedLoopUsers::ClosedLoopUsers(const WorkloadSpec& spec)
-    : spec_(spec), interval_(seconds_to_ps(spec.user_interval_s)), think_(seconds_to_ps(spec.think_time_s)) {
-  MOESIM_CHECK(spec.arrival == ArrivalKind::ClosedLoop, "ClosedLoopUsers needs a closed-loop workload");
-  MOESIM_CHECK(spec.users >= 1 && spec.requests >= 1 && interval_ >= 0 && think_ >= 0,
-               "ClosedLoopUsers: workload not validated");
-}
-
-std::int64_t ClosedLoopUsers::users() const { return std::min(spec_.users, spec_.requests); }
-
-SimTime ClosedLoopUsers::join_time(std::int64_t user) const {
-  MOESIM_CHECK(user >= 0 && user < users(), "ClosedLoopUsers::join_time: no user " + std::to_string(user));
-  return user * interval_;
-}
-
-SimTime ClosedLoopUsers::next_send_time(SimTime completed) const { return completed + think_; }
-
-std::optional<Request> ClosedLoopUsers::send(std::int64_t user, SimTime now) {
-  MOESIM_CHECK(user >= 0 && user < users(), "ClosedLoopUsers::send: no user " + std::to_string(user));
-  MOESIM_CHECK(now >= last_send_, "ClosedLoopUsers::send: requests must be sent in time order (ids follow arrivals)");
-  if (sent_ >= spec_.requests) return std::nullopt;
-  last_send_ = now;
-  Request r;
-  r.id = sent_++;
-  r.arrival = now;
-  r.user = user;
-  std::tie(r.prompt_tokens, r.output_tokens) = lengths_for(spec_, r.id);
-  return r;
 }
 
 }  // namespace moesim::sim
