@@ -163,7 +163,7 @@ StorageResult run_storage(const StorageOptions& o, Progress& progress) {
     r.capacity = static_cast<std::uint64_t>(vfs.f_blocks) * static_cast<std::uint64_t>(vfs.f_frsize);
   }
 
-  // The file: created exclusively, removed by storage_detail::TestFile on every way out of this function.
+  // The file: created exclusively, removed by TestFile on every way out of this function.
   const std::string path = (o.dir.back() == '/' ? o.dir : o.dir + "/") + ".moesim-storage-" +
                            std::to_string(::getpid()) + "-" +
                            std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + ".bin";
