@@ -33,6 +33,48 @@ namespace {
 using units::kMiB;
 constexpr std::uint64_t kHeadroom = 64 * kMiB;  // left free on the file system beyond the test file
 
+/// The headline figures of `r`'s passes: the best cold sequential bandwidth (and the readers that reached
+/// it), the median cold latency, and a note when a pass stopped at its share of --max-seconds.
+void summarise_passes(StorageResult& r, const StorageOptions& o) {
+  for (const auto& p : r.passes) {
+    if (p.pattern == "sequential" && p.cache == "cold" && p.bandwidth() > r.read_bandwidth) {
+      r.read_bandwidth = p.bandwidth();
+      r.read_bandwidth_readers = p.readers;
+    }
+  }
+  r.read_latency = r.latency_cold.percentile(0.5);
+  for (const auto& p : r.passes) {
+    if (p.time_limited && p.pattern != "page-cache fill") {
+      r.notes.push_back("some passes stopped before reading their whole region, to stay within --max-seconds " +
+                        text::printf("%.0f", o.max_seconds) + " (their figures use what they read)");
+      break;
+    }
+  }
+}
+
+/// How cold reads avoid the page cache: O_DIRECT through `cold_fd` if the file system accepts an aligned read
+/// through it (else `cold_fd` becomes -1; `direct_errno` says why it could not be opened, when it was not).
+/// True when they use O_DIRECT; a note, or UserError under --cold direct, when they cannot.
+bool cold_reads_direct(int& cold_fd, int direct_errno, const StorageOptions& o, StorageResult& r) {
+  const std::string& flag = o.flag;
+  if (cold_fd >= 0) {
+    AlignedBuffer probe = storage_detail::read_buffer(storage_detail::kAlign);
+    if (!storage_detail::read_fully(cold_fd, probe.get(), storage_detail::kAlign, 0)) {
+      direct_errno = errno;
+      cold_fd = -1;
+    }
+  }
+  if (o.cold != ColdMode::Fadvise && cold_fd < 0) {
+    if (o.cold == ColdMode::Direct) {
+      throw UserError(flag + " " + o.dir + ": its file system refuses O_DIRECT reads (" + std::strerror(direct_errno) +
+                      "); use --cold fadvise (or auto)");
+    }
+    r.notes.push_back("the file system refused O_DIRECT (" + std::string(std::strerror(direct_errno)) +
+                      "): cold reads drop the file's cached pages with posix_fadvise(POSIX_FADV_DONTNEED) instead");
+  }
+  return cold_fd >= 0;
+}
+
 }  // namespace
 
 ColdMode parse_cold_mode(const std::string& text, const std::string& flag) {
@@ -195,64 +237,9 @@ StorageResult run_storage(const StorageOptions& o, Progress& progress) {
   }
   ::unlink(path.c_str());
 
-  {
-    progress.update(0.0,
-                    "writing the " + storage_detail::binary(static_cast<double>(r.size)) + " test file in " + o.dir);
-    const auto t0 = storage_detail::Clock::now();
-    const std::uint64_t chunk = std::min<std::uint64_t>(8 * kMiB, r.size);
-    AlignedBuffer buf = storage_detail::read_buffer(chunk);
-    std::uint64_t x = o.seed * 0x9E3779B97F4A7C15ull | 1u;
-    for (std::uint64_t off = 0; off < r.size; off += chunk) {
-      // Fresh xorshift64 data per chunk (Marsaglia 2003): nothing below the file system can compress or
-      // deduplicate it.
-      auto* w = reinterpret_cast<std::uint64_t*>(buf.get());
-      for (std::uint64_t i = 0; i < chunk / 8; ++i) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        w[i] = x;
-      }
-      const std::uint64_t n = std::min(chunk, r.size - off);
-      std::uint64_t done = 0;
-      while (done < n) {
-        const ssize_t put =
-            ::pwrite(wfd, buf.get() + done, static_cast<std::size_t>(n - done), static_cast<off_t>(off + done));
-        if (put < 0 && errno == EINTR) continue;
-        if (put <= 0) {
-          throw UserError(flag + " " + o.dir + ": writing the " + storage_detail::binary(static_cast<double>(r.size)) +
-                          " test file failed (" + std::strerror(errno) +
-                          "); free some space, give a smaller --size, or another " + flag);
-        }
-        done += static_cast<std::uint64_t>(put);
-      }
-      progress.update(0.05 * static_cast<double>(off + n) / static_cast<double>(r.size),
-                      "writing the test file in " + o.dir);
-    }
-    if (::fsync(wfd) != 0) {
-      throw UserError(flag + " " + o.dir + ": fsync of the test file failed (" + std::strerror(errno) +
-                      "); give another " + flag);
-    }
-    r.write_seconds = secs(t0, storage_detail::Clock::now());
-    ::posix_fadvise(wfd, 0, 0, POSIX_FADV_DONTNEED);
-  }
+  storage_detail::write_test_file(wfd, o, r, progress);
 
-  // How cold reads avoid the page cache: O_DIRECT if the file system accepts an aligned read through it.
-  if (cold_fd >= 0) {
-    AlignedBuffer probe = storage_detail::read_buffer(storage_detail::kAlign);
-    if (!storage_detail::read_fully(cold_fd, probe.get(), storage_detail::kAlign, 0)) {
-      direct_errno = errno;
-      cold_fd = -1;
-    }
-  }
-  if (o.cold != ColdMode::Fadvise && cold_fd < 0) {
-    if (o.cold == ColdMode::Direct) {
-      throw UserError(flag + " " + o.dir + ": its file system refuses O_DIRECT reads (" + std::strerror(direct_errno) +
-                      "); use --cold fadvise (or auto)");
-    }
-    r.notes.push_back("the file system refused O_DIRECT (" + std::string(std::strerror(direct_errno)) +
-                      "): cold reads drop the file's cached pages with posix_fadvise(POSIX_FADV_DONTNEED) instead");
-  }
-  const bool direct = cold_fd >= 0;
+  const bool direct = cold_reads_direct(cold_fd, direct_errno, o, r);
   r.cold_method = direct ? "O_DIRECT" : "posix_fadvise(POSIX_FADV_DONTNEED)";
   const int cfd = direct ? cold_fd : buf_fd;
   const auto prepare_cold = [&](bool random) {
@@ -333,20 +320,7 @@ StorageResult run_storage(const StorageOptions& o, Progress& progress) {
   }
   file.close_all();
 
-  for (const auto& p : r.passes) {
-    if (p.pattern == "sequential" && p.cache == "cold" && p.bandwidth() > r.read_bandwidth) {
-      r.read_bandwidth = p.bandwidth();
-      r.read_bandwidth_readers = p.readers;
-    }
-  }
-  r.read_latency = r.latency_cold.percentile(0.5);
-  for (const auto& p : r.passes) {
-    if (p.time_limited && p.pattern != "page-cache fill") {
-      r.notes.push_back("some passes stopped before reading their whole region, to stay within --max-seconds " +
-                        text::printf("%.0f", o.max_seconds) + " (their figures use what they read)");
-      break;
-    }
-  }
+  summarise_passes(r, o);
   r.seconds = secs(t_start, storage_detail::Clock::now());
   progress.update(1.0, "storage done");
   return r;

@@ -69,5 +69,6 @@ struct PassSpec {
 ReadPass run_pass(int fd, const PassSpec& spec, const std::string& flag, const std::string& dir);
 double resident_fraction(int fd, std::uint64_t bytes);
 void drop_cache(int fd);
+void write_test_file(int wfd, const StorageOptions& o, StorageResult& r, Progress& progress);
 
 }  // namespace moesim::calibrate::storage_detail

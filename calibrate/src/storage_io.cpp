@@ -157,4 +157,47 @@ void drop_cache(int fd) {
   ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
 }
 
+/// Fills the test file behind `wfd` with `r.size` bytes of fresh data, fsync(2)s it and drops it from the
+/// page cache; `r.write_seconds` is the time that took. UserError (naming `o.flag` and `o.dir`) on failure.
+void write_test_file(int wfd, const StorageOptions& o, StorageResult& r, Progress& progress) {
+  const std::string& flag = o.flag;
+  progress.update(0.0, "writing the " + binary(static_cast<double>(r.size)) + " test file in " + o.dir);
+  const auto t0 = Clock::now();
+  const std::uint64_t chunk = std::min<std::uint64_t>(8 * kMiB, r.size);
+  AlignedBuffer buf = read_buffer(chunk);
+  std::uint64_t x = o.seed * 0x9E3779B97F4A7C15ull | 1u;
+  for (std::uint64_t off = 0; off < r.size; off += chunk) {
+    // Fresh xorshift64 data per chunk (Marsaglia 2003): nothing below the file system can compress or
+    // deduplicate it.
+    auto* w = reinterpret_cast<std::uint64_t*>(buf.get());
+    for (std::uint64_t i = 0; i < chunk / 8; ++i) {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      w[i] = x;
+    }
+    const std::uint64_t n = std::min(chunk, r.size - off);
+    std::uint64_t done = 0;
+    while (done < n) {
+      const ssize_t put =
+          ::pwrite(wfd, buf.get() + done, static_cast<std::size_t>(n - done), static_cast<off_t>(off + done));
+      if (put < 0 && errno == EINTR) continue;
+      if (put <= 0) {
+        throw UserError(flag + " " + o.dir + ": writing the " + binary(static_cast<double>(r.size)) +
+                        " test file failed (" + std::strerror(errno) +
+                        "); free some space, give a smaller --size, or another " + flag);
+      }
+      done += static_cast<std::uint64_t>(put);
+    }
+    progress.update(0.05 * static_cast<double>(off + n) / static_cast<double>(r.size),
+                    "writing the test file in " + o.dir);
+  }
+  if (::fsync(wfd) != 0) {
+    throw UserError(flag + " " + o.dir + ": fsync of the test file failed (" + std::strerror(errno) +
+                    "); give another " + flag);
+  }
+  r.write_seconds = secs(t0, Clock::now());
+  ::posix_fadvise(wfd, 0, 0, POSIX_FADV_DONTNEED);
+}
+
 }  // namespace moesim::calibrate::storage_detail
