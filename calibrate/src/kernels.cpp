@@ -59,6 +59,134 @@ struct Plan {
   int threads;
 };
 
+/// The batch sizes of --batches, each checked (1..INT_MAX), sorted and without repeats.
+std::vector<std::int64_t> checked_batches(const std::vector<std::int64_t>& requested) {
+  std::vector<std::int64_t> batches = requested;
+  for (const auto b : batches) {
+    if (b < 1 || b > INT_MAX) throw UserError("--batches: " + std::to_string(b) + " is not a batch size >= 1");
+  }
+  std::sort(batches.begin(), batches.end());
+  batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
+  if (batches.empty()) throw UserError("--batches is empty; give batch sizes, e.g. 1,16,256");
+  return batches;
+}
+
+/// Which of the `requested` dtypes this OpenBLAS can run (each once); the others are reported in `r` as not
+/// measured, with the reason.
+std::vector<KernelDtype> runnable_dtypes(const std::vector<KernelDtype>& requested, KernelResult& r) {
+  std::vector<KernelDtype> dtypes;
+  for (const auto d : requested) {
+    if (r.support.count(d)) continue;
+    r.support[d] = dtype_support(d);
+    if (r.support[d].available) {
+      dtypes.push_back(d);
+    } else {
+      r.skipped.push_back({std::string(dtype_name(d)) + " (all shapes)", r.support[d].reason});
+    }
+  }
+  return dtypes;
+}
+
+/// `pool` bytes of weight copies, shrunk (with a note in `r`) when they and `io_bytes` of inputs and outputs
+/// would take more than 60% of the available memory; UserError when even the largest matrix (`largest`
+/// bytes) does not fit.
+std::uint64_t fit_pool_in_memory(std::uint64_t pool, double largest, std::uint64_t io_bytes, KernelResult& r) {
+  const std::uint64_t largest_bytes = static_cast<std::uint64_t>(largest);
+  const std::uint64_t avail = available_memory_bytes();
+  const auto room = static_cast<std::uint64_t>(0.6 * static_cast<double>(avail));
+  if (avail > 0 && pool + io_bytes > room) {
+    if (largest_bytes + io_bytes > room) {
+      throw UserError("the largest matrix (" + units::format_binary(units::bytes(largest)) +
+                      ") does not fit in 60% of the available memory (" +
+                      units::format_binary(units::bytes(static_cast<double>(avail))) +
+                      "); give smaller --shapes or measure bf16 only (--dtypes bf16)");
+    }
+    r.notes.push_back("the pool of rotating weight copies was shrunk from " +
+                      units::format_binary(units::bytes(static_cast<double>(pool))) + " to " +
+                      units::format_binary(units::bytes(static_cast<double>(room - io_bytes))) +
+                      " to fit 60% of the available memory");
+    pool = room - io_bytes;
+  }
+  return pool;
+}
+
+/// The configurations to measure, most important first: batch 1 (the memory fit) and the largest batch (the
+/// compute fit) at the most threads; then the other batches; then fewer threads.
+std::vector<Plan> make_plans(const std::vector<KernelDtype>& dtypes, std::size_t shapes,
+                             const std::vector<std::int64_t>& batches, const std::vector<int>& threads) {
+  std::vector<Plan> plans;
+  const int tmax = threads.back();
+  for (const auto d : dtypes) {
+    for (std::size_t si = 0; si < shapes; ++si) {
+      plans.push_back({d, si, batches.front(), tmax});
+      if (batches.size() > 1) plans.push_back({d, si, batches.back(), tmax});
+    }
+  }
+  for (const auto d : dtypes) {
+    for (std::size_t si = 0; si < shapes; ++si) {
+      for (std::size_t bi = 1; bi + 1 < batches.size(); ++bi) plans.push_back({d, si, batches[bi], tmax});
+    }
+  }
+  for (auto ti = threads.rbegin() + 1; ti < threads.rend(); ++ti) {
+    for (const auto d : dtypes) {
+      for (std::size_t si = 0; si < shapes; ++si) {
+        for (const auto b : batches) plans.push_back({d, si, b, *ti});
+      }
+    }
+  }
+  return plans;
+}
+
+/// Puts `r`'s samples in a stable order and fits them: the peak FLOP rate per dtype, and the memory and
+/// compute efficiency bands from the samples at the most threads.
+void sort_and_fit(KernelResult& r, const KernelOptions& options, const std::vector<KernelDtype>& dtypes) {
+  // Stable order for reports: dtype, shape (as given), threads, batch.
+  const auto shape_index = [&](const MatrixShape& s) {
+    for (std::size_t i = 0; i < options.shapes.size(); ++i) {
+      if (options.shapes[i].rows == s.rows && options.shapes[i].cols == s.cols && options.shapes[i].roles == s.roles) {
+        return i;
+      }
+    }
+    return options.shapes.size();
+  };
+  std::stable_sort(r.samples.begin(), r.samples.end(), [&](const KernelSample& a, const KernelSample& b) {
+    return std::tuple(static_cast<int>(a.dtype), shape_index(a.shape), a.threads, a.batch) <
+           std::tuple(static_cast<int>(b.dtype), shape_index(b.shape), b.threads, b.batch);
+  });
+
+  // The fits.
+  for (const auto& s : r.samples) r.max_threads = std::max(r.max_threads, s.threads);
+  for (const auto& s : r.samples) {
+    if (s.threads == r.max_threads && s.batch > 1) r.max_batch = std::max(r.max_batch, s.batch);
+  }
+  for (const auto d : dtypes) {
+    if (const KernelSample* best = r.peak_sample(d))
+      r.peak_flops[d] = best->flops_per_second();
+    else
+      r.notes.push_back(std::string(dtype_name(d)) + ": no GEMM (batch > 1) was measured, so no peak FLOP rate");
+  }
+  r.memory_bandwidth = options.memory_bandwidth;
+  r.memory_bandwidth_source = options.memory_bandwidth_source;
+  for (const auto& s : r.samples) {
+    if (s.threads != r.max_threads) continue;
+    if (s.batch == 1 && r.memory_bandwidth > 0) {
+      r.memory_points.push_back(
+          {s.cost.weight_bytes, s.bytes_per_second() / r.memory_bandwidth, kernels_detail::sample_label(s)});
+    }
+    if (s.batch == r.max_batch && s.batch > 1 && r.peak_flops.count(s.dtype)) {
+      r.compute_points.push_back(
+          {s.cost.weight_bytes, s.flops_per_second() / r.peak_flops[s.dtype], kernels_detail::sample_label(s)});
+    }
+  }
+  if (r.memory_bandwidth <= 0) {
+    r.notes.push_back(
+        "no memory bandwidth was given, so no memory efficiency bands (run `moesim calibrate memory` "
+        "first, or give --memory-bandwidth)");
+  }
+  r.memory_fit = fit_efficiency_bands(r.memory_points);
+  r.compute_fit = fit_efficiency_bands(r.compute_points);
+}
+
 }  // namespace
 
 // ---- the run -----------------------------------------------------------------------------------------
@@ -76,26 +204,10 @@ KernelResult run_kernels(const KernelOptions& options, Progress& progress) {
     }
   }
   const std::vector<int> threads = resolve_thread_counts(options.threads);
-  std::vector<std::int64_t> batches = options.batches;
-  for (const auto b : batches) {
-    if (b < 1 || b > INT_MAX) throw UserError("--batches: " + std::to_string(b) + " is not a batch size >= 1");
-  }
-  std::sort(batches.begin(), batches.end());
-  batches.erase(std::unique(batches.begin(), batches.end()), batches.end());
-  if (batches.empty()) throw UserError("--batches is empty; give batch sizes, e.g. 1,16,256");
+  const std::vector<std::int64_t> batches = checked_batches(options.batches);
   const int repeats = std::max(1, options.repeats);
 
-  // Which dtypes this OpenBLAS can run; the others are reported as not measured, with the reason.
-  std::vector<KernelDtype> dtypes;
-  for (const auto d : options.dtypes) {
-    if (r.support.count(d)) continue;
-    r.support[d] = dtype_support(d);
-    if (r.support[d].available) {
-      dtypes.push_back(d);
-    } else {
-      r.skipped.push_back({std::string(dtype_name(d)) + " (all shapes)", r.support[d].reason});
-    }
-  }
+  const std::vector<KernelDtype> dtypes = runnable_dtypes(options.dtypes, r);
 
   // The pool of rotating weight copies, and the inputs and outputs of the largest call.
   const CacheInfo llc = last_level_cache();
@@ -113,21 +225,7 @@ KernelResult run_kernels(const KernelOptions& options, Progress& progress) {
   const std::int64_t max_batch = batches.back();
   const auto io_bytes =
       static_cast<std::uint64_t>(4.0 * static_cast<double>(max_batch) * static_cast<double>(max_rows + 2 * max_cols));
-  const std::uint64_t avail = available_memory_bytes();
-  const auto room = static_cast<std::uint64_t>(0.6 * static_cast<double>(avail));
-  if (avail > 0 && pool + io_bytes > room) {
-    if (largest_bytes + io_bytes > room) {
-      throw UserError("the largest matrix (" + units::format_binary(units::bytes(largest)) +
-                      ") does not fit in 60% of the available memory (" +
-                      units::format_binary(units::bytes(static_cast<double>(avail))) +
-                      "); give smaller --shapes or measure bf16 only (--dtypes bf16)");
-    }
-    r.notes.push_back("the pool of rotating weight copies was shrunk from " +
-                      units::format_binary(units::bytes(static_cast<double>(pool))) + " to " +
-                      units::format_binary(units::bytes(static_cast<double>(room - io_bytes))) +
-                      " to fit 60% of the available memory");
-    pool = room - io_bytes;
-  }
+  pool = fit_pool_in_memory(pool, largest, io_bytes, r);
   r.pool_bytes = pool;
   if (!dtypes.empty() && pool < 2 * llc.bytes) {
     r.notes.push_back("the pool of weight copies (" + units::format_binary(units::bytes(static_cast<double>(pool))) +
@@ -136,28 +234,7 @@ KernelResult run_kernels(const KernelOptions& options, Progress& progress) {
                       "): small matrices may be read from cache, and their bytes/s can exceed the memory bandwidth");
   }
 
-  std::vector<Plan> plans;
-  const int tmax = threads.back();
-  // Most important first: batch 1 (the memory fit) and the largest batch (the compute fit) at the most
-  // threads; then the other batches; then fewer threads.
-  for (const auto d : dtypes) {
-    for (std::size_t si = 0; si < options.shapes.size(); ++si) {
-      plans.push_back({d, si, batches.front(), tmax});
-      if (batches.size() > 1) plans.push_back({d, si, max_batch, tmax});
-    }
-  }
-  for (const auto d : dtypes) {
-    for (std::size_t si = 0; si < options.shapes.size(); ++si) {
-      for (std::size_t bi = 1; bi + 1 < batches.size(); ++bi) plans.push_back({d, si, batches[bi], tmax});
-    }
-  }
-  for (auto ti = threads.rbegin() + 1; ti < threads.rend(); ++ti) {
-    for (const auto d : dtypes) {
-      for (std::size_t si = 0; si < options.shapes.size(); ++si) {
-        for (const auto b : batches) plans.push_back({d, si, b, *ti});
-      }
-    }
-  }
+  const std::vector<Plan> plans = make_plans(dtypes, options.shapes.size(), batches, threads);
 
   AlignedBuffer pool_buf, x_buf, y_buf;
   if (!plans.empty()) {
@@ -253,51 +330,7 @@ KernelResult run_kernels(const KernelOptions& options, Progress& progress) {
   }
   openblas_set_num_threads(saved_threads);
 
-  // Stable order for reports: dtype, shape (as given), threads, batch.
-  const auto shape_index = [&](const MatrixShape& s) {
-    for (std::size_t i = 0; i < options.shapes.size(); ++i) {
-      if (options.shapes[i].rows == s.rows && options.shapes[i].cols == s.cols && options.shapes[i].roles == s.roles) {
-        return i;
-      }
-    }
-    return options.shapes.size();
-  };
-  std::stable_sort(r.samples.begin(), r.samples.end(), [&](const KernelSample& a, const KernelSample& b) {
-    return std::tuple(static_cast<int>(a.dtype), shape_index(a.shape), a.threads, a.batch) <
-           std::tuple(static_cast<int>(b.dtype), shape_index(b.shape), b.threads, b.batch);
-  });
-
-  // The fits.
-  for (const auto& s : r.samples) r.max_threads = std::max(r.max_threads, s.threads);
-  for (const auto& s : r.samples) {
-    if (s.threads == r.max_threads && s.batch > 1) r.max_batch = std::max(r.max_batch, s.batch);
-  }
-  for (const auto d : dtypes) {
-    if (const KernelSample* best = r.peak_sample(d))
-      r.peak_flops[d] = best->flops_per_second();
-    else
-      r.notes.push_back(std::string(dtype_name(d)) + ": no GEMM (batch > 1) was measured, so no peak FLOP rate");
-  }
-  r.memory_bandwidth = options.memory_bandwidth;
-  r.memory_bandwidth_source = options.memory_bandwidth_source;
-  for (const auto& s : r.samples) {
-    if (s.threads != r.max_threads) continue;
-    if (s.batch == 1 && r.memory_bandwidth > 0) {
-      r.memory_points.push_back(
-          {s.cost.weight_bytes, s.bytes_per_second() / r.memory_bandwidth, kernels_detail::sample_label(s)});
-    }
-    if (s.batch == r.max_batch && s.batch > 1 && r.peak_flops.count(s.dtype)) {
-      r.compute_points.push_back(
-          {s.cost.weight_bytes, s.flops_per_second() / r.peak_flops[s.dtype], kernels_detail::sample_label(s)});
-    }
-  }
-  if (r.memory_bandwidth <= 0) {
-    r.notes.push_back(
-        "no memory bandwidth was given, so no memory efficiency bands (run `moesim calibrate memory` "
-        "first, or give --memory-bandwidth)");
-  }
-  r.memory_fit = fit_efficiency_bands(r.memory_points);
-  r.compute_fit = fit_efficiency_bands(r.compute_points);
+  sort_and_fit(r, options, dtypes);
   r.seconds = secs(t_start, Clock::now());
   progress.update(1.0, "kernels done");
   return r;
