@@ -248,6 +248,64 @@ struct ServerImpl {
     if (opt.once && handshaken) asio::post(io, [this] { stop_accepting(); });
   }
 
+  /// Evicted by the accept loop (every slot taken, a newcomer, this connection still short of a Hello): tell
+  /// the peer why, without a linger (it sent nothing left unread), and free the thread at once. False:
+  /// serve()'s result for a connection that never completed its handshake.
+  bool tell_evicted(Session& s, Channel& ch) {
+    s.telling_evicted = true;
+    send_error_and_close(ch, s.socket,
+                         "evicted: this server was full (--max-connections " + std::to_string(opt.max_connections) +
+                             ") and this connection had not completed the moesim handshake after " +
+                             text::printf("%.1f s", since(s.connected)) +
+                             "; connect again and send Hello at once (calibrate/NET.md)",
+                         false);
+    return false;
+  }
+
+  /// Ends a session whose socket operation failed with `e`: logged, counted, and where the peer can still
+  /// read one, an Error frame saying why. serve()'s state at the failure comes along; returns serve()'s result.
+  bool on_io_error(Session& s, Channel& ch, const FrameReader& rd, const IoError& e, bool handshaken, bool writing,
+                   double limit_s, const char* limit_flag, const std::string& stage) {
+    if (s.evicted()) return tell_evicted(s, ch);  // whatever the eviction's cancel interrupted
+    switch (e.kind) {
+      case IoFailure::Aborted:
+        return handshaken;  // stop()
+      case IoFailure::Timeout: {
+        ++(limit_flag == std::string_view("--timeout") ? n.timeouts : n.handshake_timeouts);
+        if (writing) {
+          // Part of a frame may have gone out: an Error frame now would not parse at the peer.
+          log_line(s.peer + ": did not take the server's answer to " + stage + " within " + seconds_text(limit_s) +
+                   " (" + limit_flag + "); closed");
+          return handshaken;
+        }
+        const std::string got = std::to_string(rd.have() + e.done) + " bytes of it received";
+        const std::string bound = handshaken ? "a whole frame must arrive within " + seconds_text(limit_s) +
+                                                   " of the server waiting for it (" + limit_flag + ")"
+                                             : "a whole Hello frame must arrive within " + seconds_text(limit_s) +
+                                                   " of connecting (" + limit_flag + ")";
+        log_line(s.peer + ": did not send " + stage + " in time: " + bound + ", " + got + "; sent an error and closed");
+        send_error_and_close(ch, s.socket, "timed out: " + bound + "; " + got);
+        return handshaken;
+      }
+      case IoFailure::Eof:
+      case IoFailure::Reset:
+        ++n.vanished;
+        if (!handshaken && rd.have() + e.done == 0) {
+          log_line(s.peer + ": connected and closed without sending a byte");
+          return false;
+        }
+        log_line(s.peer + ": vanished in the middle of " + stage + " (" +
+                 (e.kind == IoFailure::Eof ? std::string("closed") : "reset: " + e.code.message()) + ", " +
+                 std::to_string(rd.have() + e.done) + " bytes of it received); closed");
+        return handshaken;
+      case IoFailure::Other:
+        ++n.vanished;
+        log_line(s.peer + ": connection failed during " + stage + " (" + e.code.message() + "); closed");
+        return handshaken;
+    }
+    return handshaken;  // not reached: every case above returns
+  }
+
   /// Serves one client; true when it completed the handshake.
   bool serve(Session& s) {
     Channel ch(s.io, s.socket, to_ns(opt.timeout_s));
@@ -269,18 +327,6 @@ struct ServerImpl {
       limit_flag = "--timeout";
       writing = write;
       ch.set_deadline(Clock::now() + to_ns(opt.timeout_s));
-    };
-    // Evicted by the accept loop (every slot taken, a newcomer, this connection still short of a Hello): tell
-    // the peer why, without a linger (it sent nothing left unread), and free the thread at once.
-    const auto tell_evicted = [&] {
-      s.telling_evicted = true;
-      send_error_and_close(ch, s.socket,
-                           "evicted: this server was full (--max-connections " + std::to_string(opt.max_connections) +
-                               ") and this connection had not completed the moesim handshake after " +
-                               text::printf("%.1f s", since(s.connected)) +
-                               "; connect again and send Hello at once (calibrate/NET.md)",
-                           false);
-      return false;
     };
     const auto protocol_error = [&](const std::string& what, const std::string& tell) {
       ++n.protocol_errors;
@@ -333,7 +379,7 @@ struct ServerImpl {
       }
       rd.payload(ch);
       rd.consume();
-      if (!s.claim_slot()) return tell_evicted();
+      if (!s.claim_slot()) return tell_evicted(s, ch);
       std::array<std::uint8_t, net::kWelcomePayloadBytes> welcome{};
       net::store_u64(welcome.data(), opt.max_message);
       net::store_u64(welcome.data() + 8, static_cast<std::uint64_t>(to_ns(opt.timeout_s).count()));
@@ -381,44 +427,7 @@ struct ServerImpl {
         largest = std::max(largest, p.header.length);
       }
     } catch (const IoError& e) {
-      if (s.evicted()) return tell_evicted();  // whatever the eviction's cancel interrupted
-      switch (e.kind) {
-        case IoFailure::Aborted:
-          return handshaken;  // stop()
-        case IoFailure::Timeout: {
-          ++(limit_flag == std::string_view("--timeout") ? n.timeouts : n.handshake_timeouts);
-          if (writing) {
-            // Part of a frame may have gone out: an Error frame now would not parse at the peer.
-            log_line(s.peer + ": did not take the server's answer to " + stage + " within " + seconds_text(limit_s) +
-                     " (" + limit_flag + "); closed");
-            return handshaken;
-          }
-          const std::string got = std::to_string(rd.have() + e.done) + " bytes of it received";
-          const std::string bound = handshaken ? "a whole frame must arrive within " + seconds_text(limit_s) +
-                                                     " of the server waiting for it (" + limit_flag + ")"
-                                               : "a whole Hello frame must arrive within " + seconds_text(limit_s) +
-                                                     " of connecting (" + limit_flag + ")";
-          log_line(s.peer + ": did not send " + stage + " in time: " + bound + ", " + got +
-                   "; sent an error and closed");
-          send_error_and_close(ch, s.socket, "timed out: " + bound + "; " + got);
-          return handshaken;
-        }
-        case IoFailure::Eof:
-        case IoFailure::Reset:
-          ++n.vanished;
-          if (!handshaken && rd.have() + e.done == 0) {
-            log_line(s.peer + ": connected and closed without sending a byte");
-            return false;
-          }
-          log_line(s.peer + ": vanished in the middle of " + stage + " (" +
-                   (e.kind == IoFailure::Eof ? std::string("closed") : "reset: " + e.code.message()) + ", " +
-                   std::to_string(rd.have() + e.done) + " bytes of it received); closed");
-          return handshaken;
-        case IoFailure::Other:
-          ++n.vanished;
-          log_line(s.peer + ": connection failed during " + stage + " (" + e.code.message() + "); closed");
-          return handshaken;
-      }
+      return on_io_error(s, ch, rd, e, handshaken, writing, limit_s, limit_flag, stage);
     }
     ++n.served;
     log_line(s.peer + ": done, " + std::to_string(pings) + " pings answered, largest " + size_text(largest));
