@@ -1,6 +1,6 @@
 #pragma once
 // The few device kernels the CUDA backend needs (cuda_kernels.cu, compiled by nvcc), callable from the host
-// C++ of gpu_cuda.cpp. Internal to calibrate/cuda/.
+// C++ of gpu_cuda.cpp and gpu_cuda_device.cpp. Internal to calibrate/cuda/.
 
 #include <cuda_runtime.h>
 

@@ -4,6 +4,8 @@
 // finds the CUDA toolkit (calibrate/cuda/CMakeLists.txt), as the plugin libmoesim_cuda.so that `moesim`
 // loads on --backend cuda (gpu_plugin.cpp): the CUDA libraries cost every other command nothing.
 // Method: calibrate/BENCH.md "CUDA backend".
+// This file holds the two measurements and the plugin's entry point; the helpers are gpu_cuda_detail.hpp and
+// gpu_cuda_device.cpp.
 
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -19,6 +21,7 @@
 #include <vector>
 
 #include "cuda_kernels.hpp"
+#include "gpu_cuda_detail.hpp"
 #include "moesim/calibrate/gpu.hpp"
 #include "moesim/calibrate/progress.hpp"
 #include "moesim/model/error.hpp"
@@ -28,279 +31,9 @@
 #include <nccl.h>
 #endif
 
-namespace moesim::calibrate {
+namespace moesim::calibrate::cuda_detail {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-using units::kMiB;
-using units::kGiB;
-constexpr std::size_t kWorkspace = 32 * kMiB;  // cuBLASLt workspace (cuBLAS's own recommendation for Hopper)
-
-std::string size_text(double bytes) { return units::format_binary(units::bytes(bytes)); }
-
-[[noreturn]] void fail(const std::string& what, const std::string& detail) {
-  throw std::runtime_error("CUDA backend: " + what + " failed: " + detail);
-}
-void ck(cudaError_t e, const std::string& what) {
-  if (e != cudaSuccess) fail(what, cudaGetErrorString(e));
-}
-void ck(cublasStatus_t s, const std::string& what) {
-  if (s != CUBLAS_STATUS_SUCCESS) fail(what, cublasGetStatusString(s));
-}
-
-std::string version_text(int v, int major_div, int minor_div) {
-  return std::to_string(v / major_div) + "." + std::to_string((v % major_div) / minor_div);
-}
-
-// ---- RAII --------------------------------------------------------------------------------------------
-
-class DeviceBuffer {
- public:
-  DeviceBuffer(std::size_t bytes, const std::string& what) : bytes_(bytes) {
-    const cudaError_t e = cudaMalloc(&p_, std::max<std::size_t>(bytes, 256));
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      throw UserError("could not allocate " + size_text(static_cast<double>(bytes)) + " of GPU memory for " + what +
-                      ": " + cudaGetErrorString(e) +
-                      "; give fewer or smaller --shapes, smaller --batches or a smaller --pool-size / --size");
-    }
-  }
-  ~DeviceBuffer() { (void)cudaFree(p_); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  [[nodiscard]] std::byte* get() const { return static_cast<std::byte*>(p_); }
-  [[nodiscard]] std::size_t bytes() const { return bytes_; }
-
- private:
-  void* p_ = nullptr;
-  std::size_t bytes_ = 0;
-};
-
-class PinnedBuffer {
- public:
-  explicit PinnedBuffer(std::size_t bytes) {
-    const cudaError_t e = cudaMallocHost(&p_, bytes);
-    if (e != cudaSuccess) {
-      (void)cudaGetLastError();
-      throw UserError("could not allocate " + size_text(static_cast<double>(bytes)) +
-                      " of pinned host memory: " + cudaGetErrorString(e) + "; give a smaller --transfer-size");
-    }
-    std::memset(p_, 0x5a, bytes);
-  }
-  ~PinnedBuffer() { (void)cudaFreeHost(p_); }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  [[nodiscard]] void* get() const { return p_; }
-
- private:
-  void* p_ = nullptr;
-};
-
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }
-  ~Stream() { (void)cudaStreamDestroy(s); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-};
-
-struct Event {
-  cudaEvent_t e = nullptr;
-  Event() { ck(cudaEventCreate(&e), "cudaEventCreate"); }
-  ~Event() { (void)cudaEventDestroy(e); }
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
-};
-
-struct Blas {
-  cublasHandle_t h = nullptr;
-  explicit Blas(cudaStream_t s) {
-    ck(cublasCreate(&h), "cublasCreate");
-    ck(cublasSetStream(h, s), "cublasSetStream");
-  }
-  ~Blas() { (void)cublasDestroy(h); }
-  Blas(const Blas&) = delete;
-  Blas& operator=(const Blas&) = delete;
-};
-
-struct BlasLt {
-  cublasLtHandle_t h = nullptr;
-  BlasLt() { ck(cublasLtCreate(&h), "cublasLtCreate"); }
-  ~BlasLt() { (void)cublasLtDestroy(h); }
-  BlasLt(const BlasLt&) = delete;
-  BlasLt& operator=(const BlasLt&) = delete;
-};
-
-/// One fp8 GEMM configuration of cuBLASLt (descriptors, layouts and the heuristic's algorithm).
-class LtFp8Gemm {
- public:
-  /// C (M×B, f32) = Aᵀ · B with A = W (K×M column-major, E4M3), B = X (K×B, E4M3). `ok()` false (with
-  /// `error()`) when cuBLASLt offers no algorithm for it.
-  LtFp8Gemm(cublasLtHandle_t lt, std::int64_t m, std::int64_t k, std::int64_t b) : lt_(lt) {
-    if (!step(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate")) return;
-    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-    if (!step(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA")) return;
-    if (!step(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB")) return;
-    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
-    if (!step(cublasLtMatrixLayoutCreate(&a_, CUDA_R_8F_E4M3, u(k), u(m), k), "layout A")) return;
-    if (!step(cublasLtMatrixLayoutCreate(&b_, CUDA_R_8F_E4M3, u(k), u(b), k), "layout B")) return;
-    if (!step(cublasLtMatrixLayoutCreate(&c_, CUDA_R_32F, u(m), u(b), m), "layout C")) return;
-    if (!step(cublasLtMatmulPreferenceCreate(&pref_), "cublasLtMatmulPreferenceCreate")) return;
-    const std::uint64_t ws = kWorkspace;
-    if (!step(cublasLtMatmulPreferenceSetAttribute(pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
-              "workspace preference"))
-      return;
-    int found = 0;
-    if (!step(cublasLtMatmulAlgoGetHeuristic(lt_, op_, a_, b_, c_, c_, pref_, 1, &heur_, &found),
-              "cublasLtMatmulAlgoGetHeuristic"))
-      return;
-    if (found < 1) {
-      error_ = "cuBLASLt offers no fp8 (E4M3 x E4M3 -> f32) algorithm for this shape";
-      return;
-    }
-    ok_ = true;
-  }
-  ~LtFp8Gemm() {
-    if (pref_) (void)cublasLtMatmulPreferenceDestroy(pref_);
-    if (c_) (void)cublasLtMatrixLayoutDestroy(c_);
-    if (b_) (void)cublasLtMatrixLayoutDestroy(b_);
-    if (a_) (void)cublasLtMatrixLayoutDestroy(a_);
-    if (op_) (void)cublasLtMatmulDescDestroy(op_);
-  }
-  LtFp8Gemm(const LtFp8Gemm&) = delete;
-  LtFp8Gemm& operator=(const LtFp8Gemm&) = delete;
-  [[nodiscard]] bool ok() const { return ok_; }
-  [[nodiscard]] const std::string& error() const { return error_; }
-  cublasStatus_t run(const void* w, const void* x, void* y, void* workspace, cudaStream_t s) const {
-    const float alpha = 1.0f, beta = 0.0f;
-    return cublasLtMatmul(lt_, op_, &alpha, w, a_, x, b_, &beta, y, c_, y, c_, &heur_.algo, workspace, kWorkspace, s);
-  }
-
- private:
-  bool step(cublasStatus_t st, const char* what) {
-    if (st == CUBLAS_STATUS_SUCCESS) return true;
-    error_ = std::string(what) + ": " + cublasGetStatusString(st);
-    return false;
-  }
-  cublasLtHandle_t lt_;
-  cublasLtMatmulDesc_t op_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
-  cublasLtMatmulPreference_t pref_ = nullptr;
-  cublasLtMatmulHeuristicResult_t heur_{};
-  bool ok_ = false;
-  std::string error_;
-};
-
-// ---- the device --------------------------------------------------------------------------------------
-
-GpuDeviceInfo open_device(int index) {
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    const std::string why = e != cudaSuccess ? cudaGetErrorString(e) : "cudaGetDeviceCount found 0 devices";
-    (void)cudaGetLastError();
-    throw UserError("no CUDA device: " + why +
-                    "; this moesim has the CUDA backend but the machine shows no usable NVIDIA GPU and driver "
-                    "(nvidia-smi -L lists them); run it on a GPU machine, or use --backend cpu to measure this "
-                    "machine's CPU");
-  }
-  if (index < 0 || index >= n) {
-    throw UserError("--device " + std::to_string(index) + " is out of range: this machine has " + std::to_string(n) +
-                    " CUDA device" + (n == 1 ? "" : "s") + " (0.." + std::to_string(n - 1) + ")");
-  }
-  ck(cudaSetDevice(index), "cudaSetDevice");
-  cudaDeviceProp prop{};
-  ck(cudaGetDeviceProperties(&prop, index), "cudaGetDeviceProperties");
-  GpuDeviceInfo d;
-  d.index = index;
-  d.count = n;
-  d.name = prop.name;
-  d.cc_major = prop.major;
-  d.cc_minor = prop.minor;
-  d.memory_bytes = prop.totalGlobalMem;
-  d.l2_bytes = static_cast<std::uint64_t>(std::max(prop.l2CacheSize, 0));
-  d.sm_count = prop.multiProcessorCount;
-  int v = 0;
-  if (cudaDriverGetVersion(&v) == cudaSuccess) d.driver = version_text(v, 1000, 10);
-  if (cudaRuntimeGetVersion(&v) == cudaSuccess) d.runtime = version_text(v, 1000, 10);
-  int major = 0, minor = 0, patch = 0;
-  if (cublasGetProperty(MAJOR_VERSION, &major) == CUBLAS_STATUS_SUCCESS &&
-      cublasGetProperty(MINOR_VERSION, &minor) == CUBLAS_STATUS_SUCCESS &&
-      cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS) {
-    d.cublas = std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch);
-  }
-#ifdef MOESIM_HAVE_NCCL
-  if (ncclGetVersion(&v) == ncclSuccess) {
-    d.nccl = std::to_string(v / 10000) + "." + std::to_string((v % 10000) / 100) + "." + std::to_string(v % 100);
-  }
-#else
-  d.nccl = "not built (CMake found no nccl.h / libnccl)";
-#endif
-  return d;
-}
-
-// ---- timing ------------------------------------------------------------------------------------------
-
-/// Times `call` (which enqueues work on `stream`) with CUDA events: two warm-up calls, then `repeats`
-/// repetitions of calls_per_repeat calls, each lasting >= min_repeat_seconds; per-call seconds.
-template <class F>
-TimeSamples time_calls(F&& call, cudaStream_t stream, int repeats, double min_repeat_seconds,
-                       std::int64_t* calls_out = nullptr) {
-  Event a, b;
-  call();
-  ck(cudaStreamSynchronize(stream), "warm-up");
-  ck(cudaEventRecord(a.e, stream), "cudaEventRecord");
-  call();
-  ck(cudaEventRecord(b.e, stream), "cudaEventRecord");
-  ck(cudaEventSynchronize(b.e), "cudaEventSynchronize");
-  float ms = 0;
-  ck(cudaEventElapsedTime(&ms, a.e, b.e), "cudaEventElapsedTime");
-  const double first = std::max(static_cast<double>(ms) * 1e-3, 1e-7);
-  const auto calls =
-      std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(min_repeat_seconds / first)), 1, 100000);
-  TimeSamples t;
-  for (int rep = 0; rep < repeats; ++rep) {
-    ck(cudaEventRecord(a.e, stream), "cudaEventRecord");
-    for (std::int64_t c = 0; c < calls; ++c) call();
-    ck(cudaEventRecord(b.e, stream), "cudaEventRecord");
-    ck(cudaEventSynchronize(b.e), "cudaEventSynchronize");
-    ck(cudaEventElapsedTime(&ms, a.e, b.e), "cudaEventElapsedTime");
-    t.seconds.push_back(static_cast<double>(ms) * 1e-3 / static_cast<double>(calls));
-  }
-  if (calls_out) *calls_out = calls;
-  return t;
-}
-
-GpuCopySample measure_copy(CopyKind kind, std::size_t size, int repeats, cudaStream_t stream) {
-  GpuCopySample c;
-  c.kind = kind;
-  c.size = size;
-  c.bytes = copy_counted_bytes(kind, size);
-  DeviceBuffer dev_a(size, "the copy benchmark");
-  ck(cuda::fill_pattern(dev_a.get(), size / 2, 2, true, 7, stream), "fill");
-  if (kind == CopyKind::D2D) {
-    DeviceBuffer dev_b(size, "the copy benchmark");
-    c.time = time_calls(
-        [&] {
-          ck(cudaMemcpyAsync(dev_b.get(), dev_a.get(), size, cudaMemcpyDeviceToDevice, stream), "cudaMemcpy D2D");
-        },
-        stream, repeats, 0.0);
-  } else {
-    PinnedBuffer host(size);
-    const bool h2d = kind == CopyKind::H2D;
-    c.time = time_calls(
-        [&] {
-          ck(h2d ? cudaMemcpyAsync(dev_a.get(), host.get(), size, cudaMemcpyHostToDevice, stream)
-                 : cudaMemcpyAsync(host.get(), dev_a.get(), size, cudaMemcpyDeviceToHost, stream),
-             "cudaMemcpy host");
-        },
-        stream, repeats, 0.0);
-  }
-  return c;
-}
-
-std::size_t round_up(std::size_t v, std::size_t to) { return (v + to - 1) / to * to; }
 
 // ---- kernels -----------------------------------------------------------------------------------------
 
@@ -634,9 +367,9 @@ const CudaBackend kBackend{kCudaBackendAbi, cuda_gpu_kernels, cuda_gpu_memory};
 
 }  // namespace
 
-}  // namespace moesim::calibrate
+}  // namespace moesim::calibrate::cuda_detail
 
 /// The plugin's one entry point (gpu_plugin.cpp looks it up with dlsym).
 extern "C" __attribute__((visibility("default"))) const moesim::calibrate::CudaBackend* moesim_cuda_backend() {
-  return &moesim::calibrate::kBackend;
+  return &moesim::calibrate::cuda_detail::kBackend;
 }

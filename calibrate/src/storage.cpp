@@ -1,26 +1,21 @@
 // Storage read benchmark: what is measured is described in storage.hpp and calibrate/BENCH.md.
+// This file plans and runs it; the I/O is storage_io.cpp, the reports storage_output.cpp.
 
 #include "moesim/calibrate/storage.hpp"
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <latch>
 #include <memory>
-#include <mutex>
-#include <numeric>
 #include <random>
-#include <thread>
 
 #include "moesim/calibrate/efficiency.hpp"
 #include "moesim/calibrate/memory.hpp"
@@ -29,193 +24,56 @@
 #include "moesim/model/precision.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/model/units.hpp"
-#include "aligned_buffer.hpp"
-#include "moesim/reports/table.hpp"
+#include "storage_detail.hpp"
 
 namespace moesim::calibrate {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-constexpr std::uint64_t kAlign = 4096;  // O_DIRECT alignment used for buffers, offsets and sizes
 using units::kMiB;
 constexpr std::uint64_t kHeadroom = 64 * kMiB;  // left free on the file system beyond the test file
 
-std::string binary(double bytes) { return units::format_binary(units::bytes(bytes)); }
-
-AlignedBuffer read_buffer(std::uint64_t bytes) {
-  return aligned_buffer(bytes, kAlign, "the storage benchmark's read buffer", "give a smaller --block");
-}
-
-/// The test file: closed and removed when this goes out of scope, whatever happens.
-class TestFile {
- public:
-  explicit TestFile(std::string path) : path_(std::move(path)) {}
-  TestFile(const TestFile&) = delete;
-  TestFile& operator=(const TestFile&) = delete;
-  ~TestFile() {
-    for (const int fd : fds_) ::close(fd);
-    ::unlink(path_.c_str());
-  }
-  int keep(int fd) {
-    fds_.push_back(fd);
-    return fd;
-  }
-  void close_all() {
-    for (const int fd : fds_) ::close(fd);
-    fds_.clear();
-  }
-  [[nodiscard]] const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-  std::vector<int> fds_;
-};
-
-/// pread() of exactly `n` bytes (short reads continue); false with errno on failure or end of file.
-bool read_fully(int fd, std::byte* buf, std::uint64_t n, std::uint64_t offset) {
-  std::uint64_t done = 0;
-  while (done < n) {
-    const ssize_t got = ::pread(fd, buf + done, static_cast<std::size_t>(n - done), static_cast<off_t>(offset + done));
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    if (got == 0) {
-      errno = EIO;
-      return false;
-    }
-    done += static_cast<std::uint64_t>(got);
-  }
-  return true;
-}
-
-struct PassSpec {
-  std::string pattern;  // "sequential" or "random"
-  std::string cache;
-  std::string method;
-  int readers = 1;
-  std::uint64_t block = 0;
-  std::uint64_t region = 0;  // the pass reads the first `region` bytes of the file
-  double time_limit = 1;
-  std::uint64_t seed = 1;
-  bool random_offsets = false;  // the latency probe: `count` reads at random block-aligned offsets
-  std::int64_t count = 0;
-};
-
-/// Runs one pass with `spec.readers` threads; UserError (naming `flag` and `dir`) if a read fails.
-ReadPass run_pass(int fd, const PassSpec& spec, const std::string& flag, const std::string& dir) {
-  ReadPass pass;
-  pass.pattern = spec.pattern;
-  pass.cache = spec.cache;
-  pass.method = spec.method;
-  pass.readers = spec.readers;
-  pass.block = spec.block;
-  const std::uint64_t nb = spec.region / spec.block;
-  std::vector<std::uint64_t> order;  // block indices, for random and probe passes
-  if (spec.pattern == "random" || spec.random_offsets) {
-    std::mt19937_64 rng(spec.seed);
-    if (spec.random_offsets) {
-      std::uniform_int_distribution<std::uint64_t> pick(0, nb - 1);
-      for (std::int64_t i = 0; i < spec.count; ++i) order.push_back(pick(rng));
-    } else {
-      order.resize(nb);
-      std::iota(order.begin(), order.end(), std::uint64_t{0});
-      std::shuffle(order.begin(), order.end(), rng);
+/// The headline figures of `r`'s passes: the best cold sequential bandwidth (and the readers that reached
+/// it), the median cold latency, and a note when a pass stopped at its share of --max-seconds.
+void summarise_passes(StorageResult& r, const StorageOptions& o) {
+  for (const auto& p : r.passes) {
+    if (p.pattern == "sequential" && p.cache == "cold" && p.bandwidth() > r.read_bandwidth) {
+      r.read_bandwidth = p.bandwidth();
+      r.read_bandwidth_readers = p.readers;
     }
   }
-  std::atomic<std::uint64_t> next{0};
-  std::atomic<bool> limited{false};
-  std::mutex mu;
-  std::string error;
-  std::vector<std::vector<double>> lat(static_cast<std::size_t>(spec.readers));
-  std::vector<std::uint64_t> bytes(static_cast<std::size_t>(spec.readers), 0);
-  std::latch go(1);
-  Clock::time_point t0;
-  std::vector<std::thread> threads;
-  for (int i = 0; i < spec.readers; ++i) {
-    threads.emplace_back([&, i] {
-      AlignedBuffer buf;
-      try {
-        buf = read_buffer(spec.block);
-      } catch (const std::exception& e) {
-        const std::lock_guard<std::mutex> lock(mu);
-        error = e.what();
-        go.wait();
-        return;
-      }
-      go.wait();
-      const auto ui = static_cast<std::uint64_t>(i);
-      const auto nr = static_cast<std::uint64_t>(spec.readers);
-      std::uint64_t seq = nb * ui / nr;
-      const std::uint64_t seq_end = nb * (ui + 1) / nr;
-      for (;;) {
-        std::uint64_t index = 0;
-        if (spec.pattern == "sequential") {
-          if (seq >= seq_end) break;
-          index = seq++;
-        } else {
-          const std::uint64_t k = next.fetch_add(1);
-          if (k >= order.size()) break;
-          index = order[k];
-        }
-        const auto ts = Clock::now();
-        if (!lat[ui].empty() && secs(t0, ts) >= spec.time_limit) {
-          limited = true;
-          break;
-        }
-        if (!read_fully(fd, buf.get(), spec.block, index * spec.block)) {
-          const std::lock_guard<std::mutex> lock(mu);
-          error = std::strerror(errno);
-          return;
-        }
-        lat[ui].push_back(secs(ts, Clock::now()));
-        bytes[ui] += spec.block;
-      }
-    });
+  r.read_latency = r.latency_cold.percentile(0.5);
+  for (const auto& p : r.passes) {
+    if (p.time_limited && p.pattern != "page-cache fill") {
+      r.notes.push_back("some passes stopped before reading their whole region, to stay within --max-seconds " +
+                        text::printf("%.0f", o.max_seconds) + " (their figures use what they read)");
+      break;
+    }
   }
-  t0 = Clock::now();
-  go.count_down();
-  for (auto& t : threads) t.join();
-  pass.seconds = secs(t0, Clock::now());
-  if (!error.empty()) {
-    throw UserError(flag + " " + dir + ": reading the test file failed (" + error +
-                    "); check the file system, or give another " + flag);
-  }
-  pass.time_limited = limited;
-  for (std::size_t i = 0; i < lat.size(); ++i) {
-    pass.latencies.insert(pass.latencies.end(), lat[i].begin(), lat[i].end());
-    pass.bytes += bytes[i];
-  }
-  pass.reads = static_cast<std::int64_t>(pass.latencies.size());
-  return pass;
 }
 
-/// Fraction of the first `bytes` of the file that is in the page cache (mincore(2)); -1 if unknown.
-double resident_fraction(int fd, std::uint64_t bytes) {
-  if (bytes == 0) return -1;
-  void* map = ::mmap(nullptr, static_cast<std::size_t>(bytes), PROT_READ, MAP_SHARED, fd, 0);
-  if (map == MAP_FAILED) return -1;
-  const long page = ::sysconf(_SC_PAGESIZE);
-  const std::size_t pages =
-      static_cast<std::size_t>((bytes + static_cast<std::uint64_t>(page) - 1) / static_cast<std::uint64_t>(page));
-  std::vector<unsigned char> vec(pages);
-  double out = -1;
-  if (::mincore(map, static_cast<std::size_t>(bytes), vec.data()) == 0) {
-    std::size_t in = 0;
-    for (const unsigned char v : vec) in += (v & 1u) ? 1u : 0u;
-    out = static_cast<double>(in) / static_cast<double>(pages);
+/// How cold reads avoid the page cache: O_DIRECT through `cold_fd` if the file system accepts an aligned read
+/// through it (else `cold_fd` becomes -1; `direct_errno` says why it could not be opened, when it was not).
+/// True when they use O_DIRECT; a note, or UserError under --cold direct, when they cannot.
+bool cold_reads_direct(int& cold_fd, int direct_errno, const StorageOptions& o, StorageResult& r) {
+  const std::string& flag = o.flag;
+  if (cold_fd >= 0) {
+    AlignedBuffer probe = storage_detail::read_buffer(storage_detail::kAlign);
+    if (!storage_detail::read_fully(cold_fd, probe.get(), storage_detail::kAlign, 0)) {
+      direct_errno = errno;
+      cold_fd = -1;
+    }
   }
-  ::munmap(map, static_cast<std::size_t>(bytes));
-  return out;
+  if (o.cold != ColdMode::Fadvise && cold_fd < 0) {
+    if (o.cold == ColdMode::Direct) {
+      throw UserError(flag + " " + o.dir + ": its file system refuses O_DIRECT reads (" + std::strerror(direct_errno) +
+                      "); use --cold fadvise (or auto)");
+    }
+    r.notes.push_back("the file system refused O_DIRECT (" + std::string(std::strerror(direct_errno)) +
+                      "): cold reads drop the file's cached pages with posix_fadvise(POSIX_FADV_DONTNEED) instead");
+  }
+  return cold_fd >= 0;
 }
-
-void drop_cache(int fd) {
-  ::fdatasync(fd);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-}
-
-std::string readers_text(int r) { return std::to_string(r) + (r == 1 ? " reader" : " readers"); }
 
 }  // namespace
 
@@ -276,17 +134,18 @@ std::uint64_t default_storage_block(const model::Architecture& a, std::string* n
     if (note) *note = a.id + " has no routed experts; blocks of 16 MiB";
     return 16 * kMiB;
   }
-  std::uint64_t b = (static_cast<std::uint64_t>(expert) + kAlign - 1) / kAlign * kAlign;
+  std::uint64_t b = (static_cast<std::uint64_t>(expert) + storage_detail::kAlign - 1) / storage_detail::kAlign *
+                    storage_detail::kAlign;
   if (b > kCap) {
     if (note) {
-      *note = "one " + a.id + " expert at bf16 is " + binary(expert) + "; blocks are capped at " +
-              binary(static_cast<double>(kCap)) +
+      *note = "one " + a.id + " expert at bf16 is " + storage_detail::binary(expert) + "; blocks are capped at " +
+              storage_detail::binary(static_cast<double>(kCap)) +
               " (a larger read is a sequential stream, which the sequential "
               "pattern measures)";
     }
     b = kCap;
   } else if (note) {
-    *note = "blocks of one " + a.id + " expert at bf16 (" + binary(expert) + ", rounded to 4 KiB)";
+    *note = "blocks of one " + a.id + " expert at bf16 (" + storage_detail::binary(expert) + ", rounded to 4 KiB)";
   }
   return b;
 }
@@ -296,18 +155,18 @@ StoragePlan plan_storage(const StorageOptions& o) {
   const std::string& flag = o.flag;
   if (o.dir.empty()) throw UserError(flag + " is missing; give the directory to measure, e.g. " + flag + " /tmp");
   plan.block = o.block ? o.block : 16 * kMiB;
-  if (plan.block % kAlign != 0) {
-    throw UserError("--block " + binary(static_cast<double>(plan.block)) +
+  if (plan.block % storage_detail::kAlign != 0) {
+    throw UserError("--block " + storage_detail::binary(static_cast<double>(plan.block)) +
                     " is not a multiple of 4 KiB (O_DIRECT needs aligned reads); give e.g. 4MiB");
   }
-  if (o.latency_block == 0 || o.latency_block % kAlign != 0) {
+  if (o.latency_block == 0 || o.latency_block % storage_detail::kAlign != 0) {
     throw UserError("the latency probe's block must be a multiple of 4 KiB");
   }
   plan.size = o.size / plan.block * plan.block;
   if (plan.size < 2 * plan.block) {
-    throw UserError(o.size_flag + " " + binary(static_cast<double>(o.size)) + " holds fewer than 2 blocks of --block " +
-                    binary(static_cast<double>(plan.block)) + "; give a larger " + o.size_flag +
-                    " or a smaller --block");
+    throw UserError(o.size_flag + " " + storage_detail::binary(static_cast<double>(o.size)) +
+                    " holds fewer than 2 blocks of --block " + storage_detail::binary(static_cast<double>(plan.block)) +
+                    "; give a larger " + o.size_flag + " or a smaller --block");
   }
   const int cpus = online_cpus();
   plan.readers = o.readers;
@@ -322,16 +181,16 @@ StoragePlan plan_storage(const StorageOptions& o) {
 
   plan.free_before = storage_free_bytes(o.dir, flag);
   if (plan.free_before < plan.size + kHeadroom) {
-    throw UserError(flag + " " + o.dir + ": only " + binary(static_cast<double>(plan.free_before)) +
-                    " free, and the test file needs " + binary(static_cast<double>(plan.size)) + " (" + o.size_flag +
-                    ") + " + binary(static_cast<double>(kHeadroom)) + " headroom; free some space, give a smaller " +
-                    o.size_flag + ", or another " + flag);
+    throw UserError(flag + " " + o.dir + ": only " + storage_detail::binary(static_cast<double>(plan.free_before)) +
+                    " free, and the test file needs " + storage_detail::binary(static_cast<double>(plan.size)) + " (" +
+                    o.size_flag + ") + " + storage_detail::binary(static_cast<double>(kHeadroom)) +
+                    " headroom; free some space, give a smaller " + o.size_flag + ", or another " + flag);
   }
   return plan;
 }
 
 StorageResult run_storage(const StorageOptions& o, Progress& progress) {
-  const auto t_start = Clock::now();
+  const auto t_start = storage_detail::Clock::now();
   StorageResult r;
   r.dir = o.dir;
   const std::string& flag = o.flag;
@@ -355,7 +214,7 @@ StorageResult run_storage(const StorageOptions& o, Progress& progress) {
     throw UserError(flag + " " + o.dir + ": cannot create a file in it (" + std::strerror(errno) +
                     "); give a directory you can write to");
   }
-  TestFile file(path);
+  storage_detail::TestFile file(path);
   file.keep(wfd);
   r.file = path;
   // Every descriptor is opened now and the name removed at once: the data stays reachable through them and
@@ -378,68 +237,14 @@ StorageResult run_storage(const StorageOptions& o, Progress& progress) {
   }
   ::unlink(path.c_str());
 
-  {
-    progress.update(0.0, "writing the " + binary(static_cast<double>(r.size)) + " test file in " + o.dir);
-    const auto t0 = Clock::now();
-    const std::uint64_t chunk = std::min<std::uint64_t>(8 * kMiB, r.size);
-    AlignedBuffer buf = read_buffer(chunk);
-    std::uint64_t x = o.seed * 0x9E3779B97F4A7C15ull | 1u;
-    for (std::uint64_t off = 0; off < r.size; off += chunk) {
-      // Fresh xorshift64 data per chunk (Marsaglia 2003): nothing below the file system can compress or
-      // deduplicate it.
-      auto* w = reinterpret_cast<std::uint64_t*>(buf.get());
-      for (std::uint64_t i = 0; i < chunk / 8; ++i) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        w[i] = x;
-      }
-      const std::uint64_t n = std::min(chunk, r.size - off);
-      std::uint64_t done = 0;
-      while (done < n) {
-        const ssize_t put =
-            ::pwrite(wfd, buf.get() + done, static_cast<std::size_t>(n - done), static_cast<off_t>(off + done));
-        if (put < 0 && errno == EINTR) continue;
-        if (put <= 0) {
-          throw UserError(flag + " " + o.dir + ": writing the " + binary(static_cast<double>(r.size)) +
-                          " test file failed (" + std::strerror(errno) +
-                          "); free some space, give a smaller --size, or another " + flag);
-        }
-        done += static_cast<std::uint64_t>(put);
-      }
-      progress.update(0.05 * static_cast<double>(off + n) / static_cast<double>(r.size),
-                      "writing the test file in " + o.dir);
-    }
-    if (::fsync(wfd) != 0) {
-      throw UserError(flag + " " + o.dir + ": fsync of the test file failed (" + std::strerror(errno) +
-                      "); give another " + flag);
-    }
-    r.write_seconds = secs(t0, Clock::now());
-    ::posix_fadvise(wfd, 0, 0, POSIX_FADV_DONTNEED);
-  }
+  storage_detail::write_test_file(wfd, o, r, progress);
 
-  // How cold reads avoid the page cache: O_DIRECT if the file system accepts an aligned read through it.
-  if (cold_fd >= 0) {
-    AlignedBuffer probe = read_buffer(kAlign);
-    if (!read_fully(cold_fd, probe.get(), kAlign, 0)) {
-      direct_errno = errno;
-      cold_fd = -1;
-    }
-  }
-  if (o.cold != ColdMode::Fadvise && cold_fd < 0) {
-    if (o.cold == ColdMode::Direct) {
-      throw UserError(flag + " " + o.dir + ": its file system refuses O_DIRECT reads (" + std::strerror(direct_errno) +
-                      "); use --cold fadvise (or auto)");
-    }
-    r.notes.push_back("the file system refused O_DIRECT (" + std::string(std::strerror(direct_errno)) +
-                      "): cold reads drop the file's cached pages with posix_fadvise(POSIX_FADV_DONTNEED) instead");
-  }
-  const bool direct = cold_fd >= 0;
+  const bool direct = cold_reads_direct(cold_fd, direct_errno, o, r);
   r.cold_method = direct ? "O_DIRECT" : "posix_fadvise(POSIX_FADV_DONTNEED)";
   const int cfd = direct ? cold_fd : buf_fd;
   const auto prepare_cold = [&](bool random) {
     if (direct) return;
-    drop_cache(buf_fd);
+    storage_detail::drop_cache(buf_fd);
     ::posix_fadvise(buf_fd, 0, 0, random ? POSIX_FADV_RANDOM : POSIX_FADV_SEQUENTIAL);
   };
 
@@ -458,19 +263,19 @@ StorageResult run_storage(const StorageOptions& o, Progress& progress) {
   };
 
   const std::uint64_t probe_block = std::min(o.latency_block, r.block);
-  PassSpec probe{"latency-probe", "cold",      r.cold_method, 1,    probe_block,
-                 r.size,          probe_limit, o.seed + 1,    true, std::max(1, o.latency_reads)};
-  tick("latency probe, cold " + binary(static_cast<double>(probe_block)) + " reads");
+  storage_detail::PassSpec probe{"latency-probe", "cold",      r.cold_method, 1,    probe_block,
+                                 r.size,          probe_limit, o.seed + 1,    true, std::max(1, o.latency_reads)};
+  tick("latency probe, cold " + storage_detail::binary(static_cast<double>(probe_block)) + " reads");
   prepare_cold(true);
-  r.latency_cold = run_pass(cfd, probe, flag, o.dir);
+  r.latency_cold = storage_detail::run_pass(cfd, probe, flag, o.dir);
   r.latency_cold.pattern = "latency-probe";
 
   std::uint64_t seed = o.seed + 100;
   for (const int n : readers) {
     for (const char* pattern : {"sequential", "random"}) {
-      tick(std::string("cold ") + pattern + " reads, " + readers_text(n));
+      tick(std::string("cold ") + pattern + " reads, " + storage_detail::readers_text(n));
       prepare_cold(std::string(pattern) == "random");
-      r.passes.push_back(run_pass(
+      r.passes.push_back(storage_detail::run_pass(
           cfd, {pattern, "cold", r.cold_method, n, r.block, r.size, cold_limit, seed++, false, 0}, flag, o.dir));
     }
   }
@@ -480,17 +285,17 @@ StorageResult run_storage(const StorageOptions& o, Progress& progress) {
     // warm passes read that region.
     ::posix_fadvise(buf_fd, 0, 0, POSIX_FADV_SEQUENTIAL);
     tick("reading the test file into the page cache");
-    ReadPass fill = run_pass(
+    ReadPass fill = storage_detail::run_pass(
         buf_fd, {"sequential", "cold", "buffered", 1, r.block, r.size, 0.20 * budget, seed++, false, 0}, flag, o.dir);
     fill.pattern = "page-cache fill";
     const std::uint64_t region = std::max<std::uint64_t>(fill.bytes / r.block * r.block, r.block);
     if (region < r.size) {
-      r.notes.push_back("warm passes read the first " + binary(static_cast<double>(region)) +
+      r.notes.push_back("warm passes read the first " + storage_detail::binary(static_cast<double>(region)) +
                         " of the file (what the "
                         "page-cache fill read within its share of --max-seconds)");
     }
     r.passes.push_back(std::move(fill));
-    r.warm_resident = resident_fraction(buf_fd, region);
+    r.warm_resident = storage_detail::resident_fraction(buf_fd, region);
     if (r.warm_resident >= 0 && r.warm_resident < 0.99) {
       r.notes.push_back("only " + text::printf("%.0f", 100 * r.warm_resident) +
                         "% of the warm region was in the page cache before the warm passes (memory pressure?)");
@@ -499,159 +304,26 @@ StorageResult run_storage(const StorageOptions& o, Progress& progress) {
     const double warm_limit = 0.15 * budget / (n_pass + 1);
     for (const int n : readers) {
       for (const char* pattern : {"sequential", "random"}) {
-        tick(std::string("warm ") + pattern + " reads, " + readers_text(n));
-        r.passes.push_back(run_pass(
+        tick(std::string("warm ") + pattern + " reads, " + storage_detail::readers_text(n));
+        r.passes.push_back(storage_detail::run_pass(
             buf_fd, {pattern, "warm", "buffered", n, r.block, region, warm_limit, seed++, false, 0}, flag, o.dir));
       }
     }
     tick("latency probe, warm");
-    PassSpec wp = probe;
+    storage_detail::PassSpec wp = probe;
     wp.cache = "warm";
     wp.method = "buffered";
     wp.region = region;
     wp.time_limit = warm_limit;
-    r.latency_warm = run_pass(buf_fd, wp, flag, o.dir);
+    r.latency_warm = storage_detail::run_pass(buf_fd, wp, flag, o.dir);
     r.latency_warm.pattern = "latency-probe";
   }
   file.close_all();
 
-  for (const auto& p : r.passes) {
-    if (p.pattern == "sequential" && p.cache == "cold" && p.bandwidth() > r.read_bandwidth) {
-      r.read_bandwidth = p.bandwidth();
-      r.read_bandwidth_readers = p.readers;
-    }
-  }
-  r.read_latency = r.latency_cold.percentile(0.5);
-  for (const auto& p : r.passes) {
-    if (p.time_limited && p.pattern != "page-cache fill") {
-      r.notes.push_back("some passes stopped before reading their whole region, to stay within --max-seconds " +
-                        text::printf("%.0f", o.max_seconds) + " (their figures use what they read)");
-      break;
-    }
-  }
-  r.seconds = secs(t_start, Clock::now());
+  summarise_passes(r, o);
+  r.seconds = secs(t_start, storage_detail::Clock::now());
   progress.update(1.0, "storage done");
   return r;
-}
-
-nlohmann::json storage_calibration_json(const StorageResult& r) {
-  const auto pass_json = [](const ReadPass& p) {
-    return nlohmann::json{{"pattern", p.pattern},
-                          {"cache", p.cache},
-                          {"method", p.method},
-                          {"readers", p.readers},
-                          {"block", quantity(static_cast<double>(p.block), "B")},
-                          {"reads", p.reads},
-                          {"bytes", quantity(static_cast<double>(p.bytes), "B")},
-                          {"seconds", quantity(p.seconds, "s")},
-                          {"bandwidth", quantity(p.bandwidth(), "B/s")},
-                          {"latency_p50", quantity(p.percentile(0.5), "s")},
-                          {"latency_p99", quantity(p.percentile(0.99), "s")},
-                          {"time_limited", p.time_limited},
-                          {"latencies_s", p.latencies}};
-  };
-  nlohmann::json passes = nlohmann::json::array();
-  for (const auto& p : r.passes) passes.push_back(pass_json(p));
-  nlohmann::json j = {
-      {"benchmark",
-       "pread() of blocks from a test file of random data: sequential (each reader its own contiguous part) and "
-       "random (a shuffled permutation of all blocks shared by the readers), cold then warm; bandwidth = bytes / "
-       "wall time of the pass; latency per read, p50/p99 by nearest rank"},
-      {"dir", r.dir},
-      {"file_size", quantity(static_cast<double>(r.size), "B")},
-      {"block", quantity(static_cast<double>(r.block), "B")},
-      {"cold_method", r.cold_method},
-      {"capacity", quantity(static_cast<double>(r.capacity), "B")},
-      {"free_before", quantity(static_cast<double>(r.free_before), "B")},
-      {"write",
-       {{"seconds", quantity(r.write_seconds, "s")},
-        {"bandwidth", quantity(r.write_seconds > 0 ? static_cast<double>(r.size) / r.write_seconds : 0, "B/s")},
-        {"note", "buffered pwrite() of the whole file, then fsync()"}}},
-      {"latency_probe_cold", pass_json(r.latency_cold)},
-      {"passes", passes},
-      {"warm_resident_fraction", r.warm_resident},
-      {"notes", r.notes},
-      {"wall_time", quantity(r.seconds, "s")}};
-  if (r.latency_warm.reads > 0) j["latency_probe_warm"] = pass_json(r.latency_warm);
-  return j;
-}
-
-nlohmann::json storage_profile_json(const StorageResult& r, const Provenance& p, const std::string& id) {
-  using units::Dimension;
-  const ReadPass* best = r.find("sequential", "cold", r.read_bandwidth_readers);
-  MOESIM_CHECK(best != nullptr, "no cold sequential pass");
-  nlohmann::json j = {
-      {"id", id},
-      {"kind", "storage"},
-      {"name", "The file system of " + r.dir + " on " + p.host + ", measured by moesim calibrate storage"}};
-  std::string warm_note;
-  if (const ReadPass* w = r.find("sequential", "warm", r.read_bandwidth_readers)) {
-    warm_note = "; warm (page cache) at the same readers: " + units::format(w->bandwidth(), Dimension::Bandwidth, 4);
-  }
-  j["read_bandwidth"] = figure_json(
-      r.read_bandwidth, Dimension::Bandwidth,
-      measured_source(p, "sequential cold reads (" + r.cold_method + ") of " + binary(static_cast<double>(r.block)) +
-                             " blocks from a " + binary(static_cast<double>(r.size)) +
-                             " file, best over the reader "
-                             "counts (" +
-                             readers_text(r.read_bandwidth_readers) + ")"),
-      "p50 latency of one block " + units::format(best->percentile(0.5), Dimension::Time, 3) + warm_note);
-  if (r.latency_cold.reads > 0 && r.read_latency > 0) {
-    j["read_latency"] =
-        figure_json(r.read_latency, Dimension::Time,
-                    measured_source(p, "p50 of " + std::to_string(r.latency_cold.reads) + " cold " +
-                                           binary(static_cast<double>(r.latency_cold.block)) +
-                                           " reads at random offsets, one at a time (" + r.cold_method + ")"),
-                    "p99 " + units::format(r.latency_cold.percentile(0.99), Dimension::Time, 3));
-  }
-  if (r.capacity > 0) {
-    std::string cap = units::format(static_cast<double>(r.capacity), Dimension::Bytes, 6);
-    cap.erase(std::remove(cap.begin(), cap.end(), ' '), cap.end());
-    j["capacity"] = {{"value", cap},
-                     {"source", measured_source(p, "statvfs(" + r.dir + "): size of the file system")},
-                     {"note", "decimal units, as storage capacities are written"}};
-  }
-  std::string notes = "Cold reads: " + r.cold_method + ". Random cold reads of one block:";
-  for (const auto& pass : r.passes) {
-    if (pass.pattern == "random" && pass.cache == "cold") {
-      notes += " " + readers_text(pass.readers) + " " + units::format(pass.bandwidth(), Dimension::Bandwidth, 3) + ",";
-    }
-  }
-  notes.back() = '.';
-  notes += " All passes are under calibration.storage.";
-  j["notes"] = notes;
-  j["calibration"] = {{"provenance", to_json(p)}, {"storage", storage_calibration_json(r)}};
-  return j;
-}
-
-void print_storage_report(const StorageResult& r, std::ostream& out) {
-  using units::Dimension;
-  out << "storage: " << r.dir << " (file system of "
-      << units::format(static_cast<double>(r.capacity), Dimension::Bytes, 3) << ", "
-      << binary(static_cast<double>(r.free_before)) << " free); test file of " << binary(static_cast<double>(r.size))
-      << " written in " << text::printf("%.2f", r.write_seconds) << " s, read in blocks of "
-      << binary(static_cast<double>(r.block)) << "; cold = " << r.cold_method << "; removed afterwards\n";
-  reports::Table t({"pattern", "cache", "readers", "block", "reads", "read MiB", "time s", "GB/s", "p50 ms", "p99 ms"});
-  const auto row = [&](const ReadPass& p) {
-    t.add_row({p.pattern + (p.time_limited ? "*" : ""), p.cache, std::to_string(p.readers),
-               binary(static_cast<double>(p.block)), std::to_string(p.reads),
-               text::printf("%.1f", static_cast<double>(p.bytes) / static_cast<double>(kMiB)),
-               text::printf("%.3f", p.seconds), text::printf("%.3f", p.bandwidth() / 1e9),
-               text::printf("%.3f", p.percentile(0.5) * 1e3), text::printf("%.3f", p.percentile(0.99) * 1e3)});
-  };
-  row(r.latency_cold);
-  for (const auto& p : r.passes) row(p);
-  if (r.latency_warm.reads > 0) row(r.latency_warm);
-  t.print_text(out);
-  if (std::any_of(r.passes.begin(), r.passes.end(), [](const ReadPass& p) { return p.time_limited; })) {
-    out << "(* stopped by --max-seconds before reading its whole region)\n";
-  }
-  out << "read_bandwidth (cold sequential, best): " << units::format(r.read_bandwidth, Dimension::Bandwidth, 4)
-      << " with " << readers_text(r.read_bandwidth_readers) << "\n";
-  out << "read_latency (cold " << binary(static_cast<double>(r.latency_cold.block))
-      << " random read, p50): " << units::format(r.read_latency, Dimension::Time, 3) << " (p99 "
-      << units::format(r.latency_cold.percentile(0.99), Dimension::Time, 3) << ")\n";
-  for (const auto& n : r.notes) out << "note: " << n << "\n";
 }
 
 }  // namespace moesim::calibrate

@@ -1,0 +1,210 @@
+#pragma once
+// Internals of the CUDA backend shared by calibrate/cuda/gpu_cuda*.cpp: error checks, RAII owners of CUDA
+// resources, the device's description, and timing with CUDA events. Their names are in cuda_detail, which
+// the executable does not have, so a call from the plugin never binds to a function `moesim` exports.
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "cuda_kernels.hpp"
+#include "moesim/calibrate/gpu.hpp"
+#include "moesim/model/error.hpp"
+#include "moesim/model/units.hpp"
+
+namespace moesim::calibrate::cuda_detail {
+
+using Clock = std::chrono::steady_clock;
+using units::kGiB;
+using units::kMiB;
+constexpr std::size_t kWorkspace = 32 * kMiB;  // cuBLASLt workspace (cuBLAS's own recommendation for Hopper)
+
+std::string size_text(double bytes);
+[[noreturn]] void fail(const std::string& what, const std::string& detail);
+void ck(cudaError_t e, const std::string& what);
+void ck(cublasStatus_t s, const std::string& what);
+std::string version_text(int v, int major_div, int minor_div);
+
+// ---- RAII --------------------------------------------------------------------------------------------
+
+class DeviceBuffer {
+ public:
+  DeviceBuffer(std::size_t bytes, const std::string& what) : bytes_(bytes) {
+    const cudaError_t e = cudaMalloc(&p_, std::max<std::size_t>(bytes, 256));
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw UserError("could not allocate " + size_text(static_cast<double>(bytes)) + " of GPU memory for " + what +
+                      ": " + cudaGetErrorString(e) +
+                      "; give fewer or smaller --shapes, smaller --batches or a smaller --pool-size / --size");
+    }
+  }
+  ~DeviceBuffer() { (void)cudaFree(p_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  [[nodiscard]] std::byte* get() const { return static_cast<std::byte*>(p_); }
+  [[nodiscard]] std::size_t bytes() const { return bytes_; }
+
+ private:
+  void* p_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(std::size_t bytes) {
+    const cudaError_t e = cudaMallocHost(&p_, bytes);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw UserError("could not allocate " + size_text(static_cast<double>(bytes)) +
+                      " of pinned host memory: " + cudaGetErrorString(e) + "; give a smaller --transfer-size");
+    }
+    std::memset(p_, 0x5a, bytes);
+  }
+  ~PinnedBuffer() { (void)cudaFreeHost(p_); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  [[nodiscard]] void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+};
+
+struct Stream {
+  cudaStream_t s = nullptr;
+  Stream() { ck(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"); }
+  ~Stream() { (void)cudaStreamDestroy(s); }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+};
+
+struct Event {
+  cudaEvent_t e = nullptr;
+  Event() { ck(cudaEventCreate(&e), "cudaEventCreate"); }
+  ~Event() { (void)cudaEventDestroy(e); }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+};
+
+struct Blas {
+  cublasHandle_t h = nullptr;
+  explicit Blas(cudaStream_t s) {
+    ck(cublasCreate(&h), "cublasCreate");
+    ck(cublasSetStream(h, s), "cublasSetStream");
+  }
+  ~Blas() { (void)cublasDestroy(h); }
+  Blas(const Blas&) = delete;
+  Blas& operator=(const Blas&) = delete;
+};
+
+struct BlasLt {
+  cublasLtHandle_t h = nullptr;
+  BlasLt() { ck(cublasLtCreate(&h), "cublasLtCreate"); }
+  ~BlasLt() { (void)cublasLtDestroy(h); }
+  BlasLt(const BlasLt&) = delete;
+  BlasLt& operator=(const BlasLt&) = delete;
+};
+
+/// One fp8 GEMM configuration of cuBLASLt (descriptors, layouts and the heuristic's algorithm).
+class LtFp8Gemm {
+ public:
+  /// C (M×B, f32) = Aᵀ · B with A = W (K×M column-major, E4M3), B = X (K×B, E4M3). `ok()` false (with
+  /// `error()`) when cuBLASLt offers no algorithm for it.
+  LtFp8Gemm(cublasLtHandle_t lt, std::int64_t m, std::int64_t k, std::int64_t b) : lt_(lt) {
+    if (!step(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate")) return;
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    if (!step(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA")) return;
+    if (!step(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB")) return;
+    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+    if (!step(cublasLtMatrixLayoutCreate(&a_, CUDA_R_8F_E4M3, u(k), u(m), k), "layout A")) return;
+    if (!step(cublasLtMatrixLayoutCreate(&b_, CUDA_R_8F_E4M3, u(k), u(b), k), "layout B")) return;
+    if (!step(cublasLtMatrixLayoutCreate(&c_, CUDA_R_32F, u(m), u(b), m), "layout C")) return;
+    if (!step(cublasLtMatmulPreferenceCreate(&pref_), "cublasLtMatmulPreferenceCreate")) return;
+    const std::uint64_t ws = kWorkspace;
+    if (!step(cublasLtMatmulPreferenceSetAttribute(pref_, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws),
+              "workspace preference"))
+      return;
+    int found = 0;
+    if (!step(cublasLtMatmulAlgoGetHeuristic(lt_, op_, a_, b_, c_, c_, pref_, 1, &heur_, &found),
+              "cublasLtMatmulAlgoGetHeuristic"))
+      return;
+    if (found < 1) {
+      error_ = "cuBLASLt offers no fp8 (E4M3 x E4M3 -> f32) algorithm for this shape";
+      return;
+    }
+    ok_ = true;
+  }
+  ~LtFp8Gemm() {
+    if (pref_) (void)cublasLtMatmulPreferenceDestroy(pref_);
+    if (c_) (void)cublasLtMatrixLayoutDestroy(c_);
+    if (b_) (void)cublasLtMatrixLayoutDestroy(b_);
+    if (a_) (void)cublasLtMatrixLayoutDestroy(a_);
+    if (op_) (void)cublasLtMatmulDescDestroy(op_);
+  }
+  LtFp8Gemm(const LtFp8Gemm&) = delete;
+  LtFp8Gemm& operator=(const LtFp8Gemm&) = delete;
+  [[nodiscard]] bool ok() const { return ok_; }
+  [[nodiscard]] const std::string& error() const { return error_; }
+  cublasStatus_t run(const void* w, const void* x, void* y, void* workspace, cudaStream_t s) const {
+    const float alpha = 1.0f, beta = 0.0f;
+    return cublasLtMatmul(lt_, op_, &alpha, w, a_, x, b_, &beta, y, c_, y, c_, &heur_.algo, workspace, kWorkspace, s);
+  }
+
+ private:
+  bool step(cublasStatus_t st, const char* what) {
+    if (st == CUBLAS_STATUS_SUCCESS) return true;
+    error_ = std::string(what) + ": " + cublasGetStatusString(st);
+    return false;
+  }
+  cublasLtHandle_t lt_;
+  cublasLtMatmulDesc_t op_ = nullptr;
+  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
+  cublasLtMatmulPreference_t pref_ = nullptr;
+  cublasLtMatmulHeuristicResult_t heur_{};
+  bool ok_ = false;
+  std::string error_;
+};
+
+GpuDeviceInfo open_device(int index);
+
+// ---- timing ------------------------------------------------------------------------------------------
+
+/// Times `call` (which enqueues work on `stream`) with CUDA events: two warm-up calls, then `repeats`
+/// repetitions of calls_per_repeat calls, each lasting >= min_repeat_seconds; per-call seconds.
+template <class F>
+TimeSamples time_calls(F&& call, cudaStream_t stream, int repeats, double min_repeat_seconds,
+                       std::int64_t* calls_out = nullptr) {
+  Event a, b;
+  call();
+  ck(cudaStreamSynchronize(stream), "warm-up");
+  ck(cudaEventRecord(a.e, stream), "cudaEventRecord");
+  call();
+  ck(cudaEventRecord(b.e, stream), "cudaEventRecord");
+  ck(cudaEventSynchronize(b.e), "cudaEventSynchronize");
+  float ms = 0;
+  ck(cudaEventElapsedTime(&ms, a.e, b.e), "cudaEventElapsedTime");
+  const double first = std::max(static_cast<double>(ms) * 1e-3, 1e-7);
+  const auto calls =
+      std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(min_repeat_seconds / first)), 1, 100000);
+  TimeSamples t;
+  for (int rep = 0; rep < repeats; ++rep) {
+    ck(cudaEventRecord(a.e, stream), "cudaEventRecord");
+    for (std::int64_t c = 0; c < calls; ++c) call();
+    ck(cudaEventRecord(b.e, stream), "cudaEventRecord");
+    ck(cudaEventSynchronize(b.e), "cudaEventSynchronize");
+    ck(cudaEventElapsedTime(&ms, a.e, b.e), "cudaEventElapsedTime");
+    t.seconds.push_back(static_cast<double>(ms) * 1e-3 / static_cast<double>(calls));
+  }
+  if (calls_out) *calls_out = calls;
+  return t;
+}
+
+GpuCopySample measure_copy(CopyKind kind, std::size_t size, int repeats, cudaStream_t stream);
+std::size_t round_up(std::size_t v, std::size_t to);
+
+}  // namespace moesim::calibrate::cuda_detail

@@ -1,0 +1,479 @@
+// `moesim validate --table --fit`: each (node profile, runtime) class's runtime fitted to its calibration
+// rows (batch-1 decode and prefill, or max load), its rows priced with it, and their intervals.
+
+#include <algorithm>
+#include <set>
+
+#include "moesim/calibrate/lsq.hpp"
+#include "moesim/model/error.hpp"
+#include "moesim/model/hardware.hpp"
+#include "validation_detail.hpp"
+
+namespace moesim::calibrate {
+
+namespace validation_detail {
+
+namespace {
+
+/// A node profile whose memory-bound kernels run at `efficiency` of its bandwidth and whose kernels each
+/// cost `kernel_overhead` on top, with no other overhead: the two figures a runtime adds to the hardware
+/// at batch-1 decode (a runtime profile's, issue 20; here fitted per hardware and runtime).
+model::NodeProfile with_runtime(model::NodeProfile node, double efficiency, double kernel_overhead,
+                                const std::string& source) {
+  model::EfficiencyTable t;
+  t.source = source;
+  t.memory.push_back({units::bytes(0), units::bytes(1e18), efficiency, 0});
+  node.devices.efficiency = t;
+  node.devices.kernel_overhead = model::Sourced<units::Duration>{units::seconds(kernel_overhead), source};
+  node.devices.layer_overhead.reset();
+  return node;
+}
+
+/// One decode-b1 row's time split by the shared cost model into the three costs a runtime scales: the
+/// weights' roofline (at an empty context), the KV cache and attention over the context (the roofline's
+/// growth from context 0 to the row's), and the kernels launched per token (their count).
+struct DecodeTerms {
+  double weights = 0, context = 0, kernels = 0;
+};
+
+DecodeTerms decode_terms(const ValidationPrediction& p, const model::NodeProfile& base) {
+  const model::NodeProfile roof = with_runtime(base, 1.0, 0.0, "roofline");
+  const model::NodeProfile unit = with_runtime(base, 1.0, 1e-6, "one microsecond per kernel");
+  DecodeTerms t;
+  const double at_context = 1.0 / decode_b1(p, roof);
+  t.weights = 1.0 / decode_b1(p, roof, 0);
+  t.context = std::max(0.0, at_context - t.weights);
+  t.kernels = (1.0 / decode_b1(p, unit) - at_context) / 1e-6;
+  return t;
+}
+
+/// The fitted runtime's time for `t`: weights / efficiency + context × its factor + kernels × overhead.
+double fitted_seconds(const ValidationFit& f, const DecodeTerms& t) {
+  return t.weights / f.efficiency + t.context * f.context_factor + t.kernels * f.kernel_overhead;
+}
+
+/// x >= 0 minimising Σ ((x·terms_i − time_i) / time_i)²: relative errors, so that a 70B model's seconds do
+/// not outweigh an 8B model's milliseconds (nonnegative_least_squares over the three costs).
+ValidationFit solve(const std::vector<DecodeTerms>& terms, const std::vector<double>& time) {
+  Matrix a(terms.size(), 3);
+  std::vector<double> ones(terms.size(), 1.0);
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    a(i, 0) = terms[i].weights / time[i];
+    a(i, 1) = terms[i].context / time[i];
+    a(i, 2) = terms[i].kernels / time[i];
+  }
+  const std::vector<double> x = nonnegative_least_squares(a, ones);
+  ValidationFit f;
+  f.efficiency = x[0] > 0 ? 1.0 / x[0] : 1.0;
+  f.context_factor = x[1];
+  f.kernel_overhead = x[2];
+  return f;
+}
+
+/// The configuration a row measures (model and weight format): leave-one-out holds out a configuration
+/// with all its rows, so that each is predicted by a fit that never saw that model in that format (rows of
+/// one configuration at several context depths or lengths share its errors).
+std::string configuration(const ValidationPrediction& p) { return p.model + " " + p.precision; }
+
+/// Leave-one-configuration-out: for each configuration of `cal`, `predict_held_out(held)` gives the
+/// predicted / measured − 1 of its rows from a fit without them. Fewer than `min_configs`: none (the class
+/// alone cannot say how far a fit carries to a configuration it has not seen).
+template <class Predict>
+std::vector<double> loo_by_configuration(const std::vector<ValidationPrediction*>& cal, std::size_t min_configs,
+                                         Predict predict_held_out) {
+  std::set<std::string> configs;
+  for (const auto* p : cal) configs.insert(configuration(*p));
+  std::vector<double> errors;
+  if (configs.size() < min_configs) return errors;
+  for (const auto& c : configs) {
+    std::vector<bool> held(cal.size());
+    for (std::size_t i = 0; i < cal.size(); ++i) held[i] = configuration(*cal[i]) == c;
+    for (double e : predict_held_out(held)) errors.push_back(e);
+  }
+  return errors;
+}
+
+/// Prefill's time split by one compute efficiency e: T(e) = rest + compute / e, from two runs of the
+/// serving simulator (e = 1 and e = 1/2: their difference is the compute-bound part). Exact where a
+/// kernel group stays compute-bound at both, the case of a prompt of hundreds of tokens.
+struct PrefillTerms {
+  double rest = 0, compute = 0;
+};
+
+model::NodeProfile with_compute_efficiency(model::NodeProfile node, double e, const std::string& source) {
+  model::EfficiencyTable t = node.devices.efficiency.value_or(model::EfficiencyTable{});
+  t.compute.assign(1, {units::bytes(0), units::bytes(1e18), e, 0});
+  if (t.source.empty()) t.source = source;
+  node.devices.efficiency = t;
+  return node;
+}
+
+/// x >= 0 minimising Σ ((rest_i + x·compute_i − time_i) / time_i)²: the inverse compute efficiency.
+double solve_compute(const std::vector<PrefillTerms>& terms, const std::vector<double>& time,
+                     const std::vector<bool>& skip) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < terms.size(); ++i) {
+    if (!skip.empty() && skip[i]) continue;
+    const double c = terms[i].compute / time[i];
+    num += c * (1.0 - terms[i].rest / time[i]);
+    den += c * c;
+  }
+  return den > 0 ? std::max(num / den, 1e-3) : 1.0;
+}
+
+/// A max-load row's time per output token split by the two efficiencies a runtime profile carries:
+/// T(b, c) = bandwidth / b + compute / c + rest, from three serving-simulator runs at (b, c) = (1, 1),
+/// (1/2, 1) and (1, 1/2): halving one efficiency doubles its part, so each difference from T(1, 1) is that
+/// part. Exact where every kernel group stays memory- or compute-bound across the three runs; where one
+/// changes sides the split is the local linearisation the fit needs.
+struct MaxLoadTerms {
+  double bandwidth = 0, compute = 0, rest = 0;
+};
+
+/// `base` with the runtime `rp` applied at bandwidth efficiency `b` and compute efficiency `c`.
+model::NodeProfile with_efficiencies(const model::NodeProfile& base, model::RuntimeProfile rp, double b, double c) {
+  rp.bandwidth_efficiency = model::Sourced<double>{b, "max-load split"};
+  rp.compute_efficiency = model::Sourced<double>{c, "max-load split"};
+  return model::apply_runtime(base, rp);
+}
+
+/// x = (1/b, 1/c) >= 0 minimising Σ ((bandwidth_i x0 + compute_i x1 + rest_i − time_i) / time_i)² over
+/// the rows not `skip`ped (nonnegative_least_squares on relative errors, as solve() for batch-1 decode).
+std::vector<double> solve_max_load(const std::vector<MaxLoadTerms>& terms, const std::vector<double>& time,
+                                   const std::vector<bool>& skip) {
+  std::vector<std::size_t> use;
+  for (std::size_t i = 0; i < terms.size(); ++i)
+    if (skip.empty() || !skip[i]) use.push_back(i);
+  Matrix a(use.size(), 2);
+  std::vector<double> b(use.size());
+  for (std::size_t k = 0; k < use.size(); ++k) {
+    const std::size_t i = use[k];
+    a(k, 0) = terms[i].bandwidth / time[i];
+    a(k, 1) = terms[i].compute / time[i];
+    b[k] = 1.0 - terms[i].rest / time[i];
+  }
+  return nonnegative_least_squares(a, b);
+}
+
+double max_load_seconds(const std::vector<double>& x, const MaxLoadTerms& t) {
+  return t.bandwidth * x[0] + t.compute * x[1] + t.rest;
+}
+
+/// The efficiency a fitted inverse gives: 1 / x, or `fallback` where the fit put no weight on the part
+/// (x = 0: the rows do not depend on it, so nothing says what it is).
+double efficiency_of(double x, double fallback) { return x > 0 ? 1.0 / x : fallback; }
+
+/// The identity of the runtime profile a class's fit makes: "<runtime>@<hw>", fitted to `what`.
+model::RuntimeProfile& name_profile(ValidationFit& fit, const std::string& what) {
+  model::RuntimeProfile& rp = fit.profile;
+  rp.runtime = fit.runtime;
+  rp.hw = fit.hw;
+  rp.id = fit.runtime + "@" + fit.hw;
+  rp.name = fit.runtime + " on " + fit.hw + ", fitted to " + what;
+  rp.origin = "moesim validate --fit";
+  return rp;
+}
+
+/// Fits a (node profile, runtime) class with no batch-1 decode rows to its dense max-load rows: the
+/// runtime's bandwidth and compute efficiency (RuntimeProfile; the rest of the node profile as shipped),
+/// with leave-one-configuration-out errors for the intervals of its MoE max-load rows.
+void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const model::NodeProfile& base,
+                  const std::optional<model::RuntimeProfile>& base_rt) {
+  model::RuntimeProfile& rp = name_profile(fit, "dense max-load measurements");
+  // The figures max-load rows do not fit: the base runtime's where it gives them (with their source), else
+  // the node profile's own (0 per kernel and per layer, attention at its roofline, when it has none).
+  const std::string kept = "not fitted (the class has no batch-1 decode rows): ";
+  const auto keep = [&](const auto& from_base, const auto& from_node, auto none) {
+    using S = std::decay_t<decltype(none)>;
+    if (base_rt && from_base)
+      return S{from_base->value, kept + "runtime profile " + base_rt->id + "'s (" + from_base->source + ")"};
+    return S{from_node ? from_node->value : none.value, kept + "the node profile's own"};
+  };
+  const model::NodeProfile node = model::load_node(fit.hw);
+  rp.kernel_overhead = keep(base_rt ? base_rt->kernel_overhead : std::nullopt, node.devices.kernel_overhead,
+                            model::Sourced<units::Duration>{units::seconds(0), ""});
+  rp.layer_overhead = keep(base_rt ? base_rt->layer_overhead : std::nullopt, node.devices.layer_overhead,
+                           model::Sourced<units::Duration>{units::seconds(0), ""});
+  rp.attention_factor = keep(base_rt ? base_rt->attention_factor : std::nullopt, node.devices.attention_factor,
+                             model::Sourced<double>{1.0, ""});
+  const model::NodeProfile unit = with_efficiencies(base, rp, 1.0, 1.0);
+  const model::NodeProfile slow_memory = with_efficiencies(base, rp, 0.5, 1.0);
+  const model::NodeProfile slow_compute = with_efficiencies(base, rp, 1.0, 0.5);
+  std::vector<ValidationPrediction*> cal;
+  std::vector<MaxLoadTerms> terms;
+  std::vector<double> time;
+  for (auto* p : rows) {
+    if (p->row.role != "calibration" || p->kind != "max-load" || !p->predicted) continue;
+    std::optional<double> t11, tb, tc;
+    try {
+      t11 = figure(*p, unit);
+      tb = figure(*p, slow_memory);
+      tc = figure(*p, slow_compute);
+    } catch (const UserError&) {
+      continue;
+    }
+    if (!t11 || !tb || !tc) continue;
+    MaxLoadTerms t;
+    t.bandwidth = std::max(0.0, 1.0 / *tb - 1.0 / *t11);
+    t.compute = std::max(0.0, 1.0 / *tc - 1.0 / *t11);
+    t.rest = std::max(0.0, 1.0 / *t11 - t.bandwidth - t.compute);
+    cal.push_back(p);
+    terms.push_back(t);
+    time.push_back(1.0 / p->row.measured);
+  }
+  fit.max_load_rows = static_cast<std::int64_t>(cal.size());
+  if (cal.empty()) return;
+  const std::vector<double> x = solve_max_load(terms, time, {});
+  fit.efficiency = efficiency_of(x[0], 1.0);
+  fit.compute_efficiency = efficiency_of(x[1], 1.0);
+  if (x[0] == 0 || x[1] == 0)
+    fit.note = "the max-load rows leave an efficiency undetermined (the fit gives its part no weight): kept at 1";
+  std::set<std::string> configs;
+  for (const auto* p : cal) configs.insert(configuration(*p));
+  fit.max_load_configurations = static_cast<std::int64_t>(configs.size());
+  if (fit.efficiency > 1.0)
+    fit.note += std::string(fit.note.empty() ? "" : "; ") +
+                "bandwidth efficiency above 1: the simulated max-load rows spend more time than measured outside the "
+                "memory-bound part (collectives, compute), and the fit takes it out of the part it may scale";
+  // From two configurations each one's rows are out of sample for the fit of the other: enough for the
+  // pooled range of the classes too small for their own (apply_fit), as the MoE rows are for every fit.
+  fit.max_load_loo_errors = loo_by_configuration(cal, 2, [&](const std::vector<bool>& held) {
+    const std::vector<double> xi = solve_max_load(terms, time, held);
+    std::vector<double> e;
+    for (std::size_t j = 0; j < cal.size(); ++j)
+      if (held[j]) e.push_back(time[j] / max_load_seconds(xi, terms[j]) - 1.0);
+    return e;
+  });
+  std::string ids;
+  for (const auto* p : cal) ids += (ids.empty() ? "" : ", ") + p->row.id;
+  const std::string source = "fitted by `moesim validate --table validation --fit` to " + std::to_string(cal.size()) +
+                             " dense max-load output-throughput rows of validation/measurements.csv (" + ids +
+                             "), time per output token = bandwidth part / efficiency + compute part / compute "
+                             "efficiency + the rest, each part from the serving simulator";
+  // A runtime profile's efficiencies are at most 1.5 (model::load_runtime refuses more, as a figure no
+  // runtime reaches): beyond it the fit is saying the simulator's other costs are high, and the profile
+  // (which prices every fitted row) keeps the bound.
+  constexpr double kMaxEfficiency = 1.5;
+  if (fit.efficiency > kMaxEfficiency || fit.compute_efficiency > kMaxEfficiency)
+    fit.note += std::string(fit.note.empty() ? "" : "; ") + "the runtime profile holds its efficiencies at 1.5";
+  rp.bandwidth_efficiency = model::Sourced<double>{std::min(fit.efficiency, kMaxEfficiency), source};
+  rp.compute_efficiency = model::Sourced<double>{std::min(fit.compute_efficiency, kMaxEfficiency), source};
+  rp.calibration_rows = fit.max_load_rows;
+}
+
+}  // namespace
+
+/// Fits the runtime on one (node profile, runtime) class from its calibration rows (dense models only).
+/// Batch-1 decode fits the three costs of DecodeTerms (formats and sizes vary the bytes at a given kernel
+/// count, context depths vary the attention alone); batch-1 prefill then fits the compute efficiency with
+/// those fixed. Every row of the class (prefill and batched decode too) is then priced with the fitted
+/// runtime. Intervals come from leave-one-configuration-out errors; `pooled` stands in for a class with too
+/// few configurations to have its own.
+void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m) {
+  model::NodeProfile base = base_node(m, fit.runtime, fit.hw);
+  if (auto nd = m.native_dtypes.find(fit.runtime); nd != m.native_dtypes.end()) {
+    fit.profile.native_dtypes = nd->second;
+    base.devices.native_dtypes = nd->second;
+  }
+  if (auto cf = m.checkpoint_formats.find(fit.runtime); cf != m.checkpoint_formats.end())
+    fit.profile.checkpoint_formats = cf->second;
+  std::vector<ValidationPrediction*> cal;
+  std::vector<DecodeTerms> terms;
+  std::vector<double> time;
+  for (auto* p : rows) {
+    if (p->row.role != "calibration" || p->kind != "decode b1" || !p->predicted) continue;
+    cal.push_back(p);
+    terms.push_back(decode_terms(*p, base));
+    time.push_back(1.0 / p->row.measured);
+  }
+  fit.calibration_rows = static_cast<std::int64_t>(cal.size());
+  if (cal.empty()) {
+    // A runtime measured only at max load (TensorRT-LLM's perf-overview): its two efficiencies from those.
+    fit_max_load(rows, fit, base, base_runtime(m, fit.runtime, fit.hw));
+    return;
+  }
+  {
+    const ValidationFit all = solve(terms, time);
+    fit.efficiency = all.efficiency;
+    fit.context_factor = all.context_factor;
+    fit.kernel_overhead = all.kernel_overhead;
+  }
+  if (fit.efficiency > 1.0)
+    fit.note = "the runtime reads faster than the profile's bandwidth: the profile's figure is low";
+  fit.loo_errors = loo_by_configuration(cal, kMinConfigurations, [&](const std::vector<bool>& held) {
+    std::vector<DecodeTerms> ti;
+    std::vector<double> yi;
+    for (std::size_t j = 0; j < cal.size(); ++j)
+      if (!held[j]) {
+        ti.push_back(terms[j]);
+        yi.push_back(time[j]);
+      }
+    const ValidationFit f = solve(ti, yi);
+    std::vector<double> e;
+    for (std::size_t j = 0; j < cal.size(); ++j)
+      if (held[j]) {
+        e.push_back(time[j] / fitted_seconds(f, terms[j]) - 1.0);
+        fit.loo_ids.push_back(cal[j]->row.id);  // in loo_by_configuration's order, the same as the errors
+      }
+    return e;
+  });
+  // The runtime profile the fit makes, and the class's rows predicted through it (the path `moesim
+  // estimate --runtime` takes).
+  model::RuntimeProfile& rp = name_profile(fit, "dense measurements");
+  std::string ids;
+  for (const auto* p : cal) ids += (ids.empty() ? "" : ", ") + p->row.id;
+  const std::string source = "fitted by `moesim validate --table validation --fit` to " + std::to_string(cal.size()) +
+                             " dense batch-1 decode rows of validation/measurements.csv (" + ids + ")";
+  rp.bandwidth_efficiency = model::Sourced<double>{fit.efficiency, source};
+  rp.attention_factor = model::Sourced<double>{fit.context_factor > 0 ? fit.context_factor : 1e-6, source};
+  rp.kernel_overhead = model::Sourced<units::Duration>{units::seconds(fit.kernel_overhead), source};
+  // The split has no per-layer term: the fitted cost per kernel takes every per-layer host cost too.
+  rp.layer_overhead =
+      model::Sourced<units::Duration>{units::seconds(0),
+                                      "none: the fit splits a token into weights, context and kernels only, so its "
+                                      "kernel_overhead takes every per-layer host cost too"};
+  rp.calibration_rows = fit.calibration_rows;
+  const model::NodeProfile decode_node = model::apply_runtime(base, rp);
+
+  // Prefill: the compute efficiency, with the decode figures in place.
+  std::vector<ValidationPrediction*> pcal;
+  std::vector<PrefillTerms> pterms;
+  std::vector<double> ptime;
+  const model::NodeProfile half = with_compute_efficiency(decode_node, 0.5, "two-point split");
+  const model::NodeProfile full = with_compute_efficiency(decode_node, 1.0, "two-point split");
+  for (auto* p : rows) {
+    if (p->row.role != "calibration" || p->kind != "prefill b1" || !p->predicted) continue;
+    const auto t1 = figure(*p, full), t2 = figure(*p, half);
+    if (!t1 || !t2) continue;
+    const double prompt = static_cast<double>(p->row.prompt.value_or(1));
+    PrefillTerms t;
+    t.compute = std::max(0.0, prompt / *t2 - prompt / *t1);
+    t.rest = std::max(0.0, prompt / *t1 - t.compute);
+    pcal.push_back(p);
+    pterms.push_back(t);
+    ptime.push_back(prompt / p->row.measured);
+  }
+  if (!pcal.empty()) {
+    fit.compute_efficiency = 1.0 / solve_compute(pterms, ptime, {});
+    fit.prefill_rows = static_cast<std::int64_t>(pcal.size());
+    fit.prefill_loo_errors = loo_by_configuration(pcal, kMinConfigurations, [&](const std::vector<bool>& held) {
+      const double x = solve_compute(pterms, ptime, held);
+      std::vector<double> e;
+      for (std::size_t j = 0; j < pcal.size(); ++j)
+        if (held[j]) e.push_back(ptime[j] / (pterms[j].rest + x * pterms[j].compute) - 1.0);
+      return e;
+    });
+    std::string pids;
+    for (const auto* p : pcal) pids += (pids.empty() ? "" : ", ") + p->row.id;
+    rp.compute_efficiency = model::Sourced<double>{
+        std::min(fit.compute_efficiency, 1.5),
+        "fitted by `moesim validate --table validation --fit` to " + std::to_string(pcal.size()) +
+            " dense batch-1 prefill rows of validation/measurements.csv (" + pids + "), the decode figures fixed"};
+  }
+}
+
+namespace {
+
+/// The interval of a relative-error sample: its min and max, over `errors`.
+std::optional<std::pair<double, double>> error_range(const std::vector<double>& errors) {
+  if (errors.empty()) return std::nullopt;
+  return std::make_pair(*std::min_element(errors.begin(), errors.end()),
+                        *std::max_element(errors.begin(), errors.end()));
+}
+
+}  // namespace
+
+/// Prices every row of the class with its fitted runtime. Decode rows (batch 1 and batched) take the
+/// decode interval, prefill rows the prefill one: the class's own leave-one-configuration-out range, or
+/// the range pooled over every class when it has too few configurations (`pooled_*`).
+void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m,
+               const std::vector<double>& pooled_decode, const std::vector<double>& pooled_prefill,
+               const std::vector<double>& pooled_max_load) {
+  model::RuntimeProfile& rp = fit.profile;
+  const bool own_decode = !fit.loo_errors.empty();
+  const auto decode_range = error_range(own_decode ? fit.loo_errors : pooled_decode);
+  const bool own_max_load =
+      fit.max_load_configurations >= static_cast<std::int64_t>(kMinConfigurations) && !fit.max_load_loo_errors.empty();
+  const auto max_load_range = error_range(own_max_load ? fit.max_load_loo_errors : pooled_max_load);
+  if (fit.max_load_rows > 0) {
+    // A max-load class: its profile's interval is that of its max-load rows.
+    fit.max_load_range = max_load_range;
+    if (max_load_range) {
+      rp.error_low = max_load_range->first;
+      rp.error_high = max_load_range->second;
+      rp.interval_source =
+          own_max_load
+              ? "leave-one-configuration-out errors (predicted / measured - 1) of the " +
+                    std::to_string(fit.max_load_rows) +
+                    " max-load rows above, each configuration (model, format) predicted by the fit of the others"
+              : "the class has fewer than " + std::to_string(kMinConfigurations) +
+                    " dense configurations: leave-one-configuration-out errors of max-load rows pooled over "
+                    "every runtime and machine of validation/measurements.csv";
+    }
+  } else if (decode_range) {
+    rp.error_low = decode_range->first;
+    rp.error_high = decode_range->second;
+    rp.interval_source = own_decode
+                             ? "leave-one-configuration-out errors (predicted / measured - 1) of the " +
+                                   std::to_string(fit.calibration_rows) +
+                                   " rows above, each configuration (model, format) predicted by the fit of the others"
+                             : "the class has fewer than " + std::to_string(kMinConfigurations) +
+                                   " dense configurations: leave-one-configuration-out errors pooled over every "
+                                   "runtime and machine of validation/measurements.csv";
+  }
+  const auto prefill_range = error_range(!fit.prefill_loo_errors.empty() ? fit.prefill_loo_errors : pooled_prefill);
+  if (rp.compute_efficiency && fit.max_load_rows == 0) fit.prefill_range = prefill_range;
+  const model::NodeProfile fitted = model::apply_runtime(base_node(m, fit.runtime, fit.hw), rp);
+  for (auto* p : rows) {
+    if (!p->predicted) continue;
+    if (p->kind == "prefill b1" && !rp.compute_efficiency) continue;
+    // A max-load row is priced by a fit that saw max-load rows (a decode fit says nothing of its scheduler).
+    if ((p->kind == "max-load") != (fit.max_load_rows > 0)) continue;
+    try {
+      p->fitted = figure(*p, fitted);
+    } catch (const UserError&) {
+      continue;
+    }
+    if (!p->fitted || p->kind == "decode batched") continue;  // batched_intervals, once every class is priced
+    const auto& range = p->kind == "prefill b1" ? prefill_range : p->kind == "max-load" ? max_load_range : decode_range;
+    if (range) p->interval = model::prediction_interval(*p->fitted, range->first, range->second);
+  }
+}
+
+/// Batched decode is fitted to nothing: the runtime's figures come from batch-1 decode and prefill. The
+/// errors of the dense batched rows are then honest out-of-sample errors of the extrapolation from batch 1
+/// to batch B: the class's own when its dense batched rows span enough configurations, else pooled over
+/// every class. They measure how far that extrapolation goes wrong, not which way it goes for an MoE model:
+/// a batch of B dense sequences reads the weights once, a batch of B MoE sequences reads the distinct
+/// experts they route to (from moesim's routing, which the dense rows cannot test), so the two can err in
+/// opposite directions (at this commit dense +12..+38%, MoE mostly below). The interval is therefore
+/// symmetric in the ratio predicted / measured: within the largest factor f = max(1 + e, 1 / (1 + e)) of
+/// the dense batched rows either way (errors from 1 / f - 1 to f - 1).
+void batched_intervals(std::vector<std::vector<ValidationPrediction*>*>& classes) {
+  auto dense_batched = [](const ValidationPrediction* p) {
+    return p->row.role == "calibration" && p->kind == "decode batched" && p->fitted;
+  };
+  std::vector<double> pooled;
+  for (const auto* members : classes)
+    for (const auto* p : *members)
+      if (dense_batched(p)) pooled.push_back(p->fitted_error());
+  for (auto* members : classes) {
+    std::vector<double> own;
+    std::set<std::string> configs;
+    for (const auto* p : *members)
+      if (dense_batched(p)) {
+        own.push_back(p->fitted_error());
+        configs.insert(configuration(*p));
+      }
+    const auto range = error_range(configs.size() >= kMinConfigurations ? own : pooled);
+    if (!range) continue;
+    const double factor = std::max({1.0 + range->second, 1.0 / (1.0 + range->first), 1.0});
+    for (auto* p : *members)
+      if (p->kind == "decode batched" && p->fitted)
+        p->interval = model::prediction_interval(*p->fitted, 1.0 / factor - 1.0, factor - 1.0);
+  }
+}
+
+}  // namespace validation_detail
+
+}  // namespace moesim::calibrate

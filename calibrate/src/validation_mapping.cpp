@@ -1,0 +1,185 @@
+// `moesim validate --table DIR`: reading DIR/mapping.json (the table's words as moesim inputs) and the rows
+// of DIR/measurements.csv.
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "moesim/model/architecture.hpp"
+#include "moesim/model/csv.hpp"
+#include "moesim/model/error.hpp"
+#include "moesim/model/json_reader.hpp"
+#include "moesim/model/precision.hpp"
+#include "moesim/model/text.hpp"
+#include "moesim/reports/serve.hpp"
+#include "validation_detail.hpp"
+
+namespace moesim::calibrate {
+
+namespace validation_detail {
+
+namespace {
+
+/// A runtime's "scheduler" item: {"value": a serve scenario's "scheduler" object, "source"}, checked as
+/// `moesim serve` reads it (reports::read_scheduler).
+model::Sourced<nlohmann::json> parse_runtime_scheduler(const json::Node& item) {
+  item.expect_only({"value", "source"});
+  const json::Node v = item.child("value");
+  (void)reports::read_scheduler(v);
+  return {v.raw(), item.string("source")};
+}
+
+/// A runtime's "max_load_requests" item: {"value": [{"prompt", "output", "requests"}, ...], "source"}, one
+/// entry per (prompt, output).
+model::Sourced<std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t>> parse_max_load_requests(
+    const json::Node& item) {
+  item.expect_only({"value", "source"});
+  std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t> out;
+  for (const auto& e : item.elements("value")) {
+    e.expect_only({"prompt", "output", "requests"});
+    const std::pair<std::int64_t, std::int64_t> key{e.integer("prompt", 1), e.integer("output", 1)};
+    if (!out.emplace(key, e.integer("requests", 1)).second)
+      throw e.error("prompt " + std::to_string(key.first) + " / output " + std::to_string(key.second) +
+                    " is listed twice; keep one entry per dataset");
+  }
+  if (out.empty()) throw item.error("value", "lists no datasets; give [{\"prompt\", \"output\", \"requests\"}, ...]");
+  return {out, item.string("source")};
+}
+
+}  // namespace
+
+Mapping read_mapping(const std::filesystem::path& path) {
+  const nlohmann::json doc = json::load_file(path);
+  const json::Node root(doc, path.string());
+  root.expect_only({"description", "hardware", "formats", "models", "model_notes", "format_notes", "runtimes"});
+  Mapping m;
+  if (root.has("hardware")) {
+    for (const auto& h : root.elements("hardware")) {
+      h.expect_only({"hardware", "devices", "hw", "note"});
+      const std::string id = h.string("hw");
+      h.resolving("hw", [&] { return model::load_node(id); });
+      m.hardware.push_back({h.string("hardware"), h.integer("devices", 1), id});
+    }
+  }
+  if (auto f = root.optional_child("formats")) {
+    if (!f->raw().is_object()) throw f->error("is not an object of {\"table's format\": \"precision\"}");
+    for (const auto& [k, v] : f->raw().items()) {
+      if (!v.is_string()) throw f->error(k, "is not a precision name (see `moesim estimate --help`)");
+      const std::string name = v.get<std::string>();
+      f->resolving(k, [&] { return &model::precision(name); });
+      m.formats[k] = name;
+    }
+  }
+  if (auto f = root.optional_child("runtimes")) {
+    if (!f->raw().is_object()) throw f->error("is not an object of {\"runtime\": {\"native_dtypes\": ...}}");
+    for (const auto& item : f->raw().items()) {
+      const std::string& k = item.key();
+      const json::Node rt = f->child(k);
+      rt.expect_only(
+          {"native_dtypes", "prompt_chunk", "checkpoint_formats", "scheduler", "max_load_requests", "base_runtime"});
+      if (rt.has("scheduler") != rt.has("max_load_requests"))
+        throw rt.error("gives one of scheduler and max_load_requests; a max-load benchmark needs both");
+      if (rt.has("scheduler"))
+        m.max_load[k] = {parse_runtime_scheduler(rt.child("scheduler")),
+                         parse_max_load_requests(rt.child("max_load_requests"))};
+      if (rt.has("checkpoint_formats"))
+        m.checkpoint_formats[k] = model::parse_checkpoint_formats(rt.child("checkpoint_formats"));
+      if (rt.has("native_dtypes")) m.native_dtypes[k] = model::parse_native_dtypes(rt.child("native_dtypes"));
+      if (auto c = rt.optional_child("prompt_chunk")) {
+        c->expect_only({"value", "source"});
+        m.prompt_chunk[k] = {c->integer("value", 1), c->string("source")};
+      }
+      if (auto b = rt.optional_child("base_runtime")) {
+        b->expect_only({"value", "source"});
+        const std::string name = b->string("value");
+        std::vector<std::string> names;
+        for (const auto& r : model::builtin_runtimes())
+          if (std::find(names.begin(), names.end(), r.runtime) == names.end()) names.push_back(r.runtime);
+        if (std::find(names.begin(), names.end(), name) == names.end())
+          throw b->error("value", "'" + name + "' is no built-in runtime" + text::did_you_mean(name, names) +
+                                      "; name one of " + text::join(names) + " (`moesim hw` lists them)");
+        m.base_runtime[k] = {name, b->string("source")};
+      }
+    }
+  }
+  if (auto f = root.optional_child("models")) {
+    if (!f->raw().is_object()) throw f->error("is not an object of {\"repo id\": \"zoo id\"}");
+    for (const auto& [k, v] : f->raw().items()) {
+      if (!v.is_string()) throw f->error(k, "is not a zoo id (see `moesim models`)");
+      const std::string id = v.get<std::string>();
+      f->resolving(k, [&] { return model::load_model(id); });
+      m.models[k] = id;
+    }
+  }
+  return m;
+}
+
+namespace {
+
+std::optional<std::int64_t> optional_count(const std::string& text, const std::string& where) {
+  if (text.empty()) return std::nullopt;
+  std::int64_t v = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || p != text.data() + text.size() || v < 0 || v > (std::int64_t{1} << 40))
+    throw UserError(where + ": '" + text + "' is not a whole number >= 0");
+  return v;
+}
+
+}  // namespace
+
+std::vector<ValidationRow> read_rows(const std::filesystem::path& path) {
+  const csv::Table t = csv::read_table(path);
+  const auto col = [&](const char* name) { return t.column(name); };
+  const std::size_t id = col("id"), role = col("role"), model = col("model"), format = col("format"),
+                    hardware = col("hardware"), family = col("hw_family"), devices = col("devices"),
+                    runtime = col("runtime"), batch = col("batch"), prompt = col("prompt_tokens"),
+                    output = col("output_tokens"), depth = col("context_depth"), metric = col("metric"),
+                    value = col("value"), unit = col("unit"), url = col("source_url");
+  const auto locator_at = std::find(t.header.begin(), t.header.end(), "locator");
+  const auto step_at = std::find(t.header.begin(), t.header.end(), "step_tokens");
+  std::vector<ValidationRow> out;
+  for (std::size_t i = 0; i < t.rows.size(); ++i) {
+    const auto& c = t.rows[i];
+    const std::string where = path.string() + ": line " + std::to_string(t.line_of[i]);
+    ValidationRow r;
+    r.id = c[id];
+    r.role = c[role];
+    if (r.role != "calibration" && r.role != "prediction")
+      throw UserError(where + ": role '" + r.role + "' is not calibration or prediction");
+    r.model = c[model];
+    r.format = c[format];
+    r.hardware = c[hardware];
+    r.hw_family = c[family];
+    r.runtime = c[runtime];
+    r.metric = c[metric];
+    r.unit = c[unit];
+    r.source_url = c[url];
+    if (locator_at != t.header.end()) r.locator = c[static_cast<std::size_t>(locator_at - t.header.begin())];
+    r.devices = optional_count(c[devices], where + ", devices").value_or(1);
+    r.batch = optional_count(c[batch], where + ", batch");
+    r.prompt = optional_count(c[prompt], where + ", prompt_tokens");
+    r.output = optional_count(c[output], where + ", output_tokens");
+    r.depth = optional_count(c[depth], where + ", context_depth");
+    if (step_at != t.header.end()) {
+      r.step_tokens = optional_count(c[static_cast<std::size_t>(step_at - t.header.begin())], where + ", step_tokens");
+      if (r.step_tokens && *r.step_tokens < 1)
+        throw UserError(where +
+                        ", step_tokens: must be >= 1 (the tokens per forward pass, e.g. llama.cpp's n_ubatch), "
+                        "or empty for the runtime's default");
+    }
+    double v = 0;
+    const std::string& vt = c[value];
+    const auto [p, ec] = std::from_chars(vt.data(), vt.data() + vt.size(), v);
+    if (ec != std::errc() || p != vt.data() + vt.size() || !(v > 0) || !std::isfinite(v))
+      throw UserError(where + ", value: '" + vt + "' is not a number > 0");
+    r.measured = v;
+    r.line = t.line_of[i];
+    if (r.source_url.empty()) throw UserError(where + ", source_url: empty; every measurement names its source");
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace validation_detail
+
+}  // namespace moesim::calibrate

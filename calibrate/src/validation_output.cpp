@@ -1,0 +1,207 @@
+// `moesim validate --table`'s output: the text report, JSON and CSV of a ValidationResult, and a fitted
+// runtime profile as JSON.
+
+#include <algorithm>
+
+#include "moesim/calibrate/validation.hpp"
+#include "moesim/model/text.hpp"
+#include "moesim/reports/json_out.hpp"
+#include "moesim/reports/table.hpp"
+#include "validation_detail.hpp"
+
+namespace moesim::calibrate {
+
+using reports::csv_field;
+using reports::metric;
+using reports::Table;
+
+namespace {
+
+std::string pct(double f) { return text::printf("%+.0f%%", 100.0 * f); }
+std::string pct_abs(double f) { return text::printf("%.0f%%", 100.0 * f); }
+
+}  // namespace
+
+void print_validation_text(const ValidationResult& r, std::ostream& out, bool every_row) {
+  std::int64_t predicted = 0;
+  for (const auto& p : r.rows) predicted += p.predicted ? 1 : 0;
+  out << "moesim validate: " << r.table.string() << ", " << r.rows.size() << " rows, " << predicted
+      << " predicted with the shipped (datasheet) profiles"
+      << (r.fits.empty() ? std::string(" (nothing fitted; --fit fits each runtime to its calibration rows)")
+                         : ", then with each runtime fitted to its class's calibration rows (dense only)")
+      << "\n";
+  out << "error = predicted / measured - 1 (> 0: moesim too fast); calibration rows are dense models, prediction "
+         "rows MoE\n\n";
+  if (every_row) {
+    Table t({"id", "role", "kind", "hw", "precision", "instrument", "measured", "datasheet", "error", "fitted",
+             "interval", "error"});
+    for (const auto& p : r.rows) {
+      if (!p.predicted) continue;
+      t.add_row({p.row.id, p.row.role, p.kind, p.hw, p.precision, p.instrument, text::printf("%.4g", p.row.measured),
+                 text::printf("%.4g", *p.predicted), pct(p.error()),
+                 p.fitted ? text::printf("%.4g", *p.fitted) : std::string("-"),
+                 p.interval ? text::printf("%.4g-%.4g", p.interval->first, p.interval->second) : std::string("-"),
+                 p.fitted ? pct(p.fitted_error()) : std::string("-")});
+    }
+    t.print_text(out);
+    out << "\n";
+  }
+  if (!r.fits.empty()) {
+    out << "runtimes fitted to the calibration rows (batch-1 decode: time = weights' roofline / efficiency + "
+           "context roofline x factor + kernels x overhead; then batch-1 prefill: compute-bound time / compute "
+           "efficiency; a class measured only at max load: time per output token = memory-bound part / bandwidth "
+           "efficiency + compute-bound part / compute efficiency + the rest). Error ranges: "
+           "leave-one-configuration-out (model, format); a class of fewer than "
+        << validation_detail::kMinConfigurations << " configurations takes the range pooled over all classes:\n";
+    Table f({"hw", "runtime", "rows", "bandwidth efficiency", "context x", "per kernel us", "decode error range",
+             "prefill rows", "compute efficiency", "prefill error range", "max-load rows", "max-load error range"});
+    auto range = [](const std::vector<double>& own, double lo, double hi) {
+      if (!own.empty()) {
+        const auto [a, b] = std::minmax_element(own.begin(), own.end());
+        return pct(*a) + " .. " + pct(*b);
+      }
+      return hi >= lo ? pct(lo) + " .. " + pct(hi) + " (pooled)" : std::string("-");
+    };
+    for (const auto& x : r.fits) {
+      const auto& rp = x.profile;
+      const bool max_load = x.max_load_rows > 0;
+      f.add_row({x.hw, x.runtime, std::to_string(x.calibration_rows), text::printf("%.3f", x.efficiency),
+                 max_load ? std::string("-") : text::printf("%.2f", x.context_factor),
+                 max_load ? std::string("-") : text::printf("%.2f", x.kernel_overhead * 1e6),
+                 max_load ? std::string("-")
+                          : range(x.loo_errors, rp.error_low, rp.interval_source.empty() ? -1.0 : rp.error_high),
+                 std::to_string(x.prefill_rows),
+                 x.prefill_rows > 0 || max_load ? text::printf("%.3f", x.compute_efficiency) : std::string("-"),
+                 x.prefill_range ? range(x.prefill_loo_errors, x.prefill_range->first, x.prefill_range->second)
+                                 : std::string("-"),
+                 std::to_string(x.max_load_rows),
+                 x.max_load_range ? range(x.max_load_configurations >=
+                                                  static_cast<std::int64_t>(validation_detail::kMinConfigurations)
+                                              ? x.max_load_loo_errors
+                                              : std::vector<double>{},
+                                          x.max_load_range->first, x.max_load_range->second)
+                                  : std::string("-")});
+    }
+    f.print_text(out);
+    for (const auto& x : r.fits)
+      if (!x.note.empty()) out << "note: " << x.hw << " / " << x.runtime << ": " << x.note << "\n";
+    out << "\n";
+  }
+  Table s({"basis", "role", "kind", "hw family", "runtime", "rows", "median |err|", "p90 |err|", "within 10%",
+           "within 25%", "median err", "worst x", "in interval"});
+  for (const auto& e : r.summaries)
+    s.add_row(
+        {e.basis, e.role, e.kind, e.hw_family, e.runtime, std::to_string(e.n), pct_abs(e.median_abs),
+         pct_abs(e.p90_abs), pct_abs(e.within_10), pct_abs(e.within_25), pct(e.median_signed),
+         text::printf("%.2f", e.worst_ratio),
+         e.with_interval > 0 ? pct_abs(e.coverage) + " of " + std::to_string(e.with_interval) : std::string("-")});
+  s.print_text(out);
+  if (!r.skipped.empty()) {
+    out << "\nnot predicted:\n";
+    for (const auto& [why, n] : r.skipped) out << "  " << n << " rows: " << why << "\n";
+  }
+}
+
+nlohmann::json validation_to_json(const ValidationResult& r) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& p : r.rows) {
+    nlohmann::json j = {{"id", p.row.id},
+                        {"role", p.row.role},
+                        {"metric", p.row.metric},
+                        {"measured", metric("measured", p.row.measured, p.row.unit)},
+                        {"source_url", p.row.source_url}};
+    if (p.predicted) {
+      j["kind"] = p.kind;
+      j["hw"] = p.hw;
+      j["precision"] = p.precision;
+      j["instrument"] = p.instrument;
+      j["predicted"] = metric("predicted", *p.predicted, p.row.unit);
+      j["error"] = metric("error", p.error(), "fraction");
+      if (p.fitted) {
+        j["fitted"] = metric("fitted", *p.fitted, p.row.unit);
+        j["fitted_error"] = metric("fitted_error", p.fitted_error(), "fraction");
+      }
+      if (p.interval) j["interval"] = {{"low", p.interval->first}, {"high", p.interval->second}, {"unit", p.row.unit}};
+    } else {
+      j["not_predicted"] = p.skipped;
+    }
+    rows.push_back(j);
+  }
+  nlohmann::json sums = nlohmann::json::array();
+  for (const auto& e : r.summaries)
+    sums.push_back({{"basis", e.basis},
+                    {"role", e.role},
+                    {"kind", e.kind},
+                    {"hw_family", e.hw_family},
+                    {"runtime", e.runtime},
+                    {"rows", e.n},
+                    {"median_abs_error", metric("median_abs_error", e.median_abs, "fraction")},
+                    {"p90_abs_error", metric("p90_abs_error", e.p90_abs, "fraction")},
+                    {"within_10", metric("within_10", e.within_10, "fraction of rows")},
+                    {"within_25", metric("within_25", e.within_25, "fraction of rows")},
+                    {"median_error", metric("median_error", e.median_signed, "fraction")},
+                    {"worst_ratio", metric("worst_ratio", e.worst_ratio, "x")},
+                    {"rows_with_interval", e.with_interval},
+                    {"interval_coverage", metric("interval_coverage", e.coverage, "fraction of rows")}});
+  nlohmann::json fits = nlohmann::json::array();
+  for (const auto& f : r.fits)
+    fits.push_back(
+        {{"hw", f.hw},
+         {"runtime", f.runtime},
+         {"calibration_rows", f.calibration_rows},
+         {"efficiency", metric("bandwidth_efficiency", f.efficiency, "fraction of memory_bandwidth")},
+         {"context_factor", metric("context_factor", f.context_factor, "x the KV and attention roofline")},
+         {"kernel_overhead", metric("kernel_overhead", f.kernel_overhead, "s")},
+         {"loo_errors", f.loo_errors},
+         {"compute_efficiency", metric("compute_efficiency", f.compute_efficiency, "fraction of peak FLOP/s")},
+         {"max_load_rows", f.max_load_rows},
+         {"max_load_loo_errors", f.max_load_loo_errors},
+         {"note", f.note}});
+  return {{"table", r.table.string()}, {"rows", rows}, {"summaries", sums}, {"fits", fits}};
+}
+
+nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
+  nlohmann::json j = {{"id", r.id}, {"kind", "runtime"}, {"name", r.name}, {"runtime", r.runtime}, {"hw", r.hw}};
+  // Each figure the profile gives; one it does not give leaves the node's own (model::apply_runtime).
+  const auto duration = [](const model::Sourced<units::Duration>& d) {
+    return nlohmann::json{{"value", text::printf("%.10gus", d.value.base() * 1e6)}, {"source", d.source}};
+  };
+  if (r.bandwidth_efficiency)
+    j["bandwidth_efficiency"] = {{"value", r.bandwidth_efficiency->value}, {"source", r.bandwidth_efficiency->source}};
+  if (r.attention_factor)
+    j["attention_factor"] = {{"value", r.attention_factor->value}, {"source", r.attention_factor->source}};
+  if (r.kernel_overhead) j["kernel_overhead"] = duration(*r.kernel_overhead);
+  if (r.layer_overhead) j["layer_overhead"] = duration(*r.layer_overhead);
+  // The serving host costs, when fitted (`calibrate fit --vllm-serving`); absent, they read as 0.
+  if (!r.step_overhead.source.empty()) j["step_overhead"] = duration(r.step_overhead);
+  if (!r.request_overhead.source.empty()) j["request_overhead"] = duration(r.request_overhead);
+  if (r.native_dtypes) j["native_dtypes"] = {{"value", r.native_dtypes->value}, {"source", r.native_dtypes->source}};
+  if (r.checkpoint_formats)
+    j["checkpoint_formats"] = {{"value", r.checkpoint_formats->value}, {"source", r.checkpoint_formats->source}};
+  if (r.compute_efficiency)
+    j["compute_efficiency"] = {{"value", r.compute_efficiency->value}, {"source", r.compute_efficiency->source}};
+  if (!r.interval_source.empty())
+    j["prediction_interval"] = {
+        {"low", r.error_low}, {"high", r.error_high}, {"rows", r.calibration_rows}, {"source", r.interval_source}};
+  return j;
+}
+
+void write_validation_csv(const ValidationResult& r, std::ostream& out) {
+  out << "id,role,kind,model,format,hardware,devices,runtime,hw,precision,instrument,measured,predicted,unit,error,"
+         "fitted,fitted_error,interval_low,interval_high,not_predicted,source_url\n";
+  for (const auto& p : r.rows) {
+    out << csv_field(p.row.id) << "," << p.row.role << "," << csv_field(p.kind) << "," << csv_field(p.row.model) << ","
+        << csv_field(p.row.format) << "," << csv_field(p.row.hardware) << "," << p.row.devices << ","
+        << csv_field(p.row.runtime) << "," << csv_field(p.hw) << "," << csv_field(p.precision) << ","
+        << csv_field(p.instrument) << "," << text::printf("%.6g", p.row.measured) << ","
+        << (p.predicted ? text::printf("%.6g", *p.predicted) : std::string()) << "," << csv_field(p.row.unit) << ","
+        << (p.predicted ? text::printf("%.6f", p.error()) : std::string()) << ","
+        << (p.fitted ? text::printf("%.6g", *p.fitted) : std::string()) << ","
+        << (p.fitted ? text::printf("%.6f", p.fitted_error()) : std::string()) << ","
+        << (p.interval ? text::printf("%.6g", p.interval->first) : std::string()) << ","
+        << (p.interval ? text::printf("%.6g", p.interval->second) : std::string()) << "," << csv_field(p.skipped) << ","
+        << csv_field(p.row.source_url) << "\n";
+  }
+}
+
+}  // namespace moesim::calibrate
