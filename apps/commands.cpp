@@ -311,36 +311,16 @@ int cmd_hw(const Args& args, std::ostream& out) {
 }
 
 int cmd_estimate(const Args& args, std::ostream& out) {
-  reports::EstimateRequest defaults;
   po::options_description desc("options");
-  const std::string runtime = runtime_help() + "; a fitted one gives tokens/s an interval";
-  desc.add_options()("help,h", "show this help")(
-      "model", po::value<std::string>(), "model: a zoo id (`moesim models`) or the path of a Hugging Face config.json")(
-      "hw", po::value<std::string>(), "node profile: an id (`moesim hw`) or the path of a profile JSON")(
-      "nic", po::value<std::string>(),
-      "NIC profile(s) between nodes, comma-separated ids or paths; needed when nodes > 1")(
-      "nodes", po::value<std::string>()->default_value("1"), "node counts: 2,3,4 or a range 2-8")(
-      "placement", po::value<std::string>()->default_value(defaults.placement), "expert placement (below)")(
-      "groups", po::value<std::int64_t>()->default_value(defaults.groups),
-      "replicated-groups: number of expert groups")(
-      "placement-file", po::value<std::string>(),
-      "custom placement JSON: {\"groups\": [{\"experts\": [...], \"members\": [...]}]}")(
-      "precision", po::value<std::string>()->default_value(defaults.precision), "weight precision (below)")(
-      "context", po::value<std::int64_t>()->default_value(0),
-      "tokens already in the KV cache; 0 = Equation 1, which omits attention over the context")(
-      "lm-head", "count the LM head's weights (Equation 1 omits them)")(
-      "exchange", po::value<std::string>()->default_value(defaults.exchange),
-      "how nodes combine expert outputs (below)")(
-      "experts", po::value<std::string>()->default_value(defaults.experts),
-      "how a node runs the experts of a layer, which sets the kernel launches charged (below)")(
-      "runtime", po::value<std::string>(), runtime.c_str())(
-      "scenario", po::value<std::string>(),
-      "a scenario JSON with the same keys as these flags; flags given override it")(
+  desc.add_options()("help,h", "show this help");
+  const auto& keys = reports::estimate_params();
+  keys.add_flags(desc);
+  desc.add_options()("scenario", po::value<std::string>(),
+                     "a scenario JSON with the same keys as these flags; flags given override it")(
       "json", "print the result as JSON: every value with its unit, and the resolved inputs")(
       "compare",
       "also run each row through the decode simulator and the serving simulator (one request) with contention, "
       "residency and balancing off, and print the three tokens/s side by side");
-  add_streaming_options(desc);
   po::variables_map vm;
   if (!parse_options(
           args, desc, vm, out,
@@ -354,48 +334,14 @@ int cmd_estimate(const Args& args, std::ostream& out) {
           "still gets its tokens/s, and the cost columns say \"no price\" with a note naming the price to add.\n"
           "example: moesim estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192 --nic 10gbe-grpc --nodes "
           "2,3,4,6,8",
-          registry_help())) {
+          registry_help() + keys.help("scenario keys (a --scenario file holds them; a flag given overrides its key)"))) {
     return 0;
   }
   reports::EstimateRequest r;
   if (vm.count("scenario")) r = reports::load_scenario(vm["scenario"].as<std::string>());
-  // A flag overrides the scenario file's key, and is reported as itself, not as the file's.
-  for (const char* k :
-       {"model", "hw", "nic", "placement", "groups", "placement-file", "precision", "exchange", "experts", "runtime"}) {
-    if (vm.count(k) && !vm[k].defaulted()) {
-      std::string key = k;
-      std::replace(key.begin(), key.end(), '-', '_');
-      r.origins.erase(key);
-    }
-  }
-  auto given = [&](const char* k) { return vm.count(k) && !vm[k].defaulted(); };
-  auto use_default = [&](const char* k) { return vm.count(k) && !vm.count("scenario"); };
-  if (vm.count("model")) r.model = vm["model"].as<std::string>();
-  if (vm.count("hw")) r.hw = vm["hw"].as<std::string>();
-  if (vm.count("nic")) r.nics = text::split(vm["nic"].as<std::string>(), ',');
-  if (given("nodes") || (use_default("nodes") && r.nodes.empty()))
-    r.nodes = reports::parse_node_list(vm["nodes"].as<std::string>(), "--nodes");
-  if (given("placement") || use_default("placement")) r.placement = vm["placement"].as<std::string>();
-  if (given("groups") || use_default("groups")) r.groups = vm["groups"].as<std::int64_t>();
-  if (vm.count("placement-file")) r.placement_file = vm["placement-file"].as<std::string>();
-  if (given("precision") || use_default("precision")) r.precision = vm["precision"].as<std::string>();
-  if (given("context") || use_default("context")) r.context = vm["context"].as<std::int64_t>();
-  if (vm.count("lm-head")) r.lm_head = true;
-  if (given("exchange") || use_default("exchange")) r.exchange = vm["exchange"].as<std::string>();
-  if (given("experts") || use_default("experts")) r.experts = vm["experts"].as<std::string>();
-  if (vm.count("runtime")) r.runtime = vm["runtime"].as<std::string>();
-  if (vm.count("stream-from")) r.origins.erase("streaming");
-  apply_streaming_options(vm, r.streaming);
+  keys.apply_flags(vm, r);
   if (r.model.empty()) throw UserError("--model is missing; give a zoo id (see `moesim models`) or a config.json path");
   if (r.hw.empty()) throw UserError("--hw is missing; give a node profile id (see `moesim hw`) or a profile JSON path");
-  if (r.context < 0)
-    throw UserError("--context " + std::to_string(r.context) +
-                    " is negative; give the tokens already in the KV cache (>= 0)");
-  if (r.groups < 1) throw UserError("--groups " + std::to_string(r.groups) + ": need at least one expert group");
-  for (const auto& n : r.nics) {
-    if (n.empty())
-      throw UserError("--nic has an empty entry; give comma-separated NIC ids, e.g. 10gbe-grpc,rocev2-25g");
-  }
   const auto result = reports::run_estimate(r);
   const auto compared =
       vm.count("compare") ? reports::compare_instruments(result) : std::vector<reports::CompareRow>{};

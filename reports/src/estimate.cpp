@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "moesim/model/error.hpp"
+#include "moesim/scenario/common_keys.hpp"
 #include "moesim/model/step_cost.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/text.hpp"
@@ -54,42 +55,104 @@ std::vector<std::int64_t> parse_node_list(const std::string& text, const std::st
   return out;
 }
 
+const scenario::ParamTable<EstimateRequest>& estimate_params() {
+  using R = EstimateRequest;
+  static const auto table = [] {
+    scenario::ParamTable<R> t(&R::origins);
+    t.field("model", &R::model)
+        .origin()
+        .required()
+        .describe("model: a zoo id (`moesim models`) or the path of a Hugging Face config.json");
+    t.field("hw", &R::hw)
+        .origin()
+        .required()
+        .describe("node profile: an id (`moesim hw`) or the path of a profile JSON");
+    t.custom("nic", "string or list of strings")
+        .origin()
+        .describe("NIC profile(s) between nodes, ids or paths (a list, or comma-separated after --nic); needed when "
+                  "nodes > 1")
+        .reader([](const scenario::Param<R>& p, const json::Node& root, R& r) {
+          r.nics.clear();
+          if (root.raw()[p.key()].is_string()) {
+            r.nics.push_back(root.string(p.key()));
+            return;
+          }
+          for (const auto& n : root.elements(p.key())) {
+            if (!n.raw().is_string()) throw n.error("is not a NIC id string");
+            r.nics.push_back(n.raw().get<std::string>());
+          }
+        })
+        .writer([](const scenario::Param<R>& p, const R& r, nlohmann::json& out) { out[p.key()] = r.nics; })
+        .flag_adder([](const scenario::Param<R>& p, scenario::po::options_description& d, const std::string& help) {
+          d.add_options()(p.flag_name().c_str(), scenario::po::value<std::string>(), help.c_str());
+        })
+        .flag_applier([](const scenario::Param<R>& p, const scenario::po::variables_map& vm, R& r) {
+          r.nics = text::split(vm[p.flag_name()].as<std::string>(), ',');
+          for (const auto& n : r.nics) {
+            if (n.empty())
+              throw UserError("--nic has an empty entry; give comma-separated NIC ids, e.g. 10gbe-grpc,rocev2-25g");
+          }
+        });
+    t.custom("nodes", "list of integers >= 1")
+        .required()
+        .describe("node counts, e.g. [2, 3, 4] (after --nodes: 2,3,4 or a range 2-8)")
+        .shown_default([](const R& r) {
+          std::vector<std::string> n;
+          for (auto x : r.nodes) n.push_back(std::to_string(x));
+          return text::join(n, ",");
+        })
+        .reader([](const scenario::Param<R>& p, const json::Node& root, R& r) {
+          r.nodes.clear();
+          for (const auto& n : root.elements(p.key())) {
+            if (!n.raw().is_number_integer() || n.raw().get<std::int64_t>() < 1) {
+              throw n.error("must be a whole number of nodes >= 1, e.g. [2, 3, 4]");
+            }
+            r.nodes.push_back(n.raw().get<std::int64_t>());
+          }
+        })
+        .writer([](const scenario::Param<R>& p, const R& r, nlohmann::json& out) { out[p.key()] = r.nodes; })
+        .flag_adder([](const scenario::Param<R>& p, scenario::po::options_description& d, const std::string& help) {
+          d.add_options()(p.flag_name().c_str(), scenario::po::value<std::string>(), help.c_str());
+        })
+        .flag_applier([](const scenario::Param<R>& p, const scenario::po::variables_map& vm, R& r) {
+          r.nodes = parse_node_list(vm[p.flag_name()].as<std::string>(), "--" + p.flag_name());
+        });
+    t.field("placement", &R::placement).origin().describe("expert placement (below)");
+    t.field("groups", &R::groups).min(1).origin().describe("replicated-groups: number of expert groups");
+    t.field("placement_file", &R::placement_file)
+        .origin()
+        .written_if([](const R& r) { return !r.placement_file.empty(); })
+        .describe("custom placement JSON: {\"groups\": [{\"experts\": [...], \"members\": [...]}]}");
+    t.field("precision", &R::precision)
+        .origin()
+        .describe("weight precision (below); checkpoint: the format the model's config.json declares in "
+                  "quantization_config, else bf16");
+    t.field("context", &R::context)
+        .min(0)
+        .unit("tokens")
+        .describe("tokens already in the KV cache; 0 = Equation 1, which omits attention over the context");
+    t.field("lm_head", &R::lm_head)
+        .describe("count the LM head's weights (Equation 1 omits them)")
+        .switch_flag("lm-head", true, "count the LM head's weights (Equation 1 omits them)");
+    t.field("exchange", &R::exchange).origin().describe("how nodes combine expert outputs (below)");
+    t.field("experts", &R::experts)
+        .origin()
+        .describe("how a node runs the experts of a layer, which sets the kernel launches charged (below)");
+    scenario::streaming_key(t, &R::streaming).origin();
+    t.field("runtime", &R::runtime)
+        .origin()
+        .written_if([](const R& r) { return !r.runtime.empty(); })
+        .describe("a runtime profile fitted on hw; none: the node profile alone")
+        .flag_help(scenario::runtime_help() + "; a fitted one gives tokens/s an interval");
+    t.ignored("description", "what the scenario is, for the reader (not used)");
+    return t;
+  }();
+  return table;
+}
+
 EstimateRequest scenario_from_json(const nlohmann::json& doc, const std::string& source) {
-  const json::Node root(doc, source);
-  root.expect_only({"model", "hw", "nic", "nodes", "placement", "groups", "placement_file", "precision", "context",
-                    "lm_head", "exchange", "experts", "streaming", "runtime", "description"});
   EstimateRequest r;
-  json::note_origins(r.origins, root,
-                     {"model", "hw", "nic", "placement", "groups", "placement_file", "precision", "exchange", "experts",
-                      "streaming", "runtime"});
-  r.model = root.string("model");
-  r.hw = root.string("hw");
-  if (root.has("nic")) {
-    if (root.raw()["nic"].is_string()) {
-      r.nics.push_back(root.string("nic"));
-    } else {
-      for (const auto& n : root.elements("nic")) {
-        if (!n.raw().is_string()) throw n.error("is not a NIC id string");
-        r.nics.push_back(n.raw().get<std::string>());
-      }
-    }
-  }
-  for (const auto& n : root.elements("nodes")) {
-    if (!n.raw().is_number_integer() || n.raw().get<std::int64_t>() < 1) {
-      throw n.error("must be a whole number of nodes >= 1, e.g. [2, 3, 4]");
-    }
-    r.nodes.push_back(n.raw().get<std::int64_t>());
-  }
-  if (auto v = root.optional_string("placement")) r.placement = *v;
-  if (auto v = root.optional_integer("groups", 1)) r.groups = *v;
-  if (auto v = root.optional_string("placement_file")) r.placement_file = *v;
-  if (auto v = root.optional_string("precision")) r.precision = *v;
-  if (auto v = root.optional_integer("context", 0)) r.context = *v;
-  if (auto v = root.optional_boolean("lm_head")) r.lm_head = *v;
-  if (auto v = root.optional_string("exchange")) r.exchange = *v;
-  if (auto v = root.optional_string("experts")) r.experts = *v;
-  if (auto st = root.optional_child("streaming")) r.streaming = cost::streaming_spec_from_json(*st);
-  if (auto v = root.optional_string("runtime")) r.runtime = *v;
+  estimate_params().read(json::Node(doc, source), r);
   return r;
 }
 

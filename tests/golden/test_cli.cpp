@@ -181,7 +181,7 @@ TEST(BadInputs, Catalogue) {
       {"unknown precision", base + "--nic 10gbe-grpc --nodes 2 --precision bf17", {"bf16"}},
       {"unknown flag", base + "--nic 10gbe-grpc --nodes 2 --nodez 3", {"nodez", "--help"}},
       {"unknown command", "estimat", {"unknown command", "did you mean 'estimate'"}},
-      {"negative context", base + "--nodes 1 --context -5", {"--context", "negative"}},
+      {"negative context", base + "--nodes 1 --context -5", {"--context -5", "must be at least 0"}},
       {"dense model across nodes",
        "estimate --model llama-3.1-70b --hw mac-studio-m2-ultra-192 --nic 10gbe-grpc --nodes 2",
        {"dense model", "--nodes 1"}},

@@ -11,6 +11,7 @@
 #include "../test_support.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
+#include "moesim/reports/estimate.hpp"
 #include "moesim/reports/serve.hpp"
 #include "moesim/reports/simulate.hpp"
 #include "moesim/scenario/params.hpp"
@@ -153,4 +154,31 @@ TEST(ParamTable, MaxModelLenRefusesLongerRequestsAndTooSmallACache) {
       << run(1099);
   EXPECT_NE(run(1'000'000'000).find("fewer than one request of max_model_len 1000000000"), std::string::npos)
       << run(1'000'000'000);
+}
+
+// estimate's table: model, hw and nodes are required in a file; "nic" is one id or a list of them, and its
+// flag a comma-separated list; --nodes takes ranges; the help lists the keys with the request's defaults.
+TEST(ParamTable, EstimateReadsNicListsAndRequiresItsKeys) {
+  const auto& t = reports::estimate_params();
+  const auto r = reports::scenario_from_json(
+      {{"model", "dbrx-instruct"}, {"hw", "mac-studio-m2-ultra-192"}, {"nic", "10gbe-grpc"}, {"nodes", {2, 3}}},
+      "e.json");
+  EXPECT_EQ(r.nics, std::vector<std::string>{"10gbe-grpc"});
+  EXPECT_EQ(r.nodes, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_NE(
+      error_of([] {
+        (void)reports::scenario_from_json({{"model", "dbrx-instruct"}, {"hw", "mac-studio-m2-ultra-192"}}, "e.json");
+      }).find("e.json: $"),
+      std::string::npos)
+      << "nodes is required in a file";
+  po::options_description desc;
+  t.add_flags(desc);
+  po::variables_map vm;
+  po::store(po::command_line_parser(std::vector<std::string>{"--nic", "a,b", "--nodes", "2-4"}).options(desc).run(),
+            vm);
+  reports::EstimateRequest f;
+  t.apply_flags(vm, f);
+  EXPECT_EQ(f.nics, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(f.nodes, (std::vector<std::int64_t>{2, 3, 4}));
+  EXPECT_NE(t.help("keys").find("nodes (list of integers >= 1; default 1; --nodes)"), std::string::npos);
 }

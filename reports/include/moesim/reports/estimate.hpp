@@ -22,6 +22,7 @@
 #include "moesim/model/expert_streaming.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
+#include "moesim/scenario/params.hpp"
 #include "moesim/sim/placement.hpp"
 
 namespace moesim::reports {
@@ -31,7 +32,7 @@ struct EstimateRequest {
   std::string model;                ///< zoo id or config.json path
   std::string hw;                   ///< node profile id or path
   std::vector<std::string> nics;    ///< NIC profile ids or paths (may be empty for one node)
-  std::vector<std::int64_t> nodes;  ///< node counts, each >= 1
+  std::vector<std::int64_t> nodes = {1};  ///< node counts, each >= 1
   std::string placement = "replicated-groups";
   std::int64_t groups = 2;     ///< replicated-groups: number of groups
   std::string placement_file;  ///< custom placement
@@ -44,6 +45,9 @@ struct EstimateRequest {
   std::string runtime;  ///< a runtime profile fitted on `hw` (model::find_runtime); empty: the hardware alone
 };
 
+/// The keys of an estimate scenario, each declared once (scenario/params.hpp): the file reader, the flags,
+/// their --help come from them.
+const scenario::ParamTable<EstimateRequest>& estimate_params();
 /// Reads a scenario file into a request (unknown keys and bare numbers are errors with their path).
 EstimateRequest load_scenario(const std::string& path);
 /// The same from parsed JSON whose origin is `source`.

@@ -104,6 +104,11 @@ class Param {
     default_text_ = [t = std::move(text)](const R&) { return t; };
     return *this;
   }
+  /// A key every scenario file must give (its reader's own "missing" error when it does not).
+  Param& required() {
+    required_ = true;
+    return *this;
+  }
   /// A value to find a profile, a model or a file by: where a file gave it is remembered, so an error in
   /// resolving it names the file (json::Origins), and a flag that overrides it forgets that.
   Param& origin() {
@@ -211,6 +216,7 @@ class Param {
   bool positive_ = false;
   bool is_switch_ = false;
   bool is_group_ = false;  ///< a nested object declared with ParamTable::group
+  bool required_ = false;
   std::optional<double> min_, max_;
   std::function<void(R&, bool)> set_bool_;  ///< a boolean member's setter (switch_flag)
   Reader read_;
@@ -331,7 +337,7 @@ class ParamTable {
     for (const auto& p : params_) allowed.push_back(p->key_);
     node.expect_only(allowed);
     for (const auto& p : params_) {
-      if (!node.has(p->key_)) continue;
+      if (!node.has(p->key_) && !p->required_) continue;
       p->read_(*p, node, r);
       if (p->origin_ && origins_ != nullptr) (r.*origins_)[p->key_] = node.where(p->key_);
     }
