@@ -166,58 +166,82 @@ Placement load_aware(std::int64_t experts, std::int64_t nodes, const PlacementOp
 
 }  // namespace
 
-const std::vector<PlacementInfo>& placements() {
-  static const std::vector<PlacementInfo> all = {
-      {"replicated-groups",
-       "the authors' scheme (seed 000): experts split into --groups consecutive groups (default 2), nodes "
-       "spread over the groups (extra nodes to the later groups), a group's chosen experts dealt to its "
-       "replicas in turn. 2 nodes: two halves; 3 nodes: 0-7 on one node, 8-15 on two; 4 nodes: 2 + 2"},
-      {"contiguous", "each node holds a consecutive block of experts, no replication (needs nodes <= experts)"},
-      {"round-robin", "expert e on node e mod N, no replication (needs nodes <= experts)"},
-      {"load-aware",
-       "experts split into --groups groups whose measured loads are balanced (largest load first into the lightest "
-       "group with room, LPT), and every node beyond one per group replicates the group with the most load per "
-       "replica (after DeepSeek's EPLB). The load is measured on the trace being replayed; without one it is uniform"},
-      {"custom", "groups and their member nodes from a JSON file (--placement-file)"},
-  };
-  return all;
-}
+namespace {
 
-Placement make_placement(std::string_view name, std::int64_t experts, std::int64_t nodes,
-                         const PlacementOptions& options) {
-  require_positive(experts, nodes);
-  if (name == "replicated-groups") {
-    if (options.groups < 1) throw UserError("placement replicated-groups: --groups must be at least 1");
-    // More groups than nodes is clamped (the default 2 groups on one node is one group holding all); more
-    // groups than experts cannot be meant: a group would hold no expert.
-    if (options.groups > experts)
-      throw UserError("placement replicated-groups: --groups " + std::to_string(options.groups) + " is more than the " +
-                      std::to_string(experts) + " experts, so some group would hold none; give at most " +
-                      std::to_string(experts));
-    return replicated_groups(experts, nodes, options.groups, "replicated-groups");
-  }
-  if (name == "contiguous" || name == "round-robin") {
+/// The built-in placements, each with its implementation.
+std::vector<PlacementInfo> builtin_placements() {
+  // Names a node-per-expert placement cannot serve: more nodes than experts would leave a node empty.
+  auto fits = [](std::string_view name, std::int64_t experts, std::int64_t nodes) {
     if (nodes > experts) {
       throw UserError("placement " + std::string(name) + ": " + std::to_string(nodes) + " nodes but only " +
                       std::to_string(experts) +
                       " experts, so some node would hold none; use --placement replicated-groups");
     }
-    Placement p{std::string(name), experts, nodes, {}};
-    if (name == "contiguous") {
-      p = replicated_groups(experts, nodes, nodes, "contiguous");
-    } else {
-      for (std::int64_t n = 0; n < nodes; ++n) {
-        ExpertGroup g;
-        for (std::int64_t e = n; e < experts; e += nodes) g.experts.push_back(e);
-        g.members.push_back(n);
-        p.groups.push_back(std::move(g));
-      }
-    }
-    return p;
-  }
-  if (name == "load-aware") return load_aware(experts, nodes, options);
+  };
+  return {
+      {"replicated-groups",
+       "the authors' scheme (seed 000): experts split into --groups consecutive groups (default 2), nodes "
+       "spread over the groups (extra nodes to the later groups), a group's chosen experts dealt to its "
+       "replicas in turn. 2 nodes: two halves; 3 nodes: 0-7 on one node, 8-15 on two; 4 nodes: 2 + 2",
+       [](std::int64_t experts, std::int64_t nodes, const PlacementOptions& options) {
+         if (options.groups < 1) throw UserError("placement replicated-groups: --groups must be at least 1");
+         // More groups than nodes is clamped (the default 2 groups on one node is one group holding all); more
+         // groups than experts cannot be meant: a group would hold no expert.
+         if (options.groups > experts)
+           throw UserError("placement replicated-groups: --groups " + std::to_string(options.groups) +
+                           " is more than the " + std::to_string(experts) +
+                           " experts, so some group would hold none; give at most " + std::to_string(experts));
+         return replicated_groups(experts, nodes, options.groups, "replicated-groups");
+       }},
+      {"contiguous", "each node holds a consecutive block of experts, no replication (needs nodes <= experts)",
+       [fits](std::int64_t experts, std::int64_t nodes, const PlacementOptions&) {
+         fits("contiguous", experts, nodes);
+         return replicated_groups(experts, nodes, nodes, "contiguous");
+       }},
+      {"round-robin", "expert e on node e mod N, no replication (needs nodes <= experts)",
+       [fits](std::int64_t experts, std::int64_t nodes, const PlacementOptions&) {
+         fits("round-robin", experts, nodes);
+         Placement p{"round-robin", experts, nodes, {}};
+         for (std::int64_t n = 0; n < nodes; ++n) {
+           ExpertGroup g;
+           for (std::int64_t e = n; e < experts; e += nodes) g.experts.push_back(e);
+           g.members.push_back(n);
+           p.groups.push_back(std::move(g));
+         }
+         return p;
+       }},
+      {"load-aware",
+       "experts split into --groups groups whose measured loads are balanced (largest load first into the lightest "
+       "group with room, LPT), and every node beyond one per group replicates the group with the most load per "
+       "replica (after DeepSeek's EPLB). The load is measured on the trace being replayed; without one it is uniform",
+       load_aware},
+      {"custom", "groups and their member nodes from a JSON file (--placement-file)", {}},
+  };
+}
+
+std::vector<PlacementInfo>& registry() {
+  static std::vector<PlacementInfo> all = builtin_placements();
+  return all;
+}
+
+}  // namespace
+
+const std::vector<PlacementInfo>& placements() { return registry(); }
+
+void register_placement(PlacementInfo info) {
+  for (const auto& p : registry())
+    if (p.name == info.name) throw UserError("placement '" + info.name + "' is registered already");
+  registry().push_back(std::move(info));
+}
+
+Placement make_placement(std::string_view name, std::int64_t experts, std::int64_t nodes,
+                         const PlacementOptions& options) {
+  require_positive(experts, nodes);
   std::vector<std::string> names;
-  for (const auto& i : placements()) names.push_back(i.name);
+  for (const auto& p : placements()) {
+    if (p.name == name && p.make) return p.make(experts, nodes, options);
+    names.push_back(p.name);
+  }
   if (name == "custom") throw UserError("placement custom: give the groups with --placement-file FILE.json");
   throw UserError("unknown placement '" + std::string(name) + "'" + text::did_you_mean(name, names) +
                   "; valid placements: " + text::join(names));
@@ -338,12 +362,11 @@ ExpectedActive expected_active_experts(const Placement& p, std::int64_t top_k) {
   const double per_token = static_cast<double>(p.experts + top_k);
   const auto tokens = static_cast<std::int64_t>(std::clamp(2e7 / per_token, 200.0, 20000.0));
   const double value = sampled_max_active_experts(p, top_k, tokens, kSampledExpectedActiveSeed);
-  return {value, "E[active] is estimated from " + std::to_string(tokens) +
-                     " uniformly routed random tokens (seed " + std::to_string(kSampledExpectedActiveSeed) +
-                     "), not computed exactly: the exact sum for " + std::to_string(p.experts) + " experts, top-" +
-                     std::to_string(top_k) + " and " + std::to_string(p.groups.size()) + " groups would take " +
-                     text::printf("%.2g", steps) + " steps (the bound is " +
-                     text::printf("%.0g", kExactExpectedActiveSteps) + ")"};
+  return {value, "E[active] is estimated from " + std::to_string(tokens) + " uniformly routed random tokens (seed " +
+                     std::to_string(kSampledExpectedActiveSeed) + "), not computed exactly: the exact sum for " +
+                     std::to_string(p.experts) + " experts, top-" + std::to_string(top_k) + " and " +
+                     std::to_string(p.groups.size()) + " groups would take " + text::printf("%.2g", steps) +
+                     " steps (the bound is " + text::printf("%.0g", kExactExpectedActiveSteps) + ")"};
 }
 
 double expected_max_active_experts(const Placement& p, std::int64_t top_k) {

@@ -126,3 +126,27 @@ TEST(Placement, ExpectedActiveBeyondTheExactBoundIsSampledAndSaysSo) {
   EXPECT_TRUE(dbrx.note.empty());
   EXPECT_NEAR(dbrx.value, 4816.0 / 1820.0, 1e-12);
 }
+
+// The registry holds implementations: a placement registered once (name, help line, factory) is made by
+// make_placement like the built-in ones, listed by placements(), and a second one of the same name is
+// refused. Here: every expert on node 0's group, shared by all nodes (one group).
+TEST(PlacementRegistry, ARegisteredPlacementIsMadeByName) {
+  moesim::sim::register_placement(
+      {"test-one-group", "every node holds every expert",
+       [](std::int64_t experts, std::int64_t nodes, const moesim::sim::PlacementOptions&) {
+         moesim::sim::Placement p{"test-one-group", experts, nodes, {moesim::sim::ExpertGroup{}}};
+         for (std::int64_t e = 0; e < experts; ++e) p.groups[0].experts.push_back(e);
+         for (std::int64_t n = 0; n < nodes; ++n) p.groups[0].members.push_back(n);
+         return p;
+       }});
+  const auto p = moesim::sim::make_placement("test-one-group", 8, 3);
+  EXPECT_EQ(p.groups.size(), 1U);
+  EXPECT_EQ(p.groups[0].members.size(), 3U);
+  EXPECT_EQ(p.max_experts_per_node(), 8);
+  bool listed = false;
+  for (const auto& i : moesim::sim::placements()) listed = listed || i.name == "test-one-group";
+  EXPECT_TRUE(listed);
+  EXPECT_THROW(moesim::sim::register_placement({"contiguous", "again", {}}), UserError);
+  // The built-in ones still come from the same table.
+  EXPECT_EQ(moesim::sim::make_placement("round-robin", 4, 2).groups[1].experts, (std::vector<std::int64_t>{1, 3}));
+}

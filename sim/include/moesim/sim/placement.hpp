@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <span>
 #include <string>
@@ -38,20 +39,28 @@ struct Placement {
   [[nodiscard]] std::string describe() const;
 };
 
-struct PlacementInfo {
-  std::string name;
-  std::string description;
-};
-
-/// The registered placements, for --help and error messages.
-const std::vector<PlacementInfo>& placements();
-
 /// Options of the named placements.
 struct PlacementOptions {
   std::int64_t groups = 2;  ///< replicated-groups, load-aware: number of expert groups
   /// load-aware: measured load of each expert (any unit, e.g. times chosen); empty = uniform.
   std::vector<double> expert_load;
 };
+
+/// A placement as the registry holds it: its name, the line --help prints, and the implementation that
+/// makes it (UserError for a combination it cannot serve). `make` is empty for "custom", which is read
+/// from a file (load_placement).
+struct PlacementInfo {
+  std::string name;
+  std::string description;
+  std::function<Placement(std::int64_t experts, std::int64_t nodes, const PlacementOptions& options)> make;
+};
+
+/// The registered placements, in registration order, for --help, error messages and make_placement. The
+/// built-in ones are registered on first use (register_builtin_placements).
+const std::vector<PlacementInfo>& placements();
+/// Adds a placement: every command that takes --placement (estimate, simulate, sweep) then offers it, and
+/// its --help lists it. UserError for a name already taken. Not thread-safe: register before running.
+void register_placement(PlacementInfo info);
 
 /// Makes a named placement for `experts` experts on `nodes` nodes. UserError for an unknown name
 /// (listing the valid ones) or a combination it cannot serve (e.g. more nodes than experts for
