@@ -83,24 +83,27 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
       "scenario with the profile at the current parameter values. Leave-one-out: each fitted run is predicted by a "
       "fit to the others.\n";
   po::variables_map vm;
-  if (!parse_options(args, desc, vm, out,
-                     "usage: moesim calibrate fit --measured runs.json [options]\n"
-                     "       moesim calibrate fit --llama-bench FILE --model M --hw NODE --runtime NAME --out runtime.json\n"
-                     "       moesim calibrate fit --vllm-serving FILE [--vllm-serving FILE ...] --model M --hw NODE "
-                     "--runtime NAME|PROFILE [--tp N] --out runtime.json\n"
-                     "       moesim calibrate fit --vllm-latency FILE [--input-len N --output-len N --batch-size N] "
-                     "--model M --hw NODE --runtime NAME|PROFILE --out runtime.json",
-                     footer))
+  if (!parse_options(
+          args, desc, vm, out,
+          "usage: moesim calibrate fit --measured runs.json [options]\n"
+          "       moesim calibrate fit --llama-bench FILE --model M --hw NODE --runtime NAME --out runtime.json\n"
+          "       moesim calibrate fit --vllm-serving FILE [--vllm-serving FILE ...] --model M --hw NODE "
+          "--runtime NAME|PROFILE [--tp N] --out runtime.json\n"
+          "       moesim calibrate fit --vllm-latency FILE [--input-len N --output-len N --batch-size N] "
+          "--model M --hw NODE --runtime NAME|PROFILE --out runtime.json",
+          footer))
     return 0;
   if (vm.count("llama-bench") || vm.count("vllm-serving") || vm.count("vllm-latency")) {
     if (vm.count("measured"))
-      throw UserError("give --measured (moesim's measured-runs file) or --llama-bench / --vllm-serving (a runtime's "
-                      "own benchmark output), not both");
+      throw UserError(
+          "give --measured (moesim's measured-runs file) or --llama-bench / --vllm-serving (a runtime's "
+          "own benchmark output), not both");
     return cmd_calibrate_fit_imports(vm, args, out);  // apps/calibrate_import_cmd.cpp
   }
   if (!vm.count("measured"))
-    throw UserError("--measured is required: the measured-runs JSON file to fit (or --llama-bench FILE / "
-                    "--vllm-serving FILE with --model, --hw and --runtime)");
+    throw UserError(
+        "--measured is required: the measured-runs JSON file to fit (or --llama-bench FILE / "
+        "--vllm-serving FILE with --model, --hw and --runtime)");
   const auto runs = calibrate::load_measured_runs(vm["measured"].as<std::string>());
   calibrate::FitOptions o;
   if (vm.count("profile")) o.node = vm["profile"].as<std::string>();

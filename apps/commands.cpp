@@ -7,17 +7,17 @@
 #include <atomic>
 #include <boost/program_options.hpp>
 #include <charconv>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <iostream>
 #include <map>
 
 #include "moesim/model/analytic.hpp"
-#include "moesim/model/step_cost.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
+#include "moesim/model/step_cost.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/reports/compare.hpp"
 #include "moesim/reports/estimate.hpp"
@@ -72,7 +72,8 @@ bool parse_options(const Args& args, const po::options_description& desc, po::va
       // Name the word: the first one that is neither an option nor the value of the option before it.
       for (std::size_t i = 0; i < args.size(); ++i) {
         const std::string& a = args[i];
-        if (a.empty() || a[0] != '-') throw UserError("'" + a + "' is not an option: options start with -- (see --help)");
+        if (a.empty() || a[0] != '-')
+          throw UserError("'" + a + "' is not an option: options start with -- (see --help)");
         if (a.find('=') != std::string::npos) continue;
         const po::option_description* d = desc.find_nothrow(a.substr(a.rfind('-') + 1), false);
         if (d != nullptr && d->semantic()->max_tokens() > 0) ++i;  // its value
@@ -334,7 +335,8 @@ int cmd_estimate(const Args& args, std::ostream& out) {
           "still gets its tokens/s, and the cost columns say \"no price\" with a note naming the price to add.\n"
           "example: moesim estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192 --nic 10gbe-grpc --nodes "
           "2,3,4,6,8",
-          registry_help() + keys.help("scenario keys (a --scenario file holds them; a flag given overrides its key)"))) {
+          registry_help() +
+              keys.help("scenario keys (a --scenario file holds them; a flag given overrides its key)"))) {
     return 0;
   }
   reports::EstimateRequest r;
@@ -343,8 +345,7 @@ int cmd_estimate(const Args& args, std::ostream& out) {
   if (r.model.empty()) throw UserError("--model is missing; give a zoo id (see `moesim models`) or a config.json path");
   if (r.hw.empty()) throw UserError("--hw is missing; give a node profile id (see `moesim hw`) or a profile JSON path");
   const auto result = reports::run_estimate(r);
-  const auto compared =
-      vm.count("compare") ? reports::compare_instruments(result) : std::vector<reports::CompareRow>{};
+  const auto compared = vm.count("compare") ? reports::compare_instruments(result) : std::vector<reports::CompareRow>{};
   if (vm.count("json")) {
     nlohmann::json j = reports::estimate_to_json(result);
     if (vm.count("compare")) j["compare"] = reports::compare_to_json(compared);

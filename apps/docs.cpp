@@ -51,7 +51,8 @@ std::vector<std::string> top_level(const std::vector<CommandDoc>& commands) {
 std::map<std::string, std::vector<std::string>> parts_of(const std::vector<CommandDoc>& commands) {
   std::map<std::string, std::vector<std::string>> out;
   for (const auto& c : commands)
-    if (const auto sp = c.name.find(' '); sp != std::string::npos) out[c.name.substr(0, sp)].push_back(c.name.substr(sp + 1));
+    if (const auto sp = c.name.find(' '); sp != std::string::npos)
+      out[c.name.substr(0, sp)].push_back(c.name.substr(sp + 1));
   return out;
 }
 
@@ -98,7 +99,8 @@ std::string man_page(const std::string& overview, const std::vector<CommandDoc>&
     << "moesim answers the question people ask before they buy hardware: what tokens/s, latency and tokens/s "
        "per dollar will this model get on that cluster?\n"
     << "Every command prints its options with \\fB\\-\\-help\\fR; they are repeated below.\n"
-    << ".PP\n" << verbatim(overview) << ".SH COMMANDS\n";
+    << ".PP\n"
+    << verbatim(overview) << ".SH COMMANDS\n";
   for (const auto& c : commands) {
     m << ".SS \"moesim " << roff_line(c.name) << "\"\n";
     if (!c.summary.empty()) m << roff_line(c.summary) << "\n.PP\n";
@@ -119,16 +121,17 @@ std::string bash_completion(const std::vector<CommandDoc>& commands) {
     << "_moesim() {\n"
     << "  local cur=\"${COMP_WORDS[COMP_CWORD]}\" cmd=\"${COMP_WORDS[1]}\" key flags\n"
     << "  if [[ $COMP_CWORD -eq 1 || ( $COMP_CWORD -eq 2 && $cmd == help ) ]]; then\n"
-    << "    COMPREPLY=($(compgen -W \"" << words(top_level(commands))
-    << " help\" -- \"$cur\"))\n    return\n  fi\n"
+    << "    COMPREPLY=($(compgen -W \"" << words(top_level(commands)) << " help\" -- \"$cur\"))\n    return\n  fi\n"
     << "  key=\"$cmd\"\n  case \"$cmd\" in\n";
   for (const auto& [cmd, ps] : parts) {
     b << "    " << cmd << ")\n"
-      << "      if [[ $COMP_CWORD -eq 2 ]]; then COMPREPLY=($(compgen -W \"" << words(ps) << "\" -- \"$cur\")); return; fi\n"
+      << "      if [[ $COMP_CWORD -eq 2 ]]; then COMPREPLY=($(compgen -W \"" << words(ps)
+      << "\" -- \"$cur\")); return; fi\n"
       << "      key=\"$cmd ${COMP_WORDS[2]}\" ;;\n";
   }
   b << "  esac\n  if [[ $cur == -* ]]; then\n    case \"$key\" in\n";
-  for (const auto& c : commands) b << "      " << shell_quoted(c.name) << ") flags=\"" << words(flags_in_help(c.help)) << "\" ;;\n";
+  for (const auto& c : commands)
+    b << "      " << shell_quoted(c.name) << ") flags=\"" << words(flags_in_help(c.help)) << "\" ;;\n";
   b << "    esac\n    COMPREPLY=($(compgen -W \"$flags\" -- \"$cur\"))\n    return\n  fi\n"
     << "  COMPREPLY=($(compgen -f -- \"$cur\"))\n}\n"
     << "complete -o filenames -F _moesim moesim\n";

@@ -47,12 +47,16 @@ const Command kCommands[] = {
      "mpirun"},
     {"report", moesim::apps::cmd_report,
      "a report directory (Markdown, HTML, gnuplot PNG/SVG with data and scripts) answering what to buy"},
-    {"trace", moesim::apps::cmd_trace, "routing traces: gen (synthetic), stats (load, reuse, LRU hits), convert",
+    {"trace",
+     moesim::apps::cmd_trace,
+     "routing traces: gen (synthetic), stats (load, reuse, LRU hits), convert",
      {"gen", "stats", "convert"}},
-    {"calibrate", moesim::apps::cmd_calibrate,
+    {"calibrate",
+     moesim::apps::cmd_calibrate,
      "measure this machine (kernels, memory, storage, network) into a profile; fit profiles to measured runs",
      {"kernels", "memory", "storage", "net", "all", "fit"}},
-    {"ref", moesim::apps::cmd_ref,
+    {"ref",
+     moesim::apps::cmd_ref,
      "the reference path: random-weight checkpoints (init) and a real MoE decoder over MPI ranks (run)",
      {"init", "run"}},
     {"validate", moesim::apps::cmd_validate,
@@ -65,7 +69,8 @@ const Command kCommands[] = {
 
 void usage(std::ostream& out) {
   out << "moesim: performance model and cluster-design simulator for Mixture-of-Experts LLM inference\n\n"
-         "usage: moesim <command> [options]     (moesim <command> --help, or moesim help <command>, for its options)\n\n"
+         "usage: moesim <command> [options]     (moesim <command> --help, or moesim help <command>, for its "
+         "options)\n\n"
          "commands:\n";
   for (const auto& c : kCommands)
     out << "  " << c.name << std::string(10 - std::string(c.name).size(), ' ') << c.summary << "\n";
@@ -109,7 +114,8 @@ int cmd_docs(const moesim::apps::Args& args, std::ostream& out) {
     return 0;
   }
   if (args.size() != 1)
-    throw moesim::UserError("give one of man, bash or zsh (e.g. `moesim docs man > moesim.1`); see `moesim docs --help`");
+    throw moesim::UserError(
+        "give one of man, bash or zsh (e.g. `moesim docs man > moesim.1`); see `moesim docs --help`");
   auto docs = command_docs();
   docs.back().help = kHelp;
   if (args[0] == "man") {
@@ -178,8 +184,8 @@ extern "C" void moesim_preinit(int, char**, char**) { install_interrupt_handler(
 // Termination Functions"; ld.so(8)). The libraries moesim links (OpenBLAS starting its threads, the CUDA
 // runtime, Open MPI) take ~70 ms to initialise before main(); a Ctrl-C in that time used to kill moesim
 // with 143 instead of exit 2 and its message.
-__attribute__((section(".preinit_array"), used)) void (*const moesim_preinit_entry)(int, char**, char**) =
-    &moesim_preinit;
+__attribute__((section(".preinit_array"), used)) void (*const moesim_preinit_entry)(int, char**,
+                                                                                    char**) = &moesim_preinit;
 
 int main(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
@@ -199,11 +205,12 @@ int main(int argc, char** argv) {
   const std::string name = args[0];
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   // Errors of a command with parts name the part: "moesim calibrate net: error: ...".
-  const std::string shown = moesim::text::one_line(
-      (name == "calibrate" || name == "ref" || name == "trace") && !rest.empty() && !rest[0].starts_with("-")
-          ? name + " " + rest[0]
-          : name);
-  set_interrupt_message("moesim " + shown + ": interrupted; unfinished output files were removed, nothing was written\n");
+  const std::string shown = moesim::text::one_line((name == "calibrate" || name == "ref" || name == "trace") &&
+                                                           !rest.empty() && !rest[0].starts_with("-")
+                                                       ? name + " " + rest[0]
+                                                       : name);
+  set_interrupt_message("moesim " + shown +
+                        ": interrupted; unfinished output files were removed, nothing was written\n");
   for (const auto& c : kCommands) {
     if (name != c.name) continue;
     // Results go to a buffer and reach stdout only when the command succeeds: an error never leaves a
@@ -236,7 +243,8 @@ int main(int argc, char** argv) {
   }
   std::vector<std::string> names;
   for (const auto& c : kCommands) names.emplace_back(c.name);
-  std::cerr << "moesim: error: unknown command '" << moesim::text::one_line(name) << "'" << moesim::text::did_you_mean(name, names)
-            << "; commands: " << moesim::text::join(names) << " (see `moesim --help`)\n";
+  std::cerr << "moesim: error: unknown command '" << moesim::text::one_line(name) << "'"
+            << moesim::text::did_you_mean(name, names) << "; commands: " << moesim::text::join(names)
+            << " (see `moesim --help`)\n";
   return 2;
 }

@@ -190,7 +190,8 @@ int cmd_ref_run(const Args& args, std::ostream& out) {
   if (vm.count("timing-out"))
     reference::write_timing_csv(r, outputs.add(vm["timing-out"].as<std::string>(), "--timing-out").stream());
   if (vm.count("logits-out"))
-    outputs.add(vm["logits-out"].as<std::string>(), "--logits-out").stream() << reference::logits_json(r).dump() << "\n";
+    outputs.add(vm["logits-out"].as<std::string>(), "--logits-out").stream()
+        << reference::logits_json(r).dump() << "\n";
   outputs.commit();
   if (vm.count("json")) {
     out << reference::run_summary_json(r).dump(2) << "\n";

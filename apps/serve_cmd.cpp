@@ -35,7 +35,8 @@ std::string serve_help() {
   s += "\nscenario keys without a flag of their own (a serve scenario's JSON; every key is written back, resolved, "
        "in --json's \"scenario\"):\n"
        "  description       free text, printed with the results\n"
-       "  model_overrides   config.json keys laid over the model's before it is read, e.g. {\"num_experts_per_tok\": 4}\n"
+       "  model_overrides   config.json keys laid over the model's before it is read, e.g. {\"num_experts_per_tok\": "
+       "4}\n"
        "  plan.nics_per_node  NICs each node drives at once (default: the node profile's nics_per_node, else 1)\n"
        "  scheduler.block_size  KV-cache block in tokens (default 16, vLLM's)\n"
        "  scheduler.gpu_memory_utilization  fraction of each device's memory the engine may use for weights, "
@@ -135,7 +136,8 @@ int cmd_serve(const Args& args, std::ostream& out) {
           "parallel plan's slowest device spends on it (TP all-reduces, PP stages, EP/hybrid MoE with "
           "the experts the batch's tokens chose, from a routing trace). Prints TTFT, TPOT, ITL and E2EL "
           "percentiles, throughput and goodput.",
-          serve_help() + reports::scheduler_params().help("scheduler keys (a scenario's \"scheduler\" object)", "scheduler."))) {
+          serve_help() +
+              reports::scheduler_params().help("scheduler keys (a scenario's \"scheduler\" object)", "scheduler."))) {
     return 0;
   }
   reports::ServeScenario s;
@@ -236,19 +238,23 @@ int cmd_serve(const Args& args, std::ostream& out) {
   std::size_t chrome_steps = reports::kServeTraceSteps;
   if (vm.count("chrome-steps")) {
     const std::int64_t n = vm["chrome-steps"].as<std::int64_t>();
-    if (n < 1) throw UserError("--chrome-steps " + std::to_string(n) + ": must be at least 1 (the engine steps the trace covers)");
+    if (n < 1)
+      throw UserError("--chrome-steps " + std::to_string(n) +
+                      ": must be at least 1 (the engine steps the trace covers)");
     if (!vm.count("chrome-trace")) throw UserError("--chrome-steps needs --chrome-trace FILE (the trace it bounds)");
     chrome_steps = static_cast<std::size_t>(n);
   }
   if (vm.count("find-max-rate")) {
     for (const char* f : {"requests-out", "steps-out", "sweep-out", "chrome-trace"})
-      if (vm.count(f)) throw UserError(std::string("--") + f + " and --find-max-rate: run the rate it finds without it");
+      if (vm.count(f))
+        throw UserError(std::string("--") + f + " and --find-max-rate: run the rate it finds without it");
     calibrate::Progress bar(quiet ? nullptr : &std::cerr, 1.0);
-    const reports::MaxRate m = reports::find_max_rate(s, vm["slo-attainment"].as<double>(), [&](double rate, std::size_t i) {
-      // A search of unknown length: each probe on its own, without a percentage.
-      bar.fraction("serve --find-max-rate", -1.0,
-                   "probe " + std::to_string(i + 1) + " at " + text::printf("%.3g", rate) + " requests/s");
-    });
+    const reports::MaxRate m =
+        reports::find_max_rate(s, vm["slo-attainment"].as<double>(), [&](double rate, std::size_t i) {
+          // A search of unknown length: each probe on its own, without a percentage.
+          bar.fraction("serve --find-max-rate", -1.0,
+                       "probe " + std::to_string(i + 1) + " at " + text::printf("%.3g", rate) + " requests/s");
+        });
     bar.finish();
     if (vm.count("json"))
       out << reports::max_rate_to_json(m).dump(2) << "\n";

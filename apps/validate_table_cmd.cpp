@@ -1,8 +1,8 @@
 // `moesim validate --table DIR`: predicted vs measured over the public validation table (issue 20).
 
 #include <boost/program_options.hpp>
-#include <iostream>
 #include <filesystem>
+#include <iostream>
 #include <optional>
 #include <vector>
 
@@ -35,22 +35,23 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
     ("quiet", "no progress line on stderr");
   // clang-format on
   po::variables_map vm;
-  if (!parse_options(args, desc, vm, out,
-                     "usage: moesim validate --table DIR [--role calibration|prediction] [--fit] [--rows] [--csv FILE]\n"
-                     "       moesim validate --llama-bench MODEL=FILE [...] --hw PROFILE --runtime NAME [--fit] "
-                     "[--write-runtimes DIR]\n\n"
-                     "Predicts every row of a public measurement table that moesim can express, with the shipped\n"
-                     "profiles and nothing fitted, and prints the error per row and its summary (median and p90\n"
-                     "|error|, share within 10% and 25%, worst factor) per role, kind of figure, hardware family\n"
-                     "and runtime. Batch-1 decode comes from the analytic model (equal to both simulators at\n"
-                     "batch 1), prefill and batched decode from the serving simulator; rows it cannot express yet\n"
-                     "are counted with the reason. The table's columns and sources: validation/README.md.\n\n"
-                     "With --llama-bench the rows are your own `llama-bench -o json` runs (tg tests: batch-1 decode\n"
-                     "at n_depth; pp tests: prefill); with --fit and dense models among them, the runtime fitted to\n"
-                     "them is written by --write-runtimes for `estimate --runtime`.\n\n"
-                     "examples:\n  moesim validate --table validation --role prediction --rows\n"
-                     "  moesim validate --llama-bench llama-3.1-8b=8b.json --llama-bench qwen3-30b-a3b=moe.json "
-                     "--hw mac-studio-m2-ultra-192 --runtime llama.cpp-metal --fit --write-runtimes my-runtimes")) {
+  if (!parse_options(
+          args, desc, vm, out,
+          "usage: moesim validate --table DIR [--role calibration|prediction] [--fit] [--rows] [--csv FILE]\n"
+          "       moesim validate --llama-bench MODEL=FILE [...] --hw PROFILE --runtime NAME [--fit] "
+          "[--write-runtimes DIR]\n\n"
+          "Predicts every row of a public measurement table that moesim can express, with the shipped\n"
+          "profiles and nothing fitted, and prints the error per row and its summary (median and p90\n"
+          "|error|, share within 10% and 25%, worst factor) per role, kind of figure, hardware family\n"
+          "and runtime. Batch-1 decode comes from the analytic model (equal to both simulators at\n"
+          "batch 1), prefill and batched decode from the serving simulator; rows it cannot express yet\n"
+          "are counted with the reason. The table's columns and sources: validation/README.md.\n\n"
+          "With --llama-bench the rows are your own `llama-bench -o json` runs (tg tests: batch-1 decode\n"
+          "at n_depth; pp tests: prefill); with --fit and dense models among them, the runtime fitted to\n"
+          "them is written by --write-runtimes for `estimate --runtime`.\n\n"
+          "examples:\n  moesim validate --table validation --role prediction --rows\n"
+          "  moesim validate --llama-bench llama-3.1-8b=8b.json --llama-bench qwen3-30b-a3b=moe.json "
+          "--hw mac-studio-m2-ultra-192 --runtime llama.cpp-metal --fit --write-runtimes my-runtimes")) {
     return 0;
   }
   if (vm.count("write-runtimes") && !vm.count("fit"))
@@ -59,7 +60,8 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
   OutputFile* csv = vm.count("csv") ? &outputs.add(vm["csv"].as<std::string>(), "--csv") : nullptr;
   std::optional<OutputDir> runtimes, plot;
   if (vm.count("plot")) plot.emplace(vm["plot"].as<std::string>(), "--plot", "validation-plot");
-  if (vm.count("write-runtimes")) runtimes.emplace(vm["write-runtimes"].as<std::string>(), "--write-runtimes", "runtimes");
+  if (vm.count("write-runtimes"))
+    runtimes.emplace(vm["write-runtimes"].as<std::string>(), "--write-runtimes", "runtimes");
   calibrate::Progress progress(!vm.count("quiet") && !vm.count("json") ? &std::cerr : nullptr, 1.0);
   calibrate::ValidationOptions o;
   if (vm.count("role")) o.role = vm["role"].as<std::string>();

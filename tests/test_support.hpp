@@ -2,11 +2,10 @@
 // Helpers shared by the unit and golden tests: the message of a refusal, a loopback TCP connection.
 
 #include <arpa/inet.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <filesystem>

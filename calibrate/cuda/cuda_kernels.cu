@@ -30,7 +30,8 @@ __global__ void fill_kernel(void* data, unsigned long long elements, int element
       static_cast<unsigned short*>(data)[i] = static_cast<unsigned short>(((h >> 8) & 0x8000u) | 0x3F00u | (h & 0x7Fu));
     } else {
       // fp16: sign, exponent 14 (2^-1), 10 random mantissa bits
-      static_cast<unsigned short*>(data)[i] = static_cast<unsigned short>(((h >> 8) & 0x8000u) | 0x3800u | (h & 0x3FFu));
+      static_cast<unsigned short*>(data)[i] =
+          static_cast<unsigned short>(((h >> 8) & 0x8000u) | 0x3800u | (h & 0x3FFu));
     }
   }
 }

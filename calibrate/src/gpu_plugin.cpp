@@ -64,8 +64,9 @@ const CudaBackend& load_backend() {
     const auto entry = reinterpret_cast<Entry>(dlsym(handle, "moesim_cuda_backend"));
     const CudaBackend* b = entry ? entry() : nullptr;
     if (b == nullptr || b->abi != kCudaBackendAbi || b->kernels == nullptr || b->memory == nullptr) {
-      throw UserError("--backend cuda: " + path.string() +
-                      " is not the CUDA plugin of this moesim build; rebuild and reinstall moesim, or use --backend cpu");
+      throw UserError(
+          "--backend cuda: " + path.string() +
+          " is not the CUDA plugin of this moesim build; rebuild and reinstall moesim, or use --backend cpu");
     }
     return *b;
   }

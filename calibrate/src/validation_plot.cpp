@@ -16,8 +16,9 @@ reports::PlotSpec validation_plot(const ValidationResult& r) {
   spec.title = "moesim validate: predicted against measured, " + r.table.string();
   // One row per predicted row: the kind decides the series (column 1), then measured, the datasheet
   // figure, the fitted one and its interval (NaN where absent).
-  std::string csv = "kind,role,measured tokens/s,datasheet tokens/s,fitted tokens/s,interval low tokens/s,"
-                    "interval high tokens/s,id\n";
+  std::string csv =
+      "kind,role,measured tokens/s,datasheet tokens/s,fitted tokens/s,interval low tokens/s,"
+      "interval high tokens/s,id\n";
   auto num = [](const std::optional<double>& v) { return v ? text::printf("%.6g", *v) : std::string("NaN"); };
   const char* kinds[] = {"decode b1", "prefill b1", "decode batched", "max-load"};
   bool fitted_of[2][4] = {};  // [calibration, prediction][kind]: series with points (gnuplot warns on empty ones)
@@ -28,9 +29,8 @@ reports::PlotSpec validation_plot(const ValidationResult& r) {
       if (p.kind == kinds[i]) k = i;
     if (k < 0) continue;
     if (p.fitted) fitted_of[p.row.role == "prediction" ? 1 : 0][k] = true;
-    csv += std::to_string(k) + "," + p.row.role + "," + text::printf("%.6g", p.row.measured) + "," +
-           num(p.predicted) + "," + num(p.fitted) + "," +
-           num(p.interval ? std::optional<double>(p.interval->first) : std::nullopt) + "," +
+    csv += std::to_string(k) + "," + p.row.role + "," + text::printf("%.6g", p.row.measured) + "," + num(p.predicted) +
+           "," + num(p.fitted) + "," + num(p.interval ? std::optional<double>(p.interval->first) : std::nullopt) + "," +
            num(p.interval ? std::optional<double>(p.interval->second) : std::nullopt) + "," +
            reports::csv_field(p.row.id) + "\n";
   }
@@ -53,13 +53,15 @@ reports::PlotSpec validation_plot(const ValidationResult& r) {
   for (int k = 0; k < 4; ++k) {
     // Prediction rows (MoE) filled with their intervals, calibration rows (dense) open.
     if (fitted_of[1][k])
-      body += text::printf(", 'validation.csv' skip 1 using 3:($1 == %d && strcol(2) eq 'prediction' ? $5 : NaN):6:7 "
-                           "with yerrorbars pt 7 ps 0.7 lc rgb '%s' title '%s (MoE, fitted)'",
-                           k, colours[k], kinds[k]);
+      body += text::printf(
+          ", 'validation.csv' skip 1 using 3:($1 == %d && strcol(2) eq 'prediction' ? $5 : NaN):6:7 "
+          "with yerrorbars pt 7 ps 0.7 lc rgb '%s' title '%s (MoE, fitted)'",
+          k, colours[k], kinds[k]);
     if (fitted_of[0][k])
-      body += text::printf(", 'validation.csv' skip 1 using 3:($1 == %d && strcol(2) eq 'calibration' ? $5 : NaN) "
-                           "with points pt 6 ps 0.7 lc rgb '%s' title '%s (dense, fitted)'",
-                           k, colours[k], kinds[k]);
+      body += text::printf(
+          ", 'validation.csv' skip 1 using 3:($1 == %d && strcol(2) eq 'calibration' ? $5 : NaN) "
+          "with points pt 6 ps 0.7 lc rgb '%s' title '%s (dense, fitted)'",
+          k, colours[k], kinds[k]);
   }
   spec.body = body + "\n";
   spec.width = 1000;

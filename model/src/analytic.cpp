@@ -1,10 +1,9 @@
 #include "moesim/model/analytic.hpp"
 
-#include "moesim/model/collective.hpp"
-
 #include <algorithm>
 #include <cmath>
 
+#include "moesim/model/collective.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/text.hpp"
 
@@ -118,8 +117,7 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
   if (s.include_lm_head) roofs += lc.head(1);
   // One engine step per token at batch 1: the runtime's host time per step (scheduling, sampling, host
   // sync; the serving simulator pays it per step too).
-  r.overhead =
-      units::seconds(kernels * ko + lc.layer_overhead() * static_cast<double>(a.layers) + lc.step_overhead());
+  r.overhead = units::seconds(kernels * ko + lc.layer_overhead() * static_cast<double>(a.layers) + lc.step_overhead());
   r.gpu = units::seconds(roofs) + r.overhead;
   // The two terms of (1a), reported beside the time: every byte at the full bandwidth, every FLOP at the
   // full peak of the node's devices.
@@ -157,8 +155,9 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
   // waits for its reads; the busiest node reads the experts it runs, a fraction of them from the page cache.
   if (s.streaming && a.is_moe() && executed > 0) {
     if (s.streaming->overlapped)
-      throw UserError("the analytic model charges serial streaming only (flash-moe's default); overlapped reads "
-                      "share memory bandwidth with the GPU, which `moesim serve` models: use mode serial here");
+      throw UserError(
+          "the analytic model charges serial streaming only (flash-moe's default); overlapped reads "
+          "share memory bandwidth with the GPU, which `moesim serve` models: use mode serial here");
     r.cache_hit_rate = cost::expected_hit_rate(*s.streaming, c.moe_layers, a.routed_experts);
     const double hits = r.cache_hit_rate * executed;
     r.io = units::seconds(moe_layers * cost::read_seconds(*s.streaming, hits, executed - hits));
@@ -174,14 +173,12 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
   // as above, each holding 1/devices of the node's max_experts_per_node experts of every MoE layer), one
   // sequence's KV cache at the context and its recurrent state.
   // Streamed experts live in the OS page cache, not in the model's memory.
-  const double expert_fraction =
-      a.is_moe() && !s.streaming
-          ? static_cast<double>(s.max_experts_per_node) / static_cast<double>(a.routed_experts) / devices
-          : 0.0;
-  r.memory_needed =
-      units::bytes(devices * cost::device_weight_bytes(a, c.params, c.moe_layers, *s.weights, split, expert_fraction,
-                                                       cost::whole_model(a))) +
-      kv + c.recurrent_state;
+  const double expert_fraction = a.is_moe() && !s.streaming ? static_cast<double>(s.max_experts_per_node) /
+                                                                  static_cast<double>(a.routed_experts) / devices
+                                                            : 0.0;
+  r.memory_needed = units::bytes(devices * cost::device_weight_bytes(a, c.params, c.moe_layers, *s.weights, split,
+                                                                     expert_fraction, cost::whole_model(a))) +
+                    kv + c.recurrent_state;
   r.memory_available = node.memory_total();
   r.fits = r.memory_needed <= r.memory_available;
   return r;

@@ -50,10 +50,10 @@ std::int64_t mla_attention_params(const Architecture& a, const LayerSpec& layer)
   // DeepSeek-V3.2's lightning indexer (DeepSeek-V3.2-Exp inference/model.py class Indexer): wq_b from the
   // q latent q_lora·ni·di, wk h·di, k_norm a LayerNorm (weight and bias) 2·di, weights_proj h·ni.
   // GLM-5.2's "shared" layers reuse the previous layer's top-k and hold no indexer.
-  const std::int64_t indexer =
-      m.index_heads > 0 && layer.indexer ? m.q_lora_rank * m.index_heads * m.index_head_dim + h * m.index_head_dim +
-                              2 * m.index_head_dim + h * m.index_heads
-                        : 0;
+  const std::int64_t indexer = m.index_heads > 0 && layer.indexer
+                                   ? m.q_lora_rank * m.index_heads * m.index_head_dim + h * m.index_head_dim +
+                                         2 * m.index_head_dim + h * m.index_heads
+                                   : 0;
   return q + kv + o + indexer;
 }
 
@@ -277,11 +277,10 @@ units::Bytes recurrent_state_bytes(const Architecture& a) {
   // state of heads × head_dim × N in the SSM cache dtype, and a conv state holding the last (kernel − 1)
   // inputs of the d_inner + 2·G·N conv channels in the model's dtype.
   const Mamba2Dims& m = a.mamba;
-  const double mamba_state =
-      static_cast<double>(m.heads * m.head_dim * m.state_size) * m.ssm_state_element_bytes +
-      static_cast<double>((m.heads * m.head_dim + 2 * m.groups * m.state_size) *
-                          std::max<std::int64_t>(m.conv_kernel - 1, 0)) *
-          m.conv_state_element_bytes;
+  const double mamba_state = static_cast<double>(m.heads * m.head_dim * m.state_size) * m.ssm_state_element_bytes +
+                             static_cast<double>((m.heads * m.head_dim + 2 * m.groups * m.state_size) *
+                                                 std::max<std::int64_t>(m.conv_kernel - 1, 0)) *
+                                 m.conv_state_element_bytes;
   return units::bytes(static_cast<double>(layers * (delta_state + conv_state)) * kFp32Bytes +
                       static_cast<double>(mamba_layers) * mamba_state);
 }

@@ -20,8 +20,9 @@ std::vector<std::string> split_record(std::string_view line, const std::string& 
       ++i;
       for (;;) {
         if (i >= line.size())
-          throw UserError(where + ": a quoted field is not closed on its line; close it with \" (a field may not "
-                                  "span lines here)");
+          throw UserError(where +
+                          ": a quoted field is not closed on its line; close it with \" (a field may not "
+                          "span lines here)");
         if (line[i] == '"') {
           if (i + 1 < line.size() && line[i + 1] == '"') {
             field += '"';

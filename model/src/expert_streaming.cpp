@@ -81,7 +81,8 @@ double expected_hit_rate(const StreamingParams& p, std::int64_t moe_layers, std:
 
 StreamingSpec streaming_spec_from_json(const json::Node& node) {
   if (!node.raw().is_object())
-    throw node.error("is not an object; write {\"storage\": \"apple-ssd-m3-max\", \"readers\": 4, \"mode\": \"serial\"}");
+    throw node.error(
+        "is not an object; write {\"storage\": \"apple-ssd-m3-max\", \"readers\": 4, \"mode\": \"serial\"}");
   node.expect_only({"storage", "readers", "page_cache", "mode"});
   StreamingSpec s;
   s.storage = node.string("storage");

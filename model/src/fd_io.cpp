@@ -198,10 +198,11 @@ bool read_line(std::istream& in, std::string& line, const LineBound& bound, cons
     if (n > 0) {
       any = true;
       if (line.size() + n > bound.max_bytes) {
-        throw UserError(where + ": line " + std::to_string(lineno) + " needs more than " +
-                        units::format_binary(units::bytes(static_cast<double>(bound.max_bytes) * bound.memory_per_byte)) +
-                        " in memory once parsed, but only " + units::format_binary(units::bytes(bound.budget)) +
-                        " is available (" + bound.source + "); is this the right file? (its lines end somewhere)");
+        throw UserError(
+            where + ": line " + std::to_string(lineno) + " needs more than " +
+            units::format_binary(units::bytes(static_cast<double>(bound.max_bytes) * bound.memory_per_byte)) +
+            " in memory once parsed, but only " + units::format_binary(units::bytes(bound.budget)) + " is available (" +
+            bound.source + "); is this the right file? (its lines end somewhere)");
       }
       line.append(chunk, n);
     }

@@ -59,9 +59,9 @@ std::string flag_of(std::string_view kind) {
 void expect_kind(const json::Node& n, std::string_view kind) {
   const std::string k = n.string("kind");
   if (k != kind) {
-    throw n.error("kind", "is \"" + k + "\": this is a " + kind_name(k) + " profile, given where a " +
-                              kind_name(kind) + " profile belongs; give a " + kind_name(kind) + " profile (" +
-                              flag_of(kind) + "), and this one with " + flag_of(k));
+    throw n.error("kind", "is \"" + k + "\": this is a " + kind_name(k) + " profile, given where a " + kind_name(kind) +
+                              " profile belongs; give a " + kind_name(kind) + " profile (" + flag_of(kind) +
+                              "), and this one with " + flag_of(k));
   }
 }
 
@@ -412,7 +412,8 @@ Sourced<double> sourced_ratio(const json::Node& n, std::string_view key, double 
   Sourced<double> f;
   f.value = item.number("value");
   if (!(f.value > 0) || f.value > max)
-    throw item.error("value", "must be > 0 and at most " + text::printf("%g", max) + "; got " + std::to_string(f.value));
+    throw item.error("value",
+                     "must be > 0 and at most " + text::printf("%g", max) + "; got " + std::to_string(f.value));
   f.source = item.string("source");
   if (f.source.empty()) throw item.error("source", "is empty; say where the figure comes from");
   return f;

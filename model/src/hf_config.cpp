@@ -90,14 +90,11 @@ constexpr FamilyInfo kFamilies[] = {
     {"nemotron_h", "NemotronHForCausalLM", Family::NemotronH},
 };
 
-
 std::vector<std::string> model_types() {
   std::vector<std::string> out;
   for (const auto& f : kFamilies) out.emplace_back(f.model_type);
   return out;
 }
-
-
 
 // --- one reader per family (§A.5 table columns) ---------------------------------------------------------
 
@@ -169,7 +166,6 @@ void parse_qwen2_moe(const Fields& f, Architecture& a) {
   read_dense_ffn(f, a, moe);
   a.layer_specs = make_layers(f, qwen_layer_kinds(f, a.layers), false, moe);
 }
-
 
 void parse_glm4_moe(const Fields& f, Architecture& a) {
   read_standard(f, a);
@@ -322,8 +318,9 @@ void parse_minimax_m2(const Fields& f, Architecture& a) {
   // A shared expert is not in any released MiniMax-M2 (shared_intermediate_size 0); one would be counted
   // wrong, so it is refused rather than dropped.
   if (f.optional_integer("shared_intermediate_size", "shared expert FFN size", 0).value_or(0) > 0) {
-    throw f.error("shared_intermediate_size", "is positive, but moesim models MiniMax-M2 without a shared expert "
-                                              "(0 in every release); set it to 0 or use a family that has one");
+    throw f.error("shared_intermediate_size",
+                  "is positive, but moesim models MiniMax-M2 without a shared expert "
+                  "(0 in every release); set it to 0 or use a family that has one");
   }
   const auto kinds = layer_kinds(f, a.layers, [](std::int64_t) { return LayerKind::Full; });
   a.layer_specs = make_layers(f, kinds, false, all_layers(a.layers, true));

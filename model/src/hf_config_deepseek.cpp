@@ -66,8 +66,9 @@ void parse_deepseek(const Fields& f, Architecture& a, const DeepseekVariant& var
     a.mla.index_heads = f.dim("index_n_heads", "number of lightning-indexer heads");
     a.mla.index_head_dim = f.dim("index_head_dim", "lightning-indexer head width");
     if (a.mla.q_lora_rank == 0) {
-      throw f.error("q_lora_rank", "is null, but the lightning indexer projects its queries from the q latent; "
-                                   "set the q low-rank dimension (1536 for DeepSeek-V3.2)");
+      throw f.error("q_lora_rank",
+                    "is null, but the lightning indexer projects its queries from the q latent; "
+                    "set the q low-rank dimension (1536 for DeepSeek-V3.2)");
     }
   }
   // MLA has no GQA grouping (§A.5 "MLA: equals heads"); head_dim records the q/k head width.

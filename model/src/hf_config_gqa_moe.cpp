@@ -24,8 +24,9 @@ void parse_hunyuan_moe(const Fields& f, Architecture& a) {
   }
   for (const char* key : {"use_cla", "use_mla"}) {
     if (f.flag(key, false)) {
-      throw f.error(key, "is true, but moesim models Hunyuan with plain GQA (cross-layer KV sharing and MLA are "
-                         "off in Hunyuan-A13B); set it to false");
+      throw f.error(key,
+                    "is true, but moesim models Hunyuan with plain GQA (cross-layer KV sharing and MLA are "
+                    "off in Hunyuan-A13B); set it to false");
     }
   }
   a.attention_bias = f.flag("attention_bias", false);

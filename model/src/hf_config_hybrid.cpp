@@ -89,8 +89,9 @@ void parse_nemotron_h(const Fields& f, Architecture& a) {
   } else {
     const auto pattern = f.optional_string("hybrid_override_pattern");
     if (!pattern) {
-      throw f.error("hybrid_override_pattern", "is missing; add the block pattern (one of M, *, -, E per block), "
-                                               "as in the model's official config.json");
+      throw f.error("hybrid_override_pattern",
+                    "is missing; add the block pattern (one of M, *, -, E per block), "
+                    "as in the model's official config.json");
     }
     if (static_cast<std::int64_t>(pattern->size()) != a.layers) {
       throw f.error("hybrid_override_pattern", "has " + std::to_string(pattern->size()) +
@@ -143,14 +144,16 @@ void parse_nemotron_h(const Fields& f, Architecture& a) {
     m.conv_state_element_bytes = dtype_bytes(f, f.present("dtype") ? "dtype" : "torch_dtype", 2);
   }
   if (f.flag("mlp_bias", false)) {
-    throw f.error("mlp_bias", "is true, but moesim models Nemotron-H's MLPs without biases (false in every "
-                              "release); set it to false");
+    throw f.error("mlp_bias",
+                  "is true, but moesim models Nemotron-H's MLPs without biases (false in every "
+                  "release); set it to false");
   }
   if (any_mlp) a.dense_ffn = f.dim("intermediate_size", "MLP block (intermediate) size");
   if (any_moe) {
     if (f.present("moe_latent_size")) {
-      throw f.error("moe_latent_size", "is set, but moesim does not model a latent MoE projection; remove it or "
-                                       "set it to null");
+      throw f.error("moe_latent_size",
+                    "is set, but moesim does not model a latent MoE projection; remove it or "
+                    "set it to null");
     }
     read_experts(f, a, "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size");
     a.router_bias = true;  // NemotronHTopkRouter (DeepseekV3TopkRouter): e_score_correction_bias

@@ -95,8 +95,7 @@ std::vector<bool> all_layers(std::int64_t layers, bool value) {
 
 /// Reads the dense FFN size (`key`: intermediate_size in every family but Llama 4) when some layer is
 /// dense (and the config's value if given anyway).
-void read_dense_ffn(const Fields& f, Architecture& a, const std::vector<bool>& moe,
-                    std::string_view key) {
+void read_dense_ffn(const Fields& f, Architecture& a, const std::vector<bool>& moe, std::string_view key) {
   const bool any_dense = std::find(moe.begin(), moe.end(), false) != moe.end();
   if (any_dense) {
     a.dense_ffn = f.dim(key, "dense FFN (intermediate) size");
@@ -125,9 +124,8 @@ std::vector<LayerKind> qwen_layer_kinds(const Fields& f, std::int64_t layers) {
   const bool sliding = f.flag("use_sliding_window", false) && f.present("sliding_window");
   const std::int64_t first_sliding =
       f.optional_integer("max_window_layers", "first sliding-window layer", 0).value_or(0);
-  return layer_kinds(f, layers, [&](std::int64_t i) {
-    return sliding && i >= first_sliding ? LayerKind::Sliding : LayerKind::Full;
-  });
+  return layer_kinds(
+      f, layers, [&](std::int64_t i) { return sliding && i >= first_sliding ? LayerKind::Sliding : LayerKind::Full; });
 }
 
 /// Qwen's shared expert (§A.5 "shared"; transformers Qwen2MoeSparseMoeBlock, Qwen3NextSparseMoeBlock): one
@@ -160,7 +158,8 @@ std::int64_t uniform_integer(const Fields& f, std::string_view key, std::string_
   const nlohmann::json& list = f.node().raw()[k];
   if (static_cast<std::int64_t>(list.size()) != layers) {
     throw f.error(key, "has " + std::to_string(list.size()) + " entries but num_hidden_layers is " +
-                           std::to_string(layers) + "; give one " + std::string(meaning) + " per layer, or one integer");
+                           std::to_string(layers) + "; give one " + std::string(meaning) +
+                           " per layer, or one integer");
   }
   std::int64_t first = 0;
   for (std::size_t i = 0; i < list.size(); ++i) {
@@ -171,8 +170,8 @@ std::int64_t uniform_integer(const Fields& f, std::string_view key, std::string_
     }
     const std::int64_t v = list[i].get<std::int64_t>();
     if (v > kMaxDimension) {
-      throw f.error(item, "is " + std::to_string(v) + ", implausibly large for the " + std::string(meaning) +
-                              "; fix the value");
+      throw f.error(
+          item, "is " + std::to_string(v) + ", implausibly large for the " + std::string(meaning) + "; fix the value");
     }
     if (i == 0) {
       first = v;

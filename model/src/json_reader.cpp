@@ -212,7 +212,8 @@ std::int64_t Node::integer(std::string_view key, std::int64_t min_value) const {
                            std::to_string(min_value) + " within the field's limits");
     throw error(key, "is " + type_name(v) + ", expected an integer");
   }
-  if (v.is_number_unsigned() && v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
+  if (v.is_number_unsigned() &&
+      v.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
     throw error(key, "is " + std::to_string(v.get<std::uint64_t>()) + ", too large for a count; give an integer >= " +
                          std::to_string(min_value) + " within the field's limits");
   const std::int64_t n = v.get<std::int64_t>();

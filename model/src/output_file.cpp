@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -11,7 +12,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -99,10 +99,10 @@ Fd unnamed_file(const std::string& for_whom) {
 struct OutputFile::Impl {
   enum class Kind { Replace, WriteThrough };
   Kind kind = Kind::Replace;
-  mode_t mode = 0;          ///< Replace: the permission bits the finished file gets
-  std::string tmp;          ///< Replace: the temporary's name
-  Fd fd;                    ///< the temporary (named for Replace, unnamed for WriteThrough)
-  Fd target;                ///< WriteThrough: the device / FIFO / link target, opened by finish()
+  mode_t mode = 0;  ///< Replace: the permission bits the finished file gets
+  std::string tmp;  ///< Replace: the temporary's name
+  Fd fd;            ///< the temporary (named for Replace, unnamed for WriteThrough)
+  Fd target;        ///< WriteThrough: the device / FIFO / link target, opened by finish()
   bool target_regular = false;
   std::unique_ptr<FdStreambuf> buf;
   std::unique_ptr<std::ostream> out;
@@ -122,8 +122,9 @@ OutputFile::OutputFile(std::string path, std::string flag, bool /*binary: POSIX 
     if (S_ISLNK(l.st_mode) || S_ISCHR(l.st_mode) || S_ISFIFO(l.st_mode)) {
       struct stat t {};
       if (::stat(path_.c_str(), &t) != 0) {
-        throw UserError(who + ": is a symbolic link to a file that does not exist; moesim does not create files "
-                              "through links; give the path of the file itself");
+        throw UserError(who +
+                        ": is a symbolic link to a file that does not exist; moesim does not create files "
+                        "through links; give the path of the file itself");
       }
       if (!S_ISREG(t.st_mode) && !S_ISCHR(t.st_mode) && !S_ISFIFO(t.st_mode)) {
         throw UserError(who + ": " + (S_ISLNK(l.st_mode) ? "links to " : "is ") + file_kind(t.st_mode) +
@@ -195,9 +196,10 @@ void OutputFile::finish() {
     impl_->target = Fd(::open(path_.c_str(), O_WRONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
     if (!impl_->target.valid()) {
       const int e = errno;
-      throw UserError(named() + (e == ENXIO ? ": is a FIFO that no process reads; start its reader first"
-                                            : ": cannot be opened for writing (" + std::string(std::strerror(e)) +
-                                                  "); check its permissions") +
+      throw UserError(named() +
+                      (e == ENXIO ? ": is a FIFO that no process reads; start its reader first"
+                                  : ": cannot be opened for writing (" + std::string(std::strerror(e)) +
+                                        "); check its permissions") +
                       "; nothing was written");
     }
     const int flags = ::fcntl(impl_->target.get(), F_GETFL);

@@ -22,48 +22,115 @@ constexpr const char* kGgml =
 
 const std::vector<Precision>& precisions() {
   static const std::vector<Precision> all = {
-      {"bf16", "bfloat16: 1 sign, 8 exponent, 7 fraction bits (the usual checkpoint format)", 16, 0, 0, false,
-       "bfloat16 format (Google Brain; IEEE 754 binary32 with the low 16 fraction bits dropped)", {}},
-      {"fp16", "IEEE half precision: 1 sign, 5 exponent, 10 fraction bits", 16, 0, 0, false, "IEEE 754-2008 binary16", {}},
+      {"bf16",
+       "bfloat16: 1 sign, 8 exponent, 7 fraction bits (the usual checkpoint format)",
+       16,
+       0,
+       0,
+       false,
+       "bfloat16 format (Google Brain; IEEE 754 binary32 with the low 16 fraction bits dropped)",
+       {}},
+      {"fp16",
+       "IEEE half precision: 1 sign, 5 exponent, 10 fraction bits",
+       16,
+       0,
+       0,
+       false,
+       "IEEE 754-2008 binary16",
+       {}},
       {"fp32", "IEEE single precision", 32, 0, 0, false, "IEEE 754-2008 binary32", {}},
       // A per-tensor scale is a few bytes per matrix. DeepSeek-V3's FP8 checkpoint uses one fp32 scale per
       // 128x128 block instead: 32 / 16384 = 0.002 bit per weight, also negligible.
-      {"fp8", "8-bit float E4M3 with a per-tensor scale (negligible)", 8, 0, 0, false,
-       "OCP 8-bit Floating Point Specification (OFP8) v1.0, E4M3", {}},
+      {"fp8",
+       "8-bit float E4M3 with a per-tensor scale (negligible)",
+       8,
+       0,
+       0,
+       false,
+       "OCP 8-bit Floating Point Specification (OFP8) v1.0, E4M3",
+       {}},
       // One bf16 scale per output row: a group as long as the row (group_per_row), 16 bits of overhead.
-      {"int8", "8-bit integer weights with one bf16 scale per output row (per-channel symmetric)", 8, 0, 16, true,
-       "per-output-channel symmetric int8 weight quantisation (absmax scale per row, stored in bf16)", {}},
+      {"int8",
+       "8-bit integer weights with one bf16 scale per output row (per-channel symmetric)",
+       8,
+       0,
+       16,
+       true,
+       "per-output-channel symmetric int8 weight quantisation (absmax scale per row, stored in bf16)",
+       {}},
       // MLX affine quantisation: w ~= scale * q + bias, one bf16 scale and one bf16 bias per 64 weights
       // along the input dimension (models_and_routing.md §A.2 Qwen3.5: scales and biases [512, 1024, 64]
       // for a 4096-wide input = 4096 / 64 groups).
-      {"q4", "4-bit MLX affine groups of 64 (bf16 scale + bf16 bias per group; 4.5 bits/weight)", 4, 64, 32, false,
-       "MLX mlx.core.quantize (affine, group_size 64, bits 4), as in flash-moe's expert_index.json", {}},
-      {"q2", "2-bit MLX affine groups of 64 (bf16 scale + bf16 bias per group; 2.5 bits/weight)", 2, 64, 32, false,
-       "MLX mlx.core.quantize (affine, group_size 64, bits 2), as in flash-moe", {}},
+      {"q4",
+       "4-bit MLX affine groups of 64 (bf16 scale + bf16 bias per group; 4.5 bits/weight)",
+       4,
+       64,
+       32,
+       false,
+       "MLX mlx.core.quantize (affine, group_size 64, bits 4), as in flash-moe's expert_index.json",
+       {}},
+      {"q2",
+       "2-bit MLX affine groups of 64 (bf16 scale + bf16 bias per group; 2.5 bits/weight)",
+       2,
+       64,
+       32,
+       false,
+       "MLX mlx.core.quantize (affine, group_size 64, bits 2), as in flash-moe",
+       {}},
       // §A.2 gpt-oss: "4-bit values + one 8-bit scale per 32-element block" = 4.25 bits/weight.
-      {"mxfp4", "OCP MXFP4: 4-bit E2M1 values + one E8M0 scale per 32-element block (4.25 bits/weight)", 4, 32, 8,
-       false, "OCP Microscaling Formats (MX) Specification v1.0 (gpt-oss ships its MoE weights in it)", {}},
+      {"mxfp4",
+       "OCP MXFP4: 4-bit E2M1 values + one E8M0 scale per 32-element block (4.25 bits/weight)",
+       4,
+       32,
+       8,
+       false,
+       "OCP Microscaling Formats (MX) Specification v1.0 (gpt-oss ships its MoE weights in it)",
+       {}},
       // NVFP4: E2M1 values, one FP8 E4M3 scale per 16-element micro-block (4.5 bits/weight), plus one FP32
       // scale per tensor (negligible). Blackwell's tensor cores compute in it (cost::compute_path: "fp4").
-      {"nvfp4", "NVIDIA NVFP4: 4-bit E2M1 values + one FP8 E4M3 scale per 16-element block (4.5 bits/weight)", 4, 16,
-       8, false,
-       "NVIDIA Technical Blog, 'Introducing NVFP4 for Efficient and Accurate Low-Precision Inference' (2025-06)", {}},
+      {"nvfp4",
+       "NVIDIA NVFP4: 4-bit E2M1 values + one FP8 E4M3 scale per 16-element block (4.5 bits/weight)",
+       4,
+       16,
+       8,
+       false,
+       "NVIDIA Technical Blog, 'Introducing NVFP4 for Efficient and Accurate Low-Precision Inference' (2025-06)",
+       {}},
       // AWQ and GPTQ checkpoints (quant_method "awq"/"gptq", bits 4, group_size 128): qweight packs eight
       // 4-bit weights per int32, and each group of 128 input weights of an output column stores an fp16 scale
       // and a 4-bit zero point (qzeros packs eight per int32): 16 + 4 = 20 bits per group.
-      {"int4_g128", "INT4 AWQ/GPTQ: 4-bit weights, an fp16 scale and a 4-bit zero per group of 128 (4.16 bits/weight)",
-       4, 128, 20, false,
+      {"int4_g128",
+       "INT4 AWQ/GPTQ: 4-bit weights, an fp16 scale and a 4-bit zero per group of 128 (4.16 bits/weight)",
+       4,
+       128,
+       20,
+       false,
        "AutoAWQ / AutoGPTQ checkpoint layout (qweight, qzeros int32-packed; scales fp16), quantization_config "
-       "bits 4, group_size 128", {}},
+       "bits 4, group_size 128",
+       {}},
       // GGUF block formats (llama.cpp), each a block of 32 (legacy) or 256 (k-quants, i-quants) weights whose
       // size ggml fixes with a static_assert in ggml/src/ggml-common.h: value bits per weight plus the
       // block's scales (and mins) as the group overhead, so that bytes = blocks × sizeof(block). The file
       // types people download (Q4_K_M, UD-Q4_K_XL) mix these per tensor; each entry here is one block type.
       {"q8_0", "GGUF Q8_0: blocks of 32 int8 + one fp16 scale (34 B, 8.5 bits/weight)", 8, 32, 16, false, kGgml, {}},
       {"q4_0", "GGUF Q4_0: blocks of 32 4-bit + one fp16 scale (18 B, 4.5 bits/weight)", 4, 32, 16, false, kGgml, {}},
-      {"q4_1", "GGUF Q4_1: blocks of 32 4-bit + fp16 scale and min (20 B, 5.0 bits/weight)", 4, 32, 32, false, kGgml, {}},
+      {"q4_1",
+       "GGUF Q4_1: blocks of 32 4-bit + fp16 scale and min (20 B, 5.0 bits/weight)",
+       4,
+       32,
+       32,
+       false,
+       kGgml,
+       {}},
       {"q5_0", "GGUF Q5_0: blocks of 32 5-bit + one fp16 scale (22 B, 5.5 bits/weight)", 5, 32, 16, false, kGgml, {}},
-      {"q5_1", "GGUF Q5_1: blocks of 32 5-bit + fp16 scale and min (24 B, 6.0 bits/weight)", 5, 32, 32, false, kGgml, {}},
+      {"q5_1",
+       "GGUF Q5_1: blocks of 32 5-bit + fp16 scale and min (24 B, 6.0 bits/weight)",
+       5,
+       32,
+       32,
+       false,
+       kGgml,
+       {}},
       // k-quants: super-blocks of 256. Q2_K: scales[16] + d + dmin = 160 bits over 2-bit values (84 B);
       // Q3_K: hmask is part of the 3-bit values, scales[12] + d = 112 bits (110 B); Q4_K and Q5_K: d, dmin
       // and scales[12] = 128 bits (144 B, 176 B); Q6_K: scales[16] + d = 144 bits (210 B).
@@ -79,10 +146,22 @@ const std::vector<Precision>& precisions() {
       // 4.5 + 0.144 x (6.5625 - 4.5) = 4.80 bits/weight, Q5_K_M 5.5 + 0.144 x 1.0625 = 5.65. Checked against
       // llama-bench's size column: Llama-3-8B Q4_K_M is 4.58 GiB for 8.03 B weights (4.90 bits with the
       // Q6_K output matrix and Q4_K embedding, which this average leaves at 4.80: 2% small).
-      {"q4_k_m", "GGUF file type Q4_K_M: Q4_K, with Q6_K for attn_v and half the ffn_down (4.80 bits/weight)", 4.80,
-       0, 0, false, "llama.cpp src/llama-quant.cpp llama_tensor_get_type (LLAMA_FTYPE_MOSTLY_Q4_K_M)", {}},
-      {"q5_k_m", "GGUF file type Q5_K_M: Q5_K, with Q6_K for attn_v and half the ffn_down (5.65 bits/weight)", 5.65,
-       0, 0, false, "llama.cpp src/llama-quant.cpp llama_tensor_get_type (LLAMA_FTYPE_MOSTLY_Q5_K_M)", {}},
+      {"q4_k_m",
+       "GGUF file type Q4_K_M: Q4_K, with Q6_K for attn_v and half the ffn_down (4.80 bits/weight)",
+       4.80,
+       0,
+       0,
+       false,
+       "llama.cpp src/llama-quant.cpp llama_tensor_get_type (LLAMA_FTYPE_MOSTLY_Q4_K_M)",
+       {}},
+      {"q5_k_m",
+       "GGUF file type Q5_K_M: Q5_K, with Q6_K for attn_v and half the ffn_down (5.65 bits/weight)",
+       5.65,
+       0,
+       0,
+       false,
+       "llama.cpp src/llama-quant.cpp llama_tensor_get_type (LLAMA_FTYPE_MOSTLY_Q5_K_M)",
+       {}},
       // i-quants index codebooks, so a weight has no whole value bits: their bits are the block's size in
       // bits over its 256 (IQ4_NL: 32) weights, with no separate overhead.
       {"iq1_s", "GGUF IQ1_S: 50 B per 256 weights (1.5625 bits/weight)", 1.5625, 256, 0, false, kGgml, {}},
@@ -182,8 +261,8 @@ units::Bytes routed_expert_bytes(const Architecture& a, const Precision& p) {
   // For Qwen3.5 at q4 this is 2·(1024·4096/2 + 1024·64·4) + (4096·1024/2 + 4096·16·4) = 7,077,888 B,
   // flash-moe's expert size (§A.2).
   // Nemotron-H's experts have no gate: up and down only.
-  units::Bytes b = matrix_bytes(a.expert_ffn, a.hidden, p) * (a.gated_ffn ? 2.0 : 1.0) +
-                   matrix_bytes(a.hidden, a.expert_ffn, p);
+  units::Bytes b =
+      matrix_bytes(a.expert_ffn, a.hidden, p) * (a.gated_ffn ? 2.0 : 1.0) + matrix_bytes(a.hidden, a.expert_ffn, p);
   if (a.expert_bias) {
     // gpt-oss biases (2I + h) stay in bf16 (they are not quantised in the MXFP4 checkpoint).
     constexpr double kBf16Bytes = 2.0;

@@ -58,7 +58,8 @@ ComputePath compute_path(const model::NodeProfile& node, const model::Precision&
     // CUDA MMQ kernels of llama.cpp run Q8_0 in it), FP4 (Blackwell's NVFP4 and MXFP4).
     const std::string own = w == "fp8" ? "fp8" : w == "int8" ? "int8" : (w == "mxfp4" || w == "nvfp4") ? "fp4" : "";
     const auto& native = node.devices.native_dtypes;
-    const bool runtime_uses = !native || std::find(native->value.begin(), native->value.end(), own) != native->value.end();
+    const bool runtime_uses =
+        !native || std::find(native->value.begin(), native->value.end(), own) != native->value.end();
     if (!own.empty() && peaks.count(own) && runtime_uses) {
       p.dtype = own;
     } else {
@@ -194,9 +195,7 @@ LayerParts layer_parts(const model::Architecture& a, const model::Precision& wei
   const auto L = static_cast<double>(a.layers);
   // Every tensor but the routed experts at the others' format (a composite precision, e.g. mxfp4/q8_0).
   const model::Precision& others = model::others_precision(weights);
-  auto bytes = [&](double n) {
-    return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), others).base();
-  };
+  auto bytes = [&](double n) { return model::param_bytes(static_cast<std::int64_t>(std::llround(n)), others).base(); };
   // The norms ride with the attention block (its two RMSNorm kernels).
   p.attn_params = static_cast<double>(params.attention + params.norms) / L;
   p.attn_bytes = bytes(p.attn_params);
@@ -217,8 +216,8 @@ LayerParts layer_parts(const model::Architecture& a, const model::Precision& wei
   for (const auto& [window, specs] : by_window) {
     model::Architecture sub = a;
     sub.layer_specs = specs;
-    p.windows.push_back({window, model::kv_bytes_per_token(sub, 1.0).base() / L,
-                         model::attention_context_flops(sub, 1).base() / L});
+    p.windows.push_back(
+        {window, model::kv_bytes_per_token(sub, 1.0).base() / L, model::attention_context_flops(sub, 1).base() / L});
   }
   // Gated DeltaNet layers read and write their fixed recurrent state every token (sequence(), twice).
   p.state_bytes = model::recurrent_state_bytes(a).base() / L;

@@ -180,8 +180,7 @@ double parse(std::string_view text, Dimension d, std::string_view where) {
   if (!number.empty() && ec == std::errc::result_out_of_range) {
     const auto e = number.find_first_of("eE");
     const bool tiny = e != std::string_view::npos && e + 1 < number.size() && number[e + 1] == '-';
-    throw fail(tiny ? "is too small for a double (below about 2.2e-308)"
-                    : "overflows a double (beyond about 1.8e308)");
+    throw fail(tiny ? "is too small for a double (below about 2.2e-308)" : "overflows a double (beyond about 1.8e308)");
   }
   if (number.empty() || ec != std::errc() || ptr != number.data() + number.size()) {
     throw fail("does not start with a number");
@@ -232,8 +231,8 @@ double parse(std::string_view text, Dimension d, std::string_view where) {
     return {0, INFINITY, ""};
   }();
   if (base != 0 && (std::fabs(base) < r.lo || std::fabs(base) > r.hi))
-    throw fail(std::string("is outside any real ") + describe(d).substr(2, describe(d).find(',') - 2) + " (" +
-               r.shown + ")");
+    throw fail(std::string("is outside any real ") + describe(d).substr(2, describe(d).find(',') - 2) + " (" + r.shown +
+               ")");
   return base;
 }
 

@@ -90,7 +90,8 @@ std::optional<double> serve_row(const EstimateResult& r, const EstimateRow& row,
     notes.push_back(row.nodes > 1 && r.node.devices.count > 1
                         ? "serve has no plan for expert parallelism over nodes of several devices each"
                         : "serve matches only the decentralised expert-outputs exchange over one expert group per "
-                          "node (--exchange expert-outputs --groups " + std::to_string(row.nodes) + ")");
+                          "node (--exchange expert-outputs --groups " +
+                              std::to_string(row.nodes) + ")");
     return std::nullopt;
   }
   nlohmann::json doc = single_user_scenario(q.model, q.hw, q.precision, q.experts, row.nodes, plan, q.context);

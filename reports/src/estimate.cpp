@@ -7,12 +7,12 @@
 #include <tuple>
 
 #include "moesim/model/error.hpp"
-#include "moesim/scenario/common_keys.hpp"
-#include "moesim/model/step_cost.hpp"
 #include "moesim/model/json_reader.hpp"
+#include "moesim/model/step_cost.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/reports/json_out.hpp"
 #include "moesim/reports/table.hpp"
+#include "moesim/scenario/common_keys.hpp"
 
 namespace moesim::reports {
 namespace {
@@ -69,8 +69,9 @@ const scenario::ParamTable<EstimateRequest>& estimate_params() {
         .describe("node profile: an id (`moesim hw`) or the path of a profile JSON");
     t.custom("nic", "string or list of strings")
         .origin()
-        .describe("NIC profile(s) between nodes, ids or paths (a list, or comma-separated after --nic); needed when "
-                  "nodes > 1")
+        .describe(
+            "NIC profile(s) between nodes, ids or paths (a list, or comma-separated after --nic); needed when "
+            "nodes > 1")
         .reader([](const scenario::Param<R>& p, const json::Node& root, R& r) {
           r.nics.clear();
           if (root.raw()[p.key()].is_string()) {
@@ -125,8 +126,9 @@ const scenario::ParamTable<EstimateRequest>& estimate_params() {
         .describe("custom placement JSON: {\"groups\": [{\"experts\": [...], \"members\": [...]}]}");
     t.field("precision", &R::precision)
         .origin()
-        .describe("weight precision (below); checkpoint: the format the model's config.json declares in "
-                  "quantization_config, else bf16");
+        .describe(
+            "weight precision (below); checkpoint: the format the model's config.json declares in "
+            "quantization_config, else bf16");
     t.field("context", &R::context)
         .min(0)
         .unit("tokens")
@@ -301,9 +303,8 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
         << (n.price ? units::format(n.price->value) + " per NIC" : std::string("no price")) << "\n";
   }
   out << "assumes    placement " << r.request.placement << ", exchange " << r.request.exchange << ", experts "
-      << r.request.experts << ", context "
-      << r.request.context << " tokens, LM head " << (r.request.lm_head ? "included" : "excluded (as in Equation 1)")
-      << "\n";
+      << r.request.experts << ", context " << r.request.context << " tokens, LM head "
+      << (r.request.lm_head ? "included" : "excluded (as in Equation 1)") << "\n";
   if (r.runtime) {
     // The figures the runtime gives; the node profile's own stand for the rest (model::apply_runtime).
     const auto& rt = *r.runtime;
@@ -325,8 +326,9 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
   }
   if (r.streaming && r.request.streaming) {
     const auto& sp = *r.streaming;
-    out << "streaming  experts read from " << r.request.streaming->storage << " (" << units::format(units::bytes_per_second(sp.ssd_bytes_per_s))
-        << ", " << units::format(units::seconds(sp.read_latency_s)) << " per read over " << sp.readers << " readers, "
+    out << "streaming  experts read from " << r.request.streaming->storage << " ("
+        << units::format(units::bytes_per_second(sp.ssd_bytes_per_s)) << ", "
+        << units::format(units::seconds(sp.read_latency_s)) << " per read over " << sp.readers << " readers, "
         << units::format(units::bytes(sp.cache_capacity_bytes)) << " page cache), serial\n";
   }
   out << "\n";
@@ -340,10 +342,13 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
   Table t(head);
   for (const auto& row : r.rows) {
     const auto& e = row.estimate;
-    std::vector<std::string> cells = {
-        std::to_string(row.nodes), row.nic, a.is_moe() ? text::printf("%.3f", row.expected_active) : "-",
-        fixed(e.load.base(), 3), fixed(e.compute.base(), 3), fixed(e.latency.base() + e.intra_node.base(), 3),
-        fixed(e.transfer.base(), 3)};
+    std::vector<std::string> cells = {std::to_string(row.nodes),
+                                      row.nic,
+                                      a.is_moe() ? text::printf("%.3f", row.expected_active) : "-",
+                                      fixed(e.load.base(), 3),
+                                      fixed(e.compute.base(), 3),
+                                      fixed(e.latency.base() + e.intra_node.base(), 3),
+                                      fixed(e.transfer.base(), 3)};
     if (r.streaming) cells.push_back(fixed(e.io.base(), 3));
     cells.push_back(fixed(e.time.base(), 3));
     cells.push_back(fixed(e.tokens_per_second, 1));
@@ -438,8 +443,9 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
       {"memory_per_device",
        sourced_json(n.memory_total().base() / static_cast<double>(n.devices.count), "B", n.devices.memory->source)},
       {"memory_bandwidth_per_device", sourced_json(n.bandwidth().value.base(), "B/s", n.bandwidth().source)},
-      {"peak_per_device", path.has_peak ? sourced_json(n.peak(path.dtype).value.base(), "FLOP/s", n.peak(path.dtype).source)
-                                        : nlohmann::json(nullptr)},
+      {"peak_per_device", path.has_peak
+                              ? sourced_json(n.peak(path.dtype).value.base(), "FLOP/s", n.peak(path.dtype).source)
+                              : nlohmann::json(nullptr)},
       {"compute_dtype", path.dtype},
       {"price",
        n.price ? sourced_json(n.price->value.base(), "USD", n.price->source) : missing_json("USD", n.price_missing())}};

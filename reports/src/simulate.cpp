@@ -95,8 +95,9 @@ const scenario::ParamTable<GenerateRequest>& generate_params() {
     t.field("dirichlet_alpha", &G::dirichlet_alpha).positive().describe("generator: Dirichlet concentration");
     // A fraction, or a profile over the layers (control points, interpolated) as `trace gen --reuse 0.22,0.34`.
     t.custom("reuse", "number in [0, 1] or a list of them")
-        .describe("generator: target fraction of a token's experts reused from the previous token; a list is a "
-                  "profile over the layers (control points, interpolated)")
+        .describe(
+            "generator: target fraction of a token's experts reused from the previous token; a list is a "
+            "profile over the layers (control points, interpolated)")
         .reader([](const scenario::Param<G>& p, const json::Node& g, G& q) {
           if (!g.raw()[p.key()].is_array()) {
             q.reuse = g.number(p.key());
@@ -135,8 +136,10 @@ const scenario::ParamTable<GenerateRequest>& generate_params() {
         .unit("experts")
         .written_if([](const G& q) { return q.lru_hit.has_value(); })
         .describe("generator: experts per layer the LRU cache of lru_hit holds");
-    t.field("top_k", &G::top_k).min(1).no_flag().describe(
-        "generator: experts per token, overriding the model's (a measurement's own, e.g. flash-moe's K=4)");
+    t.field("top_k", &G::top_k)
+        .min(1)
+        .no_flag()
+        .describe("generator: experts per token, overriding the model's (a measurement's own, e.g. flash-moe's K=4)");
     t.field("drift", &G::drift)
         .no_flag()
         .written_if([](const G& q) { return q.drift != "none"; })
@@ -166,8 +169,9 @@ const scenario::ParamTable<SimulateRequest>& simulate_params() {
         .describe("a custom placement JSON (implies --placement custom)");
     t.field("precision", &R::precision)
         .origin()
-        .describe("weight precision; checkpoint: the format the model's config.json declares in "
-                  "quantization_config, else bf16");
+        .describe(
+            "weight precision; checkpoint: the format the model's config.json declares in "
+            "quantization_config, else bf16");
     t.field("strategy", &R::strategy).origin().describe("naive, P-LB or P-LR-D");
     t.field("packing", &R::packing).origin().describe("override the strategy's packing");
     t.field("balancing", &R::balancing).origin().describe("override the strategy's balancing");
@@ -185,15 +189,17 @@ const scenario::ParamTable<SimulateRequest>& simulate_params() {
     t.field("trace", &R::trace)
         .origin()
         .written_if([](const R& r) { return !r.trace.empty(); })
-        .describe("routing trace file (.jsonl or .mtrace, also gzip or zstd compressed); without it a trace is "
-                  "generated");
+        .describe(
+            "routing trace file (.jsonl or .mtrace, also gzip or zstd compressed); without it a trace is "
+            "generated");
     t.group("generate", &R::generate, generate_params(), "how the routing trace is generated when there is no trace",
             [](const R& r) { return r.trace.empty(); });
     t.custom("tokens", "integer >= 1")
         .unit("tokens")
         .describe("replay at most this many tokens of the trace")
-        .flag_help("tokens to replay: generated when there is no --trace (generate.tokens, default 1000), else the "
-                   "first N")
+        .flag_help(
+            "tokens to replay: generated when there is no --trace (generate.tokens, default 1000), else the "
+            "first N")
         .reader([](const scenario::Param<R>& p, const json::Node& n, R& r) { r.max_tokens = n.integer(p.key(), 1); })
         .writer([](const scenario::Param<R>& p, const R& r, nlohmann::json& out) {
           if (r.max_tokens > 0) out[p.key()] = r.max_tokens;
@@ -288,19 +294,18 @@ PreparedSimulate prepare_simulate(const SimulateRequest& req) {
   r.precision =
       json::resolving(at, "precision", [&] { return &model::precision_for(req.precision, r.arch, stored_as); });
   const auto& preset = *json::resolving(at, "strategy", [&] { return &sim::strategy_by_name(req.strategy); });
-  r.packing = req.packing ? json::resolving(at, "packing", [&] { return sim::packing_by_name(*req.packing); })
-                          : preset.packing;
-  r.balancing = req.balancing
-                    ? json::resolving(at, "balancing", [&] { return sim::balancing_by_name(*req.balancing); })
-                    : preset.balancing;
+  r.packing =
+      req.packing ? json::resolving(at, "packing", [&] { return sim::packing_by_name(*req.packing); }) : preset.packing;
+  r.balancing = req.balancing ? json::resolving(at, "balancing", [&] { return sim::balancing_by_name(*req.balancing); })
+                              : preset.balancing;
   r.attention = req.attention
                     ? json::resolving(at, "attention", [&] { return sim::attention_mode_by_name(*req.attention); })
                     : preset.attention;
   r.collective = json::resolving(at, "collective", [&] { return sim::collective_by_name(req.collective); });
   r.experts = json::resolving(at, "experts", [&] { return cost::expert_execution_by_name(req.experts); });
   if (req.streaming)
-    r.streaming = json::resolving(at, "streaming",
-                                  [&] { return cost::resolve_streaming(*req.streaming, r.arch, *r.precision); });
+    r.streaming =
+        json::resolving(at, "streaming", [&] { return cost::resolve_streaming(*req.streaming, r.arch, *r.precision); });
   r.trace = json::resolving(at, "trace", [&] { return make_trace(req.generate, req.trace, r.arch); });
   sim::PlacementOptions placement_options{req.groups, {}};
   if (req.placement == "load-aware") {
@@ -397,12 +402,12 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
     // re-wire spans and one span per routed expert (top_k), and sends at most 2 (nodes - 1) messages (a ring).
     const double tokens = static_cast<double>(std::min(outputs.chrome_tokens, run_tokens));
     const double n = static_cast<double>(req.nodes);
-    const double events = tokens * static_cast<double>(r.arch.layers) * n *
-                          (4.0 + static_cast<double>(r.arch.top_k) + 2.0 * (n - 1));
-    model::require_memory(units::bytes(2560.0 * events),
-                          "--chrome-trace of " + text::printf("%.0f", tokens) + " tokens (~" +
-                              text::printf("%.3g", events) + " events)",
-                          "give fewer --chrome-tokens, or use a machine with more memory");
+    const double events =
+        tokens * static_cast<double>(r.arch.layers) * n * (4.0 + static_cast<double>(r.arch.top_k) + 2.0 * (n - 1));
+    model::require_memory(
+        units::bytes(2560.0 * events),
+        "--chrome-trace of " + text::printf("%.0f", tokens) + " tokens (~" + text::printf("%.3g", events) + " events)",
+        "give fewer --chrome-tokens, or use a machine with more memory");
     chrome.emplace(outputs.chrome_tokens);
     c.timeline = &*chrome;
     c.transfers = &*chrome;
@@ -521,8 +526,9 @@ nlohmann::json simulate_to_json(const SimulateResult& r) {
   m.push_back(metric("estimate_tokens_per_second", r.estimate.tokens_per_second, "tokens/s"));
   if (r.streaming) {
     m.push_back(metric("page_cache_hit_rate", run.cache_hit_rate, "fraction of expert reads"));
-    m.push_back(metric("io_per_token", sim::to_seconds(run.nodes.empty() ? 0 : run.nodes.front().io) /
-                                           static_cast<double>(std::max<std::int64_t>(1, run.tokens)),
+    m.push_back(metric("io_per_token",
+                       sim::to_seconds(run.nodes.empty() ? 0 : run.nodes.front().io) /
+                           static_cast<double>(std::max<std::int64_t>(1, run.tokens)),
                        "s"));
   }
   m.push_back(metric("makespan", sim::to_seconds(run.makespan), "s"));

@@ -184,7 +184,8 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
       }
       // It left the wire at m.finish: now, or earlier when it had its links to itself and nothing
       // needed a wake-up at that instant (see the next wake-up below).
-      if (observer_) [[unlikely]] observer_->on_transfer(m.from, m.to, m.bytes, m.start, m.finish);
+      if (observer_) [[unlikely]]
+        observer_->on_transfer(m.from, m.to, m.bytes, m.start, m.finish);
       auto& busy_until = up_busy_until_[static_cast<std::size_t>(m.from)];
       up_busy_[static_cast<std::size_t>(m.from)] += std::max<SimTime>(0, m.finish - std::max(m.start, busy_until));
       busy_until = std::max(busy_until, m.finish);

@@ -342,8 +342,11 @@ ServingResult run_serving(const ServingConfig& c) {
   if (r.memory.kv_blocks < 1) throw UserError("no room for a single KV-cache block on " + c.node->id);
   if (const auto len = c.scheduler.max_model_len; len && r.memory.kv_tokens < *len) {
     // vLLM's start-up check (check_enough_kv_cache_memory): one request of max_model_len must fit.
-    throw UserError("the KV cache holds " + std::to_string(r.memory.kv_tokens) + " tokens on this plan, fewer than "
-                    "one request of max_model_len " + std::to_string(*len) + " (vLLM refuses to start); lower "
+    throw UserError("the KV cache holds " + std::to_string(r.memory.kv_tokens) +
+                    " tokens on this plan, fewer than "
+                    "one request of max_model_len " +
+                    std::to_string(*len) +
+                    " (vLLM refuses to start); lower "
                     "scheduler.max_model_len, raise gpu_memory_utilization, add devices or use a smaller precision");
   }
   serving_detail::require_record_memory(c);

@@ -17,7 +17,6 @@ std::string gb(double bytes) { return units::format(units::bytes(bytes), 3); }
 
 }  // namespace
 
-
 const std::vector<NamedOption<SchedulerKind>>& scheduler_kinds() {
   static const std::vector<NamedOption<SchedulerKind>> all = {
       {SchedulerKind::Static, "static",
@@ -73,8 +72,9 @@ ParallelPlan resolve_plan(const ParallelPlan& in, const model::Architecture& a, 
                    std::to_string(p.nodes) + ")");
   }
   if (p.attention_dp && p.attention_replicated)
-    fail("attention_replicated", "and attention_dp are both set; keep one (replicated: every device attends every "
-                                 "sequence; data-parallel: each device its own)");
+    fail("attention_replicated",
+         "and attention_dp are both set; keep one (replicated: every device attends every "
+         "sequence; data-parallel: each device its own)");
   if (!p.attention_dp && !p.attention_replicated) {
     if (a.heads % p.tp != 0) {
       fail("tp", "tensor parallelism " + std::to_string(p.tp) + " does not divide the " + std::to_string(a.heads) +

@@ -96,8 +96,9 @@ TEST(BadInputCatalogue, EveryCommandRefusesWithOneLineAndLeavesNothing) {
   s.write("vllm-norate.json", R"({"num_prompts": 2, "completed": 2, "duration": 1.0, "total_input_tokens": 10,
       "total_output_tokens": 10, "request_throughput": 2.0, "output_throughput": 10.0, "mean_ttft_ms": 50.0,
       "mean_tpot_ms": 8.0})");
-  s.write("bench.md", "| model | size | params | backend | ngl | test | t/s |\n| --- | --: | --: | --- | --: | --: | --: |\n"
-                      "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | tg32 | many |\n");
+  s.write("bench.md",
+          "| model | size | params | backend | ngl | test | t/s |\n| --- | --: | --: | --- | --: | --: | --: |\n"
+          "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | tg32 | many |\n");
   // Found by fuzzing: a number beyond a double escaped the JSON readers as an uncaught exception (exit 1).
   s.write("huge-number.json", R"({"model": "dbrx-instruct", "nodes": 1e400})");
   s.write("empty-axis.json", R"({"models": [], "hw": ["dgx-h100"]})");
@@ -363,11 +364,12 @@ TEST(BadInputCatalogue, AFullDiskWritesNoOutputAtAll) {
     std::string at;
     ~Unmount() { (void)std::system(("umount " + at).c_str()); }
   } unmount{s.path("full")};
-  const CatalogueCase c{"the second output's disk is full",
-               "serve -q --model mixtral-8x7b --hw dgx-h100 --rate 4/s --requests 300 --requests-out {d}/r.csv "
-               "--steps-out {d}/full/s.csv",
-               {"--steps-out", "disk is full", "nothing was written"},
-               {"r.csv", "full/s.csv"}};
+  const CatalogueCase c{
+      "the second output's disk is full",
+      "serve -q --model mixtral-8x7b --hw dgx-h100 --rate 4/s --requests 300 --requests-out {d}/r.csv "
+      "--steps-out {d}/full/s.csv",
+      {"--steps-out", "disk is full", "nothing was written"},
+      {"r.csv", "full/s.csv"}};
   check_case(s, c);
   expect_no_temporaries(s.path());
 }

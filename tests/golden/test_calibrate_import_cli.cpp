@@ -47,11 +47,11 @@ TEST(GoldenCalibrateImport, VllmServingProfileIsReadByServe) {
 TEST(GoldenCalibrateImport, LlamaBenchBothFormatsThenServingMerges) {
   const Scratch s("moesim_calibrate_import");
   const std::string common = " --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime llama.cpp-metal";
-  const moesim::test::Run md = s.moesim("calibrate fit --llama-bench " + kImportData + "llama-bench/m2-ultra-llama3-8b.md" +
-                                        common + " --out " + s.path("md.json"));
+  const moesim::test::Run md = s.moesim("calibrate fit --llama-bench " + kImportData +
+                                        "llama-bench/m2-ultra-llama3-8b.md" + common + " --out " + s.path("md.json"));
   ASSERT_EQ(md.code, 0) << md.err;
-  const moesim::test::Run js = s.moesim("calibrate fit --llama-bench " + kImportData + "llama-bench/m2-ultra-llama3-8b.json" +
-                                        common + " --out " + s.path("js.json"));
+  const moesim::test::Run js = s.moesim("calibrate fit --llama-bench " + kImportData +
+                                        "llama-bench/m2-ultra-llama3-8b.json" + common + " --out " + s.path("js.json"));
   ASSERT_EQ(js.code, 0) << js.err;
   const auto a = nlohmann::json::parse(slurp(s.path("md.json")));
   const auto b = nlohmann::json::parse(slurp(s.path("js.json")));
@@ -114,9 +114,9 @@ TEST(GoldenCalibrateImport, VllmLatencyProfile) {
   const moesim::test::Run serve = s.moesim("serve --model llama-3.1-8b --hw h100-sxm --runtime " + s.path("lat.json") +
                                            " --rate 4/s --prompt 100 --output 16 --requests 4");
   EXPECT_EQ(serve.code, 0) << serve.err;
-  const moesim::test::Run both =
-      s.moesim("calibrate fit --vllm-latency " + kImportData + "vllm/llama-3.1-8b-h100-latency-b8.json --vllm-serving " +
-               kInf + " --model llama-3.1-8b --hw h100-sxm --runtime vllm");
+  const moesim::test::Run both = s.moesim("calibrate fit --vllm-latency " + kImportData +
+                                          "vllm/llama-3.1-8b-h100-latency-b8.json --vllm-serving " + kInf +
+                                          " --model llama-3.1-8b --hw h100-sxm --runtime vllm");
   EXPECT_EQ(both.code, 2);
 }
 

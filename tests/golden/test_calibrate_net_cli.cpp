@@ -245,7 +245,9 @@ TEST(CalibrateNetCli, LoopbackWritesAProfileThatLoads) {
 /// A TCP connection to 127.0.0.1:port that sends nothing (closed when destroyed): a client that never speaks.
 class SilentConnection {
  public:
-  explicit SilentConnection(std::uint16_t port) : ok(false), fd_(moesim::test::connect_loopback(port)) { ok = fd_ >= 0; }
+  explicit SilentConnection(std::uint16_t port) : ok(false), fd_(moesim::test::connect_loopback(port)) {
+    ok = fd_ >= 0;
+  }
   ~SilentConnection() {
     if (fd_ >= 0) ::close(fd_);
   }

@@ -19,7 +19,8 @@ using namespace moesim::test;
 // and review the diff: every changed number is a changed prediction.
 TEST(GoldenCli, EstimateJson) {
   const auto r = run_cli(
-      "estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192-paper --nic 10gbe-grpc,rocev2-25g-paper --nodes 2,3,4,6,8 "
+      "estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192-paper --nic 10gbe-grpc,rocev2-25g-paper --nodes "
+      "2,3,4,6,8 "
       "--json");
   ASSERT_EQ(r.code, 0) << r.err;
   const auto got = nlohmann::json::parse(r.out);
@@ -108,8 +109,7 @@ TEST(GoldenCli, UnfitRowsSayWhatWouldFit) {
       "estimate --model deepseek-v3 --hw mac-studio-m2-ultra-192 --nic rocev2-25g --nodes 2,4 --precision fp8";
   const auto text = run_cli(args);
   ASSERT_EQ(text.code, 0) << text.err;
-  EXPECT_NE(text.out.find("2 nodes: would fit with 4 nodes and --placement contiguous"), std::string::npos)
-      << text.out;
+  EXPECT_NE(text.out.find("2 nodes: would fit with 4 nodes and --placement contiguous"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("4 nodes: would fit with --placement contiguous"), std::string::npos) << text.out;
   const auto json = run_cli(args + " --json");
   ASSERT_EQ(json.code, 0) << json.err;
@@ -121,8 +121,9 @@ TEST(GoldenCli, UnfitRowsSayWhatWouldFit) {
     EXPECT_EQ(row.at("would_fit").at("nodes"), 4) << row.dump();
   }
   // And it does: the suggestion, run, fits.
-  const auto fits = run_cli("estimate --model deepseek-v3 --hw mac-studio-m2-ultra-192 --nic rocev2-25g --nodes 4 "
-                            "--precision fp8 --placement contiguous --json");
+  const auto fits = run_cli(
+      "estimate --model deepseek-v3 --hw mac-studio-m2-ultra-192 --nic rocev2-25g --nodes 4 "
+      "--precision fp8 --placement contiguous --json");
   ASSERT_EQ(fits.code, 0) << fits.err;
   EXPECT_TRUE(nlohmann::json::parse(fits.out).at("rows").at(0).at("fits").get<bool>());
 }

@@ -68,8 +68,9 @@ TEST(GoldenDocs, BashCompletesCommandsPartsAndEachCommandsFlags) {
   s.write("moesim.bash", script.out);
   // COMP_WORDS as bash fills it for the line typed so far; the words COMPREPLY holds, one per line.
   const auto complete = [&](const std::string& words, int cword) {
-    const moesim::test::Run r = s.shell("bash -c 'source " + s.path("moesim.bash") + "; COMP_WORDS=(" + words +
-                          "); COMP_CWORD=" + std::to_string(cword) + "; _moesim; printf \"%s\\n\" \"${COMPREPLY[@]}\"'");
+    const moesim::test::Run r =
+        s.shell("bash -c 'source " + s.path("moesim.bash") + "; COMP_WORDS=(" + words +
+                "); COMP_CWORD=" + std::to_string(cword) + "; _moesim; printf \"%s\\n\" \"${COMPREPLY[@]}\"'");
     EXPECT_EQ(r.code, 0) << r.err;
     return r.out;
   };
@@ -96,13 +97,39 @@ TEST(GoldenDocs, ZshFunctionListsEveryCommand) {
 TEST(GoldenDocs, ServeHelpNamesEveryScenarioKey) {
   const moesim::test::Run help = run_cli("serve --help");
   ASSERT_EQ(help.code, 0);
-  for (const char* key : {"description", "model_overrides", "nodes", "plan.tp", "plan.pp", "plan.moe_tp", "plan.moe_ep",
-                          "plan.attention_dp", "plan.attention_replicated", "plan.devices_per_node",
-                          "plan.nics_per_node", "precision", "experts", "runtime", "scheduler.kind",
-                          "scheduler.capacity", "scheduler.max_num_seqs", "scheduler.max_num_batched_tokens",
-                          "scheduler.block_size", "scheduler.gpu_memory_utilization", "kv_bytes", "activation_bytes",
-                          "slo", "percentiles", "trace", "generate", "streaming", "costs", "workload.arrival",
-                          "workload.rate", "workload.burstiness", "workload.max_concurrency", "sweep"})
+  for (const char* key : {"description",
+                          "model_overrides",
+                          "nodes",
+                          "plan.tp",
+                          "plan.pp",
+                          "plan.moe_tp",
+                          "plan.moe_ep",
+                          "plan.attention_dp",
+                          "plan.attention_replicated",
+                          "plan.devices_per_node",
+                          "plan.nics_per_node",
+                          "precision",
+                          "experts",
+                          "runtime",
+                          "scheduler.kind",
+                          "scheduler.capacity",
+                          "scheduler.max_num_seqs",
+                          "scheduler.max_num_batched_tokens",
+                          "scheduler.block_size",
+                          "scheduler.gpu_memory_utilization",
+                          "kv_bytes",
+                          "activation_bytes",
+                          "slo",
+                          "percentiles",
+                          "trace",
+                          "generate",
+                          "streaming",
+                          "costs",
+                          "workload.arrival",
+                          "workload.rate",
+                          "workload.burstiness",
+                          "workload.max_concurrency",
+                          "sweep"})
     EXPECT_NE(help.out.find(key), std::string::npos) << key;
 }
 

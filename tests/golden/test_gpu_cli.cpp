@@ -29,9 +29,8 @@ TEST(GpuCli, CudaBackendWithoutAGpuIsOneLine) {
   for (const BadInput& c : {
            BadInput{"kernels --backend cuda", "calibrate kernels --backend cuda", {why, "--backend cpu"}},
            BadInput{"memory --backend cuda", "calibrate memory --backend cuda", {why, "--backend cpu"}},
-           BadInput{"kernels --backend cuda --json",
-                    "calibrate kernels --backend cuda --json --model mixtral-8x7b",
-                    {why}},
+           BadInput{
+               "kernels --backend cuda --json", "calibrate kernels --backend cuda --json --model mixtral-8x7b", {why}},
        }) {
     expect_bad_input(c);
   }

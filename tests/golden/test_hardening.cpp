@@ -60,8 +60,8 @@ TEST(Signals, EarlyAndRepeatedSignalsStopOnceWithOneLine) {
 #else
   const double early = 0.02;
 #endif
-  const std::string run = std::string(MOESIM_BINARY) + " trace gen --model dbrx-instruct --tokens 3000000 --out " +
-                          s.path("big.mtrace");
+  const std::string run =
+      std::string(MOESIM_BINARY) + " trace gen --model dbrx-instruct --tokens 3000000 --out " + s.path("big.mtrace");
   const auto r = s.shell("( " + run + " & pid=$!; " + kAfterHandler + "sleep " + std::to_string(early) +
                          "; kill -TERM $pid; wait $pid )");
   EXPECT_EQ(r.code, 2) << "killed by the signal instead of stopping: " << r.err;

@@ -5,9 +5,9 @@
 #include <cmath>
 
 #include "cli_support.hpp"
-#include "report_checks.hpp"
 #include "moesim/calibrate/fit.hpp"
 #include "moesim/model/text.hpp"
+#include "report_checks.hpp"
 
 using namespace moesim::test;
 

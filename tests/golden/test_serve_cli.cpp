@@ -170,8 +170,9 @@ TEST(GoldenServe, EveryServeExampleRuns) {
 // Two GPUs of an 8-GPU server are a flag: the plan takes 2 devices (tp 2 by default), the rest idle, and
 // with a quarter of the devices the same load is served at a lower output throughput. 0 is refused.
 TEST(GoldenServe, DevicesPerNodeFlagUsesPartOfAServer) {
-  const std::string base = "serve --model mixtral-8x7b --hw dgx-h100 --precision fp8 --arrival closed-loop --users 16 "
-                           "--requests 48 --prompt 256 --output 64 --json -q";
+  const std::string base =
+      "serve --model mixtral-8x7b --hw dgx-h100 --precision fp8 --arrival closed-loop --users 16 "
+      "--requests 48 --prompt 256 --output 64 --json -q";
   const auto two = run_cli(base + " --devices-per-node 2");
   ASSERT_EQ(two.code, 0) << two.err;
   const auto all = run_cli(base);
@@ -205,8 +206,9 @@ TEST(GoldenServe, RequestsAndStepsCsv) {
 // to those arriving within them, and a cut trace says so on stderr and in otherData.
 TEST(GoldenServe, ChromeTraceIsBoundedAndSaysWhatItCovers) {
   Scratch s("serve_chrome");
-  const std::string run = "serve --model llama-3.1-8b --hw h100-sxm --arrival poisson --rate 5/s --requests 40 "
-                          "--prompt 64 --output 16 --json --chrome-trace ";
+  const std::string run =
+      "serve --model llama-3.1-8b --hw h100-sxm --arrival poisson --rate 5/s --requests 40 "
+      "--prompt 64 --output 16 --json --chrome-trace ";
   const auto all = run_cli(run + s.path("all.json"));
   ASSERT_EQ(all.code, 0) << all.err;
   const auto full = nlohmann::json::parse(slurp(s.path("all.json")));
@@ -285,13 +287,14 @@ TEST(GoldenServe, DefaultsAreSaid) {
 // The JSON output names its metrics as vLLM's benchmark_serving --save-result does, in ms, with the
 // percentiles asked for; goodput only with an SLO (issue 21). The old slo.itl key is refused with its name.
 TEST(GoldenServe, VllmMetricNames) {
-  const std::string base = "serve --model mixtral-8x7b --hw h100-sxm --precision fp8 --requests 8 --output 16 -q --json";
+  const std::string base =
+      "serve --model mixtral-8x7b --hw h100-sxm --precision fp8 --requests 8 --output 16 -q --json";
   const auto plain = run_cli(base);
   ASSERT_EQ(plain.code, 0) << plain.err;
   const Metrics m = metrics(nlohmann::json::parse(plain.out));
-  for (const char* name : {"mean_ttft_ms", "median_tpot_ms", "std_itl_ms", "p90_e2el_ms", "p99_itl_ms", "completed",
-                           "total_input_tokens", "total_output_tokens", "request_throughput", "output_throughput",
-                           "total_token_throughput", "duration"})
+  for (const char* name :
+       {"mean_ttft_ms", "median_tpot_ms", "std_itl_ms", "p90_e2el_ms", "p99_itl_ms", "completed", "total_input_tokens",
+        "total_output_tokens", "request_throughput", "output_throughput", "total_token_throughput", "duration"})
     EXPECT_TRUE(m.has(name)) << name;
   EXPECT_FALSE(m.has("request_goodput"));
   EXPECT_DOUBLE_EQ(m["total_input_tokens"], 8 * 512.0);
@@ -305,8 +308,9 @@ TEST(GoldenServe, VllmMetricNames) {
   EXPECT_FALSE(a.has("p90_ttft_ms"));
   EXPECT_LE(a["p25_ttft_ms"], a["median_ttft_ms"]);
   EXPECT_DOUBLE_EQ(a["request_goodput"], 0.0);  // no request makes 1 us per output token
-  const auto text = run_cli("serve --model mixtral-8x7b --hw h100-sxm --precision fp8 --requests 8 --output 16 -q "
-                            "--percentiles 25,99.9 --goodput ttft:100000");
+  const auto text = run_cli(
+      "serve --model mixtral-8x7b --hw h100-sxm --precision fp8 --requests 8 --output 16 -q "
+      "--percentiles 25,99.9 --goodput ttft:100000");
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("p99.9 ms"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("8 of 8 met the SLO"), std::string::npos) << text.out;
@@ -350,9 +354,10 @@ TEST(GoldenServe, FindMaxRate) {
     }
   }
   // At the rate it found, a plain run meets the SLO for at least 90% of the requests.
-  const auto at = run_cli("serve --model mixtral-8x7b --hw h100-sxm --precision fp8 -q --json --goodput ttft:500 tpot:20 "
-                          "--requests " + std::to_string(std::llround(best * 50.0)) + " --rate " +
-                          text_printf_rate(best));
+  const auto at = run_cli(
+      "serve --model mixtral-8x7b --hw h100-sxm --precision fp8 -q --json --goodput ttft:500 tpot:20 "
+      "--requests " +
+      std::to_string(std::llround(best * 50.0)) + " --rate " + text_printf_rate(best));
   ASSERT_EQ(at.code, 0) << at.err;
   const Metrics m = metrics(nlohmann::json::parse(at.out));
   EXPECT_GE(m["request_goodput"] / m["request_throughput"], 0.9 - 1e-9);
@@ -364,8 +369,9 @@ TEST(GoldenServe, FindMaxRate) {
   const auto no_slo = run_cli(base + " --find-max-rate");
   EXPECT_EQ(no_slo.code, 2);
   EXPECT_NE(no_slo.err.find("needs an SLO"), std::string::npos) << no_slo.err;
-  const auto closed = run_cli("serve --model mixtral-8x7b --hw h100-sxm --precision fp8 -q --arrival closed-loop --users 4 "
-                              "--requests 8 --goodput ttft:500 --find-max-rate");
+  const auto closed = run_cli(
+      "serve --model mixtral-8x7b --hw h100-sxm --precision fp8 -q --arrival closed-loop --users 4 "
+      "--requests 8 --goodput ttft:500 --find-max-rate");
   EXPECT_EQ(closed.code, 2);
   EXPECT_NE(closed.err.find("poisson, gamma or uniform"), std::string::npos) << closed.err;
 }
@@ -507,7 +513,8 @@ TEST(GoldenServe, BadInputs) {
       {"zero chrome steps",
        "serve --model llama-3.1-8b --hw h100-sxm --chrome-trace " + s.path("t.json") + " --chrome-steps 0",
        {"--chrome-steps 0", "at least 1"}},
-      {"chrome steps without a trace", "serve --model llama-3.1-8b --hw h100-sxm --chrome-steps 5",
+      {"chrome steps without a trace",
+       "serve --model llama-3.1-8b --hw h100-sxm --chrome-steps 5",
        {"--chrome-steps", "--chrome-trace"}},
       {"prompt beyond the step budget without chunking",
        "serve --model llama-3.1-8b --hw h100-sxm --scheduler continuous --max-num-batched-tokens 512 --prompt 1000",

@@ -372,19 +372,22 @@ TEST(GoldenSweep, RuntimesApplyToTheirHardware) {
   const double fitted = tokens("rt-out.json"), datasheet = tokens("bare-out.json");
   EXPECT_GT(fitted, 0);
   EXPECT_LT(fitted, datasheet * 0.95);
-  const auto est = s.moesim("estimate --model gpt-oss-120b --hw dgx-spark --precision mxfp4/q8_0 --runtime llama.cpp "
-                            "--json");
+  const auto est = s.moesim(
+      "estimate --model gpt-oss-120b --hw dgx-spark --precision mxfp4/q8_0 --runtime llama.cpp "
+      "--json");
   ASSERT_EQ(est.code, 0) << est.err;
   const auto ej = nlohmann::json::parse(est.out);  // named: a range-for keeps only the outermost temporary
   for (const auto& m : ej.at("rows").at(0).at("metrics"))
     if (m.at("name") == "tokens_per_second") {
       EXPECT_NEAR(fitted / m.at("value").get<double>(), 1.0, 0.02);
     }
-  s.write("off-axis.json", R"({"models": ["gpt-oss-120b"], "hw": ["dgx-spark"], "runtimes": {"h100-sxm": "llama.cpp"}})");
+  s.write("off-axis.json",
+          R"({"models": ["gpt-oss-120b"], "hw": ["dgx-spark"], "runtimes": {"h100-sxm": "llama.cpp"}})");
   const auto off = s.moesim("sweep -q --grid " + s.path("off-axis.json"));
   EXPECT_EQ(off.code, 2);
   EXPECT_NE(off.err.find("runtimes.h100-sxm"), std::string::npos) << off.err;
-  s.write("unfitted.json", R"({"models": ["gpt-oss-120b"], "hw": ["h100-sxm"], "runtimes": {"h100-sxm": "llama.cpp"}})");
+  s.write("unfitted.json",
+          R"({"models": ["gpt-oss-120b"], "hw": ["h100-sxm"], "runtimes": {"h100-sxm": "llama.cpp"}})");
   const auto unfitted = s.moesim("sweep -q --grid " + s.path("unfitted.json"));
   EXPECT_EQ(unfitted.code, 2);
   EXPECT_NE(unfitted.err.find("no runtime profile 'llama.cpp' on h100-sxm"), std::string::npos) << unfitted.err;

@@ -88,8 +88,8 @@ TEST(TraceCli, ImportsThePublicFormats) {
   EXPECT_NE(r.out.find("3 tokens, 2 requests, 2 MoE layers, 8 experts, top-2, gate weights"), std::string::npos)
       << r.out;
   // vLLM: 2 prompt + 3 generated tokens in one file, 2 generated in a bare array.
-  r = s.moesim("trace convert " + kTraceData + "vllm_request.json " + kTraceData + "vllm_bare.json --from vllm --experts 8 " +
-               "--out " + s.path("v.jsonl"));
+  r = s.moesim("trace convert " + kTraceData + "vllm_request.json " + kTraceData +
+               "vllm_bare.json --from vllm --experts 8 " + "--out " + s.path("v.jsonl"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("7 tokens, 2 requests"), std::string::npos) << r.out;
   const auto st = s.moesim("trace stats " + s.path("v.jsonl") + " --json --cache-sizes 2,4");
@@ -124,8 +124,8 @@ using moesim::test::write_compressed;
 // zstd-compressed copy of it, giving the same results.
 TEST(TraceCli, RealExcerptDrivesSimulate) {
   Scratch s("moesim_trace_cli");
-  auto r = s.moesim("trace convert " + kTraceData + "speculative_moe_humaneval_2_tail.jsonl --model mixtral-8x7b --out " +
-                    s.path("sp.mtrace"));
+  auto r = s.moesim("trace convert " + kTraceData +
+                    "speculative_moe_humaneval_2_tail.jsonl --model mixtral-8x7b --out " + s.path("sp.mtrace"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("4 tokens, 2 requests, 32 MoE layers, 8 experts, top-2, gate weights"), std::string::npos)
       << r.out;
@@ -189,8 +189,8 @@ TEST(TraceCli, MaverickExcerptDrivesSimulate) {
 // moesim's own formats gzip-compressed.
 TEST(TraceCli, DetectsFormatsAndFlagsDegenerateLayers) {
   Scratch s("moesim_trace_cli");
-  auto r =
-      s.moesim("trace convert " + kTraceData + "speculative_moe_raw_excerpt.jsonl --experts 8 --out " + s.path("raw.jsonl"));
+  auto r = s.moesim("trace convert " + kTraceData + "speculative_moe_raw_excerpt.jsonl --experts 8 --out " +
+                    s.path("raw.jsonl"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("5 tokens, 1 request"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("3 incomplete tokens dropped"), std::string::npos) << r.err;
@@ -335,7 +335,9 @@ TEST(TraceCli, BadTracesAreRefused) {
       {"unknown extension",
        "trace gen --model mixtral-8x7b --tokens 100 --out " + s.path("t.txt"),
        {"t.txt", ".mtrace"}},
-      {"cache smaller than top-k", "trace stats " + kTraceData + "small.jsonl --cache-sizes 1", {"--cache-sizes", "top_k"}},
+      {"cache smaller than top-k",
+       "trace stats " + kTraceData + "small.jsonl --cache-sizes 1",
+       {"--cache-sizes", "top_k"}},
       {"unknown subcommand", "trace generate", {"did you mean 'gen'"}},
   };
   for (const auto& c : cases) expect_refused(s, c);

@@ -52,10 +52,10 @@ TEST(Precision, MatrixBytesPerFormat) {
 // legacy blocks of 32.
 TEST(Precision, GgufBlocksHaveGgmlSizes) {
   const std::vector<std::pair<const char*, double>> block_bytes_per_256 = {
-      {"q8_0", 8 * 34}, {"q4_0", 8 * 18},   {"q4_1", 8 * 20},   {"q5_0", 8 * 22},    {"q5_1", 8 * 24},
-      {"q2_k", 84},     {"q3_k", 110},      {"q4_k", 144},      {"q5_k", 176},       {"q6_k", 210},
-      {"iq1_s", 50},    {"iq1_m", 56},      {"iq2_xxs", 66},    {"iq2_xs", 74},      {"iq2_s", 82},
-      {"iq3_xxs", 98},  {"iq3_s", 110},     {"iq4_nl", 8 * 18}, {"iq4_xs", 136}};
+      {"q8_0", 8 * 34}, {"q4_0", 8 * 18}, {"q4_1", 8 * 20},   {"q5_0", 8 * 22}, {"q5_1", 8 * 24},
+      {"q2_k", 84},     {"q3_k", 110},    {"q4_k", 144},      {"q5_k", 176},    {"q6_k", 210},
+      {"iq1_s", 50},    {"iq1_m", 56},    {"iq2_xxs", 66},    {"iq2_xs", 74},   {"iq2_s", 82},
+      {"iq3_xxs", 98},  {"iq3_s", 110},   {"iq4_nl", 8 * 18}, {"iq4_xs", 136}};
   for (const auto& [name, bytes] : block_bytes_per_256) {
     EXPECT_DOUBLE_EQ(matrix_bytes(3, 256, precision(name)).base(), 3 * bytes) << name;
     EXPECT_DOUBLE_EQ(param_bytes(768, precision(name)).base(), 3 * bytes) << name;

@@ -204,8 +204,7 @@ TEST(HfConfig, HintsOnlyTheSameArchitecture) {
   c["model_type"] = "qwen4_moe";
   c["architectures"] = {"Qwen4MoeForCausalLM"};
   std::string msg = user_error([&] { (void)parse_hf_config(c, "q.json"); });
-  EXPECT_NE(msg.find("q.json: $.model_type: is \"qwen4_moe\", an unsupported model family"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("q.json: $.model_type: is \"qwen4_moe\", an unsupported model family"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("did you mean"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("set model_type"), std::string::npos) << msg;
   EXPECT_EQ(msg.find("qwen3_moe?"), std::string::npos) << msg;
@@ -262,8 +261,8 @@ TEST(HfConfig, Llama4ScoutLayout) {
   EXPECT_EQ(chunked, 36);
   EXPECT_NE(a.name.find("text model: $.text_config"), std::string::npos) << a.name;
   // Per layer: attention 2·5120·5120 + 2·5120·1024, 17 experts' 3·5120·8192, router 5120·16, 2 norms.
-  EXPECT_EQ(parameter_counts(a).total(), 48LL * (62914560 + 17 * 125829120LL + 81920 + 10240) +
-                                             2LL * 202048 * 5120 + 5120);
+  EXPECT_EQ(parameter_counts(a).total(),
+            48LL * (62914560 + 17 * 125829120LL + 81920 + 10240) + 2LL * 202048 * 5120 + 5120);
 }
 
 // Scenario: Llama 4 with interleave_moe_layer_step 2 (Maverick's rule) as a flat llama4_text config.

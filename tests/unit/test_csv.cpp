@@ -16,7 +16,7 @@ TEST(Csv, QuotedFieldsHoldCommasAndDoubledQuotes) {
   EXPECT_EQ(f[3], "");
   EXPECT_EQ(f[4], "last");
   EXPECT_EQ(split_record("x,y\r", "t").back(), "y");  // a CRLF file
-  EXPECT_EQ(split_record("", "t").size(), 1u);         // one empty field
+  EXPECT_EQ(split_record("", "t").size(), 1u);        // one empty field
 }
 
 TEST(Csv, UnclosedQuoteAndTextAfterAQuoteAreRefused) {

@@ -21,7 +21,6 @@ namespace {
 using namespace moesim;
 using sim::SimTime;
 
-
 // Re-wire after an idle gap. Timeout 1 s, 1 ms per buffer, 1 GB/s. Wired at t = 0; used until 0.5 s;
 // touched again at 1.4 s (idle 0.9 s <= 1 s): free. Used until 1.5 s; touched at 2.6 s (idle 1.1 s):
 // 3 buffers x 1 ms + 0.5 GB / 1 GB/s = 503 ms. A buffer that starts cold pays on its first use.

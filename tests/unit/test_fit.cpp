@@ -8,11 +8,11 @@
 #include <fstream>
 #include <random>
 
+#include "../test_support.hpp"
 #include "moesim/calibrate/fit.hpp"
 #include "moesim/calibrate/lsq.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/sim/decode.hpp"
-#include "../test_support.hpp"
 
 namespace fs = std::filesystem;
 using namespace moesim;
@@ -61,7 +61,6 @@ nlohmann::json scenario_json(int nodes, int tokens) {
           {"nic", "10gbe-grpc"},      {"nodes", nodes},
           {"strategy", "P-LR-D"},     {"generate", {{"tokens", tokens}, {"seed", 3}}}};
 }
-
 
 }  // namespace
 

@@ -84,8 +84,7 @@ TEST(HfFamilies, NemotronHRefusesWhatItCannotCount) {
   nlohmann::json c = json::load_file(config_path("nemotron-3-nano-30b-a3b"));
   c["hybrid_override_pattern"] = "MEM";
   std::string msg = user_error([&] { (void)parse_hf_config(c, "n.json"); });
-  EXPECT_NE(msg.find("n.json: $.hybrid_override_pattern: has 3 letters but num_hidden_layers is 52"),
-            std::string::npos)
+  EXPECT_NE(msg.find("n.json: $.hybrid_override_pattern: has 3 letters but num_hidden_layers is 52"), std::string::npos)
       << msg;
   c = json::load_file(config_path("nemotron-3-nano-30b-a3b"));
   std::string pattern = c["hybrid_override_pattern"];
@@ -138,8 +137,7 @@ TEST(HfFamilies, Glm5IndexerSchedule) {
   EXPECT_EQ(parameter_counts(a).attention - parameter_counts(shared).attention, 57LL * 9371904);
   c["indexer_types"] = nlohmann::json::array({"full", "skip"});
   const std::string msg = user_error([&] { (void)parse_hf_config(c, "glm.json"); });
-  EXPECT_NE(msg.find("glm.json: $.indexer_types: has 2 entries but num_hidden_layers is 78"), std::string::npos)
-      << msg;
+  EXPECT_NE(msg.find("glm.json: $.indexer_types: has 2 entries but num_hidden_layers is 78"), std::string::npos) << msg;
 }
 
 }  // namespace

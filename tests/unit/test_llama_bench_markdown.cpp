@@ -39,11 +39,12 @@ TEST(LlamaBenchMarkdown, RefusesWhatLlamaBenchDidNotWrite) {
       "| model | size | params | backend | ngl | test | t/s |\n| --- | ---: | ---: | --- | --: | ---: | ---: |\n";
   EXPECT_NE(error_reading_markdown("| model | test |\n| --- | --- |\n| llama 8B F16 | tg32 |\n").find("\"t/s\" column"),
             std::string::npos);
-  EXPECT_NE(
-      error_reading_markdown(header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | xx32 | 1.0 ± 0.0 |\n").find("column test"),
-      std::string::npos);
-  EXPECT_NE(error_reading_markdown(header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | tg32 | fast |\n").find("column t/s"),
+  EXPECT_NE(error_reading_markdown(header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | xx32 | 1.0 ± 0.0 |\n")
+                .find("column test"),
             std::string::npos);
+  EXPECT_NE(
+      error_reading_markdown(header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | tg32 | fast |\n").find("column t/s"),
+      std::string::npos);
   EXPECT_NE(error_reading_markdown(header + "| llama 8B F16 | 1 GiB | 99 | tg32 | 1.0 ± 0.0 |\n").find("columns"),
             std::string::npos);
   EXPECT_NE(error_reading_markdown("hello\n").find("neither a JSON array nor a markdown table"), std::string::npos);
@@ -59,13 +60,16 @@ TEST(LlamaBenchMarkdown, RefusesWhatLlamaBenchDidNotWrite) {
   EXPECT_FALSE(j[0].contains("n_ubatch"));  // not printed: llama-bench's default, which the runtime knows
 
   // A non-default micro-batch is printed in its own column (llama.cpp PR #15616's tables: "n_ubatch 2048").
-  const std::string ub_header = "| model | size | params | backend | ngl | n_ubatch | test | t/s |\n"
-                                "| --- | ---: | ---: | --- | --: | ---: | ---: | ---: |\n";
-  std::ofstream(path) << ub_header << "| qwen3moe 30B.A3B Q8_0 | 30 GiB | 30 B | Metal | 99 | 2048 | pp512 | 2045.19 ± 10.70 |\n";
+  const std::string ub_header =
+      "| model | size | params | backend | ngl | n_ubatch | test | t/s |\n"
+      "| --- | ---: | ---: | --- | --: | ---: | ---: | ---: |\n";
+  std::ofstream(path) << ub_header
+                      << "| qwen3moe 30B.A3B Q8_0 | 30 GiB | 30 B | Metal | 99 | 2048 | pp512 | 2045.19 ± 10.70 |\n";
   EXPECT_EQ(read_llama_bench(path).at(0).at("n_ubatch"), 2048);
-  EXPECT_NE(error_reading_markdown(ub_header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | big | pp512 | 1.0 ± 0.0 |\n")
-                .find("column n_ubatch"),
-            std::string::npos);
+  EXPECT_NE(
+      error_reading_markdown(ub_header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | big | pp512 | 1.0 ± 0.0 |\n")
+          .find("column n_ubatch"),
+      std::string::npos);
 }
 
 }  // namespace

@@ -22,7 +22,6 @@ using moesim::sim::NetworkConfig;
 using moesim::sim::SimTime;
 using moesim::sim::Simulation;
 
-
 /// Records when each message (by tag) arrives.
 class Arrivals final : public MessageSink {
  public:
@@ -62,7 +61,7 @@ class Sender final : public moesim::sim::EventHandler {
 NetworkConfig gigabit(bool contention = true) {
   NetworkConfig c;
   c.nodes = 3;
-  c.bandwidth = 1e9;     // 1 GB/s per port and direction
+  c.bandwidth = 1e9;                            // 1 GB/s per port and direction
   c.latency = 10 * kPicosecondsPerMicrosecond;  // one way
   c.overhead = 0;
   c.contention = contention;

@@ -148,8 +148,9 @@ TEST(OutputSet, RefusesTwoNamesOfOneFile) {
   EXPECT_NE(same.find("name the same file"), std::string::npos) << same;
   write(d / "x", "x");
   fs::create_hard_link(d / "x", d / "y");
-  const auto linked =
-      error_of([&] { moesim::check_distinct_outputs({{(d / "x").string(), "--a"}, {(d / "y").string(), "--b"}}); });
+  const auto linked = error_of([&] {
+    moesim::check_distinct_outputs({{(d / "x").string(), "--a"}, {(d / "y").string(), "--b"}});
+  });
   EXPECT_NE(linked.find("name the same file"), std::string::npos) << linked;
 }
 
@@ -211,8 +212,9 @@ TEST(InputFile, ReadsOnlyRegularFiles) {
 // pass through for the caller to word.
 TEST(JsonStrict, RefusesDuplicateKeysAndNul) {
   const auto dup = error_of([] { (void)moesim::json::parse_strict(R"({"a": [1, {"b": 1, "b": 2}]})", "f.json"); });
-  EXPECT_EQ(dup, "f.json: $.a[1]: the key \"b\" appears twice in one object; keep one (JSON readers differ on "
-                 "which would win)");
+  EXPECT_EQ(dup,
+            "f.json: $.a[1]: the key \"b\" appears twice in one object; keep one (JSON readers differ on "
+            "which would win)");
   const auto nul = error_of([] { (void)moesim::json::parse_strict(std::string("{}\0{}", 5), "g.json"); });
   EXPECT_NE(nul.find("g.json: holds a NUL byte at byte 2"), std::string::npos) << nul;
   EXPECT_EQ(moesim::json::parse_strict(R"({"a": {"b": 1}, "c": {"b": 2}})", "h")["c"]["b"], 2);

@@ -18,8 +18,8 @@
 
 using moesim::test::expect_user_error;
 
-using moesim::sim::kPicosecondsPerMillisecond;
 using moesim::sim::kPicosecondsPerMicrosecond;
+using moesim::sim::kPicosecondsPerMillisecond;
 
 namespace {
 
@@ -30,7 +30,6 @@ using moesim::sim::read_request_trace;
 using moesim::sim::Request;
 using moesim::sim::RequestTraceFormat;
 using moesim::sim::RequestTraceOptions;
-
 
 fs::path data(const std::string& name) {
   return fs::path(MOESIM_SOURCE_DIR) / "tests" / "data" / "request_traces" / name;

@@ -40,7 +40,7 @@ TEST(StepCost, AttendedSumIsTheExactWindowedSum) {
 }
 
 TEST(StepCost, ComputePathPerWeightFormat) {
-  const model::NodeProfile h100 = model::load_node("h100-sxm");  // bf16, fp16, fp8, int8 peaks
+  const model::NodeProfile h100 = model::load_node("h100-sxm");               // bf16, fp16, fp8, int8 peaks
   const model::NodeProfile m2 = model::load_node("mac-studio-m2-ultra-192");  // bf16 only
   const model::NodeProfile m3 = model::load_node("mac-studio-m3-ultra-512");  // none
   EXPECT_EQ(cost::compute_path(h100, model::precision("fp8")).dtype, "fp8");
@@ -94,14 +94,14 @@ TEST(StepCost, OneRooflinePerKernelGroupAndOneKernelTable) {
 TEST(StepCost, AttentionDataParallelChargesEachDeviceItsOwnSequences) {
   auto tpot = [](bool dp) {
     reports::ServeScenario s;
-    s.doc = {{"model", "qwen3-235b-a22b"},
-             {"hw", "dgx-h100"},
-             {"precision", "fp8"},
-             {"plan", {{"tp", 8}, {"attention_dp", dp}}},
-             {"scheduler", {{"kind", "static"}, {"max_num_seqs", 64}, {"max_num_batched_tokens", 600000}}},
-             {"workload",
-              {{"arrival", "uniform"}, {"rate", "1000/s"}, {"requests", 64}, {"prompt", 8192}, {"output", 16}}},
-             {"generate", {{"tokens", 4096}, {"seed", 1}}}};
+    s.doc = {
+        {"model", "qwen3-235b-a22b"},
+        {"hw", "dgx-h100"},
+        {"precision", "fp8"},
+        {"plan", {{"tp", 8}, {"attention_dp", dp}}},
+        {"scheduler", {{"kind", "static"}, {"max_num_seqs", 64}, {"max_num_batched_tokens", 600000}}},
+        {"workload", {{"arrival", "uniform"}, {"rate", "1000/s"}, {"requests", 64}, {"prompt", 8192}, {"output", 16}}},
+        {"generate", {{"tokens", 4096}, {"seed", 1}}}};
     return reports::run_serve(s).result.tpot.mean;
   };
   const double tp = tpot(false);

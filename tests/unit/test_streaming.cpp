@@ -25,7 +25,6 @@ using moesim::sim::kPicosecondsPerMillisecond;
 
 namespace {
 
-
 StreamingParams toy(double capacity_experts, std::int32_t readers = 4) {
   StreamingParams p;
   p.ssd_bytes_per_s = 1e9;
@@ -129,7 +128,10 @@ TEST(Streaming, DuplicatesAreReadOnce) {
 // A lone read cannot overlap with anything: 1 + 1 + 0.5 = 2.5 ms whatever N.
 TEST(Streaming, ReadersOverlapLatencyNotBandwidth) {
   const std::vector<std::uint16_t> four = {0, 1, 2, 3};
-  const std::vector<std::pair<std::int32_t, SimTime>> cases = {{1, 10 * kPicosecondsPerMillisecond}, {2, 8 * kPicosecondsPerMillisecond}, {4, 7 * kPicosecondsPerMillisecond}, {8, 7 * kPicosecondsPerMillisecond}};
+  const std::vector<std::pair<std::int32_t, SimTime>> cases = {{1, 10 * kPicosecondsPerMillisecond},
+                                                               {2, 8 * kPicosecondsPerMillisecond},
+                                                               {4, 7 * kPicosecondsPerMillisecond},
+                                                               {8, 7 * kPicosecondsPerMillisecond}};
   for (const auto& [readers, expected] : cases) {
     ExpertStreamer s(toy(100, readers), 1, 8);
     EXPECT_EQ(s.load(0, four).time, expected) << readers << " readers";
@@ -167,7 +169,8 @@ TEST(Streaming, OverlappedSharesMemoryBandwidth) {
   io.bytes_read = 0.1e6;
   io.bytes_copied = 0.2e6;
   EXPECT_EQ(overlapped_time(1 * kPicosecondsPerMillisecond, 1e6, io, 1e9), 3 * kPicosecondsPerMillisecond / 2);
-  EXPECT_LT(overlapped_time(1 * kPicosecondsPerMillisecond, 1e6, io, 1e9), 1 * kPicosecondsPerMillisecond + io.time);  // serial: gpu + io
+  EXPECT_LT(overlapped_time(1 * kPicosecondsPerMillisecond, 1e6, io, 1e9),
+            1 * kPicosecondsPerMillisecond + io.time);  // serial: gpu + io
   EXPECT_EQ(overlapped_time(3 * kPicosecondsPerMillisecond, 1e6, io, 1e9), 3 * kPicosecondsPerMillisecond);
   io.time = 4 * kPicosecondsPerMillisecond;
   EXPECT_EQ(overlapped_time(1 * kPicosecondsPerMillisecond, 1e6, io, 1e9), 4 * kPicosecondsPerMillisecond);
@@ -249,8 +252,7 @@ TEST(Streaming, ScenarioObjectIsCheckedAndRoundTrips) {
   EXPECT_EQ(s.readers, 8);
   ASSERT_TRUE(s.page_cache.has_value());
   EXPECT_EQ(s.page_cache->base(), 1e9);
-  const cost::StreamingSpec back =
-      cost::streaming_spec_from_json(json::Node(cost::streaming_spec_to_json(s), "back"));
+  const cost::StreamingSpec back = cost::streaming_spec_from_json(json::Node(cost::streaming_spec_to_json(s), "back"));
   EXPECT_EQ(back.storage, s.storage);
   EXPECT_EQ(back.readers, s.readers);
   EXPECT_EQ(back.page_cache->base(), 1e9);

@@ -15,8 +15,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "../test_support.hpp"
 #include "../compress_support.hpp"
+#include "../test_support.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/sim/trace_import.hpp"
 #include "moesim/sim/trace_input.hpp"
@@ -251,12 +251,14 @@ TEST(TraceImport, CompressedTracesReadLikePlainOnes) {
   }
   // The importers too: speculative-moe lines and a vLLM document.
   const auto spec = sim::import_speculative_moe(
-      s.compressed("spec.jsonl.zst", slurp(kImportTraces + "speculative_moe_humaneval_2_tail.jsonl"), "zst"), mixtral());
+      s.compressed("spec.jsonl.zst", slurp(kImportTraces + "speculative_moe_humaneval_2_tail.jsonl"), "zst"),
+      mixtral());
   EXPECT_EQ(spec.tokens(), 4);
   sim::ImportOptions o;
   o.experts = 8;
-  EXPECT_EQ(
-      sim::import_vllm({s.compressed("v.json.gz", slurp(kImportTraces + "vllm_completion_lists.json"), "gz")}, o).tokens(), 9);
+  EXPECT_EQ(sim::import_vllm({s.compressed("v.json.gz", slurp(kImportTraces + "vllm_completion_lists.json"), "gz")}, o)
+                .tokens(),
+            9);
   // A cut-short gzip file is refused as damaged, not read as a shorter trace.
   const std::string gz = slurp(compress_check(s, "cut.jsonl.gz", "gz"));
   std::ofstream(s.path("cut2.jsonl.gz"), std::ios::binary) << gz.substr(0, gz.size() / 2);

@@ -24,9 +24,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <utility>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "moesim/model/hardware.hpp"
@@ -50,14 +50,14 @@ struct ValidationPrediction {
   ValidationRow row;
   std::string kind;  ///< "decode b1", "prefill b1", "decode batched", "max-load", or empty when not expressed
   std::string model, hw, precision;  ///< the moesim inputs it mapped to (a zoo id, a node profile, a precision)
-  std::string instrument;          ///< "analytic", "serving-sim"
-  std::int64_t step_tokens = 2048;  ///< tokens the runtime prefills per engine step (mapping.json's prompt_chunk)
+  std::string instrument;            ///< "analytic", "serving-sim"
+  std::int64_t step_tokens = 2048;   ///< tokens the runtime prefills per engine step (mapping.json's prompt_chunk)
   /// max-load: the runtime's scheduler (a serve scenario's "scheduler" object, mapping.json), the
   /// benchmark's request count for the row's prompt/output, and the plan's pipeline stages (tp = devices / pp).
   nlohmann::json scheduler;
   std::int64_t requests = 0, pp = 1;
-  std::optional<double> predicted; ///< in the row's unit, with the shipped (datasheet) profiles
-  std::string skipped;             ///< why not expressed (when !predicted)
+  std::optional<double> predicted;  ///< in the row's unit, with the shipped (datasheet) profiles
+  std::string skipped;              ///< why not expressed (when !predicted)
   /// With the runtime fitted to the calibration rows of its (node profile, runtime) class (--fit), and
   /// the interval the leave-one-out errors of those rows give (a prediction row's measurement should lie
   /// in it).
@@ -75,12 +75,12 @@ struct ValidationFit {
   std::string hw, runtime;
   std::int64_t calibration_rows = 0;
   double efficiency = 1, kernel_overhead = 0;
-  double context_factor = 1;  ///< the KV-cache and attention roofline's time is multiplied by this
-  std::vector<double> loo_errors;  ///< leave-one-configuration-out: predicted / measured − 1 of each decode row
+  double context_factor = 1;         ///< the KV-cache and attention roofline's time is multiplied by this
+  std::vector<double> loo_errors;    ///< leave-one-configuration-out: predicted / measured − 1 of each decode row
   std::vector<std::string> loo_ids;  ///< the row id of each loo_errors entry (in the same order)
-  double compute_efficiency = 1;   ///< prefill: achieved / peak FLOP rate (fitted when the class has prefill rows)
+  double compute_efficiency = 1;     ///< prefill: achieved / peak FLOP rate (fitted when the class has prefill rows)
   std::int64_t prefill_rows = 0;
-  std::vector<double> prefill_loo_errors;  ///< leave-one-configuration-out errors of the prefill rows
+  std::vector<double> prefill_loo_errors;                  ///< leave-one-configuration-out errors of the prefill rows
   std::optional<std::pair<double, double>> prefill_range;  ///< the prefill interval's errors (own or pooled)
   /// max-load (a class with max-load calibration rows and no batch-1 decode ones): bandwidth and compute
   /// efficiency fitted to the dense max-load rows, their leave-one-configuration-out errors, and the range
@@ -91,7 +91,7 @@ struct ValidationFit {
   std::vector<double> max_load_loo_errors;
   std::optional<std::pair<double, double>> max_load_range;
   std::string note;
-  model::RuntimeProfile profile;   ///< the fit as a runtime profile (`--write-runtimes`, `estimate --runtime`)
+  model::RuntimeProfile profile;  ///< the fit as a runtime profile (`--write-runtimes`, `estimate --runtime`)
 };
 
 /// Error statistics of a group of predictions (|error| = |predicted / measured − 1|).
@@ -99,18 +99,18 @@ struct ErrorSummary {
   std::string basis = "datasheet";             ///< "datasheet" (shipped profiles) or "fitted" (--fit)
   std::string role, kind, hw_family, runtime;  ///< the group ("all" where it spans every value)
   std::int64_t n = 0;
-  double median_abs = 0, p90_abs = 0;  ///< fractions
-  double within_10 = 0, within_25 = 0; ///< shares of rows
-  double median_signed = 0;            ///< > 0: moesim too fast / high
-  double worst_ratio = 1;              ///< max over rows of max(p/m, m/p)
-  std::int64_t with_interval = 0;      ///< fitted: rows with an interval
-  double coverage = 0;                 ///< fitted: share of those whose measurement lies in it
+  double median_abs = 0, p90_abs = 0;   ///< fractions
+  double within_10 = 0, within_25 = 0;  ///< shares of rows
+  double median_signed = 0;             ///< > 0: moesim too fast / high
+  double worst_ratio = 1;               ///< max over rows of max(p/m, m/p)
+  std::int64_t with_interval = 0;       ///< fitted: rows with an interval
+  double coverage = 0;                  ///< fitted: share of those whose measurement lies in it
 };
 
 struct ValidationResult {
   std::filesystem::path table;
   std::vector<ValidationPrediction> rows;
-  std::vector<ErrorSummary> summaries;  ///< per role × kind, then per role × kind × hw_family × runtime
+  std::vector<ErrorSummary> summaries;          ///< per role × kind, then per role × kind × hw_family × runtime
   std::map<std::string, std::int64_t> skipped;  ///< reason → rows
   std::vector<ValidationFit> fits;              ///< --fit: one per (node profile, runtime) class
 };

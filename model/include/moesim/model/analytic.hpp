@@ -25,10 +25,10 @@
 
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/cost.hpp"
+#include "moesim/model/expert_streaming.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/registry.hpp"
-#include "moesim/model/expert_streaming.hpp"
 #include "moesim/model/step_cost.hpp"
 #include "moesim/model/units.hpp"
 

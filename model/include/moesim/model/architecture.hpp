@@ -59,13 +59,13 @@ struct DeltaNetDims {
 /// Mamba-2 mixer dimensions (Nemotron-H; Dao & Gu 2024, arXiv:2405.21060, reference implementation
 /// state-spaces/mamba mamba_ssm/modules/mamba2.py).
 struct Mamba2Dims {
-  std::int64_t heads = 0;        ///< SSM heads (mamba_num_heads)
-  std::int64_t head_dim = 0;     ///< channels per head (mamba_head_dim); d_inner = heads * head_dim
-  std::int64_t groups = 0;       ///< B/C groups (n_groups)
-  std::int64_t state_size = 0;   ///< N, the state width per channel (ssm_state_size)
-  std::int64_t conv_kernel = 0;  ///< causal depthwise conv width (conv_kernel)
-  bool conv_bias = true;         ///< use_conv_bias
-  bool proj_bias = false;        ///< in_proj/out_proj biases (use_bias)
+  std::int64_t heads = 0;               ///< SSM heads (mamba_num_heads)
+  std::int64_t head_dim = 0;            ///< channels per head (mamba_head_dim); d_inner = heads * head_dim
+  std::int64_t groups = 0;              ///< B/C groups (n_groups)
+  std::int64_t state_size = 0;          ///< N, the state width per channel (ssm_state_size)
+  std::int64_t conv_kernel = 0;         ///< causal depthwise conv width (conv_kernel)
+  bool conv_bias = true;                ///< use_conv_bias
+  bool proj_bias = false;               ///< in_proj/out_proj biases (use_bias)
   double ssm_state_element_bytes = 4;   ///< the SSM state's element size (mamba_ssm_cache_dtype; fp32 = 4)
   double conv_state_element_bytes = 2;  ///< the conv state's element size (the model's dtype; bf16 = 2)
 };

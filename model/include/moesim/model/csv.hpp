@@ -17,8 +17,8 @@ namespace moesim::csv {
 std::vector<std::string> split_record(std::string_view line, const std::string& where);
 
 struct Table {
-  std::string origin;                 ///< the file, for messages
-  std::vector<std::string> header;    ///< the first line's fields
+  std::string origin;               ///< the file, for messages
+  std::vector<std::string> header;  ///< the first line's fields
   std::vector<std::vector<std::string>> rows;
   std::vector<std::int64_t> line_of;  ///< per row: its line number in the file (messages)
 

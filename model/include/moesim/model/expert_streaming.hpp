@@ -4,8 +4,8 @@
 // The non-expert weights stay resident; each decode token and MoE layer reads its chosen routed experts
 // with N parallel pread() threads. flash-moe keeps no cache of its own: the OS page cache, one LRU over
 // all files, serves repeats ("trust the OS": a custom Metal LRU was 38% slower, seed 004 "What NOT to
-// try"). sim::ExpertStreamer (sim/streaming.hpp) models exactly that: one LRU keyed by (layer, expert) whose capacity is the page
-// cache's bytes, and a per-call read time from the storage profile's figures.
+// try"). sim::ExpertStreamer (sim/streaming.hpp) models exactly that: one LRU keyed by (layer, expert) whose capacity
+// is the page cache's bytes, and a per-call read time from the storage profile's figures.
 //
 // Read time of one call with h page-cache hits and m misses (n = h + m distinct experts of s bytes):
 //

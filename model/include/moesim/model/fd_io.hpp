@@ -110,8 +110,8 @@ class InputFile {
 struct LineBound {
   double memory_per_byte = 1;
   std::uint64_t max_bytes = 0;
-  double budget = 0;       ///< bytes
-  std::string source;      ///< where the budget came from, for the message
+  double budget = 0;   ///< bytes
+  std::string source;  ///< where the budget came from, for the message
 };
 LineBound line_bound(double memory_per_byte);
 

@@ -188,8 +188,7 @@ struct StorageProfile {
 /// (predicted / measured - 1, leave-one-out): measured = predicted / (1 + error), so the measured value of a
 /// new prediction lies in [value / (1 + error_high), value / (1 + error_low)] as often as the held-out errors
 /// did. One formula for every such interval: RuntimeProfile::interval and the report's calibrated figures.
-[[nodiscard]] inline std::pair<double, double> prediction_interval(double value, double error_low,
-                                                                   double error_high) {
+[[nodiscard]] inline std::pair<double, double> prediction_interval(double value, double error_low, double error_high) {
   return {value / (1.0 + error_high), value / (1.0 + error_low)};
 }
 
@@ -202,7 +201,7 @@ struct StorageProfile {
 /// the leave-one-out relative errors (predicted / measured − 1) of the calibration rows, from which a
 /// prediction's interval is measured / predicted in [1/(1+high), 1/(1+low)].
 struct RuntimeProfile {
-  std::string id;       ///< "<runtime>@<hw>"
+  std::string id;  ///< "<runtime>@<hw>"
   std::string name;
   std::string origin;
   std::string runtime;  ///< "llama.cpp-metal", "vllm", ...

@@ -58,12 +58,12 @@ std::string_view name_of(ExpertExecution e);
 /// Kernels per layer part, the one table every instrument counts (they multiply the profile's
 /// devices.kernel_overhead).
 struct KernelTable {
-  int attention = 8;      ///< RMSNorm, QKV, RoPE, attention, O, residual, RMSNorm, residual
-  int router = 3;         ///< Linear, Softmax, TopK
-  int ffn = 4;            ///< w1 and w3 Linear, SiLU·mul, w2 Linear: a dense FFN, a shared expert, one expert
-  int combine = 1;        ///< Aggregate (the weighted sum of the expert outputs)
+  int attention = 8;       ///< RMSNorm, QKV, RoPE, attention, O, residual, RMSNorm, residual
+  int router = 3;          ///< Linear, Softmax, TopK
+  int ffn = 4;             ///< w1 and w3 Linear, SiLU·mul, w2 Linear: a dense FFN, a shared expert, one expert
+  int combine = 1;         ///< Aggregate (the weighted sum of the expert outputs)
   int tp_collectives = 2;  ///< the two all-reduces of a tensor-parallel layer (Megatron-LM, §3)
-  int head = 1;           ///< the LM head's Linear
+  int head = 1;            ///< the LM head's Linear
 };
 inline constexpr KernelTable kKernels{};
 
@@ -110,8 +110,8 @@ inline double kv_tokens_read(std::int64_t context, std::int64_t n, std::int64_t 
 
 /// How one pipeline stage's weights are split over its devices.
 struct DeviceSplit {
-  std::int64_t tp = 1;        ///< devices sharing attention and dense weights (tensor parallel)
-  std::int64_t moe_tp = 1;    ///< devices sharing each routed expert's width
+  std::int64_t tp = 1;           ///< devices sharing attention and dense weights (tensor parallel)
+  std::int64_t moe_tp = 1;       ///< devices sharing each routed expert's width
   bool attention_whole = false;  ///< attention and dense weights whole on every device (attention DP, replicated)
 };
 
@@ -168,9 +168,9 @@ struct SeqWork {
 /// computed once per model and format (a sweep prices the same model at many points).
 struct LayerParts {
   struct Window {
-    std::int64_t window = 0;   ///< 0: full attention
-    double kv_elements = 0;    ///< KV-cache elements per attended token, per layer (averaged)
-    double flops = 0;          ///< attention FLOPs per attended token, per layer (averaged)
+    std::int64_t window = 0;  ///< 0: full attention
+    double kv_elements = 0;   ///< KV-cache elements per attended token, per layer (averaged)
+    double flops = 0;         ///< attention FLOPs per attended token, per layer (averaged)
   };
   double attn_params = 0, attn_bytes = 0;      ///< attention projections and norms
   double router_params = 0, router_bytes = 0;  ///< one MoE layer's router
@@ -179,7 +179,7 @@ struct LayerParts {
   double expert_params = 0, expert_bytes = 0;  ///< one routed expert, one layer
   double state_bytes = 0;                      ///< Gated DeltaNet recurrent state, fp32, per layer (averaged)
   bool ffn_on_moe_layers = false;              ///< shared experts run beside the routed ones
-  std::vector<Window> windows;  ///< grouped by sliding window: a step costs O(sequences × windows)
+  std::vector<Window> windows;                 ///< grouped by sliding window: a step costs O(sequences × windows)
 };
 LayerParts layer_parts(const model::Architecture& a, const model::Precision& weights);
 
@@ -227,7 +227,7 @@ class LayerCosts {
   /// The runtime's host time per engine step (devices.step_overhead): at batch-1 decode, once per token.
   [[nodiscard]] double step_overhead() const { return step_overhead_; }
   [[nodiscard]] const ComputePath& path() const { return path_; }
-  [[nodiscard]] double expert_bytes() const { return expert_bytes_; }   ///< one expert, one layer, this device
+  [[nodiscard]] double expert_bytes() const { return expert_bytes_; }    ///< one expert, one layer, this device
   [[nodiscard]] double expert_params() const { return expert_params_; }  ///< one expert, one layer, all devices
   [[nodiscard]] double weight_bytes_per_layer() const { return attn_bytes_ + dense_bytes_; }
   [[nodiscard]] const Rate& memory_rate() const { return kv_rate_; }  ///< the device's bandwidth and peak

@@ -16,12 +16,11 @@
 //     placement that replicates expert groups) have no serving counterpart, and the row says why.
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "moesim/reports/estimate.hpp"
 
@@ -35,10 +34,10 @@ nlohmann::json single_user_scenario(const std::string& model, const std::string&
 struct CompareRow {
   std::int64_t nodes = 0;
   std::string nic;
-  double estimate = 0;              ///< tokens/s
-  std::optional<double> simulate;   ///< tokens/s
-  std::optional<double> serve;      ///< tokens/s (1 / mean TPOT)
-  std::vector<std::string> notes;   ///< why a figure is absent
+  double estimate = 0;             ///< tokens/s
+  std::optional<double> simulate;  ///< tokens/s
+  std::optional<double> serve;     ///< tokens/s (1 / mean TPOT)
+  std::vector<std::string> notes;  ///< why a figure is absent
   /// Largest relative difference of the present figures from the estimate.
   [[nodiscard]] double spread() const;
 };

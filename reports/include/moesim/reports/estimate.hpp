@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "moesim/model/json_reader.hpp"
 #include "moesim/model/analytic.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/cost.hpp"
 #include "moesim/model/expert_streaming.hpp"
 #include "moesim/model/hardware.hpp"
+#include "moesim/model/json_reader.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/scenario/params.hpp"
 #include "moesim/sim/placement.hpp"
@@ -28,19 +28,19 @@
 namespace moesim::reports {
 
 struct EstimateRequest {
-  json::Origins origins;            ///< where the scenario file gave each id (messages); flags have none
-  std::string model;                ///< zoo id or config.json path
-  std::string hw;                   ///< node profile id or path
-  std::vector<std::string> nics;    ///< NIC profile ids or paths (may be empty for one node)
+  json::Origins origins;                  ///< where the scenario file gave each id (messages); flags have none
+  std::string model;                      ///< zoo id or config.json path
+  std::string hw;                         ///< node profile id or path
+  std::vector<std::string> nics;          ///< NIC profile ids or paths (may be empty for one node)
   std::vector<std::int64_t> nodes = {1};  ///< node counts, each >= 1
   std::string placement = "replicated-groups";
-  std::int64_t groups = 2;     ///< replicated-groups: number of groups
-  std::string placement_file;  ///< custom placement
+  std::int64_t groups = 2;               ///< replicated-groups: number of groups
+  std::string placement_file;            ///< custom placement
   std::string precision = "checkpoint";  ///< a precision name, or the model config's own (model::precision_for)
   std::int64_t context = 0;
   bool lm_head = false;
   std::string exchange = "expert-outputs";
-  std::string experts = "fused";  ///< cost::ExpertExecution by name
+  std::string experts = "fused";                 ///< cost::ExpertExecution by name
   std::optional<cost::StreamingSpec> streaming;  ///< routed experts read from storage (serial)
   std::string runtime;  ///< a runtime profile fitted on `hw` (model::find_runtime); empty: the hardware alone
 };

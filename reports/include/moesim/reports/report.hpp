@@ -46,8 +46,8 @@ struct MeasuredPoint {
 /// The measured runs' fit as the report uses it: calibrate::report_calibration makes one with
 /// calibrate::fit_runs (this library cannot call the fitter, which is built on it).
 struct ReportCalibration {
-  std::string origin;         ///< the measured-runs file
-  ProfileOverride profiles;   ///< the fitted node (its hw id), the fitted NIC (its id) and the interval
+  std::string origin;        ///< the measured-runs file
+  ProfileOverride profiles;  ///< the fitted node (its hw id), the fitted NIC (its id) and the interval
   struct Parameter {
     std::string name, unit;  ///< unit: "ratio", "s" or "B/s"
     double start = 0, value = 0;
@@ -57,9 +57,9 @@ struct ReportCalibration {
   std::vector<Parameter> parameters;
   struct Run {
     std::string name;
-    double measured_time = 0;               ///< s per token, as measured
-    double fitted_time = 0;                 ///< s per token, the fit to every run
-    std::optional<double> loo_time;         ///< s per token, the fit to the other runs
+    double measured_time = 0;        ///< s per token, as measured
+    double fitted_time = 0;          ///< s per token, the fit to every run
+    std::optional<double> loo_time;  ///< s per token, the fit to the other runs
   };
   std::vector<Run> runs;
   /// The leave-one-out relative errors of tokens/s, predicted / measured - 1 = measured time / LOO time - 1:

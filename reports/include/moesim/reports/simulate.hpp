@@ -18,13 +18,13 @@
 
 #include "moesim/model/analytic.hpp"
 #include "moesim/model/architecture.hpp"
+#include "moesim/model/expert_streaming.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/json_reader.hpp"
-#include "moesim/model/expert_streaming.hpp"
+#include "moesim/scenario/params.hpp"
 #include "moesim/sim/decode.hpp"
 #include "moesim/sim/placement.hpp"
 #include "moesim/sim/trace.hpp"
-#include "moesim/scenario/params.hpp"
 
 namespace moesim::reports {
 
@@ -75,7 +75,7 @@ struct SimulateRequest {
   bool lm_head = false;
   std::optional<cost::StreamingSpec> streaming;  ///< routed experts read from storage (serial)
   std::string runtime;  ///< a runtime profile fitted on `hw` (model::find_runtime); empty: the hardware alone
-  std::string trace;  ///< a trace file; empty: generate
+  std::string trace;    ///< a trace file; empty: generate
   GenerateRequest generate;
   std::int64_t max_tokens = 0;  ///< replay at most this many tokens (0: all)
 };

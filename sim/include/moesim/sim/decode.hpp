@@ -112,7 +112,7 @@ struct DecodeConfig {
   /// Routed experts streamed from storage (sim/streaming.hpp), serially: before a node computes a layer's
   /// experts it reads them through its own page cache (an LRU per node). Absent: experts are resident.
   std::optional<StreamingParams> streaming;
-  std::int64_t max_tokens = 0;    ///< replay at most this many tokens of the trace; 0 = all
+  std::int64_t max_tokens = 0;  ///< replay at most this many tokens of the trace; 0 = all
   TimelineObserver* timeline = nullptr;
   class TransferObserver* transfers = nullptr;
   std::int64_t timeline_tokens = 0;  ///< report spans for the first tokens only (0: none)

@@ -136,7 +136,7 @@ class Network final : public EventHandler {
   std::vector<Waiting> waiting_;  ///< per node
   Queue deliveries_;
   std::vector<std::uint32_t> due_now_;  ///< delivered at this instant, after deliveries_'s (deliver_later())
-  std::vector<std::uint32_t> active_;  ///< messages whose flow is on the wire
+  std::vector<std::uint32_t> active_;   ///< messages whose flow is on the wire
   bool rates_dirty_ = false;
   SimTime last_advance_ = 0;
   SimTime wake_ = -1;  ///< time of the pending wake-up event, -1: none

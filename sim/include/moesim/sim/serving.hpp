@@ -52,9 +52,9 @@
 
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/hardware.hpp"
-#include "moesim/model/step_cost.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/registry.hpp"
+#include "moesim/model/step_cost.hpp"
 #include "moesim/sim/event_core.hpp"
 #include "moesim/sim/streaming.hpp"
 #include "moesim/sim/trace.hpp"
@@ -74,13 +74,13 @@ struct ParallelPlan {
   /// router for every sequence, the experts are expert-parallel, and each device sends its experts' outputs
   /// to all the others once per MoE layer (cost::expert_outputs): no all-reduce, no dispatch.
   bool attention_replicated = false;
-  std::int64_t nics_per_node = 1;     ///< inter-node NIC ports per node (rails): cross-node traffic spreads over them
+  std::int64_t nics_per_node = 1;  ///< inter-node NIC ports per node (rails): cross-node traffic spreads over them
 };
 
 /// How the experts of one MoE layer run on one device: one option for every instrument (model/step_cost.hpp).
-using cost::ExpertExecution;
 using cost::expert_execution_by_name;
 using cost::expert_executions;
+using cost::ExpertExecution;
 using cost::name_of;
 
 enum class SchedulerKind { Static, Continuous, Chunked };
@@ -98,7 +98,7 @@ std::string_view name_of(CapacityPolicy p);
 struct SchedulerConfig {
   SchedulerKind kind = SchedulerKind::Chunked;
   CapacityPolicy capacity = CapacityPolicy::MaxUtilization;  ///< vLLM's behaviour by default
-  std::int64_t max_num_seqs = 256;             ///< vLLM max_num_seqs
+  std::int64_t max_num_seqs = 256;                           ///< vLLM max_num_seqs
   std::int64_t max_num_batched_tokens = 2048;  ///< vLLM max_num_batched_tokens (chunked: the token budget)
   std::int64_t block_size = 16;                ///< KV-cache block, tokens (vLLM's default)
   double gpu_memory_utilization = 0.9;         ///< fraction of device memory the engine may use (vLLM's default)

@@ -16,8 +16,8 @@
 namespace moesim::sim {
 
 using cost::read_seconds;
-using cost::StreamingParams;
 using cost::streaming_params;
+using cost::StreamingParams;
 using cost::validate_streaming_params;
 
 /// One load() call: its read time and what the page cache did.

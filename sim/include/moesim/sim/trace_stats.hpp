@@ -73,10 +73,10 @@ struct TraceNodeStats {
 struct TracePlacementStats {
   std::string description;  ///< Placement::describe()
   std::vector<TraceNodeStats> nodes;
-  double max_active = 0;          ///< E[max over nodes] per token and layer, measured on the trace
-  double max_active_uniform = 0;  ///< the same under uniform routing, exact (expected_max_active_experts)
+  double max_active = 0;                ///< E[max over nodes] per token and layer, measured on the trace
+  double max_active_uniform = 0;        ///< the same under uniform routing, exact (expected_max_active_experts)
   std::string max_active_uniform_note;  ///< non-empty when max_active_uniform was sampled, not exact: how
-  double max_active_batch = 0;    ///< E[max over nodes] of distinct experts per batch of `batch` tokens
+  double max_active_batch = 0;          ///< E[max over nodes] of distinct experts per batch of `batch` tokens
 };
 
 struct TraceStats {
@@ -93,7 +93,7 @@ struct TraceStats {
   double uniform_reuse = 0;         ///< reuse of independent uniform routing: k/E
   std::vector<std::int64_t> cache_sizes;
   std::vector<TraceLayerStats> layers;
-  TraceLayerStats overall;  ///< means over layers
+  TraceLayerStats overall;                      ///< means over layers
   std::vector<std::int64_t> degenerate_layers;  ///< indices of the layers with TraceLayerStats::degenerate
   std::optional<TracePlacementStats> placement;
 };
