@@ -33,7 +33,7 @@ std::vector<double> read_percentiles(const json::Node& root, std::string_view ke
 
 }  // namespace
 
-// scheduler_params and read_scheduler are kept as written (moved verbatim from the old serve.cpp).
+// scheduler_params and read_scheduler are kept exactly as written (not reformatted), so branches editing them merge.
 // clang-format off
 const scenario::ParamTable<sim::SchedulerConfig>& scheduler_params() {
   using C = sim::SchedulerConfig;
