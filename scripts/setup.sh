@@ -16,6 +16,7 @@ packages=(
   chromium libpng-dev             # the report test: a headless screenshot of report.html, decoded
   clang-14 libclang-rt-14-dev     # CI: ASan+UBSan with libFuzzer (fuzz/, scripts/fuzz.sh)
   python3                         # validation/check.py: the public validation table's checker (a test)
+  clang-format-14                 # the style test: the tree is formatted as .clang-format says
 )
 
 missing=()

@@ -33,8 +33,6 @@ std::vector<double> read_percentiles(const json::Node& root, std::string_view ke
 
 }  // namespace
 
-// scheduler_params and read_scheduler are kept exactly as written (not reformatted), so branches editing them merge.
-// clang-format off
 const scenario::ParamTable<sim::SchedulerConfig>& scheduler_params() {
   using C = sim::SchedulerConfig;
   static const auto table = [] {
@@ -44,8 +42,9 @@ const scenario::ParamTable<sim::SchedulerConfig>& scheduler_params() {
         .describe("static, continuous or chunked");
     t.choice("capacity", &C::capacity, sim::capacity_policy_by_name,
              [](sim::CapacityPolicy k) { return sim::name_of(k); })
-        .describe("max-utilization (vLLM: preempt when the KV cache runs out) or guaranteed-no-evict "
-                  "(TensorRT-LLM: a request starts only with blocks for its whole prompt + output)");
+        .describe(
+            "max-utilization (vLLM: preempt when the KV cache runs out) or guaranteed-no-evict "
+            "(TensorRT-LLM: a request starts only with blocks for its whole prompt + output)");
     t.field("max_num_seqs", &C::max_num_seqs).min(1).describe("sequences per step (vLLM's max_num_seqs)");
     t.field("max_num_batched_tokens", &C::max_num_batched_tokens)
         .min(1)
@@ -55,13 +54,15 @@ const scenario::ParamTable<sim::SchedulerConfig>& scheduler_params() {
     t.field("gpu_memory_utilization", &C::gpu_memory_utilization)
         .positive()
         .max(1)
-        .describe("fraction of device memory the engine may use, weights and KV cache (vLLM's "
-                  "gpu_memory_utilization)");
+        .describe(
+            "fraction of device memory the engine may use, weights and KV cache (vLLM's "
+            "gpu_memory_utilization)");
     t.field("max_model_len", &C::max_model_len)
         .min(1)
         .unit("tokens")
-        .describe("longest request, prompt + output (vLLM's max_model_len): a longer request is refused, and a "
-                  "KV cache that cannot hold one is refused at start, as vLLM does; none: only the KV cache bounds it");
+        .describe(
+            "longest request, prompt + output (vLLM's max_model_len): a longer request is refused, and a "
+            "KV cache that cannot hold one is refused at start, as vLLM does; none: only the KV cache bounds it");
     return t;
   }();
   return table;
@@ -72,7 +73,6 @@ sim::SchedulerConfig read_scheduler(const json::Node& sc) {
   scheduler_params().read(sc, c);
   return c;
 }
-// clang-format on
 
 ServeScenario load_serve_scenario(const std::string& path) {
   ServeScenario s;

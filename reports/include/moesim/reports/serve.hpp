@@ -137,9 +137,9 @@ struct RateProbe {
 };
 struct MaxRate {
   double attainment_target = 0.9;
-  double window_s = 0;  ///< every probe's arrival window: the scenario's requests over its rate
-  std::vector<RateProbe> probes;  ///< in the order run
-  std::size_t best = 0;           ///< the probe at the highest rate that met the target
+  double window_s = 0;                 ///< every probe's arrival window: the scenario's requests over its rate
+  std::vector<RateProbe> probes;       ///< in the order run
+  std::size_t best = 0;                ///< the probe at the highest rate that met the target
   std::optional<double> failing_rate;  ///< the lowest rate that did not, when one was found
 };
 MaxRate find_max_rate(const ServeScenario& s, double attainment,

@@ -21,8 +21,8 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <map>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
@@ -38,7 +38,6 @@ namespace moesim::reports {
 /// "utilisation": "100%", "source": "..."}): the assumptions that turn capital and power into a cost per
 /// token (model::running_cost). `source` receives its "source". UserError naming the key otherwise.
 model::CostAssumptions read_costs(const json::Node& costs, std::string& source);
-
 
 struct SweepConstraints {
   std::optional<double> budget_usd;
