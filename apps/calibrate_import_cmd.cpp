@@ -158,7 +158,7 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
     if (fit.loo_errors.empty())
       calibration["llama_bench"]["leave_one_out"] =
           "none of its own: leave-one-out holds out one (model, format) configuration at a time and needs three "
-          "of them (calibrate/src/validation.cpp kMinConfigurations); run llama-bench on more models or formats";
+          "of them (calibrate/src/validation_detail.hpp kMinConfigurations); run llama-bench on more models or formats";
     const std::string src = "fitted by `moesim calibrate fit --llama-bench` to " +
                             std::to_string(fit.calibration_rows) + " batch-1 decode tests of " + text::join(names) +
                             source_note + ", " + prov.day + ", moesim " + prov.commit;

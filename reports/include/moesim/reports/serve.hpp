@@ -8,10 +8,10 @@
 //
 // Scenario keys: description, model, model_overrides (config.json keys replaced before parsing, e.g.
 // {"num_local_experts": 4}), hw, nic, nodes, plan {tp, pp, moe_tp, moe_ep, attention_dp,
-// devices_per_node, nics_per_node}, precision, experts, scheduler {kind, max_num_seqs,
-// max_num_batched_tokens, block_size, gpu_memory_utilization}, workload (sim/workload.hpp), slo {ttft,
-// itl, e2el}, trace | generate, streaming {storage, readers, page_cache, mode}, runtime (a runtime profile
-// fitted on hw: model::find_runtime), activation_bytes, kv_bytes, sweep.
+// devices_per_node, nics_per_node}, precision, experts, scheduler {kind, capacity, max_num_seqs,
+// max_num_batched_tokens, block_size, gpu_memory_utilization, max_model_len: scheduler_params()}, workload
+// (sim/workload.hpp), slo {ttft, tpot, e2el}, trace | generate, streaming {storage, readers, page_cache, mode}, runtime
+// (a runtime profile fitted on hw: model::find_runtime), activation_bytes, kv_bytes, sweep.
 
 #include <filesystem>
 #include <functional>

@@ -3,7 +3,7 @@
 // constants of Vigna's splitmix64.c, https://prng.di.unimi.it/splitmix64.c): small, fast, passes BigCrush,
 // and the same bits on every platform. The one copy of its output function and of its sequential
 // generator: the workload's and the trace generator's counter-based draws (sim/src/det_random.hpp) and
-// the reference decoder's synthetic weights (calibrate/reference/src/checkpoint.cpp) use these.
+// the reference decoder's synthetic weights (calibrate/reference/src/checkpoint_write.cpp) use these.
 
 #include <cstdint>
 
