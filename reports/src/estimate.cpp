@@ -84,9 +84,7 @@ const scenario::ParamTable<EstimateRequest>& estimate_params() {
           }
         })
         .writer([](const scenario::Param<R>& p, const R& r, nlohmann::json& out) { out[p.key()] = r.nics; })
-        .flag_adder([](const scenario::Param<R>& p, scenario::po::options_description& d, const std::string& help) {
-          d.add_options()(p.flag_name().c_str(), scenario::po::value<std::string>(), help.c_str());
-        })
+        .flag_value<std::string>()
         .flag_applier([](const scenario::Param<R>& p, const scenario::po::variables_map& vm, R& r) {
           r.nics = text::split(vm[p.flag_name()].as<std::string>(), ',');
           for (const auto& n : r.nics) {
@@ -112,9 +110,7 @@ const scenario::ParamTable<EstimateRequest>& estimate_params() {
           }
         })
         .writer([](const scenario::Param<R>& p, const R& r, nlohmann::json& out) { out[p.key()] = r.nodes; })
-        .flag_adder([](const scenario::Param<R>& p, scenario::po::options_description& d, const std::string& help) {
-          d.add_options()(p.flag_name().c_str(), scenario::po::value<std::string>(), help.c_str());
-        })
+        .flag_value<std::string>()
         .flag_applier([](const scenario::Param<R>& p, const scenario::po::variables_map& vm, R& r) {
           r.nodes = parse_node_list(vm[p.flag_name()].as<std::string>(), "--" + p.flag_name());
         });

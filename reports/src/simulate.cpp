@@ -113,9 +113,7 @@ const scenario::ParamTable<GenerateRequest>& generate_params() {
           if (q.reuse) out[p.key()] = *q.reuse;
           if (!q.reuse_profile.empty()) out[p.key()] = q.reuse_profile;
         })
-        .flag_adder([](const scenario::Param<G>& p, scenario::po::options_description& d, const std::string& help) {
-          d.add_options()(p.flag_name().c_str(), scenario::po::value<double>(), help.c_str());
-        })
+        .flag_value<double>()
         .flag_applier([](const scenario::Param<G>& p, const scenario::po::variables_map& vm, G& q) {
           q.reuse = vm[p.flag_name()].as<double>();
         });
@@ -204,9 +202,7 @@ const scenario::ParamTable<SimulateRequest>& simulate_params() {
         .writer([](const scenario::Param<R>& p, const R& r, nlohmann::json& out) {
           if (r.max_tokens > 0) out[p.key()] = r.max_tokens;
         })
-        .flag_adder([](const scenario::Param<R>& p, scenario::po::options_description& d, const std::string& help) {
-          d.add_options()(p.flag_name().c_str(), scenario::po::value<std::int64_t>(), help.c_str());
-        })
+        .flag_value<std::int64_t>()
         .flag_applier([](const scenario::Param<R>& p, const scenario::po::variables_map& vm, R& r) {
           const auto n = vm[p.flag_name()].as<std::int64_t>();
           if (n < 1) throw UserError(p.shown(std::to_string(n)) + ": replay at least 1 token");

@@ -164,6 +164,14 @@ class Param {
     add_flag_ = std::move(f);
     return *this;
   }
+  /// The flag takes one value of type T (std::string, std::int64_t, double), as Boost reads it.
+  template <class T>
+  Param& flag_value() {
+    add_flag_ = [](const Param& p, po::options_description& d, const std::string& help) {
+      d.add_options()(p.flag_.c_str(), po::value<T>(), help.c_str());
+    };
+    return *this;
+  }
   Param& flag_applier(FlagApplier f) {
     apply_flag_ = std::move(f);
     return *this;
@@ -264,9 +272,7 @@ class ParamTable {
           out[q.key()] = std::string(name_of(r.*member));
         })
         .shown_default([member, name_of](const R& r) { return std::string(name_of(r.*member)); })
-        .flag_adder([](const Param<R>& q, po::options_description& d, const std::string& help) {
-          d.add_options()(q.flag_name().c_str(), po::value<std::string>(), help.c_str());
-        })
+        .template flag_value<std::string>()
         .flag_applier([member, by_name](const Param<R>& q, const po::variables_map& vm, R& r) {
           const std::string v = vm[q.flag_name()].template as<std::string>();
           try {
@@ -466,9 +472,7 @@ void Param<R>::bind(M R::*member) {
         return r.*member;
       }
     };
-    add_flag_ = [](const Param& p, po::options_description& d, const std::string& help) {
-      d.add_options()(p.flag_.c_str(), po::value<std::string>(), help.c_str());
-    };
+    flag_value<std::string>();
     apply_flag_ = [member](const Param& p, const po::variables_map& vm, R& r) {
       r.*member = vm[p.flag_].template as<std::string>();
     };
@@ -499,9 +503,7 @@ void Param<R>::bind(M R::*member) {
         return std::to_string(r.*member);
       }
     };
-    add_flag_ = [](const Param& p, po::options_description& d, const std::string& help) {
-      d.add_options()(p.flag_.c_str(), po::value<std::int64_t>(), help.c_str());
-    };
+    flag_value<std::int64_t>();
     apply_flag_ = [member](const Param& p, const po::variables_map& vm, R& r) {
       const std::int64_t v = vm[p.flag_].template as<std::int64_t>();
       if (const auto e = p.range_error(static_cast<double>(v)); !e.empty())
@@ -522,9 +524,7 @@ void Param<R>::bind(M R::*member) {
         return number_text(r.*member);
       }
     };
-    add_flag_ = [](const Param& p, po::options_description& d, const std::string& help) {
-      d.add_options()(p.flag_.c_str(), po::value<double>(), help.c_str());
-    };
+    flag_value<double>();
     apply_flag_ = [member](const Param& p, const po::variables_map& vm, R& r) {
       const double v = vm[p.flag_].template as<double>();
       if (const auto e = p.range_error(v); !e.empty()) throw UserError(p.shown(number_text(v)) + ": " + e);
@@ -536,9 +536,7 @@ void Param<R>::bind(M R::*member) {
       r.*member = static_cast<std::uint64_t>(n.integer(p.key(), 0));
     };
     default_text_ = [member](const R& r) { return std::to_string(r.*member); };
-    add_flag_ = [](const Param& p, po::options_description& d, const std::string& help) {
-      d.add_options()(p.flag_.c_str(), po::value<std::string>(), help.c_str());
-    };
+    flag_value<std::string>();
     apply_flag_ = [member](const Param& p, const po::variables_map& vm, R& r) {
       r.*member = parse_seed(vm[p.flag_].template as<std::string>(), "--" + p.flag_);
     };
