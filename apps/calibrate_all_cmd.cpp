@@ -18,7 +18,7 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/output_file.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/table.hpp"
 
 namespace po = boost::program_options;
 
@@ -172,7 +172,7 @@ int cmd_calibrate_all(const Args& args, std::ostream& out) {
   } else {
     out << "moesim calibrate all on " << prov.host << " (" << prov.cpu_model << ", " << prov.cores << " CPUs), "
         << prov.date << ", moesim " << prov.commit << "\n\n";
-    reports::Table t({"figure", "value", "from"});
+    scenario::Table t({"figure", "value", "from"});
     t.add_row({"memory bandwidth (STREAM triad)", gbps(mem.triad_bandwidth),
                std::to_string(mem.triad_threads) + " threads, best of " + std::to_string(mem.repeats)});
     if (expert_gemv) {

@@ -13,8 +13,8 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/output_file.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/json_out.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/json_out.hpp"
+#include "moesim/scenario/table.hpp"
 
 namespace po = boost::program_options;
 
@@ -205,7 +205,7 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
     out << "moesim calibrate fit: " << runs.path << " (" << runs.runs.size() << " runs; " << fitted_runs.size()
         << " fitted)\n";
     out << "source     " << runs.source << "\n\n";
-    reports::Table pt({"parameter", "start", "fitted", "status"});
+    scenario::Table pt({"parameter", "start", "fitted", "status"});
     for (const auto& p : r.parameters) {
       pt.add_row({p.name, value_text(p.start, p.unit), p.determined ? value_text(p.value, p.unit) : "-",
                   p.determined ? "fitted" : "not constrained by these runs: kept"});
@@ -221,8 +221,8 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
     out << "\nrms relative error " << text::printf("%.3f", r.rms_relative) << " after " << r.iterations
         << " iterations (" << (r.converged ? "converged" : "iteration limit") << ", " << r.simulations
         << " simulator runs)\n\n";
-    reports::Table rt({"run", "role", "measured s", "predicted s", "err", "MoE s meas/pred", "err", "comm s meas/pred",
-                       "err", "misc s meas/pred", "err", "LOO err"});
+    scenario::Table rt({"run", "role", "measured s", "predicted s", "err", "MoE s meas/pred", "err", "comm s meas/pred",
+                        "err", "misc s meas/pred", "err", "LOO err"});
     auto part = [&](std::optional<double> m, double p) -> std::pair<std::string, std::string> {
       if (!m) return {"-", "-"};
       return {text::printf("%.3f/%.3f", *m, p), pct(p, *m)};

@@ -21,7 +21,7 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/output_file.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/table.hpp"
 
 namespace po = boost::program_options;
 
@@ -197,8 +197,8 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
     out << "moesim calibrate fit: " << runs.size() << " vLLM latency result" << (runs.size() == 1 ? "" : "s")
         << " replayed on " << node.id << " with " << rp.id << (existing ? "" : " (new: the hardware profile's figures)")
         << "\nfitted: step_overhead " << units::format(units::seconds(fit.step_overhead)) << " per engine step\n\n";
-    reports::Table t({"file", "batch x in / out", "lengths from", "steps", "measured s", "datasheet s", "err",
-                      "fitted s", "err", "LOO s", "err"});
+    scenario::Table t({"file", "batch x in / out", "lengths from", "steps", "measured s", "datasheet s", "err",
+                       "fitted s", "err", "LOO s", "err"});
     nlohmann::json files = nlohmann::json::array();
     for (std::size_t i = 0; i < fit.files.size(); ++i) {
       const auto& f = fit.files[i];
@@ -250,7 +250,7 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
         << "request_overhead " << units::format(units::seconds(fit.request_overhead)) << " per request (rms relative "
         << text::printf("%.3f", fit.rms_relative) << ", " << fit.iterations << " Gauss-Newton iterations, "
         << fit.simulations << " simulator runs)\n\n";
-    reports::Table t({"file", "basis", "TTFT ms", "err", "TPOT ms", "err", "output tok/s", "err"});
+    scenario::Table t({"file", "basis", "TTFT ms", "err", "TPOT ms", "err", "output tok/s", "err"});
     nlohmann::json files = nlohmann::json::array();
     for (const auto& f : fit.files) {
       const auto row = [&](const std::string& basis, const calibrate::ServingFigures& p) {

@@ -20,9 +20,9 @@
 #include "moesim/model/step_cost.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/reports/compare.hpp"
-#include "moesim/reports/estimate.hpp"
-#include "moesim/reports/study.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/estimate.hpp"
+#include "moesim/scenario/study.hpp"
+#include "moesim/scenario/table.hpp"
 #include "moesim/sim/placement.hpp"
 
 namespace po = boost::program_options;
@@ -185,7 +185,7 @@ int cmd_models(const Args& args, std::ostream& out) {
     out << j.dump(2) << "\n";
     return 0;
   }
-  reports::Table t(
+  scenario::Table t(
       {"id", "family", "total B params", "active B params", "layers", "experts", "top-k", "shared", "source"});
   for (const auto& a : model::zoo()) {
     const auto p = model::parameter_counts(a);
@@ -275,7 +275,7 @@ int cmd_hw(const Args& args, std::ostream& out) {
     return 0;
   }
   out << "nodes (figures per device; `moesim hw --json` gives every source)\n";
-  reports::Table tn({"id", "devices", "memory", "memory bandwidth", "peak bf16", "price", "name"});
+  scenario::Table tn({"id", "devices", "memory", "memory bandwidth", "peak bf16", "price", "name"});
   for (const auto& n : nodes) {
     const auto it = n.devices.peak_flops.find("bf16");
     tn.add_row({n.id, std::to_string(n.devices.count),
@@ -284,21 +284,21 @@ int cmd_hw(const Args& args, std::ostream& out) {
   }
   tn.print_text(out);
   out << "\nNICs\n";
-  reports::Table tc({"id", "latency", "bandwidth", "price", "name"});
+  scenario::Table tc({"id", "latency", "bandwidth", "price", "name"});
   for (const auto& n : nics) {
     tc.add_row({n.id, units::format(n.latency.value), units::format(n.bandwidth.value), q(n.price), n.name});
   }
   tc.print_text(out);
   out << "\nstorage\n";
-  reports::Table ts({"id", "read bandwidth", "read latency", "name"});
+  scenario::Table ts({"id", "read bandwidth", "read latency", "name"});
   for (const auto& n : storage) {
     ts.add_row({n.id, units::format(n.read_bandwidth.value), q(n.read_latency), n.name});
   }
   ts.print_text(out);
   out << "\nruntimes (the software on one node profile, `--runtime NAME`: fitted to dense measurements, or written "
          "by hand from published figures; - leaves the node profile's own)\n";
-  reports::Table tr({"runtime", "hw", "bandwidth efficiency", "compute efficiency", "attention x", "per kernel",
-                     "per layer", "fitted to"});
+  scenario::Table tr({"runtime", "hw", "bandwidth efficiency", "compute efficiency", "attention x", "per kernel",
+                      "per layer", "fitted to"});
   auto ratio = [](const std::optional<model::Sourced<double>>& f, const char* format) {
     return f ? text::printf(format, f->value) : std::string("-");
   };
@@ -314,7 +314,7 @@ int cmd_hw(const Args& args, std::ostream& out) {
 int cmd_estimate(const Args& args, std::ostream& out) {
   po::options_description desc("options");
   desc.add_options()("help,h", "show this help");
-  const auto& keys = reports::estimate_params();
+  const auto& keys = scenario::estimate_params();
   keys.add_flags(desc);
   desc.add_options()("scenario", po::value<std::string>(),
                      "a scenario JSON with the same keys as these flags; flags given override it")(
@@ -339,19 +339,19 @@ int cmd_estimate(const Args& args, std::ostream& out) {
               keys.help("scenario keys (a --scenario file holds them; a flag given overrides its key)"))) {
     return 0;
   }
-  reports::EstimateRequest r;
-  if (vm.count("scenario")) r = reports::load_scenario(vm["scenario"].as<std::string>());
+  scenario::EstimateRequest r;
+  if (vm.count("scenario")) r = scenario::load_scenario(vm["scenario"].as<std::string>());
   keys.apply_flags(vm, r);
   if (r.model.empty()) throw UserError("--model is missing; give a zoo id (see `moesim models`) or a config.json path");
   if (r.hw.empty()) throw UserError("--hw is missing; give a node profile id (see `moesim hw`) or a profile JSON path");
-  const auto result = reports::run_estimate(r);
+  const auto result = scenario::run_estimate(r);
   const auto compared = vm.count("compare") ? reports::compare_instruments(result) : std::vector<reports::CompareRow>{};
   if (vm.count("json")) {
-    nlohmann::json j = reports::estimate_to_json(result);
+    nlohmann::json j = scenario::estimate_to_json(result);
     if (vm.count("compare")) j["compare"] = reports::compare_to_json(compared);
     out << j.dump(2) << "\n";
   } else {
-    reports::print_estimate_text(result, out);
+    scenario::print_estimate_text(result, out);
     if (vm.count("compare")) reports::print_compare_text(compared, out);
   }
   return 0;
@@ -372,7 +372,7 @@ int cmd_cost(const Args& args, std::ostream& out) {
           "seed 000 Table 5. example: moesim cost --hw dgx-h100 --nodes 1 --tokens-per-s 112.5")) {
     return 0;
   }
-  reports::CostPoint p;
+  scenario::CostPoint p;
   p.hw = vm["hw"].as<std::string>();
   p.nic = vm.count("nic") ? vm["nic"].as<std::string>() : "";
   p.nodes = vm["nodes"].as<std::int64_t>();
@@ -381,7 +381,7 @@ int cmd_cost(const Args& args, std::ostream& out) {
     p.tokens_per_second = vm["tokens-per-s"].as<double>();
     if (!(p.tokens_per_second > 0)) throw UserError("--tokens-per-s must be a positive throughput in tokens/s");
   }
-  const auto row = reports::price_point(p);
+  const auto row = scenario::price_point(p);
   if (vm.count("json")) {
     nlohmann::json j = {{"command", "cost"},
                         {"inputs", {{"hw", p.hw}, {"nic", p.nic}, {"nodes", p.nodes}}},
@@ -424,11 +424,11 @@ int cmd_study(const Args& args, std::ostream& out) {
           "RoCEv2 and InfiniBand (Table 6, Figure 8), and Table 5's tokens/s per USD.")) {
     return 0;
   }
-  const auto study = reports::load_study(vm.count("scenario") ? vm["scenario"].as<std::string>() : "");
+  const auto study = scenario::load_study(vm.count("scenario") ? vm["scenario"].as<std::string>() : "");
   if (vm.count("json")) {
-    out << reports::study_to_json(study).dump(2) << "\n";
+    out << scenario::study_to_json(study).dump(2) << "\n";
   } else {
-    reports::print_study_text(study, out);
+    scenario::print_study_text(study, out);
   }
   return 0;
 }

@@ -8,11 +8,11 @@
 #include "commands.hpp"
 #include "moesim/calibrate/fit.hpp"
 #include "moesim/calibrate/progress.hpp"
-#include "moesim/calibrate/report_fit.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/reference/run.hpp"
 #include "moesim/reports/report.hpp"
+#include "moesim/reports/report_fit.hpp"
 
 namespace po = boost::program_options;
 
@@ -24,9 +24,9 @@ void add_measured(const calibrate::MeasuredRuns& runs, reports::ReportInputs& in
   in.measured_origin = runs.path;
   for (const auto& r : runs.runs)
     in.measured.push_back({r.name, r.source, r.scenario, r.tokens_per_s, r.moe, r.comm, r.misc});
-  // The headline is calibrated: the profiles fitted to these runs (calibrate/report_fit.hpp).
+  // The headline is calibrated: the profiles fitted to these runs (reports/report_fit.hpp).
   in.calibrate = [runs](const std::function<void(const std::string&)>& progress) {
-    return calibrate::report_calibration(runs, progress);
+    return reports::report_calibration(runs, progress);
   };
 }
 
@@ -82,7 +82,7 @@ int cmd_report(const Args& args, std::ostream& out) {
     add_measured(calibrate::builtin_measured_runs("measured/seed000-tables-3-4.json"), in);
   }
   if (vm.count("study")) {
-    const auto s = reports::load_study(vm["study"].as<std::string>());
+    const auto s = scenario::load_study(vm["study"].as<std::string>());
     in.cost_points = s.cost_comparison;
     in.cost_points_origin = s.origin;
   }

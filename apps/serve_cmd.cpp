@@ -1,4 +1,4 @@
-// `moesim serve`: the serving simulator (reports/serve.hpp, sim/serving.hpp).
+// `moesim serve`: the serving simulator (scenario/serve.hpp, sim/serving.hpp).
 
 #include <boost/program_options.hpp>
 #include <iostream>
@@ -7,7 +7,7 @@
 #include "moesim/calibrate/progress.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/output_file.hpp"
-#include "moesim/reports/serve.hpp"
+#include "moesim/scenario/serve.hpp"
 #include "moesim/sim/serving.hpp"
 
 namespace po = boost::program_options;
@@ -85,8 +85,8 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("experts", po::value<std::string>(), "expert execution (experts; default fused)")
     ("runtime", po::value<std::string>(), (runtime_help() + " (scenario key runtime)").c_str());
   // clang-format on
-  // The scheduler's keys (scheduler.*), declared once in its parameter table (reports/serve.hpp).
-  reports::scheduler_params().add_flags(desc);
+  // The scheduler's keys (scheduler.*), declared once in its parameter table (scenario/serve.hpp).
+  scenario::scheduler_params().add_flags(desc);
   // clang-format off
   desc.add_options()
     ("arrival", po::value<std::string>(), "poisson, gamma, uniform, closed-loop or trace (workload.arrival)")
@@ -137,11 +137,11 @@ int cmd_serve(const Args& args, std::ostream& out) {
           "the experts the batch's tokens chose, from a routing trace). Prints TTFT, TPOT, ITL and E2EL "
           "percentiles, throughput and goodput.",
           serve_help() +
-              reports::scheduler_params().help("scheduler keys (a scenario's \"scheduler\" object)", "scheduler."))) {
+              scenario::scheduler_params().help("scheduler keys (a scenario's \"scheduler\" object)", "scheduler."))) {
     return 0;
   }
-  reports::ServeScenario s;
-  if (vm.count("scenario")) s = reports::load_serve_scenario(vm["scenario"].as<std::string>());
+  scenario::ServeScenario s;
+  if (vm.count("scenario")) s = scenario::load_serve_scenario(vm["scenario"].as<std::string>());
   auto& d = s.doc;
   // Every flag sets one scenario key (a path of object keys): flags and scenario files say the same things.
   auto set_at = [&](std::initializer_list<const char*> path, const nlohmann::json& value) {
@@ -175,7 +175,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
   set_str("runtime", {"runtime"});
   {
     nlohmann::json flags = nlohmann::json::object();
-    reports::scheduler_params().flags_to_json(vm, flags);
+    scenario::scheduler_params().flags_to_json(vm, flags);
     for (auto& [k, v] : flags.items()) set_at({"scheduler", k.c_str()}, v);
   }
   set_str("arrival", {"workload", "arrival"});
@@ -235,7 +235,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
   }
 
   const bool quiet = vm.count("quiet") > 0;
-  std::size_t chrome_steps = reports::kServeTraceSteps;
+  std::size_t chrome_steps = scenario::kServeTraceSteps;
   if (vm.count("chrome-steps")) {
     const std::int64_t n = vm["chrome-steps"].as<std::int64_t>();
     if (n < 1)
@@ -249,20 +249,20 @@ int cmd_serve(const Args& args, std::ostream& out) {
       if (vm.count(f))
         throw UserError(std::string("--") + f + " and --find-max-rate: run the rate it finds without it");
     calibrate::Progress bar(quiet ? nullptr : &std::cerr, 1.0);
-    const reports::MaxRate m =
-        reports::find_max_rate(s, vm["slo-attainment"].as<double>(), [&](double rate, std::size_t i) {
+    const scenario::MaxRate m =
+        scenario::find_max_rate(s, vm["slo-attainment"].as<double>(), [&](double rate, std::size_t i) {
           // A search of unknown length: each probe on its own, without a percentage.
           bar.fraction("serve --find-max-rate", -1.0,
                        "probe " + std::to_string(i + 1) + " at " + text::printf("%.3g", rate) + " requests/s");
         });
     bar.finish();
     if (vm.count("json"))
-      out << reports::max_rate_to_json(m).dump(2) << "\n";
+      out << scenario::max_rate_to_json(m).dump(2) << "\n";
     else
-      reports::print_max_rate_text(m, out);
+      scenario::print_max_rate_text(m, out);
     return 0;
   }
-  const auto points = reports::expand_sweep(s);
+  const auto points = scenario::expand_sweep(s);
   // Output files are opened before the run, so a bad path fails at once and nothing half-written remains.
   // All of them are committed together at the end (moesim/model/output_file.hpp).
   OutputSet outputs;
@@ -271,32 +271,32 @@ int cmd_serve(const Args& args, std::ostream& out) {
   if (vm.count("requests-out")) requests_out = &outputs.add(vm["requests-out"].as<std::string>(), "--requests-out");
   if (vm.count("steps-out")) steps_out = &outputs.add(vm["steps-out"].as<std::string>(), "--steps-out");
   if (vm.count("sweep-out")) sweep_out = &outputs.add(vm["sweep-out"].as<std::string>(), "--sweep-out");
-  std::vector<reports::ServeRun> runs;
+  std::vector<scenario::ServeRun> runs;
   calibrate::Progress bar(quiet ? nullptr : &std::cerr, 1.0);
   for (std::size_t i = 0; i < points.size(); ++i) {
     std::function<void(double)> progress;
     const std::string stage = "serve: point " + std::to_string(i + 1) + "/" + std::to_string(points.size());
     if (!quiet) progress = [&bar, stage](double f) { bar.fraction(stage, f, "requests done"); };
-    runs.push_back(reports::run_serve(points[i].scenario, progress));
+    runs.push_back(scenario::run_serve(points[i].scenario, progress));
   }
   bar.finish();
   if (points.size() == 1 && points.front().values.empty()) {
     if (vm.count("json")) {
-      out << reports::serve_to_json(runs.front(), vm.count("timing") > 0).dump(2) << "\n";
+      out << scenario::serve_to_json(runs.front(), vm.count("timing") > 0).dump(2) << "\n";
     } else {
-      reports::print_serve_text(runs.front(), out, vm.count("timing") > 0);
+      scenario::print_serve_text(runs.front(), out, vm.count("timing") > 0);
     }
-    if (requests_out) reports::write_requests_csv(runs.front(), requests_out->stream());
-    if (steps_out) reports::write_steps_csv(runs.front(), steps_out->stream());
+    if (requests_out) scenario::write_requests_csv(runs.front(), requests_out->stream());
+    if (steps_out) scenario::write_steps_csv(runs.front(), steps_out->stream());
     if (chrome_out) {
-      const std::string covers = reports::write_serve_chrome_trace(runs.front(), chrome_out->stream(), chrome_steps);
+      const std::string covers = scenario::write_serve_chrome_trace(runs.front(), chrome_out->stream(), chrome_steps);
       if (!quiet && !covers.starts_with("all ")) std::cerr << "moesim serve: the Chrome trace holds " << covers << "\n";
     }
   } else {
     if (vm.count("json")) {
       nlohmann::json all = nlohmann::json::array();
       for (std::size_t i = 0; i < runs.size(); ++i) {
-        nlohmann::json p = reports::serve_to_json(runs[i], vm.count("timing") > 0);
+        nlohmann::json p = scenario::serve_to_json(runs[i], vm.count("timing") > 0);
         nlohmann::json v = nlohmann::json::object();
         for (const auto& [k, x] : points[i].values) v[k] = x;
         p["sweep_values"] = v;
@@ -305,12 +305,12 @@ int cmd_serve(const Args& args, std::ostream& out) {
       out << all.dump(2) << "\n";
     } else {
       if (s.doc.contains("description")) out << s.doc["description"].get<std::string>() << "\n\n";
-      reports::print_sweep_table(points, runs, out);
+      scenario::print_sweep_table(points, runs, out);
     }
     if (requests_out || steps_out || chrome_out)
       throw UserError("--requests-out, --steps-out and --chrome-trace need a scenario without a sweep");
   }
-  if (sweep_out) reports::write_sweep_csv(points, runs, sweep_out->stream());
+  if (sweep_out) scenario::write_sweep_csv(points, runs, sweep_out->stream());
   outputs.commit();
   return 0;
 }

@@ -1,11 +1,11 @@
-// `moesim simulate`: the discrete-event replay of expert-parallel decode (reports/simulate.hpp).
+// `moesim simulate`: the discrete-event replay of expert-parallel decode (scenario/simulate.hpp).
 
 #include <algorithm>
 #include <boost/program_options.hpp>
 
 #include "commands.hpp"
 #include "moesim/model/error.hpp"
-#include "moesim/reports/simulate.hpp"
+#include "moesim/scenario/simulate.hpp"
 #include "moesim/sim/decode.hpp"
 #include "moesim/sim/placement.hpp"
 
@@ -41,7 +41,7 @@ int cmd_simulate(const Args& args, std::ostream& out) {
   po::options_description desc("options");
   desc.add_options()("help,h", "show this help")(
       "scenario", po::value<std::string>(), "scenario JSON file (keys as the flags; flags given here override it)");
-  const auto& keys = reports::simulate_params();
+  const auto& keys = scenario::simulate_params();
   keys.add_flags(desc);
   // clang-format off
   desc.add_options()
@@ -63,22 +63,22 @@ int cmd_simulate(const Args& args, std::ostream& out) {
                          keys.help("scenario keys (a --scenario file holds them; a flag given overrides its key)"))) {
     return 0;
   }
-  reports::SimulateRequest r;
-  if (vm.count("scenario")) r = reports::load_simulate_scenario(vm["scenario"].as<std::string>());
+  scenario::SimulateRequest r;
+  if (vm.count("scenario")) r = scenario::load_simulate_scenario(vm["scenario"].as<std::string>());
   keys.apply_flags(vm, r);
 
-  reports::SimulateOutputs o;
+  scenario::SimulateOutputs o;
   if (vm.count("per-token")) o.per_token_csv = vm["per-token"].as<std::string>();
   if (vm.count("chrome-trace")) o.chrome_trace = vm["chrome-trace"].as<std::string>();
   if (vm.count("chrome-tokens")) {
     o.chrome_tokens = vm["chrome-tokens"].as<std::int64_t>();
     if (o.chrome_tokens < 1) throw UserError("--chrome-tokens must be at least 1");
   }
-  const auto result = reports::run_simulate(r, o);
+  const auto result = scenario::run_simulate(r, o);
   if (vm.count("json")) {
-    out << reports::simulate_to_json(result).dump(2) << "\n";
+    out << scenario::simulate_to_json(result).dump(2) << "\n";
   } else {
-    reports::print_simulate_text(result, out, vm.count("timing") > 0);
+    scenario::print_simulate_text(result, out, vm.count("timing") > 0);
   }
   return 0;
 }

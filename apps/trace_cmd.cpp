@@ -14,7 +14,7 @@
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/table.hpp"
 #include "moesim/sim/placement.hpp"
 #include "moesim/sim/trace_gen.hpp"
 #include "moesim/sim/trace_import.hpp"
@@ -40,7 +40,7 @@ std::vector<std::string> take_inputs(Args& args) {
   return in;
 }
 
-std::string pct(double x) { return reports::fixed(100.0 * x, 1); }
+std::string pct(double x) { return scenario::fixed(100.0 * x, 1); }
 
 const char* kTraceUsage =
     "usage: moesim trace gen|stats|convert [options]     (moesim trace <sub> --help for its options)\n\n"
@@ -382,7 +382,7 @@ int trace_stats(Args args, std::ostream& out) {
       << (st.requests == 1 ? "" : "s") << ", gate weights " << (trace.has_weights() ? "yes" : "no") << "\n";
   out << "source: " << h.source << "\n\n";
   out << "load: " << st.windows << " window" << (st.windows == 1 ? "" : "s") << " of " << st.window << " tokens (mean "
-      << reports::fixed(st.window_mean_load, 1) << " assignments per expert); reuse and repeats: " << st.pairs
+      << scenario::fixed(st.window_mean_load, 1) << " assignments per expert); reuse and repeats: " << st.pairs
       << " consecutive token pairs within requests; distinct: " << st.batches << " batches of " << st.batch
       << " tokens\n";
   std::vector<std::string> headers = {"layer",   "load max/mean", "worst window", "whole trace",
@@ -390,18 +390,18 @@ int trace_stats(Args args, std::ostream& out) {
   for (const auto c : st.cache_sizes) headers.push_back("LRU" + std::to_string(c) + " hit %");
   headers.push_back("distinct/batch experts");
   if (st.placement) headers.push_back("max/node experts");
-  reports::Table t(headers);
+  scenario::Table t(headers);
   const auto row = [&](const std::string& name, const sim::TraceLayerStats& s) {
     std::vector<std::string> r = {name,
-                                  reports::fixed(s.load_max_mean, 3),
-                                  reports::fixed(s.load_max_mean_worst, 3),
-                                  reports::fixed(s.load_max_mean_all, 3),
+                                  scenario::fixed(s.load_max_mean, 3),
+                                  scenario::fixed(s.load_max_mean_worst, 3),
+                                  scenario::fixed(s.load_max_mean_all, 3),
                                   pct(s.reuse),
                                   pct(s.first_choice_repeat),
                                   pct(s.any_overlap)};
     for (const auto x : s.lru_hit) r.push_back(pct(x));
-    r.push_back(reports::fixed(s.distinct_per_batch, 2));
-    if (st.placement) r.push_back(reports::fixed(s.max_active, 3));
+    r.push_back(scenario::fixed(s.distinct_per_batch, 2));
+    if (st.placement) r.push_back(scenario::fixed(s.max_active, 3));
     t.add_row(std::move(r));
   };
   for (std::size_t l = 0; l < st.layers.size(); ++l) row(std::to_string(l), st.layers[l]);
@@ -419,22 +419,22 @@ int trace_stats(Args args, std::ostream& out) {
   }
   out << "independent uniform routing: reuse " << pct(st.uniform_reuse) << "%, first-choice repeat "
       << pct(st.uniform_first_choice)
-      << "%, distinct experts per batch E(1-(1-k/E)^B) = " << reports::fixed(st.independent_distinct, 2) << "\n";
+      << "%, distinct experts per batch E(1-(1-k/E)^B) = " << scenario::fixed(st.independent_distinct, 2) << "\n";
   if (st.placement) {
     const auto& p = *st.placement;
     out << "\nplacement " << p.description << "\n";
-    reports::Table tn({"node", "experts held", "mean active experts", "max active experts", "share %"});
+    scenario::Table tn({"node", "experts held", "mean active experts", "max active experts", "share %"});
     for (std::size_t n = 0; n < p.nodes.size(); ++n) {
       const auto& ns = p.nodes[n];
-      tn.add_row({std::to_string(n), std::to_string(ns.experts_held), reports::fixed(ns.mean_active, 3),
+      tn.add_row({std::to_string(n), std::to_string(ns.experts_held), scenario::fixed(ns.mean_active, 3),
                   std::to_string(ns.max_active), pct(ns.share)});
     }
     tn.print_text(out);
-    out << "E[max over nodes of experts executed per token and layer] = " << reports::fixed(p.max_active, 3)
+    out << "E[max over nodes of experts executed per token and layer] = " << scenario::fixed(p.max_active, 3)
         << " (uniform routing, " << (p.max_active_uniform_note.empty() ? "exact" : "sampled") << ": "
-        << reports::fixed(p.max_active_uniform, 3) << "); per batch of " << st.batch
-        << " tokens, distinct experts on the busiest node = " << reports::fixed(p.max_active_batch, 3)
-        << "; node load max/mean over windows = " << reports::fixed(st.overall.node_load_max_mean, 3) << "\n";
+        << scenario::fixed(p.max_active_uniform, 3) << "); per batch of " << st.batch
+        << " tokens, distinct experts on the busiest node = " << scenario::fixed(p.max_active_batch, 3)
+        << "; node load max/mean over windows = " << scenario::fixed(st.overall.node_load_max_mean, 3) << "\n";
     if (!p.max_active_uniform_note.empty()) out << "note: " << p.max_active_uniform_note << "\n";
   }
   return 0;

@@ -98,7 +98,7 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
     calibrate::print_validation_text(r, out, vm.count("rows") > 0);
   }
   if (csv) calibrate::write_validation_csv(r, csv->stream());
-  if (plot) reports::draw_plot(plot->path(), calibrate::validation_plot(r));
+  if (plot) scenario::draw_plot(plot->path(), calibrate::validation_plot(r));
   if (runtimes) {
     for (const auto& f : r.fits)
       write_file_atomically((runtimes->path() / (f.profile.id + ".json")).string(),

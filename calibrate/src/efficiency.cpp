@@ -9,7 +9,7 @@
 
 #include "moesim/model/error.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/table.hpp"
 
 namespace moesim::calibrate {
 
@@ -173,7 +173,7 @@ nlohmann::json band_fit_json(const std::vector<EfficiencySample>& points, const 
 void print_efficiency_bands(std::ostream& out, const char* name, const BandFit& fit, const std::string& relative) {
   if (fit.bands.empty()) return;
   out << "\n" << name << " efficiency bands (" << relative << "):\n";
-  reports::Table b({"from", "to", "efficiency", "samples"});
+  scenario::Table b({"from", "to", "efficiency", "samples"});
   for (const auto& band : fit.bands) {
     b.add_row({band_size_text(band.from.base()), band_size_text(band.to.base()), text::printf("%.3f", band.value),
                std::to_string(band.samples)});

@@ -12,7 +12,7 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/study.hpp"
+#include "moesim/scenario/study.hpp"
 #include "moesim/sim/decode.hpp"
 
 namespace moesim::calibrate {
@@ -23,8 +23,9 @@ double MeasuredRun::time() const { return time_per_token ? *time_per_token : 1.0
 
 namespace {
 
-MeasuredRuns measured_runs_from_json(const nlohmann::json& doc, const std::string& path,
-                                     const std::function<reports::SimulateRequest(const std::string&)>& scenario_file) {
+MeasuredRuns measured_runs_from_json(
+    const nlohmann::json& doc, const std::string& path,
+    const std::function<scenario::SimulateRequest(const std::string&)>& scenario_file) {
   const json::Node root(doc, path);
   root.expect_only({"description", "source", "runs", "note"});
   MeasuredRuns out;
@@ -48,7 +49,7 @@ MeasuredRuns measured_runs_from_json(const nlohmann::json& doc, const std::strin
           "give exactly one of \"scenario\" (an object with the keys of a simulate scenario) or "
           "\"scenario_file\" (a path relative to this file)");
     if (r.has("scenario")) {
-      m.scenario = reports::load_simulate_scenario(r.child("scenario"));
+      m.scenario = scenario::load_simulate_scenario(r.child("scenario"));
     } else {
       m.scenario = scenario_file(r.string("scenario_file"));
     }
@@ -93,16 +94,16 @@ MeasuredRuns measured_runs_from_json(const nlohmann::json& doc, const std::strin
 
 MeasuredRuns load_measured_runs(const std::string& path) {
   return measured_runs_from_json(json::load_file(path), path, [&](const std::string& rel) {
-    return reports::load_simulate_scenario((std::filesystem::path(path).parent_path() / rel).string());
+    return scenario::load_simulate_scenario((std::filesystem::path(path).parent_path() / rel).string());
   });
 }
 
 MeasuredRuns builtin_measured_runs(const std::string& file) {
   const std::string origin = "built-in examples/" + file;
-  return measured_runs_from_json(reports::builtin_example(file), origin, [&](const std::string& rel) {
+  return measured_runs_from_json(scenario::builtin_example(file), origin, [&](const std::string& rel) {
     const std::string name = std::filesystem::path(rel).filename().string();
-    const nlohmann::json scenario = reports::builtin_example(name);
-    return reports::load_simulate_scenario(json::Node(scenario, "built-in examples/" + name));
+    const nlohmann::json scenario = scenario::builtin_example(name);
+    return scenario::load_simulate_scenario(json::Node(scenario, "built-in examples/" + name));
   });
 }
 
@@ -206,7 +207,7 @@ namespace {
 
 struct Prepared {
   const MeasuredRun* run = nullptr;
-  reports::PreparedSimulate sim;
+  scenario::PreparedSimulate sim;
   bool fitted = true;
 };
 
@@ -227,11 +228,11 @@ struct Problem {
     return {node, nic};
   }
 
-  reports::TimeSplit simulate(const Prepared& p, const model::NodeProfile& node,
-                              const std::optional<model::NicProfile>& nic) {
+  scenario::TimeSplit simulate(const Prepared& p, const model::NodeProfile& node,
+                               const std::optional<model::NicProfile>& nic) {
     ++simulations;
-    const sim::DecodeConfig c = reports::decode_config(p.sim, node, p.sim.request.nodes > 1 && nic ? &*nic : nullptr);
-    return reports::mean_split(sim::run_decode(c, p.sim.trace));
+    const sim::DecodeConfig c = scenario::decode_config(p.sim, node, p.sim.request.nodes > 1 && nic ? &*nic : nullptr);
+    return scenario::mean_split(sim::run_decode(c, p.sim.trace));
   }
 
   /// Relative residuals of the runs selected by `use`, in a fixed order.
@@ -241,7 +242,7 @@ struct Problem {
     for (std::size_t i = 0; i < runs.size(); ++i) {
       if (!use[i]) continue;
       const MeasuredRun& m = *runs[i].run;
-      const reports::TimeSplit s = simulate(runs[i], node, nic);
+      const scenario::TimeSplit s = simulate(runs[i], node, nic);
       if (m.moe || m.comm || m.misc) {
         if (m.moe) r.push_back((s.moe - *m.moe) / *m.moe);
         if (m.comm) r.push_back((s.comm - *m.comm) / *m.comm);
@@ -449,13 +450,13 @@ FitResult fit_runs(const MeasuredRuns& measured, const FitOptions& o,
   }
   for (std::size_t i = 0; i < measured.runs.size(); ++i) {
     const MeasuredRun& m = measured.runs[i];
-    reports::SimulateRequest req = m.scenario;
+    scenario::SimulateRequest req = m.scenario;
     req.hw = node_id;
     if (!nic_id.empty()) req.nic = nic_id;
     Prepared p;
     p.run = &m;
     try {
-      p.sim = reports::prepare_simulate(req);
+      p.sim = scenario::prepare_simulate(req);
     } catch (const UserError& e) {
       throw UserError(m.where + ".scenario: " + e.what());
     }

@@ -14,7 +14,7 @@
 #include "moesim/model/step_cost.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/model/units.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/table.hpp"
 
 namespace moesim::calibrate {
 
@@ -450,8 +450,8 @@ void print_gpu_kernels_report(const GpuKernelResult& r, std::ostream& out) {
   }
   out << "\n";
   const bool mem = r.memory_bandwidth > 0;
-  reports::Table t({"dtype", "kernel", "shape", "roles", "batch", "best us", "median us", "GB/s", "TFLOP/s",
-                    "of mem BW %", "of peak %"});
+  scenario::Table t({"dtype", "kernel", "shape", "roles", "batch", "best us", "median us", "GB/s", "TFLOP/s",
+                     "of mem BW %", "of peak %"});
   for (const auto& s : r.samples) {
     const auto peak = r.peak_flops.find(s.dtype);
     t.add_row({std::string(gpu_dtype_name(s.dtype)), kernel_name(s.batch), shape_text(s.shape), s.shape.roles,
@@ -554,7 +554,7 @@ void print_gpu_memory_report(const GpuMemoryResult& r, std::ostream& out) {
   out << "GPU: " << r.device.name << " (device " << r.device.index << " of " << r.device.count << ", "
       << gib(static_cast<double>(r.device.memory_bytes)) << ", L2 " << gib(static_cast<double>(r.device.l2_bytes))
       << ")\n\n";
-  reports::Table t({"copy", "size", "counted bytes", "best us", "median us", "GB/s"});
+  scenario::Table t({"copy", "size", "counted bytes", "best us", "median us", "GB/s"});
   for (const auto& c : r.copies) {
     t.add_row({copy_kind_name(c.kind), gib(static_cast<double>(c.size)), gib(c.bytes),
                text::printf("%.1f", c.time.best() * 1e6), text::printf("%.1f", c.time.median() * 1e6),
@@ -563,7 +563,7 @@ void print_gpu_memory_report(const GpuMemoryResult& r, std::ostream& out) {
   t.print_text(out);
   if (!r.nccl.empty()) {
     out << "\nNCCL (" << r.nccl.front().gpus << " GPUs):\n";
-    reports::Table n({"op", "bytes per GPU", "best us", "median us", "algbw GB/s", "busbw GB/s"});
+    scenario::Table n({"op", "bytes per GPU", "best us", "median us", "algbw GB/s", "busbw GB/s"});
     for (const auto& s : r.nccl) {
       n.add_row({s.op, gib(static_cast<double>(s.bytes)), text::printf("%.1f", s.time.best() * 1e6),
                  text::printf("%.1f", s.time.median() * 1e6), text::printf("%.1f", s.algorithm_bandwidth() / 1e9),

@@ -9,7 +9,7 @@
 #include "moesim/calibrate/net_fit.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/model/units.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/table.hpp"
 
 namespace moesim::calibrate {
 
@@ -150,8 +150,8 @@ void print_kernels_report(const KernelResult& r, std::ostream& out) {
       << units::format_binary(units::bytes(static_cast<double>(r.llc_bytes)))
       << "); time per call = best of the repetitions after a warm-up\n\n";
   const bool mem = r.memory_bandwidth > 0;
-  reports::Table t({"dtype", "kernel", "shape", "roles", "batch", "threads", "best us", "median us", "GB/s", "GFLOP/s",
-                    "of mem BW %", "of peak %"});
+  scenario::Table t({"dtype", "kernel", "shape", "roles", "batch", "threads", "best us", "median us", "GB/s", "GFLOP/s",
+                     "of mem BW %", "of peak %"});
   for (const auto& s : r.samples) {
     const auto peak = r.peak_flops.find(s.dtype);
     t.add_row({std::string(dtype_name(s.dtype)), kernel_name(s.batch), shape_text(s.shape), s.shape.roles,

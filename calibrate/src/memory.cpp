@@ -19,7 +19,7 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/model/units.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/table.hpp"
 
 namespace moesim::calibrate {
 
@@ -422,7 +422,7 @@ void print_memory_report(const MemoryResult& r, std::ostream& out) {
   out << "STREAM (McCalpin): 3 arrays of " << units::format_binary(units::bytes(static_cast<double>(r.array_bytes)))
       << " doubles (last-level cache " << units::format_binary(units::bytes(static_cast<double>(r.llc.bytes)))
       << "), best of " << r.repeats << " timed passes after a warm-up\n";
-  reports::Table t({"threads", "copy GB/s", "scale GB/s", "add GB/s", "triad GB/s", "triad mean GB/s"});
+  scenario::Table t({"threads", "copy GB/s", "scale GB/s", "add GB/s", "triad GB/s", "triad mean GB/s"});
   std::vector<int> threads;
   for (const auto& s : r.samples) {
     if (std::find(threads.begin(), threads.end(), s.threads) == threads.end()) threads.push_back(s.threads);

@@ -9,7 +9,7 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/model/units.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/table.hpp"
 
 namespace moesim::calibrate {
 
@@ -72,8 +72,8 @@ class TextTable {
   std::vector<std::vector<std::string>> rows_;
 };
 
-std::string micro(double s, int decimals = 1) { return reports::fixed(s * 1e6, decimals); }
-std::string giga(double bps) { return reports::fixed(bps / 1e9, 3); }
+std::string micro(double s, int decimals = 1) { return scenario::fixed(s * 1e6, decimals); }
+std::string giga(double bps) { return scenario::fixed(bps / 1e9, 3); }
 
 }  // namespace
 
@@ -220,10 +220,10 @@ nlohmann::json nic_profile_json(const NetResult& r, const Provenance& p, const s
 void print_net_result(const NetResult& r, std::ostream& out) {
   if (r.transport == "mpi") {
     out << "MPI ping-pong rank 0 <-> rank 1 (" << r.ranks << " ranks), " << r.sizes.size() << " sizes in "
-        << reports::fixed(r.wall_s, 1) << " s\n\n";
+        << scenario::fixed(r.wall_s, 1) << " s\n\n";
   } else {
     out << "TCP ping-pong with " << r.peer << (r.loopback ? " (loopback, both ends in this process)" : "") << ", "
-        << r.sizes.size() << " sizes in " << reports::fixed(r.wall_s, 1) << " s\n\n";
+        << r.sizes.size() << " sizes in " << scenario::fixed(r.wall_s, 1) << " s\n\n";
   }
   TextTable t({"size", "pings", "RTT median µs", "RTT p10 µs", "RTT p90 µs", "one-way µs", "one-way GB/s"});
   for (const auto& s : r.sizes) {
@@ -238,7 +238,7 @@ void print_net_result(const NetResult& r, std::ostream& out) {
     double worst = 0;
     for (double x : b.residuals_s) worst = std::max(worst, std::fabs(x));
     f.add_row({b.name, range_label(b.sizes) + " (" + std::to_string(b.sizes.size()) + ")", micro(b.overhead_s, 2),
-               b.bandwidth ? giga(*b.bandwidth) : "-", reports::fixed(b.r2, 4), micro(worst, 2)});
+               b.bandwidth ? giga(*b.bandwidth) : "-", scenario::fixed(b.r2, 4), micro(worst, 2)});
   }
   f.print(out);
   out << "\nNIC profile: latency " << micro(r.fit.latency_s, 2) << " µs (the " << r.fit.bands.front().name

@@ -10,7 +10,7 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/serve.hpp"
+#include "moesim/scenario/serve.hpp"
 #include "moesim/sim/serving.hpp"
 
 namespace moesim::calibrate {
@@ -122,7 +122,7 @@ ServingFigures replay_vllm_serving(const VllmServingResult& run, const ServingIm
                 {"output", output},
                 {"seed", 1}};
   }
-  reports::ServeScenario sc;
+  scenario::ServeScenario sc;
   sc.doc = {{"description", "replay of " + run.path},
             {"model", in.model},
             {"hw", in.hw},
@@ -131,7 +131,7 @@ ServingFigures replay_vllm_serving(const VllmServingResult& run, const ServingIm
             {"workload", workload},
             {"generate", {{"tokens", 8192}, {"seed", 1}}}};
   sc.source = run.path + " (replayed)";
-  const std::unique_ptr<reports::PreparedServe> p = reports::prepare_serve(sc);
+  const std::unique_ptr<scenario::PreparedServe> p = scenario::prepare_serve(sc);
   // The runtime's GPU-side figures, then the host costs under test (config.node points at p->node).
   p->node = model::apply_runtime(p->node, in.runtime);
   p->node.devices.step_overhead = model::Sourced<units::Duration>{units::seconds(step), "fit in progress"};

@@ -6,7 +6,7 @@
 #include "moesim/calibrate/storage.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/model/units.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/table.hpp"
 #include "storage_detail.hpp"
 
 namespace moesim::calibrate {
@@ -111,7 +111,8 @@ void print_storage_report(const StorageResult& r, std::ostream& out) {
       << storage_detail::binary(static_cast<double>(r.size)) << " written in " << text::printf("%.2f", r.write_seconds)
       << " s, read in blocks of " << storage_detail::binary(static_cast<double>(r.block))
       << "; cold = " << r.cold_method << "; removed afterwards\n";
-  reports::Table t({"pattern", "cache", "readers", "block", "reads", "read MiB", "time s", "GB/s", "p50 ms", "p99 ms"});
+  scenario::Table t(
+      {"pattern", "cache", "readers", "block", "reads", "read MiB", "time s", "GB/s", "p50 ms", "p99 ms"});
   const auto row = [&](const ReadPass& p) {
     t.add_row({p.pattern + (p.time_limited ? "*" : ""), p.cache, std::to_string(p.readers),
                storage_detail::binary(static_cast<double>(p.block)), std::to_string(p.reads),

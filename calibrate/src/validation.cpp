@@ -1,4 +1,4 @@
-// moesim against the public validation table (reports/validation.hpp): the rows of a table predicted,
+// moesim against the public validation table (calibrate/validation.hpp): the rows of a table predicted,
 // fitted and summarised. The steps are validation_mapping.cpp, validation_predict.cpp and validation_fit.cpp.
 
 #include "moesim/calibrate/validation.hpp"

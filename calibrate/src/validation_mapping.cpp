@@ -11,7 +11,7 @@
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/serve.hpp"
+#include "moesim/scenario/serve.hpp"
 #include "validation_detail.hpp"
 
 namespace moesim::calibrate {
@@ -21,11 +21,11 @@ namespace validation_detail {
 namespace {
 
 /// A runtime's "scheduler" item: {"value": a serve scenario's "scheduler" object, "source"}, checked as
-/// `moesim serve` reads it (reports::read_scheduler).
+/// `moesim serve` reads it (scenario::read_scheduler).
 model::Sourced<nlohmann::json> parse_runtime_scheduler(const json::Node& item) {
   item.expect_only({"value", "source"});
   const json::Node v = item.child("value");
-  (void)reports::read_scheduler(v);
+  (void)scenario::read_scheduler(v);
   return {v.raw(), item.string("source")};
 }
 

@@ -5,15 +5,15 @@
 
 #include "moesim/calibrate/validation.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/json_out.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/json_out.hpp"
+#include "moesim/scenario/table.hpp"
 #include "validation_detail.hpp"
 
 namespace moesim::calibrate {
 
-using reports::csv_field;
-using reports::metric;
-using reports::Table;
+using scenario::csv_field;
+using scenario::metric;
+using scenario::Table;
 
 namespace {
 

@@ -6,12 +6,12 @@
 
 #include "moesim/calibrate/validation.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/plot.hpp"
+#include "moesim/scenario/plot.hpp"
 
 namespace moesim::calibrate {
 
-reports::PlotSpec validation_plot(const ValidationResult& r) {
-  reports::PlotSpec spec;
+scenario::PlotSpec validation_plot(const ValidationResult& r) {
+  scenario::PlotSpec spec;
   spec.name = "validation";
   spec.title = "moesim validate: predicted against measured, " + r.table.string();
   // One row per predicted row: the kind decides the series (column 1), then measured, the datasheet
@@ -32,7 +32,7 @@ reports::PlotSpec validation_plot(const ValidationResult& r) {
     csv += std::to_string(k) + "," + p.row.role + "," + text::printf("%.6g", p.row.measured) + "," + num(p.predicted) +
            "," + num(p.fitted) + "," + num(p.interval ? std::optional<double>(p.interval->first) : std::nullopt) + "," +
            num(p.interval ? std::optional<double>(p.interval->second) : std::nullopt) + "," +
-           reports::csv_field(p.row.id) + "\n";
+           scenario::csv_field(p.row.id) + "\n";
   }
   spec.csv = csv;
   std::string body =

@@ -9,16 +9,16 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/precision.hpp"
-#include "moesim/reports/estimate.hpp"
-#include "moesim/reports/serve.hpp"
+#include "moesim/scenario/estimate.hpp"
+#include "moesim/scenario/serve.hpp"
 #include "moesim/sim/serving.hpp"
 #include "validation_detail.hpp"
 
 namespace moesim::calibrate {
 
-using reports::run_serve;
-using reports::ServeRun;
-using reports::ServeScenario;
+using scenario::run_serve;
+using scenario::ServeRun;
+using scenario::ServeScenario;
 
 namespace validation_detail {
 
@@ -62,9 +62,9 @@ ServeRun run_burst(const ServeScenario& sc, const model::NodeProfile* node) {
   if (!node) return run_serve(sc);
   // A fit runs each row's configuration at every trial of the runtime's figures: each model's routing
   // trace is generated once per thread.
-  thread_local reports::TraceCache traces;
+  thread_local scenario::TraceCache traces;
   // The prepared configuration points at its own copy of the node profile: the runtime's figures go there.
-  const std::unique_ptr<reports::PreparedServe> prepared = reports::prepare_serve(sc, true, &traces);
+  const std::unique_ptr<scenario::PreparedServe> prepared = scenario::prepare_serve(sc, true, &traces);
   prepared->node = *node;
   prepared->run.result = sim::run_serving(prepared->config);
   return std::move(prepared->run);
@@ -94,8 +94,8 @@ constexpr std::int64_t kMaxLoadWaves = 2;
 std::optional<double> max_load_throughput(const ValidationPrediction& p, const model::NodeProfile& node) {
   const std::int64_t prompt = p.row.prompt.value_or(1), output = std::max<std::int64_t>(p.row.output.value_or(1), 1);
   ServeScenario sc = burst_scenario(p.model, p.hw, p.row.devices, p.pp, p.precision, 1, prompt, output, p.scheduler);
-  const sim::MemoryPlan memory = reports::serve_memory_plan(sc);
-  const sim::SchedulerConfig scheduler = reports::read_scheduler(json::Node(p.scheduler, "scheduler"));
+  const sim::MemoryPlan memory = scenario::serve_memory_plan(sc);
+  const sim::SchedulerConfig scheduler = scenario::read_scheduler(json::Node(p.scheduler, "scheduler"));
   const std::int64_t per_request = (prompt + output + scheduler.block_size - 1) / scheduler.block_size;
   const std::int64_t concurrency = std::min(scheduler.max_num_seqs, memory.kv_blocks / per_request);
   if (concurrency < 1) return std::nullopt;

@@ -6,9 +6,9 @@
 #include <cmath>
 
 #include "moesim/model/text.hpp"
-#include "moesim/reports/serve.hpp"
-#include "moesim/reports/simulate.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/serve.hpp"
+#include "moesim/scenario/simulate.hpp"
+#include "moesim/scenario/table.hpp"
 
 namespace moesim::reports {
 
@@ -43,14 +43,14 @@ nlohmann::json single_user_scenario(const std::string& model, const std::string&
 
 namespace {
 
-std::optional<double> simulate_row(const EstimateResult& r, const EstimateRow& row, const CompareOptions& o,
-                                   std::vector<std::string>& notes) {
+std::optional<double> simulate_row(const scenario::EstimateResult& r, const scenario::EstimateRow& row,
+                                   const CompareOptions& o, std::vector<std::string>& notes) {
   if (!r.arch.is_moe()) {
     notes.push_back("simulate replays expert routing: a dense model has none");
     return std::nullopt;
   }
   const auto& q = r.request;
-  SimulateRequest s;
+  scenario::SimulateRequest s;
   s.model = q.model;
   s.hw = q.hw;
   s.nic = row.nodes > 1 ? row.nic : std::string();
@@ -75,10 +75,11 @@ std::optional<double> simulate_row(const EstimateResult& r, const EstimateRow& r
   s.runtime = q.runtime;
   s.generate.tokens = o.tokens;
   if (s.nic.empty()) s.nic = "10gbe-grpc";  // unused by one node, but the request names one
-  return run_simulate(s).run.tokens_per_second;
+  return scenario::run_simulate(s).run.tokens_per_second;
 }
 
-std::optional<double> serve_row(const EstimateResult& r, const EstimateRow& row, std::vector<std::string>& notes) {
+std::optional<double> serve_row(const scenario::EstimateResult& r, const scenario::EstimateRow& row,
+                                std::vector<std::string>& notes) {
   const auto& q = r.request;
   nlohmann::json plan;
   if (row.nodes == 1) {
@@ -99,10 +100,10 @@ std::optional<double> serve_row(const EstimateResult& r, const EstimateRow& row,
   if (q.streaming) doc["streaming"] = cost::streaming_spec_to_json(*q.streaming);
   if (!q.runtime.empty()) doc["runtime"] = q.runtime;
   if (!q.lm_head) notes.push_back("serve always reads the LM head to sample; give --lm-head to compare like with like");
-  ServeScenario sc;
+  scenario::ServeScenario sc;
   sc.doc = doc;
   sc.source = "estimate --compare";
-  const ServeRun run = run_serve(sc);
+  const scenario::ServeRun run = scenario::run_serve(sc);
   const double tpot = run.result.tpot.mean;
   if (!(tpot > 0)) return std::nullopt;
   return 1.0 / tpot;
@@ -110,7 +111,7 @@ std::optional<double> serve_row(const EstimateResult& r, const EstimateRow& row,
 
 }  // namespace
 
-std::vector<CompareRow> compare_instruments(const EstimateResult& r, const CompareOptions& o) {
+std::vector<CompareRow> compare_instruments(const scenario::EstimateResult& r, const CompareOptions& o) {
   std::vector<CompareRow> out;
   for (const auto& row : r.rows) {
     CompareRow c;
@@ -126,7 +127,7 @@ std::vector<CompareRow> compare_instruments(const EstimateResult& r, const Compa
 
 void print_compare_text(const std::vector<CompareRow>& rows, std::ostream& out) {
   out << "\nthe three instruments on each row (contention and residency off, P-L_R-D balancing; tokens/s):\n";
-  Table t({"nodes", "nic", "estimate", "simulate", "serve", "spread %"});
+  scenario::Table t({"nodes", "nic", "estimate", "simulate", "serve", "spread %"});
   std::vector<std::string> notes;
   for (const auto& c : rows) {
     auto fig = [](const std::optional<double>& x) { return x ? text::printf("%.2f", *x) : std::string("-"); };

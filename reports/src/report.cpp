@@ -54,9 +54,9 @@ void check_cancel(const ReportOptions& o, const std::string& during) {
     throw UserError("interrupted while " + during + "; no report was written");
 }
 
-void Report::figure(const PlotSpec& spec, const std::string& caption) {
+void Report::figure(const scenario::PlotSpec& spec, const std::string& caption) {
   check_cancel(o, "drawing " + spec.name);
-  draw_plot(dir, spec);
+  scenario::draw_plot(dir, spec);
   doc.push_back({Block::Figure, caption, {}, {}, {}, spec.name});
   for (const char* ext : {".png", ".svg", ".csv", ".gp"}) summary.files.push_back(spec.name + ext);
 }
@@ -121,12 +121,12 @@ void measured_runs_section(Report& rep) {
   if (!in.measured.empty()) stage(rep.o, "simulating the measured runs of " + in.measured_origin);
   for (const auto& m : in.measured) {
     check_cancel(rep.o, "simulating the measured runs");
-    SimulateOutputs outs;
+    scenario::SimulateOutputs outs;
     outs.chrome_tokens = 4;
     const std::string trace = "traces/" + m.name + ".json";
     outs.chrome_trace = (rep.dir / trace).string();
-    const SimulateResult r = run_simulate(m.scenario, outs);
-    rep.msims.push_back({&m, mean_split(r.run), r.run.tokens_per_second, trace});
+    const scenario::SimulateResult r = scenario::run_simulate(m.scenario, outs);
+    rep.msims.push_back({&m, scenario::mean_split(r.run), r.run.tokens_per_second, trace});
   }
 }
 
@@ -135,7 +135,7 @@ void best_trace_section(Report& rep) {
   const ReportInputs& in = rep.in;
   const PointResult& best = rep.at(rep.sweep.answers.best_per_usd);
   if (!in.grid.serving() && best.simulated && best.point.tensor_parallel == 0) {  // a decode-sim run
-    SimulateRequest q;
+    scenario::SimulateRequest q;
     q.model = best.point.model;
     q.hw = best.point.hw;
     if (!best.point.nic.empty()) q.nic = best.point.nic;
@@ -145,11 +145,11 @@ void best_trace_section(Report& rep) {
     q.strategy = best.point.strategy;
     q.generate.tokens = in.grid.simulate_tokens;
     q.generate.seed = in.grid.seed;
-    SimulateOutputs outs;
+    scenario::SimulateOutputs outs;
     outs.chrome_tokens = 4;
     rep.best_trace = "traces/best-per-usd.json";
     outs.chrome_trace = (rep.dir / rep.best_trace).string();
-    (void)run_simulate(q, outs);
+    (void)scenario::run_simulate(q, outs);
   }
 }
 
@@ -238,9 +238,9 @@ void documents_section(Report& rep) {
 ReportInputs default_report_inputs() {
   ReportInputs in;
   in.grid = load_grid("");
-  in.serving =
-      grid_from_json(builtin_example("grid-dbrx-serving.json"), "built-in examples/grid-dbrx-serving.json", ".");
-  const Study study = load_study("");
+  in.serving = grid_from_json(scenario::builtin_example("grid-dbrx-serving.json"),
+                              "built-in examples/grid-dbrx-serving.json", ".");
+  const scenario::Study study = scenario::load_study("");
   in.cost_points = study.cost_comparison;
   in.cost_points_origin = study.origin;
   return in;

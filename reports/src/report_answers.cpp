@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "moesim/model/text.hpp"
-#include "moesim/reports/study.hpp"
+#include "moesim/scenario/study.hpp"
 #include "report_sections.hpp"
 
 // The answers in words at the top of the report (ReportSummary::headline) and the paragraph on the grid,
@@ -226,7 +226,7 @@ void answers_section(Report& rep) {
   answers.push_back(calibration_answer(rep));
   // The measured comparison points (Table 5), priced the same way.
   for (const auto& cp : in.cost_points) {
-    const CostRow row = price_point(cp);
+    const scenario::CostRow row = scenario::price_point(cp);
     answers.push_back("Measured for comparison: " + cp.label + ", " + num(cp.tokens_per_second, 1) + " tokens/s for " +
                       usd(row.cost.total().base()) + ": " + num(row.tokens_per_second_per_usd * 1000, 3) +
                       " tokens/s per 1,000 USD (" + cp.source + ").");

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "moesim/model/text.hpp"
-#include "moesim/reports/study.hpp"
+#include "moesim/scenario/study.hpp"
 #include "moesim/sim/trace_stats.hpp"
 #include "moesim/sim/workload.hpp"
 #include "report_sections.hpp"
@@ -89,14 +89,15 @@ std::string node_curves_csv(const NodeCurves& nc) {
   for (const auto& [hw, nic] : series) series_hw.insert(hw);
   for (const auto& [hw, nic] : series) {
     const std::string label = series_hw.size() > 1 ? hw + " " + nic : nic;
-    csv << "," << csv_field(label + " analytic [tokens/s]");
+    csv << "," << scenario::csv_field(label + " analytic [tokens/s]");
     if (fitted_series.count({hw, nic}))
-      csv << "," << csv_field(label + " calibrated [tokens/s]") << "," << csv_field(label + " low [tokens/s]") << ","
-          << csv_field(label + " high [tokens/s]") << "," << csv_field(label + " datasheet [tokens/s]");
+      csv << "," << scenario::csv_field(label + " calibrated [tokens/s]") << ","
+          << scenario::csv_field(label + " low [tokens/s]") << "," << scenario::csv_field(label + " high [tokens/s]")
+          << "," << scenario::csv_field(label + " datasheet [tokens/s]");
     else
-      csv << "," << csv_field(label + " simulated [tokens/s]");
+      csv << "," << scenario::csv_field(label + " simulated [tokens/s]");
   }
-  for (const auto& nic : measured_nics) csv << "," << csv_field("measured " + nic + " [tokens/s]");
+  for (const auto& nic : measured_nics) csv << "," << scenario::csv_field("measured " + nic + " [tokens/s]");
   csv << "\n";
   for (auto n : ns) {
     csv << n;
@@ -211,10 +212,10 @@ void time_split_section(Report& rep) {
   for (const auto& s : msims) {
     const auto& m = *s.m;
     if (m.moe && m.comm && m.misc)
-      csv << csv_field(m.name + " measured") << "," << csvnum(*m.moe) << "," << csvnum(*m.comm) << ","
+      csv << scenario::csv_field(m.name + " measured") << "," << csvnum(*m.moe) << "," << csvnum(*m.comm) << ","
           << csvnum(*m.misc) << "\n";
-    csv << csv_field(m.name + " simulated") << "," << csvnum(s.split.moe) << "," << csvnum(s.split.comm) << ","
-        << csvnum(s.split.misc) << "\n";
+    csv << scenario::csv_field(m.name + " simulated") << "," << csvnum(s.split.moe) << "," << csvnum(s.split.comm)
+        << "," << csvnum(s.split.misc) << "\n";
     // The fit's leave-one-out prediction of this run (the fit to the other runs) and its fit to all.
     const ReportCalibration::Run* fr = nullptr;
     if (cal)
@@ -293,7 +294,7 @@ void tokens_per_usd_section(Report& rep) {
       << " [tokens/s per 1000 USD],measured [tokens/s per 1000 USD]\n";
   std::vector<std::vector<std::string>> rows;
   for (const auto* p : ok) {
-    csv << csv_field(hardware_words(p->point)) << "," << csvnum(p->tokens_per_s_per_usd * 1000) << ",0\n";
+    csv << scenario::csv_field(hardware_words(p->point)) << "," << csvnum(p->tokens_per_s_per_usd * 1000) << ",0\n";
     rows.push_back({describe_point(p->point), tps_cell(*p),
                     p->datasheet_tokens_per_s ? num(*p->datasheet_tokens_per_s, 1) : "-", p->instrument,
                     num(p->capital.total().base(), 0), num(p->tokens_per_s_per_usd * 1000, 3),
@@ -302,8 +303,8 @@ void tokens_per_usd_section(Report& rep) {
                     p->pareto ? "yes" : ""});
   }
   for (const auto& cp : in.cost_points) {
-    const CostRow row = price_point(cp);
-    csv << csv_field(cp.label) << ",0," << csvnum(row.tokens_per_second_per_usd * 1000) << "\n";
+    const scenario::CostRow row = scenario::price_point(cp);
+    csv << scenario::csv_field(cp.label) << ",0," << csvnum(row.tokens_per_second_per_usd * 1000) << "\n";
     rows.push_back({cp.label, num(cp.tokens_per_second, 1), "-", "measured", num(row.cost.total().base(), 0),
                     num(row.tokens_per_second_per_usd * 1000, 3), "-", "-", ""});
   }
@@ -353,7 +354,7 @@ void pareto_section(Report& rep) {
   csv << "capital cost [USD],all configurations [tokens/s],Pareto front [tokens/s],configuration\n";
   for (const auto* p : ok)
     csv << csvnum(p->capital.total().base()) << "," << csvnum(p->tokens_per_s) << ","
-        << csvnum(p->pareto ? p->tokens_per_s : NAN) << "," << csv_field(hardware_words(p->point)) << "\n";
+        << csvnum(p->pareto ? p->tokens_per_s : NAN) << "," << scenario::csv_field(hardware_words(p->point)) << "\n";
   const std::string gp =
       "set title 'Throughput against capital cost'\nset logscale x\nset xlabel 'capital cost (USD)'\n"
       "set ylabel 'tokens/s'\nset key inside left top\nset format x '%.0s%c'\n"
@@ -386,8 +387,8 @@ void latency_figure(Report& rep, const char* metric, const std::vector<std::stri
   std::ostringstream csv;
   csv << "arrival rate [requests/s]";
   for (const auto& cfg : configs)
-    csv << "," << csv_field(cfg + (ttft ? " TTFT p50 [s]" : " ITL p50 [s]")) << ","
-        << csv_field(cfg + (ttft ? " TTFT p99 [s]" : " ITL p99 [s]"));
+    csv << "," << scenario::csv_field(cfg + (ttft ? " TTFT p50 [s]" : " ITL p50 [s]")) << ","
+        << scenario::csv_field(cfg + (ttft ? " TTFT p99 [s]" : " ITL p99 [s]"));
   csv << "\n";
   for (double r : rates) {
     csv << csvnum(r);
@@ -506,7 +507,7 @@ void cache_hit_rate_section(Report& rep) {
     if (sizes.back() != arch.routed_experts) sizes.push_back(arch.routed_experts);
     struct Kind {
       std::string label;
-      GenerateRequest g;
+      scenario::GenerateRequest g;
     };
     std::vector<Kind> kinds(3);
     kinds[0].label = "uniform routing";
@@ -526,7 +527,7 @@ void cache_hit_rate_section(Report& rep) {
     }
     std::ostringstream csv;
     csv << "cache size [experts per layer]";
-    for (const auto& k : kinds) csv << "," << csv_field(k.label + " [hit fraction]");
+    for (const auto& k : kinds) csv << "," << scenario::csv_field(k.label + " [hit fraction]");
     csv << "\n";
     for (std::size_t i = 0; i < sizes.size(); ++i) {
       csv << sizes[i];

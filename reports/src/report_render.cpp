@@ -3,7 +3,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/table.hpp"
 
 // The renderings of report_render.hpp (moved here from report.cpp, unchanged: report.md and report.html
 // stay byte-identical).
@@ -109,7 +109,7 @@ std::string render_markdown(const std::vector<Block>& doc) {
         o << "\n";
         break;
       case Block::TableBlock: {
-        Table t(b.headers);
+        scenario::Table t(b.headers);
         for (const auto& r : b.rows) t.add_row(r);
         t.print_markdown(o);
         o << "\n";

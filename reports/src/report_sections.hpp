@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "moesim/reports/plot.hpp"
 #include "moesim/reports/report.hpp"
 #include "moesim/reports/sweep.hpp"
+#include "moesim/scenario/plot.hpp"
 #include "report_render.hpp"
 
 namespace moesim::reports::report_sections {
@@ -26,7 +26,7 @@ using report_doc::Block;
 /// A measured run simulated beside its measurement, with a Chrome trace.
 struct MeasuredSim {
   const MeasuredPoint* m;
-  TimeSplit split;
+  scenario::TimeSplit split;
   double tokens_per_s = 0;
   std::string trace;  ///< relative to the report directory
 };
@@ -57,7 +57,7 @@ struct Report {
   const PointResult& at(std::int64_t i) const { return sweep.points[static_cast<std::size_t>(i)]; }
 
   /// Draws a plot into dir and adds it to the document with its caption, and its files to the summary.
-  void figure(const PlotSpec& spec, const std::string& caption);
+  void figure(const scenario::PlotSpec& spec, const std::string& caption);
 
   /// "5.8 tokens/s (4.5–6.6; datasheet upper bound 9.7)" for a calibrated point; an uncalibrated one says
   /// why, and a report without a calibration says its figures are the datasheet's.

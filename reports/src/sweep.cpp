@@ -13,9 +13,9 @@
 #include "moesim/model/output_file.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/reports/compare.hpp"
-#include "moesim/reports/serve.hpp"
-#include "moesim/reports/simulate.hpp"
-#include "moesim/reports/study.hpp"
+#include "moesim/scenario/serve.hpp"
+#include "moesim/scenario/simulate.hpp"
+#include "moesim/scenario/study.hpp"
 #include "moesim/sim/decode.hpp"
 #include "moesim/sim/placement.hpp"
 #include "sweep_detail.hpp"
@@ -85,8 +85,8 @@ nlohmann::json tensor_parallel_doc(const Grid& g, const GridPoint& p) {
   return doc;
 }
 
-SimulateRequest decode_request(const Grid& g, const GridPoint& p) {
-  SimulateRequest r;
+scenario::SimulateRequest decode_request(const Grid& g, const GridPoint& p) {
+  scenario::SimulateRequest r;
   r.model = p.model;
   r.hw = p.hw;
   if (!p.nic.empty()) r.nic = p.nic;
@@ -105,8 +105,8 @@ SimulateRequest decode_request(const Grid& g, const GridPoint& p) {
 namespace {
 
 /// A serving scenario run for a point, named after the grid and the point in its messages.
-ServeScenario point_scenario(const Grid& g, const GridPoint& p, nlohmann::json doc) {
-  ServeScenario s;
+scenario::ServeScenario point_scenario(const Grid& g, const GridPoint& p, nlohmann::json doc) {
+  scenario::ServeScenario s;
   s.doc = std::move(doc);
   s.source = g.origin + " (point " + std::to_string(p.index) + ": " + describe_point(p) + ")";
   s.base_dir = g.base_dir;
@@ -125,7 +125,7 @@ void analytic_point(const Grid& g, const sweep_detail::Resolved& res, PointResul
       // A serving point fits when the serving simulator's own memory plan for its scenario says so (the
       // plan the run will make: its split, gpu_memory_utilization, activation reservation); the analytic
       // model's single-user node total below only ranks the points.
-      const sim::MemoryPlan m = serve_memory_plan(point_scenario(g, p, sweep_detail::serve_doc(g, p)));
+      const sim::MemoryPlan m = scenario::serve_memory_plan(point_scenario(g, p, sweep_detail::serve_doc(g, p)));
       out.fits = m.fits;
       out.device_memory_needed = m.weights + m.activations;
       out.device_memory_usable = m.usable;
@@ -171,17 +171,17 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
   try {
     // Serves the point's scenario, and writes its Chrome trace when asked.
     auto serve = [&](nlohmann::json doc) {
-      ServeRun run = run_serve(point_scenario(g, p, std::move(doc)));
+      scenario::ServeRun run = scenario::run_serve(point_scenario(g, p, std::move(doc)));
       if (!o.traces_dir.empty())
         write_file_atomically((o.traces_dir / ("point-" + std::to_string(p.index) + ".json")).string(), [&] {
           std::ostringstream t;
-          write_serve_chrome_trace(run, t);
+          scenario::write_serve_chrome_trace(run, t);
           return t.str();
         }());
       return run;
     };
     if (g.serving()) {
-      const ServeRun run = serve(sweep_detail::serve_doc(g, p));
+      const scenario::ServeRun run = serve(sweep_detail::serve_doc(g, p));
       const auto& res = run.result;
       out.output_tokens_per_s = res.output_throughput;
       out.per_user_tokens_per_s = res.tpot.mean > 0 ? 1.0 / res.tpot.mean : 0;
@@ -194,15 +194,15 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
     } else if (p.tensor_parallel > 0) {
       // One server of several GPUs runs the model tensor-parallel over them (vLLM, TensorRT-LLM), not the
       // Mac cluster's expert-parallel strategy: its single-user figure comes from the serving simulator.
-      const ServeRun run = serve(sweep_detail::tensor_parallel_doc(g, p));
+      const scenario::ServeRun run = serve(sweep_detail::tensor_parallel_doc(g, p));
       out.sim_tokens_per_s = run.result.tpot.mean > 0 ? 1.0 / run.result.tpot.mean : 0;
       out.instrument = "serving-sim (TP " + std::to_string(p.tensor_parallel) + ")";
     } else {
-      SimulateOutputs outputs;
+      scenario::SimulateOutputs outputs;
       if (!o.traces_dir.empty())
         outputs.chrome_trace = (o.traces_dir / ("point-" + std::to_string(p.index) + ".json")).string();
-      const SimulateResult r = run_simulate(sweep_detail::decode_request(g, p), outputs);
-      const TimeSplit split = mean_split(r.run);
+      const scenario::SimulateResult r = scenario::run_simulate(sweep_detail::decode_request(g, p), outputs);
+      const scenario::TimeSplit split = scenario::mean_split(r.run);
       out.sim_tokens_per_s = r.run.tokens_per_second;
       out.split_moe = split.moe;
       out.split_comm = split.comm;
@@ -238,11 +238,11 @@ void calibrate_points(SweepResult& r, const ProfileOverride& with, const SweepOp
   self.allgather = [](const std::string& s) { return std::vector<std::string>{s}; };
   sweep_detail::run_stage("calibrate", todo, r.points, o, self, [&](PointResult& out) {
     const GridPoint& p = out.point;
-    const PreparedSimulate prepared = prepare_simulate(sweep_detail::decode_request(g, p));
+    const scenario::PreparedSimulate prepared = scenario::prepare_simulate(sweep_detail::decode_request(g, p));
     const model::NicProfile* nic = nullptr;
     if (p.nodes > 1 && prepared.nic) nic = p.nic == with.nic && with.nic_profile ? &*with.nic_profile : &*prepared.nic;
-    const sim::DecodeResult run = sim::run_decode(decode_config(prepared, with.node, nic), prepared.trace);
-    const TimeSplit split = mean_split(run);
+    const sim::DecodeResult run = sim::run_decode(scenario::decode_config(prepared, with.node, nic), prepared.trace);
+    const scenario::TimeSplit split = scenario::mean_split(run);
     out.sim_tokens_per_s = run.tokens_per_second;
     out.split_moe = split.moe;
     out.split_comm = split.comm;

@@ -16,8 +16,8 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/resources.hpp"
-#include "moesim/reports/simulate.hpp"
 #include "moesim/reports/sweep.hpp"
+#include "moesim/scenario/simulate.hpp"
 
 namespace moesim::reports::sweep_detail {
 
@@ -52,7 +52,7 @@ nlohmann::json serve_doc(const Grid& g, const GridPoint& p);
 /// is what ran).
 nlohmann::json tensor_parallel_doc(const Grid& g, const GridPoint& p);
 /// A decode grid's point as a `moesim simulate` request (sweep.cpp).
-SimulateRequest decode_request(const Grid& g, const GridPoint& p);
+scenario::SimulateRequest decode_request(const Grid& g, const GridPoint& p);
 
 /// Runs `work` on the listed point indices that belong to this rank, on `threads` threads, then
 /// gathers every rank's results into `points` (sweep_exchange.cpp).

@@ -10,9 +10,10 @@
 #include "moesim/model/precision.hpp"
 #include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/estimate.hpp"
-#include "moesim/reports/study.hpp"
 #include "moesim/reports/sweep.hpp"
+#include "moesim/scenario/common_keys.hpp"
+#include "moesim/scenario/estimate.hpp"
+#include "moesim/scenario/study.hpp"
 #include "moesim/sim/decode.hpp"
 #include "moesim/sim/placement.hpp"
 #include "sweep_detail.hpp"
@@ -20,28 +21,6 @@
 namespace moesim::reports {
 
 namespace {
-
-/// "5tokens/s" -> 5: a number followed by exactly `suffix` (no other unit is meaningful here).
-double number_with_suffix(const json::Node& n, std::string_view key, const std::vector<std::string>& suffixes,
-                          const std::string& example) {
-  const std::string text = n.string(key);
-  for (const auto& suffix : suffixes) {
-    if (text.size() > suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      const std::string num = text.substr(0, text.size() - suffix.size());
-      std::size_t used = 0;
-      double v = 0;
-      try {
-        v = std::stod(num, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used == num.size() && std::isfinite(v) && v > 0) return v;
-      throw n.error(key,
-                    "\"" + text + "\" is not a positive number followed by " + suffix + ", e.g. \"" + example + "\"");
-    }
-  }
-  throw n.error(key, "\"" + text + "\" needs its unit, e.g. \"" + example + "\"");
-}
 
 std::vector<std::string> string_axis(const json::Node& root, std::string_view key, std::vector<std::string> dflt) {
   if (!root.has(key)) return dflt;
@@ -83,19 +62,6 @@ std::vector<nlohmann::json> named_objects(const json::Node& root, std::string_vi
 
 }  // namespace
 
-model::CostAssumptions read_costs(const json::Node& c, std::string& source) {
-  c.expect_only({"energy_price", "amortisation", "utilisation", "source"});
-  model::CostAssumptions a;
-  source = c.optional_string("source").value_or("");
-  if (c.has("energy_price")) a.usd_per_kwh = number_with_suffix(c, "energy_price", {"USD/kWh"}, "0.15USD/kWh");
-  if (c.has("amortisation")) a.years = number_with_suffix(c, "amortisation", {"years", "year", "y"}, "3years");
-  if (c.has("utilisation")) {
-    a.utilisation = number_with_suffix(c, "utilisation", {"%"}, "50%") / 100.0;
-    if (a.utilisation > 1) throw c.error("utilisation", "is above 100%");
-  }
-  return a;
-}
-
 Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const std::filesystem::path& base_dir) {
   const json::Node root(doc, origin);
   if (!doc.is_object()) throw root.error("a grid file is a JSON object (see `moesim sweep --help`)");
@@ -130,14 +96,15 @@ Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const 
   if (root.has("nodes")) {
     const auto& raw = doc.at("nodes");
     if (raw.is_string()) {
-      g.nodes = parse_node_list(raw.get<std::string>(), root.where("nodes"));
+      g.nodes = scenario::parse_node_list(raw.get<std::string>(), root.where("nodes"));
     } else {
       for (const auto& e : root.elements("nodes")) {
         if (!e.raw().is_number_integer() || e.raw().get<std::int64_t>() < 1) throw e.error("must be a node count >= 1");
-        if (e.raw().is_number_unsigned() && e.raw().get<std::uint64_t>() > static_cast<std::uint64_t>(kMaxClusterNodes))
+        if (e.raw().is_number_unsigned() &&
+            e.raw().get<std::uint64_t>() > static_cast<std::uint64_t>(scenario::kMaxClusterNodes))
           throw e.error("is " + std::to_string(e.raw().get<std::uint64_t>()) + " nodes, more than moesim models (" +
-                        std::to_string(kMaxClusterNodes) + "); give a node count from 1 to " +
-                        std::to_string(kMaxClusterNodes));
+                        std::to_string(scenario::kMaxClusterNodes) + "); give a node count from 1 to " +
+                        std::to_string(scenario::kMaxClusterNodes));
         g.nodes.push_back(e.raw().get<std::int64_t>());
       }
       if (g.nodes.empty()) throw root.error("nodes", "is empty: give at least one node count, e.g. [1, 2, 4]");
@@ -178,13 +145,14 @@ Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const 
     c.expect_only({"budget", "min_tokens_per_s", "max_ttft", "max_itl"});
     if (c.has("budget")) g.constraints.budget_usd = c.quantity<units::Dimension::Money>("budget").base();
     if (c.has("min_tokens_per_s"))
-      g.constraints.min_tokens_per_s = number_with_suffix(c, "min_tokens_per_s", {"tokens/s", "tok/s"}, "5tokens/s");
+      g.constraints.min_tokens_per_s =
+          scenario::number_with_suffix(c, "min_tokens_per_s", {"tokens/s", "tok/s"}, "5tokens/s");
     if (c.has("max_ttft")) g.constraints.max_ttft_s = c.quantity<units::Dimension::Time>("max_ttft").base();
     if (c.has("max_itl")) g.constraints.max_itl_s = c.quantity<units::Dimension::Time>("max_itl").base();
     if ((g.constraints.max_ttft_s || g.constraints.max_itl_s) && g.workloads.empty())
       throw c.error("max_ttft/max_itl need a serving grid (\"workloads\"); a decode grid has one user and no queue");
   }
-  if (root.has("costs")) g.costs = read_costs(root.child("costs"), g.costs_source);
+  if (root.has("costs")) g.costs = scenario::read_costs(root.child("costs"), g.costs_source);
   if (root.has("simulate")) {
     const json::Node s = root.child("simulate");
     s.expect_only({"points", "tokens", "seed"});
@@ -209,7 +177,7 @@ Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const 
 Grid load_grid(const std::string& path) {
   if (path.empty()) {
     const std::string file = "grid-dbrx-purchase.json";
-    return grid_from_json(builtin_example(file), "built-in examples/" + file, ".");
+    return grid_from_json(scenario::builtin_example(file), "built-in examples/" + file, ".");
   }
   const std::filesystem::path p(path);
   return grid_from_json(json::load_file(p), path, p.has_parent_path() ? p.parent_path() : ".");

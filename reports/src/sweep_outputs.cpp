@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "moesim/model/text.hpp"
-#include "moesim/reports/plot.hpp"
-#include "moesim/reports/simulate.hpp"
 #include "moesim/reports/sweep.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/plot.hpp"
+#include "moesim/scenario/simulate.hpp"
+#include "moesim/scenario/table.hpp"
 #include "sweep_detail.hpp"
 
 namespace moesim::reports {
@@ -122,11 +122,12 @@ void write_sweep_points_csv(const SweepResult& r, std::ostream& out) {
   out << "\n";
   for (const auto& p : r.points) {
     const auto& g = p.point;
-    out << g.index << "," << csv_field(g.model) << "," << csv_field(g.hw) << "," << g.nodes << "," << csv_field(g.nic)
-        << "," << g.precision << "," << g.placement << "," << csv_field(strategy_label(g)) << "," << csv_field(g.plan)
-        << "," << csv_field(g.workload) << "," << csv_field(p.status) << "," << p.instrument << ","
+    out << g.index << "," << scenario::csv_field(g.model) << "," << scenario::csv_field(g.hw) << "," << g.nodes << ","
+        << scenario::csv_field(g.nic) << "," << g.precision << "," << g.placement << ","
+        << scenario::csv_field(strategy_label(g)) << "," << scenario::csv_field(g.plan) << ","
+        << scenario::csv_field(g.workload) << "," << scenario::csv_field(p.status) << "," << p.instrument << ","
         << (p.fits ? "yes" : "no") << "," << (p.pareto ? "yes" : "no");
-    if (calibrated) out << "," << csv_field(p.calibration);
+    if (calibrated) out << "," << scenario::csv_field(p.calibration);
     for (const auto* c : cols) {
       const auto v = c->value(p);
       out << "," << (v ? fmt(*v) : std::string());
@@ -158,7 +159,7 @@ nlohmann::json sweep_to_json(const SweepResult& r) {
     } else if (g.tensor_parallel > 0) {
       scenario = sweep_detail::tensor_parallel_doc(r.grid, g);
     } else {
-      scenario = simulate_request_to_json(sweep_detail::decode_request(r.grid, g));
+      scenario = scenario::simulate_request_to_json(sweep_detail::decode_request(r.grid, g));
     }
     nlohmann::json e = {{"index", g.index},         {"model", g.model},   {"hw", g.hw},
                         {"nodes", g.nodes},         {"nic", g.nic},       {"precision", g.precision},
@@ -225,7 +226,7 @@ void print_sweep_summary(const SweepResult& r, std::ostream& out, bool markdown,
   std::vector<std::string> headers = {"configuration",  "tokens/s",   "source", "cost USD",
                                       "tok/s per kUSD", "USD/Mtoken", "Pareto"};
   if (serving) headers.insert(headers.begin() + 2, {"per user tok/s", "TTFT p99 s", "ITL p99 ms"});
-  Table t(headers);
+  scenario::Table t(headers);
   for (std::size_t k = 0; k < ok.size() && k < max_rows; ++k) {
     const auto& p = at(ok[k]);
     std::vector<std::string> row = {
@@ -250,7 +251,7 @@ void print_sweep_summary(const SweepResult& r, std::ostream& out, bool markdown,
     // Throughput under an open-loop workload is capped by its arrival rate, so points of different
     // workloads do not compete: the purchase question is asked again for each workload.
     out << "\n" << (markdown ? "" : "Cheapest configuration meeting the constraints, per workload:\n\n");
-    Table w({"workload", "cheapest configuration", "cost USD", "output tok/s", "TTFT p99 s", "ITL p99 ms"});
+    scenario::Table w({"workload", "cheapest configuration", "cost USD", "output tok/s", "TTFT p99 s", "ITL p99 ms"});
     const auto best = cheapest_per_workload(r);
     for (std::size_t k = 0; k < best.size(); ++k) {
       const std::string name = r.grid.workloads[k].at("name").get<std::string>();

@@ -2,6 +2,8 @@
 
 #include "moesim/scenario/common_keys.hpp"
 
+#include <cmath>
+#include <exception>
 #include <map>
 #include <vector>
 
@@ -61,6 +63,40 @@ void apply_streaming_options(const po::variables_map& vm, std::optional<cost::St
 
 bool streaming_flag_given(const po::variables_map& vm) {
   return vm.count("stream-from") + vm.count("readers") + vm.count("page-cache") > 0;
+}
+
+double number_with_suffix(const json::Node& n, std::string_view key, const std::vector<std::string>& suffixes,
+                          const std::string& example) {
+  const std::string text = n.string(key);
+  for (const auto& suffix : suffixes) {
+    if (text.size() > suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      const std::string num = text.substr(0, text.size() - suffix.size());
+      std::size_t used = 0;
+      double v = 0;
+      try {
+        v = std::stod(num, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == num.size() && std::isfinite(v) && v > 0) return v;
+      throw n.error(key,
+                    "\"" + text + "\" is not a positive number followed by " + suffix + ", e.g. \"" + example + "\"");
+    }
+  }
+  throw n.error(key, "\"" + text + "\" needs its unit, e.g. \"" + example + "\"");
+}
+
+model::CostAssumptions read_costs(const json::Node& c, std::string& source) {
+  c.expect_only({"energy_price", "amortisation", "utilisation", "source"});
+  model::CostAssumptions a;
+  source = c.optional_string("source").value_or("");
+  if (c.has("energy_price")) a.usd_per_kwh = number_with_suffix(c, "energy_price", {"USD/kWh"}, "0.15USD/kWh");
+  if (c.has("amortisation")) a.years = number_with_suffix(c, "amortisation", {"years", "year", "y"}, "3years");
+  if (c.has("utilisation")) {
+    a.utilisation = number_with_suffix(c, "utilisation", {"%"}, "50%") / 100.0;
+    if (a.utilisation > 1) throw c.error("utilisation", "is above 100%");
+  }
+  return a;
 }
 
 }  // namespace moesim::scenario

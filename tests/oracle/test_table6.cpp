@@ -7,15 +7,15 @@
 
 #include <cmath>
 
-#include "moesim/reports/estimate.hpp"
-#include "moesim/reports/study.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/estimate.hpp"
+#include "moesim/scenario/study.hpp"
+#include "moesim/scenario/table.hpp"
 
 namespace {
 
-using moesim::reports::EstimateRequest;
-using moesim::reports::fixed;
-using moesim::reports::run_estimate;
+using moesim::scenario::EstimateRequest;
+using moesim::scenario::fixed;
+using moesim::scenario::run_estimate;
 
 struct PrintedRow {
   std::int64_t nodes;
@@ -99,15 +99,15 @@ TEST(Table6, NicProjections) {
 // Table 5: Databricks 112.5 tok/s on one 289,000 USD node -> 0.000389; Mac Studios 5.9 tok/s on two
 // 6,599 USD nodes (10 GbE built in) -> 0.000447 tokens/s per USD.
 TEST(Table5, ThroughputPerDollar) {
-  moesim::reports::CostPoint dgx{"d", "dgx-h100", "", 1, 112.5, "seed 000"};
-  moesim::reports::CostPoint mac{"m", "mac-studio-m2-ultra-192", "10gbe-grpc", 2, 5.9, "seed 000"};
-  EXPECT_EQ(moesim::reports::fixed(moesim::reports::price_point(dgx).tokens_per_second_per_usd * 1e6, 0), "389");
-  EXPECT_EQ(moesim::reports::fixed(moesim::reports::price_point(mac).tokens_per_second_per_usd * 1e6, 0), "447");
+  moesim::scenario::CostPoint dgx{"d", "dgx-h100", "", 1, 112.5, "seed 000"};
+  moesim::scenario::CostPoint mac{"m", "mac-studio-m2-ultra-192", "10gbe-grpc", 2, 5.9, "seed 000"};
+  EXPECT_EQ(moesim::scenario::fixed(moesim::scenario::price_point(dgx).tokens_per_second_per_usd * 1e6, 0), "389");
+  EXPECT_EQ(moesim::scenario::fixed(moesim::scenario::price_point(mac).tokens_per_second_per_usd * 1e6, 0), "447");
 }
 
 // The built-in study is the paper's: 3 NICs x 5 node counts, and the two Table 5 points.
 TEST(Study, DefaultStudyIsThePapers) {
-  const auto s = moesim::reports::load_study("");
+  const auto s = moesim::scenario::load_study("");
   EXPECT_EQ(s.estimate.model, "dbrx-instruct");
   EXPECT_EQ(s.estimate.nics.size(), 3u);
   EXPECT_EQ(s.cost_comparison.size(), 2u);

@@ -19,7 +19,7 @@
 #include <gtest/gtest.h>
 
 #include "moesim/reports/compare.hpp"
-#include "moesim/reports/estimate.hpp"
+#include "moesim/scenario/estimate.hpp"
 
 namespace {
 
@@ -27,12 +27,12 @@ using namespace moesim;
 
 struct OracleSetup {
   const char* name;
-  reports::EstimateRequest request;
+  scenario::EstimateRequest request;
 };
 
-reports::EstimateRequest request(const char* model, const char* hw, std::int64_t nodes, std::int64_t context,
-                                 const char* precision = "bf16", const char* experts = "fused") {
-  reports::EstimateRequest r;
+scenario::EstimateRequest request(const char* model, const char* hw, std::int64_t nodes, std::int64_t context,
+                                  const char* precision = "bf16", const char* experts = "fused") {
+  scenario::EstimateRequest r;
   r.model = model;
   r.hw = hw;
   r.nodes = {nodes};
@@ -46,7 +46,7 @@ reports::EstimateRequest request(const char* model, const char* hw, std::int64_t
 }
 
 /// Experts read from the M3 Max's SSD with no page cache: the residency of streaming is off too.
-reports::EstimateRequest streamed(reports::EstimateRequest r) {
+scenario::EstimateRequest streamed(scenario::EstimateRequest r) {
   r.streaming.emplace();
   r.streaming->storage = "apple-ssd-m3-max";
   r.streaming->page_cache = units::bytes(0);
@@ -54,7 +54,7 @@ reports::EstimateRequest streamed(reports::EstimateRequest r) {
 }
 
 /// A runtime profile laid over the node (hwprofiles/runtimes/): its attention factor and kernel cost too.
-reports::EstimateRequest with_runtime(reports::EstimateRequest r, const char* runtime) {
+scenario::EstimateRequest with_runtime(scenario::EstimateRequest r, const char* runtime) {
   r.runtime = runtime;
   return r;
 }
@@ -77,7 +77,7 @@ TEST(ThreeWayOracle, EstimateSimulateAndServeAgreeWithinHalfAPercent) {
   };
   for (const auto& s : setups) {
     SCOPED_TRACE(s.name);
-    const reports::EstimateResult est = reports::run_estimate(s.request);
+    const scenario::EstimateResult est = scenario::run_estimate(s.request);
     const auto rows = reports::compare_instruments(est);
     ASSERT_EQ(rows.size(), 1u);
     const auto& row = rows.front();
@@ -95,17 +95,17 @@ TEST(ThreeWayOracle, ADifferentExpertExecutionIsADifferentFigure) {
   auto fused = with_runtime(request("dbrx-instruct", "dgx-h100", 1, 2000), "cuda-eager");
   auto routed = fused;
   routed.experts = "sequential-routed";
-  const double a = reports::run_estimate(fused).rows.front().estimate.tokens_per_second;
-  const double b = reports::run_estimate(routed).rows.front().estimate.tokens_per_second;
+  const double a = scenario::run_estimate(fused).rows.front().estimate.tokens_per_second;
+  const double b = scenario::run_estimate(routed).rows.front().estimate.tokens_per_second;
   // 40 MoE layers x (4 - 1) extra expert launches x 4 kernels x 5 us = 2.4 ms more per token.
   EXPECT_NEAR(1.0 / b - 1.0 / a, 40 * 3 * 4 * 5e-6, 1e-9);
 }
 
 // FP8 weights on a profile with an FP8 peak run on FP8 tensor cores in every instrument.
 TEST(ThreeWayOracle, Fp8RunsAtTheFp8Peak) {
-  const auto est = reports::run_estimate(request("mixtral-8x7b", "h100-sxm", 1, 0, "fp8"));
+  const auto est = scenario::run_estimate(request("mixtral-8x7b", "h100-sxm", 1, 0, "fp8"));
   EXPECT_EQ(est.rows.front().estimate.compute_type, "fp8");
-  const auto mac = reports::run_estimate(request("mixtral-8x7b", "mac-studio-m2-ultra-192", 1, 0, "int8"));
+  const auto mac = scenario::run_estimate(request("mixtral-8x7b", "mac-studio-m2-ultra-192", 1, 0, "int8"));
   EXPECT_EQ(mac.rows.front().estimate.compute_type, "bf16");  // no int8 peak: dequantised to bf16
 }
 
@@ -118,8 +118,8 @@ namespace {
 // misses) per token.
 TEST(ThreeWayOracle, StreamingAddsTheReadsOfEveryMoeLayer) {
   auto resident = with_runtime(request("qwen3.5-397b-a17b", "macbook-pro-m3-max-48", 1, 256, "q4"), "flash-moe");
-  const auto est = reports::run_estimate(streamed(resident));
-  const auto base = reports::run_estimate(resident);
+  const auto est = scenario::run_estimate(streamed(resident));
+  const auto base = scenario::run_estimate(resident);
   ASSERT_TRUE(est.streaming.has_value());
   const double reads = 60 * cost::read_seconds(*est.streaming, 0, 10);
   EXPECT_NEAR(est.rows.front().estimate.time.base() - base.rows.front().estimate.time.base(), reads, 1e-12);

@@ -81,9 +81,9 @@ TEST(CalibrateFit, RecoversKnownParametersFromNoisySyntheticRuns) {
   nlohmann::json runs = nlohmann::json::array();
   for (const int n : {2, 3, 4}) {
     const auto prepared =
-        reports::prepare_simulate(reports::load_simulate_scenario(json::Node(scenario_json(n, 300), "synthetic")));
+        scenario::prepare_simulate(scenario::load_simulate_scenario(json::Node(scenario_json(n, 300), "synthetic")));
     const auto split =
-        reports::mean_split(sim::run_decode(reports::decode_config(prepared, node, &nic), prepared.trace));
+        scenario::mean_split(sim::run_decode(scenario::decode_config(prepared, node, &nic), prepared.trace));
     auto s = [&](double v) { return std::to_string(v * (1.0 + noise(rng))) + "s"; };
     runs.push_back({{"name", "p-lr-d-" + std::to_string(n)},
                     {"scenario", scenario_json(n, 300)},

@@ -11,10 +11,10 @@
 #include "../test_support.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
-#include "moesim/reports/estimate.hpp"
-#include "moesim/reports/serve.hpp"
-#include "moesim/reports/simulate.hpp"
+#include "moesim/scenario/estimate.hpp"
 #include "moesim/scenario/params.hpp"
+#include "moesim/scenario/serve.hpp"
+#include "moesim/scenario/simulate.hpp"
 
 using namespace moesim;
 using moesim::test::error_of;
@@ -121,17 +121,17 @@ TEST(ParamTable, HelpListsEveryKeyWithItsDefault) {
 // simulate's table covers its nested "generate" object: dotted keys in the help, flags among simulate's,
 // and "generate" with "trace" refused.
 TEST(ParamTable, SimulateGroupsTheGenerator) {
-  const auto& t = reports::simulate_params();
+  const auto& t = scenario::simulate_params();
   const std::string help = t.help("keys");
   EXPECT_NE(help.find("generate.seed (integer; default 1; --seed)"), std::string::npos) << help;
   EXPECT_NE(help.find("generate.lru_hit (number; file only)"), std::string::npos) << help;
   const nlohmann::json doc = {{"generate", {{"seed", 5}, {"tokens", 10}}}, {"nodes", 3}};
-  const auto r = reports::load_simulate_scenario(json::Node(doc, "s.json"));
+  const auto r = scenario::load_simulate_scenario(json::Node(doc, "s.json"));
   EXPECT_EQ(r.generate.seed, 5U);
   EXPECT_EQ(r.generate.tokens, 10);
-  EXPECT_EQ(reports::simulate_request_to_json(r)["generate"]["seed"], 5);
+  EXPECT_EQ(scenario::simulate_request_to_json(r)["generate"]["seed"], 5);
   const nlohmann::json both = {{"generate", {{"seed", 5}}}, {"trace", "t.jsonl"}};
-  EXPECT_NE(error_of([&] { (void)reports::load_simulate_scenario(json::Node(both, "s.json")); }).find("keep one"),
+  EXPECT_NE(error_of([&] { (void)scenario::load_simulate_scenario(json::Node(both, "s.json")); }).find("keep one"),
             std::string::npos);
 }
 
@@ -140,14 +140,14 @@ TEST(ParamTable, SimulateGroupsTheGenerator) {
 // start-up check). Mixtral 8x7B in bf16 on a DGX H100 has millions of tokens of KV cache.
 TEST(ParamTable, MaxModelLenRefusesLongerRequestsAndTooSmallACache) {
   auto run = [](std::int64_t max_model_len) {
-    reports::ServeScenario s;
+    scenario::ServeScenario s;
     s.doc = {
         {"model", "mixtral-8x7b"},
         {"hw", "dgx-h100"},
         {"scheduler", {{"max_model_len", max_model_len}}},
         {"workload", {{"arrival", "uniform"}, {"rate", "10/s"}, {"requests", 4}, {"prompt", 1000}, {"output", 100}}},
         {"generate", {{"tokens", 256}, {"seed", 1}}}};
-    return error_of([&] { (void)reports::run_serve(s); });
+    return error_of([&] { (void)scenario::run_serve(s); });
   };
   EXPECT_EQ(run(1100), "") << "prompt + output = 1100 fits";
   EXPECT_NE(run(1099).find("asks for 1000 prompt + 100 output tokens, more than max_model_len 1099"), std::string::npos)
@@ -159,15 +159,15 @@ TEST(ParamTable, MaxModelLenRefusesLongerRequestsAndTooSmallACache) {
 // estimate's table: model, hw and nodes are required in a file; "nic" is one id or a list of them, and its
 // flag a comma-separated list; --nodes takes ranges; the help lists the keys with the request's defaults.
 TEST(ParamTable, EstimateReadsNicListsAndRequiresItsKeys) {
-  const auto& t = reports::estimate_params();
-  const auto r = reports::scenario_from_json(
+  const auto& t = scenario::estimate_params();
+  const auto r = scenario::scenario_from_json(
       {{"model", "dbrx-instruct"}, {"hw", "mac-studio-m2-ultra-192"}, {"nic", "10gbe-grpc"}, {"nodes", {2, 3}}},
       "e.json");
   EXPECT_EQ(r.nics, std::vector<std::string>{"10gbe-grpc"});
   EXPECT_EQ(r.nodes, (std::vector<std::int64_t>{2, 3}));
   EXPECT_NE(
       error_of([] {
-        (void)reports::scenario_from_json({{"model", "dbrx-instruct"}, {"hw", "mac-studio-m2-ultra-192"}}, "e.json");
+        (void)scenario::scenario_from_json({{"model", "dbrx-instruct"}, {"hw", "mac-studio-m2-ultra-192"}}, "e.json");
       }).find("e.json: $"),
       std::string::npos)
       << "nodes is required in a file";
@@ -176,7 +176,7 @@ TEST(ParamTable, EstimateReadsNicListsAndRequiresItsKeys) {
   po::variables_map vm;
   po::store(po::command_line_parser(std::vector<std::string>{"--nic", "a,b", "--nodes", "2-4"}).options(desc).run(),
             vm);
-  reports::EstimateRequest f;
+  scenario::EstimateRequest f;
   t.apply_flags(vm, f);
   EXPECT_EQ(f.nics, (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(f.nodes, (std::vector<std::int64_t>{2, 3, 4}));

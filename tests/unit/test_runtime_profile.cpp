@@ -11,7 +11,7 @@
 #include <string>
 
 #include "moesim/model/hardware.hpp"
-#include "moesim/reports/estimate.hpp"
+#include "moesim/scenario/estimate.hpp"
 
 namespace moesim::model {
 namespace {
@@ -163,7 +163,7 @@ TEST(RuntimeProfile, SeedOverheadsMovedFromTheNodeToTheRuntime) {
       EXPECT_DOUBLE_EQ(with.devices.layer_overhead->value.base(), *seed.layer_overhead);
     }
 
-    reports::EstimateRequest r;
+    scenario::EstimateRequest r;
     r.model = seed.model;
     r.hw = seed.hw;
     r.nodes = {1};
@@ -176,9 +176,9 @@ TEST(RuntimeProfile, SeedOverheadsMovedFromTheNodeToTheRuntime) {
       r.streaming->storage = "apple-ssd-m3-max";
       r.streaming->page_cache = units::bytes(0);
     }
-    const double alone = reports::run_estimate(r).rows.front().estimate.tokens_per_second;
+    const double alone = scenario::run_estimate(r).rows.front().estimate.tokens_per_second;
     r.runtime = seed.runtime;
-    const auto est = reports::run_estimate(r);
+    const auto est = scenario::run_estimate(r);
     const double seeded = est.rows.front().estimate.tokens_per_second;
     EXPECT_NEAR(seeded / seed.tokens_per_s_before, 1.0, 1e-12) << seeded;
     // Without the runtime the node alone has no dispatch cost: faster, by exactly the overheads it charges.

@@ -13,7 +13,7 @@
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/step_cost.hpp"
-#include "moesim/reports/serve.hpp"
+#include "moesim/scenario/serve.hpp"
 #include "moesim/sim/serving.hpp"
 
 namespace {
@@ -93,7 +93,7 @@ TEST(StepCost, OneRooflinePerKernelGroupAndOneKernelTable) {
 // a quarter of every sequence's KV (16 sequences' worth), a DP device 8 whole ones, so DP must be faster.
 TEST(StepCost, AttentionDataParallelChargesEachDeviceItsOwnSequences) {
   auto tpot = [](bool dp) {
-    reports::ServeScenario s;
+    scenario::ServeScenario s;
     s.doc = {
         {"model", "qwen3-235b-a22b"},
         {"hw", "dgx-h100"},
@@ -102,7 +102,7 @@ TEST(StepCost, AttentionDataParallelChargesEachDeviceItsOwnSequences) {
         {"scheduler", {{"kind", "static"}, {"max_num_seqs", 64}, {"max_num_batched_tokens", 600000}}},
         {"workload", {{"arrival", "uniform"}, {"rate", "1000/s"}, {"requests", 64}, {"prompt", 8192}, {"output", 16}}},
         {"generate", {{"tokens", 4096}, {"seed", 1}}}};
-    return reports::run_serve(s).result.tpot.mean;
+    return scenario::run_serve(s).result.tpot.mean;
   };
   const double tp = tpot(false);
   const double dp = tpot(true);

@@ -27,7 +27,7 @@ ValidateResult validate_run(const RunResult& r, const ValidateOptions& o) {
   }
   check_validate_options(o, r.ranks);
   ValidateResult v;
-  reports::SimulateRequest req;
+  scenario::SimulateRequest req;
   req.model = r.trace.header.model;
   req.hw = o.hw;
   req.nic = o.nic;  // loaded only for more than one node
@@ -42,7 +42,7 @@ ValidateResult validate_run(const RunResult& r, const ValidateOptions& o) {
   req.lm_head = true;
   // The generated trace prepare_simulate would make is replaced by the run's own below: ask for one token.
   req.generate.tokens = 1;
-  auto p = reports::prepare_simulate(req);
+  auto p = scenario::prepare_simulate(req);
   p.trace = decode_trace(r);
   sim::validate_trace(p.trace, "the reference run's trace");
   sim::check_trace_matches(p.trace, p.arch, "the reference run's trace");
@@ -63,10 +63,10 @@ ValidateResult validate_run(const RunResult& r, const ValidateOptions& o) {
       << " with memory bandwidth and FLOP peaks divided by " << r.ranks_on_host;
     v.assumptions.push_back(s.str());
   }
-  auto cfg = reports::decode_config(p, node, p.nic ? &*p.nic : nullptr);
+  auto cfg = scenario::decode_config(p, node, p.nic ? &*p.nic : nullptr);
   cfg.activation_bytes = 4.0;
   const auto run = sim::run_decode(cfg, p.trace);
-  v.predicted = reports::mean_split(run);
+  v.predicted = scenario::mean_split(run);
   v.measured = decode_split(r);
   v.node_id = node.id;
   v.nic_id = p.nic ? p.nic->id : "";

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "moesim/model/hardware.hpp"
-#include "moesim/reports/simulate.hpp"
+#include "moesim/scenario/simulate.hpp"
 
 namespace moesim::calibrate {
 
@@ -31,7 +31,7 @@ namespace moesim::calibrate {
 struct MeasuredRun {
   std::string name;
   std::string source;
-  reports::SimulateRequest scenario;
+  scenario::SimulateRequest scenario;
   std::optional<double> tokens_per_s;
   std::optional<double> time_per_token;   ///< seconds
   std::optional<double> moe, comm, misc;  ///< seconds per token (the split), each optional
@@ -92,7 +92,7 @@ struct RunPrediction {
   std::string name;
   bool fitted = false;  ///< in the fit (else held out and predicted)
   double measured_time = 0;
-  reports::TimeSplit predicted;
+  scenario::TimeSplit predicted;
   std::optional<double> moe, comm, misc;  ///< measured split
   std::optional<double> loo_time;         ///< time per token predicted by the fit without this run
 };

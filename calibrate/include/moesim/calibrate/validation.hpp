@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "moesim/model/hardware.hpp"
-#include "moesim/reports/plot.hpp"
+#include "moesim/scenario/plot.hpp"
 
 namespace moesim::calibrate {
 
@@ -149,8 +149,8 @@ nlohmann::json validation_to_json(const ValidationResult& r);
 /// One line per row: the table's columns that identify it, the mapping, predicted, measured, error.
 void write_validation_csv(const ValidationResult& r, std::ostream& out);
 /// Predicted against measured per kind, log-log, the fitted figures with their intervals as error bars
-/// (reports::draw_plot writes it: validation.csv, .gp, .png, .svg).
-reports::PlotSpec validation_plot(const ValidationResult& r);
+/// (scenario::draw_plot writes it: validation.csv, .gp, .png, .svg).
+scenario::PlotSpec validation_plot(const ValidationResult& r);
 /// A fitted runtime as the profile JSON model::load_runtime reads (hwprofiles/runtimes/).
 nlohmann::json runtime_profile_json(const model::RuntimeProfile& r);
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "moesim/reports/estimate.hpp"
+#include "moesim/scenario/estimate.hpp"
 
 namespace moesim::reports {
 
@@ -46,7 +46,7 @@ struct CompareOptions {
   std::int64_t tokens = 2000;  ///< simulate: tokens replayed
 };
 
-std::vector<CompareRow> compare_instruments(const EstimateResult& r, const CompareOptions& o = {});
+std::vector<CompareRow> compare_instruments(const scenario::EstimateResult& r, const CompareOptions& o = {});
 void print_compare_text(const std::vector<CompareRow>& rows, std::ostream& out);
 /// One object per row: {nodes, nic, estimate, simulate, serve, spread, notes}, tokens/s as metrics.
 nlohmann::json compare_to_json(const std::vector<CompareRow>& rows);

@@ -29,16 +29,16 @@
 #include <string>
 #include <vector>
 
-#include "moesim/reports/simulate.hpp"
-#include "moesim/reports/study.hpp"
 #include "moesim/reports/sweep.hpp"
+#include "moesim/scenario/simulate.hpp"
+#include "moesim/scenario/study.hpp"
 
 namespace moesim::reports {
 
 /// A measured run to put beside its simulation (a measured-runs file's entry, see calibrate/fit.hpp).
 struct MeasuredPoint {
   std::string name, source;
-  SimulateRequest scenario;
+  scenario::SimulateRequest scenario;
   std::optional<double> tokens_per_s;
   std::optional<double> moe, comm, misc;  ///< seconds per token
 };
@@ -78,7 +78,7 @@ struct ReportInputs {
   /// interrupted). Empty: the figures stay datasheet. A UserError from it (runs the fitter refuses) is
   /// reported in one line and the report falls back to the datasheet figures, labelled so.
   std::function<ReportCalibration(const std::function<void(const std::string&)>& progress)> calibrate;
-  std::vector<CostPoint> cost_points;  ///< measured throughputs to price beside the grid (Table 5)
+  std::vector<scenario::CostPoint> cost_points;  ///< measured throughputs to price beside the grid (Table 5)
   std::string cost_points_origin;
 };
 

@@ -8,7 +8,7 @@
 //
 // The run has two stages. The analytic model (model/analytic.hpp, Equation 1 of seed 000 generalised)
 // screens every point: memory fit, capital cost, the single-user decode bound; a serving grid's points are
-// fitted by the serving simulator's own memory plan of their scenario (reports::serve_memory_plan). The
+// fitted by the serving simulator's own memory plan of their scenario (scenario::serve_memory_plan). The
 // points that pass the screen are ranked by analytic tokens/s per USD and the best `simulate.points` of
 // them are simulated (the decode DES, or the serving engine when the grid has workloads). The answers
 // (cheapest meeting the SLO, best tokens/s per USD within the budget, the Pareto front of throughput
@@ -33,11 +33,6 @@
 #include "moesim/model/json_reader.hpp"
 
 namespace moesim::reports {
-
-/// A scenario's or grid's "costs" object ({"energy_price": "0.13USD/kWh", "amortisation": "3years",
-/// "utilisation": "100%", "source": "..."}): the assumptions that turn capital and power into a cost per
-/// token (model::running_cost). `source` receives its "source". UserError naming the key otherwise.
-model::CostAssumptions read_costs(const json::Node& costs, std::string& source);
 
 struct SweepConstraints {
   std::optional<double> budget_usd;

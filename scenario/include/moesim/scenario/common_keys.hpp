@@ -1,12 +1,17 @@
 #pragma once
 // Scenario keys several commands share, declared once for every table that holds them (params.hpp):
-// "streaming" (routed experts read from storage: --stream-from, --readers, --page-cache) and the help of
+// "streaming" (routed experts read from storage: --stream-from, --readers, --page-cache), "costs" (the
+// assumptions that price a token) and the help of
 // "runtime" (the runtime profiles built in).
 
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "moesim/model/cost.hpp"
 #include "moesim/model/expert_streaming.hpp"
+#include "moesim/model/json_reader.hpp"
 #include "moesim/scenario/params.hpp"
 
 namespace moesim::scenario {
@@ -43,5 +48,15 @@ Param<R>& streaming_key(ParamTable<R>& table, std::optional<cost::StreamingSpec>
       .flag_applier(
           [member](const Param<R>&, const po::variables_map& vm, R& r) { apply_streaming_options(vm, r.*member); });
 }
+
+/// A scenario's or grid's "costs" object ({"energy_price": "0.13USD/kWh", "amortisation": "3years",
+/// "utilisation": "100%", "source": "..."}): the assumptions that turn capital and power into a cost per
+/// token (model::running_cost). `source` receives its "source". UserError naming the key otherwise.
+model::CostAssumptions read_costs(const json::Node& costs, std::string& source);
+
+/// "5tokens/s" -> 5: the string at `key`, a positive number followed by one of `suffixes` (no other unit is
+/// meaningful there). UserError naming the key, with `example`, otherwise.
+double number_with_suffix(const json::Node& n, std::string_view key, const std::vector<std::string>& suffixes,
+                          const std::string& example);
 
 }  // namespace moesim::scenario

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "moesim/reference/run.hpp"
-#include "moesim/reports/simulate.hpp"
+#include "moesim/scenario/simulate.hpp"
 
 namespace moesim::reference {
 
@@ -33,7 +33,7 @@ struct ValidateOptions {
 
 struct ValidateResult {
   MeasuredSplit measured;
-  reports::TimeSplit predicted;
+  scenario::TimeSplit predicted;
   std::int64_t tokens = 0;
   std::string node_id;
   std::string nic_id;

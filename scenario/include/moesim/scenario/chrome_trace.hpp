@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-namespace moesim::reports {
+namespace moesim::scenario {
 
 class ChromeTrace {
  public:
@@ -40,4 +40,4 @@ class ChromeTrace {
   nlohmann::json other_ = nlohmann::json::object();
 };
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

@@ -28,7 +28,7 @@
 #include "moesim/scenario/params.hpp"
 #include "moesim/sim/serving.hpp"
 
-namespace moesim::reports {
+namespace moesim::scenario {
 
 /// A scenario document and where relative paths in it resolve.
 struct ServeScenario {
@@ -171,4 +171,4 @@ void print_sweep_table(const std::vector<SweepPoint>& points, const std::vector<
                        bool markdown = false);
 void write_sweep_csv(const std::vector<SweepPoint>& points, const std::vector<ServeRun>& runs, std::ostream& out);
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-namespace moesim::reports {
+namespace moesim::scenario {
 
 inline nlohmann::json metric(const std::string& name, double value, const std::string& unit) {
   return {{"name", name}, {"value", value}, {"unit", unit}};
@@ -27,4 +27,4 @@ inline nlohmann::json sourced_json(double value, std::string_view unit, const st
   return {{"value", value}, {"unit", unit}, {"source", source}};
 }
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

@@ -1,16 +1,16 @@
-#include "moesim/reports/study.hpp"
+#include "moesim/scenario/study.hpp"
 
 #include "moesim/model/embedded.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/table.hpp"
 
 namespace moesim::example_data {
 const std::vector<moesim::EmbeddedFile>& embedded_files();
 }
 
-namespace moesim::reports {
+namespace moesim::scenario {
 
 Study study_from_json(const nlohmann::json& doc, const std::string& source) {
   const json::Node root(doc, source);
@@ -111,4 +111,4 @@ nlohmann::json study_to_json(const Study& s) {
   return j;
 }
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

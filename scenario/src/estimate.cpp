@@ -1,4 +1,4 @@
-#include "moesim/reports/estimate.hpp"
+#include "moesim/scenario/estimate.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -10,11 +10,11 @@
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/step_cost.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/json_out.hpp"
-#include "moesim/reports/table.hpp"
 #include "moesim/scenario/common_keys.hpp"
+#include "moesim/scenario/json_out.hpp"
+#include "moesim/scenario/table.hpp"
 
-namespace moesim::reports {
+namespace moesim::scenario {
 namespace {
 
 using units::Dimension;
@@ -535,4 +535,4 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
   return {{"command", "estimate"}, {"inputs", inputs}, {"rows", rows}};
 }
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

@@ -1,4 +1,4 @@
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/table.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 
 #include "moesim/model/error.hpp"
 
-namespace moesim::reports {
+namespace moesim::scenario {
 
 Table::Table(std::vector<std::string> headers) : headers_(std::move(headers)) {}
 
@@ -61,4 +61,4 @@ std::string fixed(double value, int decimals) {
   return buf;
 }
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

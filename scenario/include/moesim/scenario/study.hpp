@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "moesim/reports/estimate.hpp"
+#include "moesim/scenario/estimate.hpp"
 
-namespace moesim::reports {
+namespace moesim::scenario {
 
 /// A measured throughput to put a price on.
 struct CostPoint {
@@ -50,4 +50,4 @@ CostRow price_point(const CostPoint& p);
 void print_study_text(const Study& s, std::ostream& out);
 nlohmann::json study_to_json(const Study& s);
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

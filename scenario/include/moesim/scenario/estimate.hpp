@@ -25,7 +25,7 @@
 #include "moesim/scenario/params.hpp"
 #include "moesim/sim/placement.hpp"
 
-namespace moesim::reports {
+namespace moesim::scenario {
 
 struct EstimateRequest {
   json::Origins origins;                  ///< where the scenario file gave each id (messages); flags have none
@@ -98,4 +98,4 @@ inline constexpr std::int64_t kMaxClusterNodes = 65536;
 
 std::vector<std::int64_t> parse_node_list(const std::string& text, const std::string& flag);
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

@@ -1,6 +1,6 @@
 // Serving scenarios resolved and run: the scheduler's parameters, a scenario's keys resolved into profiles,
 // a parallel plan, a workload and a routing trace (prepare_serve), and the run itself (run_serve).
-#include "moesim/reports/serve.hpp"
+#include "moesim/scenario/serve.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -9,12 +9,12 @@
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/simulate.hpp"
-#include "moesim/reports/sweep.hpp"
+#include "moesim/scenario/common_keys.hpp"
+#include "moesim/scenario/simulate.hpp"
 #include "moesim/sim/trace_gen.hpp"
 #include "moesim/sim/workload.hpp"
 
-namespace moesim::reports {
+namespace moesim::scenario {
 namespace {
 
 /// The percentiles to report: a list of 1 to 16 numbers, each in (0, 100] (vLLM --metric-percentiles).
@@ -324,4 +324,4 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
 
 sim::MemoryPlan serve_memory_plan(const ServeScenario& s) { return sim::check_memory(prepare_serve(s, false)->config); }
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

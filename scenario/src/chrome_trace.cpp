@@ -1,6 +1,6 @@
-#include "moesim/reports/chrome_trace.hpp"
+#include "moesim/scenario/chrome_trace.hpp"
 
-namespace moesim::reports {
+namespace moesim::scenario {
 
 void ChromeTrace::process(std::int64_t pid, const std::string& name) {
   metadata_.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", name}}}});
@@ -37,4 +37,4 @@ void ChromeTrace::write(std::ostream& out) const {
   out << doc.dump() << "\n";
 }
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

@@ -1,6 +1,6 @@
 #pragma once
 // The fit `moesim report` calibrates its figures with: calibrate::fit_runs with the default parameters and
-// the leave-one-out refits, as reports::ReportCalibration (the fitted profiles and the interval).
+// the leave-one-out refits, as ReportCalibration (the fitted profiles and the interval).
 
 #include <functional>
 #include <string>
@@ -8,12 +8,12 @@
 #include "moesim/calibrate/fit.hpp"
 #include "moesim/reports/report.hpp"
 
-namespace moesim::calibrate {
+namespace moesim::reports {
 
 /// Fits the runs' node profile (and their NIC, when a run has two or more nodes). UserError from the fit
 /// (runs on different hardware, ...), and when fewer than two runs have a leave-one-out prediction (no
 /// interval can be measured then).
-reports::ReportCalibration report_calibration(const MeasuredRuns& runs,
-                                              const std::function<void(const std::string&)>& progress = {});
+ReportCalibration report_calibration(const calibrate::MeasuredRuns& runs,
+                                     const std::function<void(const std::string&)>& progress = {});
 
-}  // namespace moesim::calibrate
+}  // namespace moesim::reports

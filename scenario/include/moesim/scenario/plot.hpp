@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <string>
 
-namespace moesim::reports {
+namespace moesim::scenario {
 
 struct PlotSpec {
   std::string name;   ///< file stem: letters, digits, '-' and '_'
@@ -28,4 +28,4 @@ std::string plot_script(const PlotSpec& spec);
 /// `text` with CSV quoting when it holds a comma, a quote or a newline.
 std::string csv_field(const std::string& text);
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

@@ -26,7 +26,7 @@
 #include "moesim/sim/placement.hpp"
 #include "moesim/sim/trace.hpp"
 
-namespace moesim::reports {
+namespace moesim::scenario {
 
 /// How to make a trace when the scenario names no file (sim/trace_gen.hpp).
 struct GenerateRequest {
@@ -161,4 +161,4 @@ nlohmann::json simulate_to_json(const SimulateResult& r);
 /// The resolved scenario as a scenario file would write it.
 nlohmann::json simulate_request_to_json(const SimulateRequest& r);
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

@@ -6,13 +6,13 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/json_out.hpp"
-#include "moesim/reports/serve.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/json_out.hpp"
+#include "moesim/scenario/serve.hpp"
+#include "moesim/scenario/table.hpp"
 #include "moesim/sim/workload.hpp"
 #include "serve_detail.hpp"
 
-namespace moesim::reports {
+namespace moesim::scenario {
 
 namespace {
 
@@ -280,4 +280,4 @@ void write_sweep_csv(const std::vector<SweepPoint>& points, const std::vector<Se
   }
 }
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

@@ -1,4 +1,4 @@
-#include "moesim/reports/plot.hpp"
+#include "moesim/scenario/plot.hpp"
 
 #include <gnuplot-iostream.h>
 
@@ -9,7 +9,7 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/output_file.hpp"
 
-namespace moesim::reports {
+namespace moesim::scenario {
 
 namespace fs = std::filesystem;
 
@@ -87,4 +87,4 @@ void draw_plot(const fs::path& dir_in, const PlotSpec& spec) {
                "gnuplot reported an error on " + spec.name + ".gp: " + errors);
 }
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

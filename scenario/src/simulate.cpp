@@ -1,4 +1,4 @@
-#include "moesim/reports/simulate.hpp"
+#include "moesim/scenario/simulate.hpp"
 
 #include <chrono>
 
@@ -8,15 +8,15 @@
 #include "moesim/model/precision.hpp"
 #include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
-#include "moesim/reports/chrome_trace.hpp"
-#include "moesim/reports/json_out.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/chrome_trace.hpp"
 #include "moesim/scenario/common_keys.hpp"
+#include "moesim/scenario/json_out.hpp"
+#include "moesim/scenario/table.hpp"
 #include "moesim/sim/network.hpp"
 #include "moesim/sim/trace_gen.hpp"
 #include "moesim/sim/trace_io.hpp"
 
-namespace moesim::reports {
+namespace moesim::scenario {
 namespace {
 
 /// Collects compute spans and NIC transfers of the first tokens as a Chrome trace (chrome_trace.hpp): one
@@ -561,4 +561,4 @@ nlohmann::json simulate_to_json(const SimulateResult& r) {
           {"nodes", nodes}};
 }
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

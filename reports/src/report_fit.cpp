@@ -1,16 +1,16 @@
-#include "moesim/calibrate/report_fit.hpp"
+#include "moesim/reports/report_fit.hpp"
 
 #include <algorithm>
 
 #include "moesim/model/error.hpp"
 
-namespace moesim::calibrate {
+namespace moesim::reports {
 
-reports::ReportCalibration report_calibration(const MeasuredRuns& runs,
-                                              const std::function<void(const std::string&)>& progress) {
-  FitOptions o;  // the default parameters (default_fit_parameters), every run fitted, leave-one-out on
-  const FitResult fit = fit_runs(runs, o, progress);
-  reports::ReportCalibration c;
+ReportCalibration report_calibration(const calibrate::MeasuredRuns& runs,
+                                     const std::function<void(const std::string&)>& progress) {
+  calibrate::FitOptions o;  // the default parameters (default_fit_parameters), every run fitted, leave-one-out on
+  const calibrate::FitResult fit = calibrate::fit_runs(runs, o, progress);
+  ReportCalibration c;
   c.origin = runs.path;
   c.profiles.hw = fit.node.id;
   c.profiles.node = fit.node;
@@ -19,7 +19,7 @@ reports::ReportCalibration report_calibration(const MeasuredRuns& runs,
     c.profiles.nic_profile = fit.nic;
   }
   for (const auto& p : fit.parameters)
-    c.parameters.push_back({p.name, p.unit, p.start, p.value, p.determined, fit_parameter(p.name).nic});
+    c.parameters.push_back({p.name, p.unit, p.start, p.value, p.determined, calibrate::fit_parameter(p.name).nic});
   std::vector<double> errors;
   for (const auto& r : fit.runs) {
     c.runs.push_back({r.name, r.measured_time, r.predicted.time, r.loo_time});
@@ -40,4 +40,4 @@ reports::ReportCalibration report_calibration(const MeasuredRuns& runs,
   return c;
 }
 
-}  // namespace moesim::calibrate
+}  // namespace moesim::reports

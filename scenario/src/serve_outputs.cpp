@@ -4,13 +4,13 @@
 #include <limits>
 
 #include "moesim/model/text.hpp"
-#include "moesim/reports/chrome_trace.hpp"
-#include "moesim/reports/json_out.hpp"
-#include "moesim/reports/serve.hpp"
-#include "moesim/reports/table.hpp"
+#include "moesim/scenario/chrome_trace.hpp"
+#include "moesim/scenario/json_out.hpp"
+#include "moesim/scenario/serve.hpp"
+#include "moesim/scenario/table.hpp"
 #include "serve_detail.hpp"
 
-namespace moesim::reports {
+namespace moesim::scenario {
 
 namespace serve_detail {
 
@@ -213,4 +213,4 @@ std::string write_serve_chrome_trace(const ServeRun& r, std::ostream& o, std::si
   return covers;
 }
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace moesim::reports {
+namespace moesim::scenario {
 
 class Table {
  public:
@@ -29,4 +29,4 @@ class Table {
 /// as seed 000's Table 6 does.
 std::string fixed(double value, int decimals);
 
-}  // namespace moesim::reports
+}  // namespace moesim::scenario
