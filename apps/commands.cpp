@@ -106,18 +106,6 @@ std::vector<std::int64_t> parse_whole_numbers(const std::string& text, const std
   return v;
 }
 
-std::vector<double> parse_numbers(const std::string& text, const std::string& flag, const std::string& example) {
-  std::vector<double> v;
-  for (const auto& item : text::split(text, ',')) {
-    double x = 0;
-    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), x);
-    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || !std::isfinite(x))
-      throw UserError(flag + ": '" + item + "' is not a number; write e.g. " + example);
-    v.push_back(x);
-  }
-  return v;
-}
-
 std::uint64_t parse_byte_size(const std::string& text, const std::string& flag) {
   const double b = units::parse(text, units::Dimension::Bytes, flag);
   if (!(b >= 1) || b > 9.2e18) {

@@ -23,12 +23,12 @@ bool parse_options(const Args& args, const boost::program_options::options_descr
                    boost::program_options::variables_map& vm, std::ostream& out, const std::string& usage,
                    const std::string& footer = "");
 
-/// A seed given as `flag` (scenario/params.hpp, where the parameter table reads seeds too).
+/// A seed given as `flag`, and comma-separated numbers (scenario/params.hpp, where the parameter table reads
+/// them too).
+using scenario::parse_numbers;
 using scenario::parse_seed;
 
 /// "1,2,4" -> whole numbers in [lo, hi]; UserError naming `flag` and showing `example` otherwise.
-/// Comma-separated finite numbers ("0.25,0.5"); UserError naming the flag and showing `example` otherwise.
-std::vector<double> parse_numbers(const std::string& text, const std::string& flag, const std::string& example);
 std::vector<std::int64_t> parse_whole_numbers(const std::string& text, const std::string& flag, std::int64_t lo,
                                               std::int64_t hi, const std::string& example);
 

@@ -3,6 +3,7 @@
 #include "moesim/scenario/params.hpp"
 
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 
 #include "moesim/model/text.hpp"
@@ -21,6 +22,18 @@ std::uint64_t parse_seed(const std::string& text, const std::string& what) {
   const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (text.empty() || ec != std::errc() || ptr != text.data() + text.size()) {
     throw UserError(what + " " + text + ": a seed is a whole number from 0 to 18446744073709551615");
+  }
+  return v;
+}
+
+std::vector<double> parse_numbers(const std::string& text, const std::string& flag, const std::string& example) {
+  std::vector<double> v;
+  for (const auto& item : text::split(text, ',')) {
+    double x = 0;
+    const auto [ptr, ec] = std::from_chars(item.data(), item.data() + item.size(), x);
+    if (item.empty() || ec != std::errc() || ptr != item.data() + item.size() || !std::isfinite(x))
+      throw UserError(flag + ": '" + item + "' is not a number; write e.g. " + example);
+    v.push_back(x);
   }
   return v;
 }

@@ -1,5 +1,5 @@
-// Serving scenarios resolved and run: the scheduler's parameters, a scenario's keys resolved into profiles,
-// a parallel plan, a workload and a routing trace (prepare_serve), and the run itself (run_serve).
+// Serving scenarios resolved and run: a scenario's keys (read by serve_params(), serve_keys.cpp) resolved into
+// profiles, a parallel plan, a workload and a routing trace (prepare_serve), and the run itself (run_serve).
 #include "moesim/scenario/serve.hpp"
 
 #include <algorithm>
@@ -15,64 +15,6 @@
 #include "moesim/sim/workload.hpp"
 
 namespace moesim::scenario {
-namespace {
-
-/// The percentiles to report: a list of 1 to 16 numbers, each in (0, 100] (vLLM --metric-percentiles).
-std::vector<double> read_percentiles(const json::Node& root, std::string_view key) {
-  const std::vector<json::Node> items = root.elements(key);
-  if (items.empty() || items.size() > 16) throw root.error(key, "must list 1 to 16 percentiles, e.g. [90, 99]");
-  std::vector<double> out;
-  for (const auto& item : items) {
-    const nlohmann::json& v = item.raw();
-    if (!v.is_number() || !(v.get<double>() > 0 && v.get<double>() <= 100))
-      throw item.error("is " + v.dump() + "; a percentile is a number in (0, 100], e.g. 99");
-    out.push_back(v.get<double>());
-  }
-  return out;
-}
-
-}  // namespace
-
-const scenario::ParamTable<sim::SchedulerConfig>& scheduler_params() {
-  using C = sim::SchedulerConfig;
-  static const auto table = [] {
-    scenario::ParamTable<C> t;
-    t.choice("kind", &C::kind, sim::scheduler_by_name, [](sim::SchedulerKind k) { return sim::name_of(k); })
-        .flag("scheduler")
-        .describe("static, continuous or chunked");
-    t.choice("capacity", &C::capacity, sim::capacity_policy_by_name,
-             [](sim::CapacityPolicy k) { return sim::name_of(k); })
-        .describe(
-            "max-utilization (vLLM: preempt when the KV cache runs out) or guaranteed-no-evict "
-            "(TensorRT-LLM: a request starts only with blocks for its whole prompt + output)");
-    t.field("max_num_seqs", &C::max_num_seqs).min(1).describe("sequences per step (vLLM's max_num_seqs)");
-    t.field("max_num_batched_tokens", &C::max_num_batched_tokens)
-        .min(1)
-        .unit("tokens")
-        .describe("tokens per engine step, prompt chunks included (vLLM's max_num_batched_tokens)");
-    t.field("block_size", &C::block_size).min(1).unit("tokens").describe("KV-cache block (vLLM's block_size)");
-    t.field("gpu_memory_utilization", &C::gpu_memory_utilization)
-        .positive()
-        .max(1)
-        .describe(
-            "fraction of device memory the engine may use, weights and KV cache (vLLM's "
-            "gpu_memory_utilization)");
-    t.field("max_model_len", &C::max_model_len)
-        .min(1)
-        .unit("tokens")
-        .describe(
-            "longest request, prompt + output (vLLM's max_model_len): a longer request is refused, and a "
-            "KV cache that cannot hold one is refused at start, as vLLM does; none: only the KV cache bounds it");
-    return t;
-  }();
-  return table;
-}
-
-sim::SchedulerConfig read_scheduler(const json::Node& sc) {
-  sim::SchedulerConfig c;
-  scheduler_params().read(sc, c);
-  return c;
-}
 
 ServeScenario load_serve_scenario(const std::string& path) {
   ServeScenario s;
@@ -97,9 +39,8 @@ const sim::RoutingTrace& TraceCache::get(const std::string& key, const std::func
 
 std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffic, TraceCache* cache) {
   const json::Node root(s.doc, s.source);
-  root.expect_only({"description", "model",     "model_overrides",  "hw",       "nic",     "nodes",       "plan",
-                    "precision",   "experts",   "scheduler",        "workload", "slo",     "percentiles", "trace",
-                    "generate",    "streaming", "activation_bytes", "kv_bytes", "runtime", "costs"});
+  ServeRequest q;
+  serve_params().read(root, q);
   auto prepared = std::make_unique<PreparedServe>();
   ServeRun& run = prepared->run;
   model::Architecture& arch = prepared->arch;
@@ -107,20 +48,19 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   nlohmann::json resolved = s.doc;
 
   // Model (with overrides applied to its config.json), precision, profiles.
-  run.model_id = root.optional_string("model").value_or("mixtral-8x7b");
-  if (auto o = root.optional_child("model_overrides")) {
+  run.model_id = q.model;
+  if (q.model_overrides.is_object()) {
     nlohmann::json config = root.resolving("model", [&] { return model::load_model_config(run.model_id); });
-    if (!o->raw().is_object()) throw o->error("must be an object of config.json keys, e.g. {\"num_local_experts\": 4}");
-    for (const auto& [k, v] : o->raw().items()) config[k] = v;
+    for (const auto& [k, v] : q.model_overrides.items()) config[k] = v;
     arch = model::parse_hf_config(config, s.source + ": $.model_overrides on " + run.model_id);
     arch.id = run.model_id + "+overrides";
   } else {
     arch = root.resolving("model", [&] { return model::load_model(run.model_id); });
   }
-  run.hw_id = root.optional_string("hw").value_or("dgx-h100");
+  run.hw_id = q.hw;
   prepared->node = root.resolving("hw", [&] { return model::load_node(run.hw_id); });
   std::optional<model::RuntimeProfile> runtime;
-  if (auto rt = root.optional_string("runtime")) {
+  if (const auto& rt = q.runtime) {
     // The software on the hardware (model::apply_runtime): the figures it gives (efficiencies, attention
     // factor, kernel and layer costs, host costs) replace the node's own.
     runtime = root.resolving("runtime", [&] { return model::find_runtime(*rt, prepared->node); });
@@ -130,9 +70,8 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   // Default: the format the model's config.json declares (quantization_config), as the runtime stores it,
   // else bf16.
   const auto* stored_as = runtime && runtime->checkpoint_formats ? &runtime->checkpoint_formats->value : nullptr;
-  const model::Precision& prec = *root.resolving("precision", [&] {
-    return &model::precision_for(root.optional_string("precision").value_or("checkpoint"), arch, stored_as);
-  });
+  const model::Precision& prec =
+      *root.resolving("precision", [&] { return &model::precision_for(q.precision, arch, stored_as); });
   run.precision = prec.name;
   const model::NodeProfile& node = prepared->node;
   (void)node.memory_total();  // UserError naming the field when the profile has no memory
@@ -142,29 +81,23 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   c.weights = &prec;
   c.node = &node;
   sim::ParallelPlan plan;
-  plan.nodes = root.optional_integer("nodes", 1).value_or(1);
+  plan.nodes = q.nodes;
   if (node.nics_per_node) plan.nics_per_node = node.nics_per_node->value;
-  if (auto p = root.optional_child("plan")) {
-    p->expect_only(
-        {"tp", "pp", "moe_tp", "moe_ep", "attention_dp", "attention_replicated", "devices_per_node", "nics_per_node"});
-    if (auto v = p->optional_integer("pp", 1)) plan.pp = *v;
-    if (auto v = p->optional_integer("devices_per_node", 1)) plan.devices_per_node = *v;
-    // No tp: every device of a stage (the devices over the pipeline stages).
-    const std::int64_t devices = (plan.devices_per_node > 0 ? plan.devices_per_node : node.devices.count) * plan.nodes;
-    plan.tp = p->optional_integer("tp", 1).value_or(std::max<std::int64_t>(1, devices / plan.pp));
-    if (auto v = p->optional_integer("moe_tp", 1)) plan.moe_tp = *v;
-    if (auto v = p->optional_integer("moe_ep", 1)) plan.moe_ep = *v;
-    if (auto v = p->optional_boolean("attention_dp")) plan.attention_dp = *v;
-    if (auto v = p->optional_boolean("attention_replicated")) plan.attention_replicated = *v;
-    if (auto v = p->optional_integer("nics_per_node", 1)) plan.nics_per_node = *v;
-  } else {
-    plan.tp = node.devices.count * plan.nodes;
-  }
+  plan.pp = q.plan.pp;
+  if (q.plan.devices_per_node) plan.devices_per_node = *q.plan.devices_per_node;
+  // No tp: every device of a stage (the devices over the pipeline stages).
+  const std::int64_t devices = (plan.devices_per_node > 0 ? plan.devices_per_node : node.devices.count) * plan.nodes;
+  plan.tp = q.plan.tp.value_or(std::max<std::int64_t>(1, devices / plan.pp));
+  if (q.plan.moe_tp) plan.moe_tp = *q.plan.moe_tp;
+  if (q.plan.moe_ep) plan.moe_ep = *q.plan.moe_ep;
+  plan.attention_dp = q.plan.attention_dp;
+  plan.attention_replicated = q.plan.attention_replicated;
+  if (q.plan.nics_per_node) plan.nics_per_node = *q.plan.nics_per_node;
   c.plan = sim::resolve_plan(plan, arch, node, s.source + ": $.plan");
   std::optional<model::NicProfile>& nic = prepared->nic;
   std::optional<model::NicProfile>& intra = prepared->intra;
   if (c.plan.nodes > 1) {
-    const auto id = root.optional_string("nic");
+    const auto& id = q.nic;
     if (!id)
       throw root.error("nic", "is missing; a plan over " + std::to_string(c.plan.nodes) +
                                   " nodes needs a NIC profile (`moesim hw`)");
@@ -178,51 +111,35 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
     throw UserError(node.origin +
                     ": intra_node_link is missing; a node of several devices needs the link between them");
   }
-  if (auto v = root.optional_string("experts"))
+  if (const auto& v = q.experts)
     c.experts = root.resolving("experts", [&] { return sim::expert_execution_by_name(*v); });
 
   // A default the user did not choose is said (issue 21), once, in the run's assumptions.
   std::vector<std::string>& defaults = prepared->defaults;
   defaults = s.defaults;
-  if (auto sc = root.optional_child("scheduler")) {
-    c.scheduler = read_scheduler(*sc);
-  } else {
+  c.scheduler = q.scheduler;
+  if (!root.has("scheduler")) {
     defaults.push_back("no scheduler given: " + std::string(sim::name_of(c.scheduler.kind)) + ", max_num_seqs " +
                        std::to_string(c.scheduler.max_num_seqs) + ", max_num_batched_tokens " +
                        std::to_string(c.scheduler.max_num_batched_tokens) + ", gpu_memory_utilization " +
                        text::printf("%g", c.scheduler.gpu_memory_utilization) +
                        " (moesim's defaults; set \"scheduler\" to your engine's)");
   }
-  if (auto v = root.optional_number("activation_bytes")) c.activation_bytes = *v;
-  if (auto v = root.optional_number("kv_bytes")) c.kv_bytes = *v;
+  c.activation_bytes = q.activation_bytes;
+  c.kv_bytes = q.kv_bytes;
   if (!(c.activation_bytes > 0) || !(c.kv_bytes > 0))
     throw root.error("activation_bytes and kv_bytes must be positive");
 
-  if (auto sl = root.optional_child("slo")) {
-    // vLLM's goodput keys (benchmark_serving --goodput ttft:MS tpot:MS e2el:MS). moesim's "itl" used to
-    // bound a request's TPOT under the wrong name: refused with the right one.
-    if (sl->has("itl"))
-      throw sl->error("itl",
-                      "bounded a request's TPOT (its mean time per output token), not its inter-token "
-                      "latency: write \"tpot\" (vLLM's goodput key)");
-    sl->expect_only({"ttft", "tpot", "e2el"});
-    if (auto v = sl->optional_quantity<units::Dimension::Time>("ttft")) c.slo.ttft_s = v->base();
-    if (auto v = sl->optional_quantity<units::Dimension::Time>("tpot")) c.slo.tpot_s = v->base();
-    if (auto v = sl->optional_quantity<units::Dimension::Time>("e2el")) c.slo.e2el_s = v->base();
-    if (!c.slo.given()) throw sl->error("is empty; give ttft, tpot or e2el with a unit, e.g. {\"ttft\": \"1s\"}");
-  } else {
+  c.slo = q.slo;
+  if (!c.slo.given())
     defaults.push_back("no SLO given: no goodput (set \"slo\" or --goodput, e.g. ttft:1000 tpot:50 in ms)");
-  }
-  if (root.has("percentiles")) c.percentiles = read_percentiles(root, "percentiles");
-  if (root.has("costs")) {
-    std::string source;
-    run.costs = read_costs(root.child("costs"), source);
-  }
+  c.percentiles = q.percentiles;
+  if (q.costs) run.costs = *q.costs;
   resolved["percentiles"] = c.percentiles;
 
   // Workload.
-  if (auto w = root.optional_child("workload")) {
-    c.workload = sim::parse_workload(*w, s.base_dir);
+  if (root.has("workload")) {
+    c.workload = sim::parse_workload(root.child("workload"), s.base_dir);
   } else {
     throw root.error("workload",
                      "is missing; say how requests arrive, e.g. {\"arrival\": \"poisson\", \"rate\": \"2/s\", "
@@ -243,14 +160,11 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
 
   // Routing trace.
   if (arch.is_moe()) {
-    GenerateRequest g;
-    g.tokens = 4096;
+    GenerateRequest g = q.trace ? ServeRequest::serve_generate_defaults() : q.generate;
     std::string trace_path;
-    if (auto t = root.optional_string("trace")) {
+    if (const auto& t = q.trace) {
       if (root.has("generate")) throw root.error("generate", "and \"trace\" are both given; keep one");
       trace_path = (std::filesystem::path(*t).is_absolute() ? std::filesystem::path(*t) : s.base_dir / *t).string();
-    } else if (auto gn = root.optional_child("generate")) {
-      parse_generate(*gn, g);
     }
     if (g.top_k && *g.top_k != arch.top_k) {
       // The measurement ran with another top-k (flash-moe uses K = 4 of Qwen3.5's 10): the model runs it too.
@@ -269,10 +183,8 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   }
 
   // Experts streamed from storage (cost::StreamingSpec, the scenario object estimate and simulate read too).
-  if (auto st = root.optional_child("streaming")) {
-    const cost::StreamingSpec spec = cost::streaming_spec_from_json(*st);
-    c.streaming = root.resolving("streaming", [&] { return cost::resolve_streaming(spec, arch, prec); });
-  }
+  if (q.streaming)
+    c.streaming = root.resolving("streaming", [&] { return cost::resolve_streaming(*q.streaming, arch, prec); });
 
   resolved["model"] = run.model_id;
   resolved["hw"] = run.hw_id;

@@ -184,7 +184,7 @@ TEST(GoldenServe, DevicesPerNodeFlagUsesPartOfAServer) {
   EXPECT_LT(metrics(j2)["output_throughput"], metrics(j8)["output_throughput"]);
   const auto zero = run_cli(base + " --devices-per-node 0");
   EXPECT_EQ(zero.code, 2);
-  EXPECT_NE(zero.err.find("devices_per_node"), std::string::npos) << zero.err;
+  EXPECT_NE(zero.err.find("--devices-per-node 0: must be at least 1"), std::string::npos) << zero.err;
 }
 
 TEST(GoldenServe, RequestsAndStepsCsv) {

@@ -42,6 +42,9 @@ std::string flag_of(std::string_view key);
 /// A seed: a whole number 0 .. 2^64-1 (Boost reads "-1" into an unsigned option as 2^64-1 without a word,
 /// so seeds are read as text and checked here). UserError naming `what` otherwise.
 std::uint64_t parse_seed(const std::string& text, const std::string& what);
+/// "50,90,99" -> {50, 90, 99}: a comma-separated list of finite numbers; UserError naming `flag`, with
+/// `example`, otherwise.
+std::vector<double> parse_numbers(const std::string& text, const std::string& flag, const std::string& example);
 /// "on"/"true"/"yes" -> true, "off"/"false"/"no" -> false; UserError naming `flag` otherwise.
 bool parse_on_off(const std::string& text, const std::string& flag);
 /// A number as a help line shows it (no trailing zeros: 0.5, 1024, 1e-06).
@@ -63,6 +66,10 @@ std::string render_key_docs(const std::vector<KeyDoc>& keys, const std::string& 
 
 template <class R>
 class ParamTable;
+
+/// Whether a nested object's keys keep their flags in the parent's table (ParamTable::group): `None` where
+/// they would clash with the parent's own (serve's --seed is the workload's, not the generator's).
+enum class GroupFlags { Lifted, None };
 
 /// One scenario key of request type R, as its table's field()/custom() declared it.
 template <class R>
@@ -177,6 +184,13 @@ class Param {
     return *this;
   }
   /// When the flag counts as given, if not only when flag_name() is (a key with several flags).
+  /// What the flags given make of the key, as JSON, for a key a command resolves from JSON only (serve's
+  /// "workload", set by a dozen flags): ParamTable::flags_to_json takes it instead of the flag applied and
+  /// written back.
+  Param& flag_json(std::function<nlohmann::json(const po::variables_map&)> f) {
+    flag_json_ = std::move(f);
+    return *this;
+  }
   Param& flag_given_if(std::function<bool(const po::variables_map&)> f) {
     given_ = std::move(f);
     return *this;
@@ -234,6 +248,7 @@ class Param {
   DefaultText default_text_;
   std::function<bool(const R&)> written_if_;
   std::function<bool(const po::variables_map&)> given_;
+  std::function<nlohmann::json(const po::variables_map&)> flag_json_;
 };
 
 /// The scenario keys of request type R, in the order its help and its error messages list them.
@@ -301,7 +316,7 @@ class ParamTable {
   /// when empty).
   template <class G>
   void group(const std::string& key, G R::*member, const ParamTable<G>& table, std::string description,
-             std::function<bool(const R&)> written_if = {}) {
+             std::function<bool(const R&)> written_if = {}, GroupFlags flags = GroupFlags::Lifted) {
     auto sub = std::make_shared<const ParamTable<G>>(table);
     custom(key, "object")
         .describe(std::move(description))
@@ -314,7 +329,9 @@ class ParamTable {
         })
         .written_if(std::move(written_if));
     params_.back()->is_group_ = true;
-    groups_.push_back({key, [sub, member](const R& defaults) { return sub->key_docs(defaults.*member); }});
+    groups_.push_back({key, [sub, member](const R& defaults) { return sub->key_docs(defaults.*member); },
+                       flags == GroupFlags::Lifted});
+    if (flags == GroupFlags::None) return;
     for (const Param<G>* g : sub->flag_params()) {
       auto lifted = std::make_unique<Param<R>>(g->key_);
       lifted->flag_ = g->flag_;
@@ -328,6 +345,9 @@ class ParamTable {
       if (g->given_) lifted->given_ = g->given_;
       lifted->apply_flag_ = [sub, g, member](const Param<R>&, const po::variables_map& vm, R& r) {
         g->apply_flag_(*g, vm, r.*member);
+      };
+      lifted->write_ = [sub, g, member](const Param<R>&, const R& r, nlohmann::json& out) {
+        g->write_(*g, r.*member, out);  // the one key, as its group writes it
       };
       if (g->default_text_)
         lifted->default_text_ = [sub, g, member](const R& r) { return g->default_text_(r.*member); };
@@ -378,16 +398,25 @@ class ParamTable {
   /// The flags given in `vm` as the keys they set, into the object `obj` (a command that resolves its
   /// scenario from JSON, as `serve` does, applies flags by writing them into the file's object). Each value
   /// is what the key's writer makes of the flag applied to a default request.
+  /// A group's flag sets its one key inside the group's object; an object a key's writer makes (a custom
+  /// key with several flags) is merged into what `obj` holds there (RFC 7386, nlohmann's merge_patch), so
+  /// a flag changes only the keys it names.
   void flags_to_json(const po::variables_map& vm, nlohmann::json& obj) const {
+    if (!obj.is_object()) obj = nlohmann::json::object();
     for (const auto* p : flag_params()) {
       if (p->given_ ? !p->given_(vm) : vm.count(p->flag_) == 0) continue;
-      MOESIM_CHECK(p->group_.empty() && p->write_, "flags_to_json: a group's flag or a key without a writer");
-      R one{};
-      p->apply_flag_(*p, vm, one);
       nlohmann::json value = nlohmann::json::object();
-      p->write_(*p, one, value);
-      if (!obj.is_object()) obj = nlohmann::json::object();
-      for (auto& [k, v] : value.items()) obj[k] = v;
+      if (p->flag_json_) {
+        value[p->key_] = p->flag_json_(vm);
+      } else {
+        MOESIM_CHECK(static_cast<bool>(p->write_), "flags_to_json: a key with a flag and no writer");
+        R one{};
+        p->apply_flag_(*p, vm, one);
+        p->write_(*p, one, value);
+      }
+      nlohmann::json& at = p->group_.empty() ? obj : obj[p->group_];
+      if (!at.is_object()) at = nlohmann::json::object();
+      at.merge_patch(value);
     }
   }
 
@@ -400,6 +429,7 @@ class ParamTable {
           if (g.key != p->key_) continue;
           for (auto d : g.docs(defaults)) {
             d.key = p->key_ + "." + d.key;
+            if (!g.flags) d.flag.clear();
             out.push_back(std::move(d));
           }
         }
@@ -424,6 +454,7 @@ class ParamTable {
   struct Group {
     std::string key;
     std::function<std::vector<KeyDoc>(const R&)> docs;
+    bool flags = true;  ///< its keys' flags are this table's (GroupFlags::Lifted)
   };
 
   /// The keys that have a flag, in order: a group's flags at the group's place.

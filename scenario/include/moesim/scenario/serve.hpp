@@ -6,12 +6,8 @@
 // lists of values; every combination is run and tabulated (the arrival-rate curves of seed 003, the
 // TP/EP/hybrid grid of seed 002).
 //
-// Scenario keys: description, model, model_overrides (config.json keys replaced before parsing, e.g.
-// {"num_local_experts": 4}), hw, nic, nodes, plan {tp, pp, moe_tp, moe_ep, attention_dp,
-// devices_per_node, nics_per_node}, precision, experts, scheduler {kind, capacity, max_num_seqs,
-// max_num_batched_tokens, block_size, gpu_memory_utilization, max_model_len: scheduler_params()}, workload
-// (sim/workload.hpp), slo {ttft, tpot, e2el}, trace | generate, streaming {storage, readers, page_cache, mode}, runtime
-// (a runtime profile fitted on hw: model::find_runtime), activation_bytes, kv_bytes, sweep.
+// Scenario keys: serve_params() declares every one (with its type, unit, default and flag; `moesim serve
+// --help` lists them); the "workload" object is sim::parse_workload's (sim/workload.hpp).
 
 #include <filesystem>
 #include <functional>
@@ -24,8 +20,10 @@
 #include <vector>
 
 #include "moesim/model/cost.hpp"
+#include "moesim/model/expert_streaming.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/scenario/params.hpp"
+#include "moesim/scenario/simulate.hpp"
 #include "moesim/sim/serving.hpp"
 
 namespace moesim::scenario {
@@ -75,6 +73,57 @@ struct PreparedServe {
   PreparedServe(const PreparedServe&) = delete;
   PreparedServe& operator=(const PreparedServe&) = delete;
 };
+
+/// A serve scenario's "plan" keys as a file or the flags give them; prepare_serve resolves them against
+/// the node profile (sim::resolve_plan).
+struct PlanKeys {
+  std::optional<std::int64_t> tp;  ///< none: every device used, over the pipeline stages
+  std::int64_t pp = 1;
+  std::optional<std::int64_t> moe_tp, moe_ep;  ///< none: sim::ParallelPlan's (moe_tp = tp)
+  bool attention_dp = false;
+  bool attention_replicated = false;
+  std::optional<std::int64_t> devices_per_node;  ///< none: all the node's devices
+  std::optional<std::int64_t> nics_per_node;     ///< none: the node profile's nics_per_node, else 1
+};
+
+/// The serving simulator's own defaults (sim::ServingConfig's member initialisers), which a scenario's keys
+/// start from.
+const sim::ServingConfig& serving_defaults();
+
+/// A serve scenario's keys as read (serve_params()), before they are resolved into profiles and a plan.
+struct ServeRequest {
+  std::string model = "mixtral-8x7b";
+  nlohmann::json model_overrides;  ///< config.json keys laid over the model's; null when none
+  std::string hw = "dgx-h100";
+  std::optional<std::string> nic;
+  std::int64_t nodes = 1;
+  PlanKeys plan;
+  std::string precision = "checkpoint";
+  std::optional<std::string> experts;
+  sim::SchedulerConfig scheduler;
+  nlohmann::json workload;  ///< sim::parse_workload's object (read there, with the scenario's base directory)
+  sim::Slo slo;
+  std::vector<double> percentiles = serving_defaults().percentiles;
+  std::optional<std::string> trace;
+  GenerateRequest generate = serve_generate_defaults();
+  std::optional<cost::StreamingSpec> streaming;
+  double activation_bytes = serving_defaults().activation_bytes;
+  double kv_bytes = serving_defaults().kv_bytes;
+  std::optional<std::string> runtime;
+  std::optional<model::CostAssumptions> costs;
+
+  /// A serve run's routing trace, when generated: 4096 tokens (simulate's GenerateRequest otherwise).
+  static GenerateRequest serve_generate_defaults() {
+    GenerateRequest g;
+    g.tokens = 4096;
+    return g;
+  }
+};
+
+/// Every key of a serve scenario, declared once (scenario/params.hpp): the reader prepare_serve uses, the
+/// flags of `moesim serve` (each writes its key into the scenario: ParamTable::flags_to_json), and the
+/// "scenario keys" section of its --help. The workload object's own keys are sim::parse_workload's.
+const scenario::ParamTable<ServeRequest>& serve_params();
 
 /// The keys of a scenario's "scheduler" object, each declared once (scenario/params.hpp): its reader, the
 /// flags of `serve` that set them, their --help and the resolved scenario's "scheduler" come from them.
