@@ -39,7 +39,7 @@ const scenario::ParamTable<sim::SchedulerConfig>& scheduler_params() {
     scenario::ParamTable<C> t;
     t.choice("kind", &C::kind, sim::scheduler_by_name, [](sim::SchedulerKind k) { return sim::name_of(k); })
         .flag("scheduler")
-        .describe("static, continuous or chunked");
+        .describe(choices_in(sim::scheduler_kinds()));
     t.choice("capacity", &C::capacity, sim::capacity_policy_by_name,
              [](sim::CapacityPolicy k) { return sim::name_of(k); })
         .describe(
