@@ -22,7 +22,12 @@ std::string serve_help() {
   for (const auto& x : sim::capacity_policies()) s += "  " + x.name + ": " + x.description + "\n";
   s += "\nexpert execution (--experts):\n";
   for (const auto& x : sim::expert_executions()) s += "  " + x.name + ": " + x.description + "\n";
-  s += "\nworkload (scenario \"workload\"): arrival poisson|gamma|uniform|closed-loop|trace; rate \"2/s\"; requests; "
+  s += "\narrival processes (--arrival, scenario workload.arrival):\n";
+  for (const auto& x : sim::arrival_kinds()) s += "  " + x.name + ": " + x.description + "\n";
+  std::string arrivals;
+  for (const auto& x : sim::arrival_kinds()) arrivals += (arrivals.empty() ? "" : "|") + x.name;
+  s += "\nworkload (scenario \"workload\"): arrival " + arrivals +
+       "; rate \"2/s\"; requests; "
        "burstiness (gamma: the gaps' shape, vLLM's --burstiness; 1 is Poisson, below 1 burstier); max_concurrency "
        "(any arrival but closed-loop: at most N requests in flight, a request waiting for a slot is sent when one "
        "frees and its TTFT counts from then, as vLLM's --max-concurrency); users, user_interval \"1s\", think_time "
@@ -89,7 +94,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
   reports::scheduler_params().add_flags(desc);
   // clang-format off
   desc.add_options()
-    ("arrival", po::value<std::string>(), "poisson, gamma, uniform, closed-loop or trace (workload.arrival)")
+    ("arrival", po::value<std::string>(), (choices_in(sim::arrival_kinds()) + " (workload.arrival)").c_str())
     ("rate", po::value<std::string>(), "arrival rate with its unit, e.g. 2/s (workload.rate)")
     ("burstiness", po::value<double>(), "gamma arrivals of this shape, vLLM's --burstiness: 1 is Poisson, 0.5 "
      "burstier, 2 more even (workload.burstiness; sets workload.arrival gamma unless --arrival is given)")
@@ -101,8 +106,8 @@ int cmd_serve(const Args& args, std::ostream& out) {
     ("output", po::value<std::int64_t>(), "output tokens, fixed (workload.output)")
     ("request-trace", po::value<std::string>(), "request trace to replay: moesim CSV, Azure LLM inference 2023/2024, "
      "BurstGPT or Mooncake JSONL, detected from its first line (workload.trace, arrival trace)")
-    ("request-trace-format", po::value<std::string>(), "read the request trace as auto, moesim, azure, burstgpt or "
-     "mooncake (workload.trace_format; default auto)")
+    ("request-trace-format", po::value<std::string>(), ("read the request trace as " +
+     choices_in(sim::request_trace_formats()) + " (workload.trace_format; default auto)").c_str())
     ("time-scale", po::value<double>(), "multiply every request-trace arrival time by X: 0.5 replays twice as fast, "
      "2 half as fast (workload.time_scale; default 1)")
     ("seed", po::value<std::string>(), "workload seed (workload.seed)")
