@@ -179,15 +179,8 @@ TEST(Decode, CentralisedPaysTwoMessagesPerLayer) {
 // one, "test-busy", reuses busy full loading's fill under its own value, so the scenario of
 // BusyLoadingComputesEveryLocalExpert run with it gives the same 6 fillers.
 TEST(BalancingRegistry, ListsRefusesAndRunsARegisteredBalancing) {
-  const auto& all = sim::balancings();
-  ASSERT_GE(all.size(), 3U);
-  EXPECT_EQ(all[0].name, "none");
-  EXPECT_EQ(all[1].name, "busy");
-  EXPECT_EQ(all[2].name, "lru-fill");
-  for (const auto& b : all) {
-    EXPECT_FALSE(b.description.empty()) << b.name;
-    EXPECT_NE(b.fill, nullptr) << b.name;
-  }
+  test::expect_builtins(sim::balancings(), {"none", "busy", "lru-fill"});
+  for (const auto& b : sim::balancings()) EXPECT_NE(b.fill, nullptr) << b.name;
   test::expect_user_error([] { (void)sim::balancing_by_name("bussy"); },
                           {"unknown balancing 'bussy' (did you mean 'busy'?); valid: none, busy, lru-fill"});
   const auto busy_fill = sim::balancing_info(sim::Balancing::BusyAll).fill;
@@ -206,12 +199,7 @@ TEST(BalancingRegistry, ListsRefusesAndRunsARegisteredBalancing) {
 // pairing); unknown and taken names are refused. A new name is found by name, but the decode engine runs
 // only the message protocols it has, so a run with it is refused saying so.
 TEST(CollectiveRegistry, ListsRefusesAndNamesARegisteredCollective) {
-  const auto& all = sim::collectives();
-  ASSERT_GE(all.size(), 3U);
-  EXPECT_EQ(all[0].name, "expert-outputs");
-  EXPECT_EQ(all[1].name, "ring-allreduce");
-  EXPECT_EQ(all[2].name, "recursive-doubling");
-  for (const auto& c : all) EXPECT_FALSE(c.description.empty()) << c.name;
+  test::expect_builtins(sim::collectives(), {"expert-outputs", "ring-allreduce", "recursive-doubling"});
   EXPECT_EQ(sim::analytic_exchange(sim::AttentionMode::Decentralised, sim::Collective::RingAllReduce),
             model::Exchange::RingAllReduce);
   EXPECT_EQ(sim::analytic_exchange(sim::AttentionMode::Centralised, sim::Collective::RingAllReduce),

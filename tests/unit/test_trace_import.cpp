@@ -348,15 +348,8 @@ TEST(TraceImport, MaverickExcerptHasADegenerateLayer) {
 // by an importer or by one of moesim's own formats, is refused. A new one, "test-moe-selection", reads with
 // the moe-selection importer under its own value: --from takes it and it imports the same 5 tokens.
 TEST(ImportRegistry, ListsRefusesAndRunsARegisteredImporter) {
-  const auto& all = sim::import_formats();
-  ASSERT_GE(all.size(), 3U);
-  EXPECT_EQ(all[0].name, "moe-selection");
-  EXPECT_EQ(all[1].name, "speculative-moe");
-  EXPECT_EQ(all[2].name, "vllm");
-  for (const auto& f : all) {
-    EXPECT_FALSE(f.description.empty()) << f.name;
-    EXPECT_NE(f.import, nullptr) << f.name;
-  }
+  moesim::test::expect_builtins(sim::import_formats(), {"moe-selection", "speculative-moe", "vllm"});
+  for (const auto& f : sim::import_formats()) EXPECT_NE(f.import, nullptr) << f.name;
   EXPECT_EQ(sim::parse_import_format("jsonl", "--from"), std::nullopt);
   EXPECT_EQ(sim::parse_import_format("vllm", "--from"), sim::ImportFormat::Vllm);
   moesim::test::expect_user_error([] { (void)sim::parse_import_format("vlm", "--from"); },

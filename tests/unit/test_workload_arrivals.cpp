@@ -262,13 +262,9 @@ TEST(WorkloadClosedLoop, UsersJoinAndResend) {
 // back, and times its requests: 0, 1 and 2 s.
 TEST(ArrivalRegistry, ListsRefusesAndRunsARegisteredProcess) {
   const auto& all = moesim::sim::arrival_kinds();
-  ASSERT_GE(all.size(), 5U);
-  const std::vector<std::string> builtin = {"poisson", "gamma", "uniform", "closed-loop", "trace"};
-  for (std::size_t i = 0; i < builtin.size(); ++i) {
-    EXPECT_EQ(all[i].name, builtin[i]);
-    EXPECT_FALSE(all[i].description.empty()) << all[i].name;
+  moesim::test::expect_builtins(all, {"poisson", "gamma", "uniform", "closed-loop", "trace"});
+  for (std::size_t i = 0; i < 5; ++i)
     EXPECT_EQ(all[i].arrival != nullptr, i < 3) << all[i].name;  // closed loop and trace have no drawn times
-  }
   const auto parse = [](const nlohmann::json& j) {
     return moesim::sim::parse_workload(moesim::json::Node(j, "scenario.json", "$.workload"), "/scenarios");
   };
