@@ -22,7 +22,12 @@ std::string serve_help() {
   for (const auto& x : sim::capacity_policies()) s += "  " + x.name + ": " + x.description + "\n";
   s += "\nexpert execution (--experts):\n";
   for (const auto& x : sim::expert_executions()) s += "  " + x.name + ": " + x.description + "\n";
-  s += "\nworkload (scenario \"workload\"): arrival poisson|gamma|uniform|closed-loop|trace; rate \"2/s\"; requests; "
+  s += "\narrival processes (--arrival, scenario workload.arrival):\n";
+  for (const auto& x : sim::arrival_kinds()) s += "  " + x.name + ": " + x.description + "\n";
+  std::string arrivals;
+  for (const auto& x : sim::arrival_kinds()) arrivals += (arrivals.empty() ? "" : "|") + x.name;
+  s += "\nworkload (scenario \"workload\"): arrival " + arrivals +
+       "; rate \"2/s\"; requests; "
        "burstiness (gamma: the gaps' shape, vLLM's --burstiness; 1 is Poisson, below 1 burstier); max_concurrency "
        "(any arrival but closed-loop: at most N requests in flight, a request waiting for a slot is sent when one "
        "frees and its TTFT counts from then, as vLLM's --max-concurrency); users, user_interval \"1s\", think_time "

@@ -13,6 +13,7 @@
 #include "commands.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
+#include "moesim/model/registry.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/scenario/table.hpp"
 #include "moesim/sim/placement.hpp"
@@ -102,7 +103,8 @@ int trace_gen(const Args& args, std::ostream& out) {
       "logit-std", po::value<double>(),
       "gate weights are softmax(N(0, sigma) logits) over the chosen experts, sorted; sigma (default 1)")(
       "out", po::value<std::string>(), "output file: .jsonl (JSON lines) or .mtrace (binary); written atomically")(
-      "format", po::value<std::string>(), "jsonl or binary, when --out's extension does not say");
+      "format", po::value<std::string>(),
+      (choices_in(sim::trace_formats()) + ", when --out's extension does not say").c_str());
   po::variables_map vm;
   if (!parse_options(
           args, desc, vm, out,
@@ -443,14 +445,24 @@ int trace_stats(Args args, std::ostream& out) {
 // ------------------------------------------------------------------------------------------------------
 // convert
 
+/// The registered importers, a line each.
+std::string import_formats_help() {
+  std::string s;
+  for (const auto& f : sim::import_formats()) s += "  " + f.name + ": " + f.description + "\n";
+  return s;
+}
+
 int trace_convert(Args args, std::ostream& out) {
   const auto inputs = take_inputs(args);
   po::options_description desc("options");
   desc.add_options()("help,h", "show this help")("out", po::value<std::string>(),
                                                  "output file: .jsonl or .mtrace; written atomically")(
-      "format", po::value<std::string>(), "output format jsonl or binary, when --out's extension does not say")(
+      "format", po::value<std::string>(),
+      ("output format " + choices_in(sim::trace_formats()) + ", when --out's extension does not say").c_str())(
       "from", po::value<std::string>(),
-      "input format: jsonl, binary (moesim's own), moe-selection, speculative-moe, vllm; detected when not given")(
+      ("input format: " + text::join(names_in(sim::trace_formats())) + " (moesim's own), " +
+       text::join(names_in(sim::import_formats())) + "; detected when not given")
+          .c_str())(
       "model", po::value<std::string>(),
       "the model the trace was recorded with: gives the expert count importers need, and checks layers/top-k")(
       "experts", po::value<std::int64_t>(), "routed experts per layer, when the model is not in the zoo")(
@@ -459,18 +471,11 @@ int trace_convert(Args args, std::ostream& out) {
   if (!parse_options(
           args, desc, vm, out,
           "usage: moesim trace convert IN [IN...] --out OUT [--from FORMAT] [--model M | --experts E]\n\n"
-          "Converts between moesim's formats (lossless: .jsonl <-> .mtrace gives back the same bytes) and imports:\n"
-          "  moe-selection    per-query JSON of the HF dataset core12345/MoE_expert_selection_trace (arXiv\n"
-          "                   2510.05497): one file per request; decoder layers that are null are dense and skipped\n"
-          "  speculative-moe  JSON lines {problem_id, layer, experts, gating_probs, token_idx or token_pos} of\n"
-          "                   github.com/Mario928/speculative-moe: tokens missing a layer's record are dropped and\n"
-          "                   counted; identical repeated records are dropped\n"
-          "  vllm             a saved /v1/completions response of vLLM --enable-return-routed-experts\n"
-          "                   (prompt_routed_experts and choices[i].routed_experts, or the base64 .npy form), or\n"
-          "                   routed_experts [gen_len][layers][top_k] arrays: one request per file, or an array of\n"
-          "                   {\"routed_experts\", \"prompt_routed_experts\"} objects\n"
-          "Without --from the format is told from each file's start. Inputs may be gzip or zstd compressed.\n"
-          "These files do not state the number of experts: give --model (a zoo id or config.json) or --experts.")) {
+          "Converts between moesim's formats (lossless: .jsonl <-> .mtrace gives back the same bytes) and imports "
+          "(--from):\n" +
+              import_formats_help() +
+              "Without --from the format is told from each file's start. Inputs may be gzip or zstd compressed.\n"
+              "These files do not state the number of experts: give --model (a zoo id or config.json) or --experts.")) {
     return 0;
   }
   if (inputs.empty()) throw UserError("give the input file(s): moesim trace convert IN [IN...] --out OUT");

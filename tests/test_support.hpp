@@ -14,6 +14,7 @@
 #include <initializer_list>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "moesim/model/error.hpp"
 
@@ -70,6 +71,18 @@ inline std::string expect_user_error(const std::function<void()>& f, std::initia
 }
 
 /// The UserError message of `f`, or "" if it did not throw.
+/// A registry (STYLE.md practice 2) lists `names` first, in this order, each with its line of --help.
+template <class Info>
+void expect_builtins(const std::vector<Info>& all, std::initializer_list<std::string> names) {
+  ASSERT_GE(all.size(), names.size());
+  std::size_t i = 0;
+  for (const auto& name : names) {
+    EXPECT_EQ(all[i].name, name);
+    EXPECT_FALSE(all[i].description.empty()) << all[i].name;
+    ++i;
+  }
+}
+
 template <typename F>
 std::string error_of(F&& f) {
   try {

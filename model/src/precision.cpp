@@ -18,10 +18,12 @@ namespace moesim::model {
 namespace {
 constexpr const char* kGgml =
     "ggml/src/ggml-common.h (github.com/ggml-org/llama.cpp): the block struct and its static_assert on sizeof";
-}  // namespace
 
-const std::vector<Precision>& precisions() {
-  static const std::vector<Precision> all = {
+// The table, by family; precisions() concatenates the families in this order (the order --help lists).
+
+/// Floating-point formats: the checkpoint ones and FP8.
+std::vector<Precision> floating_point_precisions() {
+  return {
       {"bf16",
        "bfloat16: 1 sign, 8 exponent, 7 fraction bits (the usual checkpoint format)",
        16,
@@ -49,6 +51,12 @@ const std::vector<Precision>& precisions() {
        false,
        "OCP 8-bit Floating Point Specification (OFP8) v1.0, E4M3",
        {}},
+  };
+}
+
+/// Integer weights with a scale per row or per group (per-channel int8, MLX affine groups).
+std::vector<Precision> integer_precisions() {
+  return {
       // One bf16 scale per output row: a group as long as the row (group_per_row), 16 bits of overhead.
       {"int8",
        "8-bit integer weights with one bf16 scale per output row (per-channel symmetric)",
@@ -77,6 +85,12 @@ const std::vector<Precision>& precisions() {
        false,
        "MLX mlx.core.quantize (affine, group_size 64, bits 2), as in flash-moe",
        {}},
+  };
+}
+
+/// Microscaling block formats: 4-bit values sharing a scale per small block.
+std::vector<Precision> microscaling_precisions() {
+  return {
       // §A.2 gpt-oss: "4-bit values + one 8-bit scale per 32-element block" = 4.25 bits/weight.
       {"mxfp4",
        "OCP MXFP4: 4-bit E2M1 values + one E8M0 scale per 32-element block (4.25 bits/weight)",
@@ -96,6 +110,12 @@ const std::vector<Precision>& precisions() {
        false,
        "NVIDIA Technical Blog, 'Introducing NVFP4 for Efficient and Accurate Low-Precision Inference' (2025-06)",
        {}},
+  };
+}
+
+/// The 4-bit group-quantised layout of AWQ and GPTQ checkpoints.
+std::vector<Precision> awq_gptq_precisions() {
+  return {
       // AWQ and GPTQ checkpoints (quant_method "awq"/"gptq", bits 4, group_size 128): qweight packs eight
       // 4-bit weights per int32, and each group of 128 input weights of an output column stores an fp16 scale
       // and a 4-bit zero point (qzeros packs eight per int32): 16 + 4 = 20 bits per group.
@@ -108,6 +128,12 @@ const std::vector<Precision>& precisions() {
        "AutoAWQ / AutoGPTQ checkpoint layout (qweight, qzeros int32-packed; scales fp16), quantization_config "
        "bits 4, group_size 128",
        {}},
+  };
+}
+
+/// GGUF block types (llama.cpp): legacy blocks, k-quants, the K_M file types and i-quants.
+std::vector<Precision> gguf_precisions() {
+  return {
       // GGUF block formats (llama.cpp), each a block of 32 (legacy) or 256 (k-quants, i-quants) weights whose
       // size ggml fixes with a static_assert in ggml/src/ggml-common.h: value bits per weight plus the
       // block's scales (and mins) as the group overhead, so that bytes = blocks × sizeof(block). The file
@@ -174,6 +200,18 @@ const std::vector<Precision>& precisions() {
       {"iq4_nl", "GGUF IQ4_NL: 18 B per 32 weights (4.5 bits/weight)", 4.5, 32, 0, false, kGgml, {}},
       {"iq4_xs", "GGUF IQ4_XS: 136 B per 256 weights (4.25 bits/weight)", 4.25, 256, 0, false, kGgml, {}},
   };
+}
+}  // namespace
+
+const std::vector<Precision>& precisions() {
+  static const std::vector<Precision> all = [] {
+    std::vector<Precision> v;
+    for (auto* family : {floating_point_precisions, integer_precisions, microscaling_precisions, awq_gptq_precisions,
+                         gguf_precisions}) {
+      for (auto& p : family()) v.push_back(std::move(p));
+    }
+    return v;
+  }();
   return all;
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "moesim/model/error.hpp"
+#include "moesim/model/registry.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/scenario/common_keys.hpp"
 #include "moesim/scenario/serve.hpp"
@@ -68,7 +69,7 @@ nlohmann::json goodput_to_slo(const std::vector<std::string>& items) {
 void add_workload_flags(po::options_description& d) {
   // clang-format off
   d.add_options()
-    ("arrival", po::value<std::string>(), "poisson, gamma, uniform, closed-loop or trace (workload.arrival)")
+    ("arrival", po::value<std::string>(), (choices_in(sim::arrival_kinds()) + " (workload.arrival)").c_str())
     ("rate", po::value<std::string>(), "arrival rate with its unit, e.g. 2/s (workload.rate)")
     ("burstiness", po::value<double>(), "gamma arrivals of this shape, vLLM's --burstiness: 1 is Poisson, 0.5 "
      "burstier, 2 more even (workload.burstiness; sets workload.arrival gamma unless --arrival is given)")
@@ -80,8 +81,8 @@ void add_workload_flags(po::options_description& d) {
     ("output", po::value<std::int64_t>(), "output tokens, fixed (workload.output)")
     ("request-trace", po::value<std::string>(), "request trace to replay: moesim CSV, Azure LLM inference 2023/2024, "
      "BurstGPT or Mooncake JSONL, detected from its first line (workload.trace, arrival trace)")
-    ("request-trace-format", po::value<std::string>(), "read the request trace as auto, moesim, azure, burstgpt or "
-     "mooncake (workload.trace_format; default auto)")
+    ("request-trace-format", po::value<std::string>(), ("read the request trace as " +
+     choices_in(sim::request_trace_formats()) + " (workload.trace_format; default auto)").c_str())
     ("time-scale", po::value<double>(), "multiply every request-trace arrival time by X: 0.5 replays twice as fast, "
      "2 half as fast (workload.time_scale; default 1)")
     ("seed", po::value<std::string>(), "workload seed (workload.seed)");
@@ -164,7 +165,7 @@ const ParamTable<sim::SchedulerConfig>& scheduler_params() {
     ParamTable<C> t;
     t.choice("kind", &C::kind, sim::scheduler_by_name, [](sim::SchedulerKind k) { return sim::name_of(k); })
         .flag("scheduler")
-        .describe("static, continuous or chunked");
+        .describe(choices_in(sim::scheduler_kinds()));
     t.choice("capacity", &C::capacity, sim::capacity_policy_by_name,
              [](sim::CapacityPolicy k) { return sim::name_of(k); })
         .describe(

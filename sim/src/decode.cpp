@@ -55,35 +55,8 @@ SimTime DecodeEngine::compute_experts(std::int32_t n, std::int64_t token, std::i
   std::int64_t* lru = &lru_[(ni * static_cast<std::size_t>(moe_layers_) + static_cast<std::size_t>(j)) *
                             static_cast<std::size_t>(experts_)];
   const std::uint64_t stamp = ++stamp_;
-  // Experts run in turn chosen or not (cost::ExpertExecution::Sequential) compute every local one, as busy
-  // full loading does.
-  const bool all_local = cfg_.balancing == Balancing::BusyAll || cfg_.experts == cost::ExpertExecution::Sequential;
-  if (cfg_.balancing != Balancing::None || all_local) {
-    for (const auto e : routed) picked_[static_cast<std::size_t>(e)] = stamp;
-  }
-  if (all_local) {
-    for (const auto e : local)
-      if (picked_[static_cast<std::size_t>(e)] != stamp) scratch_.push_back(e);
-  } else if (cfg_.balancing == Balancing::LruFill && static_cast<std::int32_t>(routed.size()) < as.max_routed) {
-    // The spare quota goes to the least recently used local experts of this layer (ties: lowest id).
-    // Each local expert gets one key, its age + 1 above 16 bits of its place in `local` (sorted; setup()
-    // checks that both fit), so the smallest key is the oldest, ties to the lowest id, and a taken expert
-    // gets the largest. Branch-free: the comparisons depend on the data, so branches would mispredict.
-    const auto want = static_cast<std::size_t>(as.max_routed) - routed.size();
-    constexpr std::uint64_t kTaken = std::numeric_limits<std::uint64_t>::max();
-    for (std::size_t f = 0; f < want; ++f) {
-      std::uint64_t least = kTaken;
-      for (std::size_t i = 0; i < local.size(); ++i) {
-        const auto e = static_cast<std::size_t>(local[i]);
-        const std::uint64_t taken = -static_cast<std::uint64_t>(picked_[e] == stamp);  // all ones, or 0
-        least = std::min(least, (static_cast<std::uint64_t>(lru[e] + 1) << 16 | i) | taken);
-      }
-      if (least == kTaken) break;  // every local expert is already busy
-      const std::int32_t best = local[least & 0xFFFFU];
-      scratch_.push_back(best);
-      picked_[static_cast<std::size_t>(best)] = stamp;
-    }
-  }
+  for (const auto e : routed) picked_[static_cast<std::size_t>(e)] = stamp;
+  fill_({local, lru, picked_.data(), stamp, routed.size(), as.max_routed}, scratch_);
   node.stats.routed += static_cast<std::int64_t>(routed.size());
   node.stats.fillers += static_cast<std::int64_t>(scratch_.size());
   SimTime moe = 0;

@@ -239,6 +239,9 @@ class DecodeEngine final : public MessageSink, public EventHandler {
   std::vector<std::vector<std::int32_t>> local_experts_;  ///< per node: experts it holds
   std::vector<std::int64_t> lru_;  ///< per node × MoE layer × expert: last global step it was computed (-1 never)
   std::vector<std::int32_t> scratch_;
+  /// What chooses a node's fillers: the balancing's (its registry entry), or busy full loading's when
+  /// experts run in turn (cost::ExpertExecution::Sequential computes every local one anyway).
+  void (*fill_)(const FillerContext&, std::vector<std::int32_t>&) = nullptr;
   std::vector<ExpertStreamer> streamers_;  ///< per node, when experts stream from storage: its page cache
   std::vector<std::uint16_t> stream_ids_;  ///< scratch: the experts one compute_experts call reads
   std::vector<std::int32_t> dispatched_;   ///< per chosen expert of a layer: the node computing it

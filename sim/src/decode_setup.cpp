@@ -31,6 +31,13 @@ void DecodeEngine::setup() {
   layers_ = static_cast<std::int32_t>(a.layers);
   experts_ = a.routed_experts;
   centralised_ = cfg_.attention == AttentionMode::Centralised && n_ > 1;
+  fill_ = balancing_info(cfg_.experts == cost::ExpertExecution::Sequential ? Balancing::BusyAll : cfg_.balancing).fill;
+  if (n_ > 1 && !centralised_ && cfg_.collective != Collective::ExpertOutputs &&
+      cfg_.collective != Collective::RingAllReduce && cfg_.collective != Collective::RecursiveDoubling) {
+    throw UserError("collective '" + std::string(name_of(cfg_.collective)) +
+                    "' has no message protocol in the decode engine (sim/src/decode.cpp: start_exchange); give another "
+                    "--collective");
+  }
   std::int32_t j = 0;
   for (const auto& spec : a.layer_specs) moe_index_.push_back(spec.moe && a.is_moe() ? j++ : -1);
   moe_layers_ = j;

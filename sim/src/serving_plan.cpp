@@ -17,21 +17,6 @@ std::string gb(double bytes) { return units::format(units::bytes(bytes), 3); }
 
 }  // namespace
 
-const std::vector<NamedOption<SchedulerKind>>& scheduler_kinds() {
-  static const std::vector<NamedOption<SchedulerKind>> all = {
-      {SchedulerKind::Static, "static",
-       "static batching: up to max_num_seqs waiting requests start together and run to the last one's end"},
-      {SchedulerKind::Continuous, "continuous",
-       "continuous batching (vLLM without chunked prefill): whole-prompt prefill steps first, then decode steps"},
-      {SchedulerKind::Chunked, "chunked",
-       "chunked prefill (vLLM enable_chunked_prefill, DeepSpeed Dynamic SplitFuse): decodes first, then prompt "
-       "chunks up to max_num_batched_tokens"},
-  };
-  return all;
-}
-SchedulerKind scheduler_by_name(std::string_view name) { return by_name(scheduler_kinds(), name, "scheduler"); }
-std::string_view name_of(SchedulerKind s) { return name_in(scheduler_kinds(), s); }
-
 const std::vector<NamedOption<CapacityPolicy>>& capacity_policies() {
   static const std::vector<NamedOption<CapacityPolicy>> all = {
       {CapacityPolicy::MaxUtilization, "max-utilization",

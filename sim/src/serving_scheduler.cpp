@@ -11,8 +11,48 @@
 
 namespace moesim::sim::serving_detail {
 
+namespace {
+
+std::vector<SchedulerInfo>& scheduler_registry() {
+  static std::vector<SchedulerInfo> all = {
+      {SchedulerKind::Static, "static",
+       "static batching: up to max_num_seqs waiting requests start together and run to the last one's end", false,
+       [](Scheduler& s) { s.form_static(); }},
+      {SchedulerKind::Continuous, "continuous",
+       "continuous batching (vLLM without chunked prefill): whole-prompt prefill steps first, then decode steps", false,
+       [](Scheduler& s) { s.form_continuous(); }},
+      {SchedulerKind::Chunked, "chunked",
+       "chunked prefill (vLLM enable_chunked_prefill, DeepSpeed Dynamic SplitFuse): decodes first, then prompt "
+       "chunks up to max_num_batched_tokens",
+       true, [](Scheduler& s) { s.form_chunked(); }},
+  };
+  return all;
+}
+
+}  // namespace
+
+}  // namespace moesim::sim::serving_detail
+
+namespace moesim::sim {
+
+const std::vector<SchedulerInfo>& scheduler_kinds() { return serving_detail::scheduler_registry(); }
+void register_scheduler(SchedulerInfo info) {
+  add_entry(serving_detail::scheduler_registry(), std::move(info), "scheduler");
+}
+SchedulerKind scheduler_by_name(std::string_view name) {
+  return entry_by_name(scheduler_kinds(), name, "scheduler").value;
+}
+std::string_view name_of(SchedulerKind s) { return name_in(scheduler_kinds(), s); }
+
+}  // namespace moesim::sim
+
+namespace moesim::sim::serving_detail {
+
 Scheduler::Scheduler(const ServingConfig& c, const MemoryPlan& memory)
-    : c_(c), kv_(memory.kv_blocks, c.scheduler.block_size), kv_tokens_(memory.kv_tokens) {}
+    : c_(c),
+      kind_(registered(scheduler_kinds(), c.scheduler.kind, "scheduler")),
+      kv_(memory.kv_blocks, c.scheduler.block_size),
+      kv_tokens_(memory.kv_tokens) {}
 
 std::int64_t Scheduler::add(const Request& q) {
   Seq s;
@@ -44,7 +84,7 @@ void Scheduler::check_fits(std::int64_t prompt, std::int64_t output, std::int64_
                     " tokens of KV cache but the whole cache holds " + std::to_string(kv_tokens_) +
                     " on this plan; shorten the request, add devices or use a smaller precision");
   }
-  if (c_.scheduler.kind != SchedulerKind::Chunked && prompt > c_.scheduler.max_num_batched_tokens) {
+  if (!kind_.chunked_prefill && prompt > c_.scheduler.max_num_batched_tokens) {
     throw UserError("request " + std::to_string(id) + " has a " + std::to_string(prompt) +
                     "-token prompt, more than max_num_batched_tokens " +
                     std::to_string(c_.scheduler.max_num_batched_tokens) +
@@ -54,17 +94,7 @@ void Scheduler::check_fits(std::int64_t prompt, std::int64_t output, std::int64_
 
 const std::vector<Entry>& Scheduler::form() {
   batch_.clear();
-  switch (c_.scheduler.kind) {
-    case SchedulerKind::Static:
-      form_static();
-      break;
-    case SchedulerKind::Continuous:
-      form_continuous();
-      break;
-    case SchedulerKind::Chunked:
-      form_chunked();
-      break;
-  }
+  kind_.form(*this);
   return batch_;
 }
 

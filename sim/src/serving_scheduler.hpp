@@ -5,6 +5,9 @@
 // preemption. The engine (serving.cpp) adds the requests, queues each as it reaches the scheduler, asks
 // form() for every step's batch, advances the sequences when the step ends and hands back those that
 // complete.
+//
+// The policies are registered (scheduler_kinds(), sim/serving.hpp): adding one is a member that fills the
+// batch, like form_static(), and its entry in scheduler_registry() (serving_scheduler.cpp).
 
 #include <cstddef>
 #include <cstdint>
@@ -70,10 +73,16 @@ class Scheduler {
   [[nodiscard]] double kv_used() const { return kv_.used(); }
   [[nodiscard]] std::int64_t preemptions() const { return preemptions_; }
 
+  // The built-in policies, each called by the `form` of its scheduler_kinds() entry: they fill the batch that
+  // form() returns.
+  inline void form_continuous();
+  inline void form_chunked();
+  inline void form_static();
+
  private:
-  // form()'s parts are inline and defined in serving_scheduler.cpp, beside their only caller, so that the
-  // compiler can still inline them into form() and its per-sequence loops (bench/bench_serve.cpp measures
-  // them).
+  // The policies' parts are inline and defined in serving_scheduler.cpp, beside their callers, so that the
+  // compiler can still inline them into the policies and their per-sequence loops (bench/bench_serve.cpp
+  // measures them).
 
   /// Grows `s`'s blocks to hold `tokens` cached tokens; false (and no change) if the cache is full.
   bool grow(Seq& s, std::int64_t tokens) { return kv_.grow(s.blocks, tokens); }
@@ -85,12 +94,10 @@ class Scheduler {
   /// so every later grow() of it is already covered and nothing is ever preempted.
   [[nodiscard]] bool no_evict() const { return c_.scheduler.capacity == CapacityPolicy::GuaranteedNoEvict; }
   inline void admit(Seq& s);
-  inline void form_continuous();
   inline std::int64_t schedule_decodes(std::int64_t budget);
-  inline void form_chunked();
-  inline void form_static();
 
   const ServingConfig& c_;
+  const SchedulerInfo kind_;  ///< the registry entry of c_.scheduler.kind
   KvBlocks kv_;
   std::int64_t kv_tokens_ = 0;  ///< the cache's capacity in tokens, for check_fits' message
   std::vector<Seq> seqs_;

@@ -5,31 +5,65 @@
 
 #include <algorithm>
 
+#include "moesim/model/registry.hpp"
 #include "moesim/sim/trace_input.hpp"
+#include "moesim/sim/trace_io.hpp"
 #include "trace_import_common.hpp"
 
 namespace moesim::sim {
 
 using import_detail::TraceBuilder;
 
-std::string import_format_name(ImportFormat f) {
-  switch (f) {
-    case ImportFormat::MoeSelection:
-      return "moe-selection";
-    case ImportFormat::SpeculativeMoe:
-      return "speculative-moe";
-    case ImportFormat::Vllm:
-      return "vllm";
-  }
-  return "?";
+namespace {
+
+std::vector<ImportFormatInfo>& import_format_registry() {
+  static std::vector<ImportFormatInfo> all = {
+      {ImportFormat::MoeSelection, "moe-selection",
+       "per-query JSON of the HF dataset core12345/MoE_expert_selection_trace (arXiv 2510.05497): one file per "
+       "request; decoder layers that are null are dense and skipped",
+       import_moe_selection},
+      {ImportFormat::SpeculativeMoe, "speculative-moe",
+       "JSON lines {problem_id, layer, experts, gating_probs, token_idx or token_pos} of "
+       "github.com/Mario928/speculative-moe, one file: tokens missing a layer's record are dropped and counted; "
+       "identical repeated records are dropped",
+       [](const std::vector<std::string>& paths, const ImportOptions& o) {
+         if (paths.size() != 1) {
+           throw UserError("--from speculative-moe reads one file (its records name their problems); give one input");
+         }
+         return import_speculative_moe(paths[0], o);
+       }},
+      {ImportFormat::Vllm, "vllm",
+       "a saved /v1/completions response of vLLM --enable-return-routed-experts (prompt_routed_experts and "
+       "choices[i].routed_experts, or the base64 .npy form), or routed_experts [gen_len][layers][top_k] arrays: one "
+       "request per file, or an array of {\"routed_experts\", \"prompt_routed_experts\"} objects",
+       import_vllm},
+  };
+  return all;
 }
 
+}  // namespace
+
+const std::vector<ImportFormatInfo>& import_formats() { return import_format_registry(); }
+
+void register_import_format(ImportFormatInfo info) {
+  for (const auto& f : trace_formats())
+    if (f.name == info.name) throw UserError("trace format '" + info.name + "' is moesim's own format");
+  add_entry(import_format_registry(), std::move(info), "trace format");
+}
+
+std::string import_format_name(ImportFormat f) { return std::string(name_in(import_formats(), f)); }
+
 std::optional<ImportFormat> parse_import_format(std::string_view name, const std::string& flag) {
-  if (name == "jsonl" || name == "binary") return std::nullopt;
-  if (name == "moe-selection") return ImportFormat::MoeSelection;
-  if (name == "speculative-moe") return ImportFormat::SpeculativeMoe;
-  if (name == "vllm") return ImportFormat::Vllm;
-  const std::vector<std::string> names = {"jsonl", "binary", "moe-selection", "speculative-moe", "vllm"};
+  // moesim's own formats by their names (not the aliases --format takes: --from never did).
+  std::vector<std::string> names;
+  for (const auto& f : trace_formats()) {
+    if (name == f.name) return std::nullopt;
+    names.push_back(f.name);
+  }
+  for (const auto& f : import_formats()) {
+    if (name == f.name) return f.value;
+    names.push_back(f.name);
+  }
   throw UserError(flag + ": unknown trace format '" + std::string(name) + "'" + text::did_you_mean(name, names) +
                   "; valid: " + text::join(names));
 }
@@ -136,18 +170,7 @@ RoutingTrace import_moe_selection(const std::vector<std::string>& paths, const I
 
 RoutingTrace import_trace(ImportFormat format, const std::vector<std::string>& paths, const ImportOptions& o) {
   MOESIM_CHECK(!paths.empty(), "import_trace needs at least one path");
-  switch (format) {
-    case ImportFormat::MoeSelection:
-      return import_moe_selection(paths, o);
-    case ImportFormat::Vllm:
-      return import_vllm(paths, o);
-    case ImportFormat::SpeculativeMoe:
-      if (paths.size() != 1) {
-        throw UserError("--from speculative-moe reads one file (its records name their problems); give one input");
-      }
-      return import_speculative_moe(paths[0], o);
-  }
-  return {};
+  return registered(import_formats(), format, "import format").import(paths, o);
 }
 
 }  // namespace moesim::sim

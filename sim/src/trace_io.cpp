@@ -21,6 +21,7 @@
 #include "moesim/model/json_overflow.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/output_file.hpp"
+#include "moesim/model/registry.hpp"
 #include "moesim/model/resources.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/sim/trace_input.hpp"
@@ -120,22 +121,50 @@ void check_shape(const RoutingTrace& t) {
 
 }  // namespace trace_io_detail
 
-std::string trace_format_name(TraceFormat f) { return f == TraceFormat::Binary ? "binary" : "jsonl"; }
+namespace {
+
+std::vector<TraceFormatInfo>& trace_format_registry() {
+  static std::vector<TraceFormatInfo> all = {
+      {TraceFormat::JsonLines, "jsonl", "json-lines", ".jsonl", "JSON lines",
+       "a header line, then one JSON line per token: human-readable, diffable", false, write_trace_jsonl},
+      {TraceFormat::Binary, "binary", "mtrace", ".mtrace", "binary",
+       "compact fixed-size records, ~8 + 2·layers·k (+4·layers·k with weights) bytes per token", true,
+       write_trace_binary},
+  };
+  return all;
+}
+
+}  // namespace
+
+const std::vector<TraceFormatInfo>& trace_formats() { return trace_format_registry(); }
+void register_trace_format(TraceFormatInfo info) {
+  add_entry(trace_format_registry(), std::move(info), "trace format");
+}
+
+std::string trace_format_name(TraceFormat f) { return std::string(name_in(trace_formats(), f)); }
 
 TraceFormat parse_trace_format(std::string_view name, const std::string& flag) {
-  if (name == "jsonl" || name == "json-lines") return TraceFormat::JsonLines;
-  if (name == "binary" || name == "mtrace") return TraceFormat::Binary;
-  throw UserError(flag + ": unknown trace format '" + std::string(name) + "'" +
-                  text::did_you_mean(name, {"jsonl", "binary"}) + "; valid formats: jsonl, binary");
+  for (const auto& f : trace_formats())
+    if (name == f.name || (!f.alias.empty() && name == f.alias)) return f.value;
+  const auto names = names_in(trace_formats());
+  throw UserError(flag + ": unknown trace format '" + std::string(name) + "'" + text::did_you_mean(name, names) +
+                  "; valid formats: " + text::join(names));
 }
 
 TraceFormat trace_format_for_path(const std::string& path, const std::string& flag) {
   const auto ext = std::filesystem::path(path).extension().string();
-  if (ext == ".mtrace") return TraceFormat::Binary;
-  if (ext == ".jsonl") return TraceFormat::JsonLines;
+  for (const auto& f : trace_formats())
+    if (ext == f.extension) return f.value;
+  // "name the file .jsonl (JSON lines) or .mtrace (binary), or give --format jsonl|binary"
+  std::string files, names;
+  const auto& all = trace_formats();
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    files += (i == 0 ? "" : i + 1 == all.size() ? " or " : ", ") + all[i].extension + " (" + all[i].label + ")";
+    names += (i == 0 ? "" : "|") + all[i].name;
+  }
   throw UserError((flag.empty() ? path : path + " (" + flag + ")") + ": cannot tell the trace format from the " +
-                  (ext.empty() ? std::string("missing extension") : "extension '" + ext + "'") +
-                  "; name the file .jsonl (JSON lines) or .mtrace (binary), or give --format jsonl|binary");
+                  (ext.empty() ? std::string("missing extension") : "extension '" + ext + "'") + "; name the file " +
+                  files + ", or give --format " + names);
 }
 
 void validate_trace(const RoutingTrace& t, const std::string& where) {
@@ -205,12 +234,9 @@ RoutingTrace read_trace(const std::string& path) {
 void add_trace_output(OutputSet& outputs, const RoutingTrace& trace, const std::string& path,
                       std::optional<TraceFormat> format, const std::string& flag) {
   const TraceFormat f = format ? *format : trace_format_for_path(path, flag);
-  OutputFile& file = outputs.add(path, flag, f == TraceFormat::Binary);
-  if (f == TraceFormat::Binary) {
-    write_trace_binary(trace, file.stream());
-  } else {
-    write_trace_jsonl(trace, file.stream());
-  }
+  const TraceFormatInfo& info = registered(trace_formats(), f, "trace format");
+  OutputFile& file = outputs.add(path, flag, info.binary);
+  info.write(trace, file.stream());
 }
 
 void write_trace(const RoutingTrace& trace, const std::string& path, std::optional<TraceFormat> format,

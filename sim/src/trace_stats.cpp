@@ -58,9 +58,34 @@ class LruSet {
 
 double ratio(double num, double den) { return den > 0 ? num / den : 0.0; }
 
-}  // namespace
+/// The sizes every statistic of one layer loops over.
+struct StatsDims {
+  std::size_t T = 0, L = 0, k = 0, E = 0;
+  std::size_t W = 0, B = 0;              ///< window and batch, in tokens
+  std::size_t windows = 0, batches = 0;  ///< whole windows and batches in the trace
+  double kd = 0, Ed = 0;
+};
 
-TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOptions& o) {
+/// Buffers reused from layer to layer, sized once.
+struct StatsScratch {
+  std::vector<std::uint16_t> ids;  ///< the layer's chosen experts, token-major
+  std::vector<std::int32_t> counts;
+  std::vector<char> mark;
+  std::vector<std::int64_t> stamp;
+  std::vector<std::int32_t> node_of;  ///< ids' node under the placement
+  std::vector<std::int64_t> per_node;
+  std::vector<char> missed;
+};
+
+/// What the placement's statistics accumulate over the layers.
+struct NodeTotals {
+  std::optional<Dispatcher> fast;
+  std::size_t N = 0;
+  std::vector<double> node_sum;
+  std::vector<std::int64_t> node_max;
+};
+
+void check_stats_options(const RoutingTrace& trace, const TraceStatsOptions& o) {
   const auto& h = trace.header;
   MOESIM_CHECK(trace.tokens() > 0 && h.layers > 0 && h.top_k > 0, "compute_trace_stats needs a validated trace");
   if (o.window < 1) throw UserError("--window must be at least 1 token");
@@ -76,205 +101,163 @@ TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOption
     throw UserError("placement is for " + std::to_string(o.placement->experts) + " experts but the trace has " +
                     std::to_string(h.experts) + "; make the placement for the trace's model");
   }
+}
 
-  const auto T = static_cast<std::size_t>(trace.tokens());
-  const auto L = static_cast<std::size_t>(h.layers);
-  const auto k = static_cast<std::size_t>(h.top_k);
-  const auto E = static_cast<std::size_t>(h.experts);
-  const double kd = static_cast<double>(k);
-  const double Ed = static_cast<double>(E);
-
-  TraceStats st;
-  st.tokens = trace.tokens();
-  st.requests = count_requests(trace);
-  st.cache_sizes = o.cache_sizes;
-  st.window = std::min<std::int64_t>(o.window, st.tokens);
-  st.batch = std::min<std::int64_t>(o.batch, st.tokens);
-  const auto W = static_cast<std::size_t>(st.window);
-  const auto B = static_cast<std::size_t>(st.batch);
-  const std::size_t windows = T / W;  // >= 1 since W <= T
-  const std::size_t batches = T / B;
-  st.windows = static_cast<std::int64_t>(windows);
-  st.batches = static_cast<std::int64_t>(batches);
-  st.window_mean_load = static_cast<double>(W) * kd / Ed;
-  // §B.4: under independent uniform routing each expert is missed by one token with probability 1 - k/E.
-  st.independent_distinct = Ed * (1.0 - std::pow(1.0 - kd / Ed, static_cast<double>(B)));
-  st.uniform_first_choice = 1.0 / Ed;
-  st.uniform_reuse = kd / Ed;
-
-  // The previous token of the same request, found once for all layers: traces may interleave requests.
+/// The previous token of the same request (-1 for a request's first), found once for all layers: traces may
+/// interleave requests.
+std::vector<std::int64_t> previous_token_of_request(const RoutingTrace& trace, std::size_t T) {
   std::vector<std::int64_t> prev(T, -1);
-  {
-    std::unordered_map<std::uint32_t, std::int64_t> last;
-    last.reserve(1024);
-    for (std::size_t t = 0; t < T; ++t) {
-      auto [it, fresh] = last.try_emplace(trace.request[t], static_cast<std::int64_t>(t));
-      if (!fresh) {
-        prev[t] = it->second;
-        it->second = static_cast<std::int64_t>(t);
+  std::unordered_map<std::uint32_t, std::int64_t> last;
+  last.reserve(1024);
+  for (std::size_t t = 0; t < T; ++t) {
+    auto [it, fresh] = last.try_emplace(trace.request[t], static_cast<std::int64_t>(t));
+    if (!fresh) {
+      prev[t] = it->second;
+      it->second = static_cast<std::int64_t>(t);
+    }
+  }
+  return prev;
+}
+
+/// Load max/mean per window, and over the whole trace; the most chosen expert.
+void layer_load_stats(const StatsDims& d, double window_mean_load, StatsScratch& x, TraceLayerStats& ls) {
+  const auto& ids = x.ids;
+  auto& counts = x.counts;
+  std::vector<std::int64_t> total(d.E, 0);
+  double sum_ratio = 0;
+  for (std::size_t w = 0; w < d.windows; ++w) {
+    std::fill(counts.begin(), counts.end(), 0);
+    for (std::size_t i = w * d.W * d.k; i < (w + 1) * d.W * d.k; ++i) ++counts[ids[i]];
+    const double r = static_cast<double>(*std::max_element(counts.begin(), counts.end())) / window_mean_load;
+    sum_ratio += r;
+    ls.load_max_mean_worst = std::max(ls.load_max_mean_worst, r);
+  }
+  ls.load_max_mean = sum_ratio / static_cast<double>(d.windows);
+  for (std::size_t i = 0; i < d.T * d.k; ++i) ++total[ids[i]];
+  const auto top = std::max_element(total.begin(), total.end());
+  ls.load_max_mean_all = static_cast<double>(*top) / (static_cast<double>(d.T) * d.kd / d.Ed);
+  // An expert appears at most once per token-layer, so a count of T means every token chose it.
+  ls.top_expert = top - total.begin();
+  ls.top_expert_share = static_cast<double>(*top) / static_cast<double>(d.T);
+  ls.degenerate = d.T >= 2 && static_cast<std::size_t>(*top) == d.T;
+}
+
+/// Reuse against the request's previous token: mark its experts, count, unmark. O(k) per token.
+void layer_reuse_stats(const StatsDims& d, const std::vector<std::int64_t>& prev, std::int64_t pairs_count,
+                       StatsScratch& x, TraceLayerStats& ls) {
+  const std::size_t k = d.k;
+  std::int64_t shared = 0, first = 0, any = 0;
+  for (std::size_t t = 0; t < d.T; ++t) {
+    if (prev[t] < 0) continue;
+    const std::uint16_t* p = x.ids.data() + static_cast<std::size_t>(prev[t]) * k;
+    const std::uint16_t* c = x.ids.data() + t * k;
+    for (std::size_t s = 0; s < k; ++s) x.mark[p[s]] = 1;
+    std::int64_t n = 0;
+    for (std::size_t s = 0; s < k; ++s) n += x.mark[c[s]];
+    for (std::size_t s = 0; s < k; ++s) x.mark[p[s]] = 0;
+    shared += n;
+    any += n > 0 ? 1 : 0;
+    first += p[0] == c[0] ? 1 : 0;
+  }
+  const double pairs = static_cast<double>(pairs_count);
+  ls.reuse = ratio(static_cast<double>(shared), pairs * d.kd);
+  ls.first_choice_repeat = ratio(static_cast<double>(first), pairs);
+  ls.any_overlap = ratio(static_cast<double>(any), pairs);
+}
+
+/// LRU hit rate for a cache of `capacity` experts: per token, hits first (they become most recent), then the
+/// misses are loaded, so a token never evicts one of its own experts (capacity >= top_k is checked).
+double layer_lru_hit(const StatsDims& d, std::int64_t capacity, StatsScratch& x) {
+  LruSet lru(d.E, static_cast<std::size_t>(capacity));
+  std::int64_t hits = 0;
+  for (std::size_t t = 0; t < d.T; ++t) {
+    const std::uint16_t* cur = x.ids.data() + t * d.k;
+    for (std::size_t s = 0; s < d.k; ++s) {
+      x.missed[s] = !lru.contains(cur[s]);
+      if (!x.missed[s]) {
+        ++hits;
+        lru.touch(cur[s]);
+      }
+    }
+    for (std::size_t s = 0; s < d.k; ++s) {
+      if (x.missed[s]) lru.insert(cur[s]);
+    }
+  }
+  return static_cast<double>(hits) / (static_cast<double>(d.T) * d.kd);
+}
+
+/// Distinct experts per batch of B consecutive tokens (a stamp per expert avoids clearing a set).
+double layer_distinct_per_batch(const StatsDims& d, StatsScratch& x) {
+  std::int64_t distinct = 0;
+  std::fill(x.stamp.begin(), x.stamp.end(), -1);
+  for (std::size_t b = 0; b < d.batches; ++b) {
+    for (std::size_t i = b * d.B * d.k; i < (b + 1) * d.B * d.k; ++i) {
+      if (x.stamp[x.ids[i]] != static_cast<std::int64_t>(b)) {
+        x.stamp[x.ids[i]] = static_cast<std::int64_t>(b);
+        ++distinct;
       }
     }
   }
-  for (const auto p : prev) st.pairs += p >= 0 ? 1 : 0;
+  return static_cast<double>(distinct) / static_cast<double>(d.batches);
+}
 
-  std::optional<Dispatcher> fast;
-  std::size_t N = 0;
-  std::vector<double> node_sum;
-  std::vector<std::int64_t> node_max;
-  if (o.placement) {
-    fast.emplace(*o.placement);
-    N = static_cast<std::size_t>(o.placement->nodes);
-    node_sum.assign(N, 0.0);
-    node_max.assign(N, 0);
+/// The layer under the placement: experts on the busiest node per token and per batch, node load over
+/// windows; accumulates each node's executions and maximum into `nt`.
+void layer_node_stats(const StatsDims& d, NodeTotals& nt, StatsScratch& x, TraceLayerStats& ls) {
+  const std::size_t T = d.T, k = d.k, E = d.E;
+  auto& node_of = x.node_of;
+  auto& per_node = x.per_node;
+  auto& stamp = x.stamp;
+  for (std::size_t t = 0; t < T; ++t)
+    nt.fast->nodes_for(std::span<const std::uint16_t>(x.ids.data() + t * k, k), node_of.data() + t * k);
+  // Per token: max over nodes of experts executed (Equation 1's busiest node).
+  std::int64_t sum_max = 0;
+  for (std::size_t t = 0; t < T; ++t) {
+    const std::int32_t* nd = node_of.data() + t * k;
+    for (std::size_t s = 0; s < k; ++s) per_node[static_cast<std::size_t>(nd[s])] = 0;
+    std::int64_t mx = 0;
+    for (std::size_t s = 0; s < k; ++s) mx = std::max(mx, ++per_node[static_cast<std::size_t>(nd[s])]);
+    sum_max += mx;
+    for (std::size_t s = 0; s < k; ++s) {
+      const auto n = static_cast<std::size_t>(nd[s]);
+      nt.node_max[n] = std::max(nt.node_max[n], per_node[n]);
+    }
   }
+  for (std::size_t i = 0; i < T * k; ++i) nt.node_sum[static_cast<std::size_t>(node_of[i])] += 1.0;
+  ls.max_active = static_cast<double>(sum_max) / static_cast<double>(T);
 
-  std::vector<std::uint16_t> ids(T * k);
-  std::vector<std::int32_t> counts(E);
-  std::vector<char> mark(E, 0);
-  std::vector<std::int64_t> stamp(std::max(E, E * N), -1);
-  std::vector<std::int32_t> node_of(T * k);
-  std::vector<std::int64_t> per_node(std::max<std::size_t>(N, 1));
-  std::vector<char> missed(k);
-
-  for (std::size_t l = 0; l < L; ++l) {
-    // Gather the layer into a contiguous buffer: every statistic below then streams through memory.
-    for (std::size_t t = 0; t < T; ++t) {
-      const std::uint16_t* src = trace.experts.data() + (t * L + l) * k;
-      std::copy(src, src + k, ids.data() + t * k);
+  // Per batch: distinct experts each node must run (a node loads an expert once for the whole batch).
+  std::fill(stamp.begin(), stamp.end(), -1);
+  std::int64_t sum_batch_max = 0;
+  for (std::size_t b = 0; b < d.batches; ++b) {
+    std::fill(per_node.begin(), per_node.end(), 0);
+    for (std::size_t i = b * d.B * k; i < (b + 1) * d.B * k; ++i) {
+      const auto n = static_cast<std::size_t>(node_of[i]);
+      auto& s = stamp[n * E + x.ids[i]];
+      if (s != static_cast<std::int64_t>(b)) {
+        s = static_cast<std::int64_t>(b);
+        ++per_node[n];
+      }
     }
-    TraceLayerStats ls;
-
-    // Load max/mean per window, and over the whole trace.
-    {
-      std::vector<std::int64_t> total(E, 0);
-      double sum_ratio = 0;
-      for (std::size_t w = 0; w < windows; ++w) {
-        std::fill(counts.begin(), counts.end(), 0);
-        for (std::size_t i = w * W * k; i < (w + 1) * W * k; ++i) ++counts[ids[i]];
-        const double r = static_cast<double>(*std::max_element(counts.begin(), counts.end())) / st.window_mean_load;
-        sum_ratio += r;
-        ls.load_max_mean_worst = std::max(ls.load_max_mean_worst, r);
-      }
-      ls.load_max_mean = sum_ratio / static_cast<double>(windows);
-      for (std::size_t i = 0; i < T * k; ++i) ++total[ids[i]];
-      const auto top = std::max_element(total.begin(), total.end());
-      ls.load_max_mean_all = static_cast<double>(*top) / (static_cast<double>(T) * kd / Ed);
-      // An expert appears at most once per token-layer, so a count of T means every token chose it.
-      ls.top_expert = top - total.begin();
-      ls.top_expert_share = static_cast<double>(*top) / static_cast<double>(T);
-      ls.degenerate = T >= 2 && static_cast<std::size_t>(*top) == T;
-      if (ls.degenerate) st.degenerate_layers.push_back(static_cast<std::int64_t>(l));
-    }
-
-    // Reuse against the request's previous token: mark its experts, count, unmark. O(k) per token.
-    {
-      std::int64_t shared = 0, first = 0, any = 0;
-      for (std::size_t t = 0; t < T; ++t) {
-        if (prev[t] < 0) continue;
-        const std::uint16_t* p = ids.data() + static_cast<std::size_t>(prev[t]) * k;
-        const std::uint16_t* c = ids.data() + t * k;
-        for (std::size_t s = 0; s < k; ++s) mark[p[s]] = 1;
-        std::int64_t n = 0;
-        for (std::size_t s = 0; s < k; ++s) n += mark[c[s]];
-        for (std::size_t s = 0; s < k; ++s) mark[p[s]] = 0;
-        shared += n;
-        any += n > 0 ? 1 : 0;
-        first += p[0] == c[0] ? 1 : 0;
-      }
-      const double pairs = static_cast<double>(st.pairs);
-      ls.reuse = ratio(static_cast<double>(shared), pairs * kd);
-      ls.first_choice_repeat = ratio(static_cast<double>(first), pairs);
-      ls.any_overlap = ratio(static_cast<double>(any), pairs);
-    }
-
-    // LRU per cache size: per token, hits first (they become most recent), then the misses are loaded, so a
-    // token never evicts one of its own experts (capacity >= top_k is checked above).
-    for (const auto c : o.cache_sizes) {
-      LruSet lru(E, static_cast<std::size_t>(c));
-      std::int64_t hits = 0;
-      for (std::size_t t = 0; t < T; ++t) {
-        const std::uint16_t* cur = ids.data() + t * k;
-        for (std::size_t s = 0; s < k; ++s) {
-          missed[s] = !lru.contains(cur[s]);
-          if (!missed[s]) {
-            ++hits;
-            lru.touch(cur[s]);
-          }
-        }
-        for (std::size_t s = 0; s < k; ++s) {
-          if (missed[s]) lru.insert(cur[s]);
-        }
-      }
-      ls.lru_hit.push_back(static_cast<double>(hits) / (static_cast<double>(T) * kd));
-    }
-
-    // Distinct experts per batch of B consecutive tokens (a stamp per expert avoids clearing a set).
-    {
-      std::int64_t distinct = 0;
-      std::fill(stamp.begin(), stamp.end(), -1);
-      for (std::size_t b = 0; b < batches; ++b) {
-        for (std::size_t i = b * B * k; i < (b + 1) * B * k; ++i) {
-          if (stamp[ids[i]] != static_cast<std::int64_t>(b)) {
-            stamp[ids[i]] = static_cast<std::int64_t>(b);
-            ++distinct;
-          }
-        }
-      }
-      ls.distinct_per_batch = static_cast<double>(distinct) / static_cast<double>(batches);
-    }
-
-    if (fast) {
-      for (std::size_t t = 0; t < T; ++t)
-        fast->nodes_for(std::span<const std::uint16_t>(ids.data() + t * k, k), node_of.data() + t * k);
-      // Per token: max over nodes of experts executed (Equation 1's busiest node).
-      std::int64_t sum_max = 0;
-      for (std::size_t t = 0; t < T; ++t) {
-        const std::int32_t* nd = node_of.data() + t * k;
-        for (std::size_t s = 0; s < k; ++s) per_node[static_cast<std::size_t>(nd[s])] = 0;
-        std::int64_t mx = 0;
-        for (std::size_t s = 0; s < k; ++s) mx = std::max(mx, ++per_node[static_cast<std::size_t>(nd[s])]);
-        sum_max += mx;
-        for (std::size_t s = 0; s < k; ++s) {
-          const auto n = static_cast<std::size_t>(nd[s]);
-          node_max[n] = std::max(node_max[n], per_node[n]);
-        }
-      }
-      for (std::size_t i = 0; i < T * k; ++i) node_sum[static_cast<std::size_t>(node_of[i])] += 1.0;
-      ls.max_active = static_cast<double>(sum_max) / static_cast<double>(T);
-
-      // Per batch: distinct experts each node must run (a node loads an expert once for the whole batch).
-      std::fill(stamp.begin(), stamp.end(), -1);
-      std::int64_t sum_batch_max = 0;
-      for (std::size_t b = 0; b < batches; ++b) {
-        std::fill(per_node.begin(), per_node.end(), 0);
-        for (std::size_t i = b * B * k; i < (b + 1) * B * k; ++i) {
-          const auto n = static_cast<std::size_t>(node_of[i]);
-          auto& s = stamp[n * E + ids[i]];
-          if (s != static_cast<std::int64_t>(b)) {
-            s = static_cast<std::int64_t>(b);
-            ++per_node[n];
-          }
-        }
-        sum_batch_max += *std::max_element(per_node.begin(), per_node.end());
-      }
-      ls.max_active_batch = static_cast<double>(sum_batch_max) / static_cast<double>(batches);
-
-      // Node load over windows, max/mean (mean = window * k / nodes).
-      double sum_ratio = 0;
-      for (std::size_t w = 0; w < windows; ++w) {
-        std::fill(per_node.begin(), per_node.end(), 0);
-        for (std::size_t i = w * W * k; i < (w + 1) * W * k; ++i) ++per_node[static_cast<std::size_t>(node_of[i])];
-        const double mean = static_cast<double>(W) * kd / static_cast<double>(N);
-        sum_ratio += static_cast<double>(*std::max_element(per_node.begin(), per_node.end())) / mean;
-      }
-      ls.node_load_max_mean = sum_ratio / static_cast<double>(windows);
-    }
-    st.layers.push_back(std::move(ls));
+    sum_batch_max += *std::max_element(per_node.begin(), per_node.end());
   }
+  ls.max_active_batch = static_cast<double>(sum_batch_max) / static_cast<double>(d.batches);
 
-  // Overall: plain means over layers (every layer carries the same number of tokens).
+  // Node load over windows, max/mean (mean = window * k / nodes).
+  double sum_ratio = 0;
+  for (std::size_t w = 0; w < d.windows; ++w) {
+    std::fill(per_node.begin(), per_node.end(), 0);
+    for (std::size_t i = w * d.W * k; i < (w + 1) * d.W * k; ++i) ++per_node[static_cast<std::size_t>(node_of[i])];
+    const double mean = static_cast<double>(d.W) * d.kd / static_cast<double>(nt.N);
+    sum_ratio += static_cast<double>(*std::max_element(per_node.begin(), per_node.end())) / mean;
+  }
+  ls.node_load_max_mean = sum_ratio / static_cast<double>(d.windows);
+}
+
+/// Overall: plain means over layers (every layer carries the same number of tokens).
+void average_over_layers(TraceStats& st, std::size_t cache_sizes, std::size_t L) {
   TraceLayerStats& ov = st.overall;
-  ov.lru_hit.assign(o.cache_sizes.size(), 0.0);
+  ov.lru_hit.assign(cache_sizes, 0.0);
   for (const auto& ls : st.layers) {
     ov.load_max_mean += ls.load_max_mean;
     ov.load_max_mean_worst = std::max(ov.load_max_mean_worst, ls.load_max_mean_worst);
@@ -301,27 +284,100 @@ TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOption
   ov.max_active /= Ld;
   ov.max_active_batch /= Ld;
   ov.node_load_max_mean /= Ld;
+}
 
-  if (o.placement) {
-    TracePlacementStats ps;
-    ps.description = o.placement->describe();
-    const double executions = static_cast<double>(T) * Ld * kd;
-    for (std::size_t n = 0; n < N; ++n) {
-      TraceNodeStats ns;
-      ns.experts_held =
-          static_cast<std::int64_t>(o.placement->group_of_node(static_cast<std::int64_t>(n)).experts.size());
-      ns.mean_active = node_sum[n] / (static_cast<double>(T) * Ld);
-      ns.max_active = node_max[n];
-      ns.share = node_sum[n] / executions;
-      ps.nodes.push_back(ns);
-    }
-    ps.max_active = ov.max_active;
-    ps.max_active_batch = ov.max_active_batch;
-    const ExpectedActive active = expected_active_experts(*o.placement, h.top_k);
-    ps.max_active_uniform = active.value;
-    ps.max_active_uniform_note = active.note;
-    st.placement = std::move(ps);
+/// Per node: experts held, mean and maximum active, share of the executions; and the uniform-routing
+/// expectation to compare with.
+TracePlacementStats placement_stats(const Placement& placement, const StatsDims& d, const NodeTotals& nt,
+                                    const TraceLayerStats& ov, std::int64_t top_k) {
+  TracePlacementStats ps;
+  ps.description = placement.describe();
+  const double Ld = static_cast<double>(d.L);
+  const double executions = static_cast<double>(d.T) * Ld * d.kd;
+  for (std::size_t n = 0; n < nt.N; ++n) {
+    TraceNodeStats ns;
+    ns.experts_held = static_cast<std::int64_t>(placement.group_of_node(static_cast<std::int64_t>(n)).experts.size());
+    ns.mean_active = nt.node_sum[n] / (static_cast<double>(d.T) * Ld);
+    ns.max_active = nt.node_max[n];
+    ns.share = nt.node_sum[n] / executions;
+    ps.nodes.push_back(ns);
   }
+  ps.max_active = ov.max_active;
+  ps.max_active_batch = ov.max_active_batch;
+  const ExpectedActive active = expected_active_experts(placement, top_k);
+  ps.max_active_uniform = active.value;
+  ps.max_active_uniform_note = active.note;
+  return ps;
+}
+
+}  // namespace
+
+TraceStats compute_trace_stats(const RoutingTrace& trace, const TraceStatsOptions& o) {
+  check_stats_options(trace, o);
+  const auto& h = trace.header;
+  StatsDims d;
+  d.T = static_cast<std::size_t>(trace.tokens());
+  d.L = static_cast<std::size_t>(h.layers);
+  d.k = static_cast<std::size_t>(h.top_k);
+  d.E = static_cast<std::size_t>(h.experts);
+  d.kd = static_cast<double>(d.k);
+  d.Ed = static_cast<double>(d.E);
+
+  TraceStats st;
+  st.tokens = trace.tokens();
+  st.requests = count_requests(trace);
+  st.cache_sizes = o.cache_sizes;
+  st.window = std::min<std::int64_t>(o.window, st.tokens);
+  st.batch = std::min<std::int64_t>(o.batch, st.tokens);
+  d.W = static_cast<std::size_t>(st.window);
+  d.B = static_cast<std::size_t>(st.batch);
+  d.windows = d.T / d.W;  // >= 1 since W <= T
+  d.batches = d.T / d.B;
+  st.windows = static_cast<std::int64_t>(d.windows);
+  st.batches = static_cast<std::int64_t>(d.batches);
+  st.window_mean_load = static_cast<double>(d.W) * d.kd / d.Ed;
+  // §B.4: under independent uniform routing each expert is missed by one token with probability 1 - k/E.
+  st.independent_distinct = d.Ed * (1.0 - std::pow(1.0 - d.kd / d.Ed, static_cast<double>(d.B)));
+  st.uniform_first_choice = 1.0 / d.Ed;
+  st.uniform_reuse = d.kd / d.Ed;
+
+  const std::vector<std::int64_t> prev = previous_token_of_request(trace, d.T);
+  for (const auto p : prev) st.pairs += p >= 0 ? 1 : 0;
+
+  NodeTotals nt;
+  if (o.placement) {
+    nt.fast.emplace(*o.placement);
+    nt.N = static_cast<std::size_t>(o.placement->nodes);
+    nt.node_sum.assign(nt.N, 0.0);
+    nt.node_max.assign(nt.N, 0);
+  }
+  StatsScratch x;
+  x.ids.resize(d.T * d.k);
+  x.counts.resize(d.E);
+  x.mark.assign(d.E, 0);
+  x.stamp.assign(std::max(d.E, d.E * nt.N), -1);
+  x.node_of.resize(d.T * d.k);
+  x.per_node.resize(std::max<std::size_t>(nt.N, 1));
+  x.missed.resize(d.k);
+
+  for (std::size_t l = 0; l < d.L; ++l) {
+    // Gather the layer into a contiguous buffer: every statistic then streams through memory.
+    for (std::size_t t = 0; t < d.T; ++t) {
+      const std::uint16_t* src = trace.experts.data() + (t * d.L + l) * d.k;
+      std::copy(src, src + d.k, x.ids.data() + t * d.k);
+    }
+    TraceLayerStats ls;
+    layer_load_stats(d, st.window_mean_load, x, ls);
+    if (ls.degenerate) st.degenerate_layers.push_back(static_cast<std::int64_t>(l));
+    layer_reuse_stats(d, prev, st.pairs, x, ls);
+    for (const auto c : o.cache_sizes) ls.lru_hit.push_back(layer_lru_hit(d, c, x));
+    ls.distinct_per_batch = layer_distinct_per_batch(d, x);
+    if (nt.fast) layer_node_stats(d, nt, x, ls);
+    st.layers.push_back(std::move(ls));
+  }
+
+  average_over_layers(st, o.cache_sizes.size(), d.L);
+  if (o.placement) st.placement = placement_stats(*o.placement, d, nt, st.overall, h.top_k);
   return st;
 }
 

@@ -38,28 +38,144 @@ std::string short_number(double v) {
 
 namespace {
 
-const std::vector<std::string>& arrival_names() {
-  static const std::vector<std::string> kNames = {"poisson", "gamma", "uniform", "closed-loop", "trace"};
-  return kNames;
+/// Open-loop kinds with drawn times: the request rate (and, gamma, the gaps' shape).
+void parse_rate(const json::Node& node, const std::filesystem::path& /*base_dir*/, WorkloadSpec& w) {
+  const auto& r = node.raw().contains("rate") ? node.raw().at("rate") : nlohmann::json();
+  if (r.is_null()) throw node.error("rate", "is missing; add the request rate with its unit, e.g. \"2/s\"");
+  if (r.is_number()) {
+    throw node.error("rate", "is the bare number " + r.dump() + "; write the request rate with its unit, e.g. \"" +
+                                 r.dump() + "/s\" (requests per second)");
+  }
+  w.rate = parse_request_rate(node.string("rate"), node.where("rate"));
+  if (auto b = node.optional_number("burstiness")) {
+    if (!std::isfinite(*b) || *b <= 0) {
+      throw node.error("burstiness", "is " + short_number(*b) +
+                                         "; it is the gamma gaps' shape, > 0: 1 is Poisson, 0.5 burstier, 2 "
+                                         "more even");
+    }
+    w.burstiness = *b;
+  }
+}
+void write_rate(const WorkloadSpec& w, nlohmann::json& j) { j["rate"] = number_text(w.rate) + "/s"; }
+void write_rate_and_shape(const WorkloadSpec& w, nlohmann::json& j) {
+  write_rate(w, j);
+  j["burstiness"] = w.burstiness;
 }
 
-constexpr ArrivalKind kArrivalKinds[] = {ArrivalKind::Poisson, ArrivalKind::Gamma, ArrivalKind::Uniform,
-                                         ArrivalKind::ClosedLoop, ArrivalKind::Trace};
+void parse_closed_loop(const json::Node& node, const std::filesystem::path& /*base_dir*/, WorkloadSpec& w) {
+  w.users = node.optional_integer("users", 1).value_or(1);
+  if (auto d = node.optional_quantity<units::Dimension::Time>("user_interval", true)) w.user_interval_s = d->base();
+  if (auto d = node.optional_quantity<units::Dimension::Time>("think_time", true)) w.think_time_s = d->base();
+}
+void write_closed_loop(const WorkloadSpec& w, nlohmann::json& j) {
+  j["users"] = w.users;
+  j["user_interval"] = number_text(w.user_interval_s) + "s";
+  j["think_time"] = number_text(w.think_time_s) + "s";
+}
 
-/// The keys each arrival kind uses (besides "arrival", "requests" and "seed").
-std::vector<std::string> keys_of(ArrivalKind k) {
-  switch (k) {
-    case ArrivalKind::Poisson:
-    case ArrivalKind::Uniform:
-      return {"rate", "max_concurrency", "prompt", "output"};
-    case ArrivalKind::Gamma:
-      return {"rate", "burstiness", "max_concurrency", "prompt", "output"};
-    case ArrivalKind::ClosedLoop:
-      return {"users", "user_interval", "think_time", "prompt", "output"};
-    case ArrivalKind::Trace:
-      return {"trace", "trace_format", "time_scale", "max_concurrency"};
+void parse_trace_keys(const json::Node& node, const std::filesystem::path& base_dir, WorkloadSpec& w) {
+  std::filesystem::path p = node.string("trace");
+  if (p.empty()) throw node.error("trace", "is empty; give the request-trace file");
+  if (p.is_relative()) p = base_dir / p;
+  w.trace_path = p.lexically_normal().string();
+  if (auto f = node.optional_string("trace_format"))
+    w.trace_format = node.resolving("trace_format", [&] { return request_trace_format_by_name(*f); });
+  if (auto x = node.optional_number("time_scale")) {
+    if (!std::isfinite(*x) || *x <= 0) {
+      throw node.error("time_scale", "is " + short_number(*x) +
+                                         "; every arrival time is multiplied by it, so it is > 0: 0.5 replays "
+                                         "the trace twice as fast, 2 half as fast");
+    }
+    w.time_scale = *x;
   }
-  return {};
+}
+void write_trace_keys(const WorkloadSpec& w, nlohmann::json& j) {
+  j["trace"] = w.trace_path;
+  // Written only when not the default, so that a trace run's resolved scenario reads as it always has.
+  if (w.trace_format != RequestTraceFormat::Auto) j["trace_format"] = std::string(name_of(w.trace_format));
+  if (w.time_scale != 1.0) j["time_scale"] = w.time_scale;
+}
+
+std::vector<ArrivalInfo>& arrival_registry() {
+  static std::vector<ArrivalInfo> all = {
+      {ArrivalKind::Poisson,
+       "poisson",
+       "exponential gaps with mean 1/rate (an open-loop Poisson process)",
+       {"rate", "max_concurrency", "prompt", "output"},
+       100,
+       1,
+       parse_rate,
+       write_rate,
+       poisson_arrival},
+      {ArrivalKind::Gamma,
+       "gamma",
+       "gamma-distributed gaps with mean 1/rate and shape burstiness (vLLM's --burstiness): 1 is Poisson, below 1 "
+       "burstier, above 1 more even",
+       {"rate", "burstiness", "max_concurrency", "prompt", "output"},
+       100,
+       1,
+       parse_rate,
+       write_rate_and_shape,
+       gamma_arrival},
+      {ArrivalKind::Uniform,
+       "uniform",
+       "request i at exactly i / rate (Snowflake's Llama 3.1 405B benchmark)",
+       {"rate", "max_concurrency", "prompt", "output"},
+       100,
+       1,
+       parse_rate,
+       write_rate,
+       uniform_arrival},
+      {ArrivalKind::ClosedLoop,
+       "closed-loop",
+       "user u joins at u x user_interval; each of its requests after the first is sent think_time after the "
+       "previous one completed (Databricks' DBRX benchmark)",
+       {"users", "user_interval", "think_time", "prompt", "output"},
+       100,
+       1,
+       parse_closed_loop,
+       write_closed_loop,
+       nullptr},
+      {ArrivalKind::Trace,
+       "trace",
+       "times and lengths from a request-trace file (trace, trace_format, time_scale)",
+       {"trace", "trace_format", "time_scale", "max_concurrency"},
+       0,
+       0,
+       parse_trace_keys,
+       write_trace_keys,
+       nullptr},
+  };
+  return all;
+}
+
+/// Whether `process` uses workload key `key`.
+bool uses_key(const ArrivalInfo& process, std::string_view key) {
+  return std::find(process.keys.begin(), process.keys.end(), key) != process.keys.end();
+}
+
+/// Refuses the keys `process` does not use: a key of another arrival process gets a message that says so
+/// (and why, where it is a common mistake); then anything else is unknown.
+void expect_keys_of(const json::Node& node, const ArrivalInfo& process) {
+  const std::string& arrival = process.name;
+  std::vector<std::string> allowed = {"arrival", "requests", "seed"};
+  for (const auto& k : process.keys) allowed.push_back(k);
+  for (const auto& [key, value] : node.raw().items()) {
+    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
+    for (const auto& other : arrival_kinds()) {
+      if (uses_key(other, key)) {
+        std::string why;
+        if (process.value == ArrivalKind::Trace) why = " (the trace file gives times and lengths)";
+        if (process.value == ArrivalKind::ClosedLoop && key == "max_concurrency")
+          why = " (closed-loop users already bound the requests in flight: one each)";
+        if (process.value == ArrivalKind::Poisson && key == "burstiness")
+          why = " (burstiness is the shape of \"gamma\" gaps; gamma with burstiness 1 is Poisson)";
+        throw node.error(key, "is not used with arrival \"" + arrival + "\"" + why + "; remove it (keys for \"" +
+                                  arrival + "\": " + text::join(process.keys) + ")");
+      }
+    }
+  }
+  node.expect_only(allowed);
 }
 
 }  // namespace
@@ -67,21 +183,11 @@ std::vector<std::string> keys_of(ArrivalKind k) {
 
 // ------------------------------------------------------------------------------------------------------
 
-std::string_view name_of(ArrivalKind k) {
-  switch (k) {
-    case ArrivalKind::Poisson:
-      return "poisson";
-    case ArrivalKind::Gamma:
-      return "gamma";
-    case ArrivalKind::Uniform:
-      return "uniform";
-    case ArrivalKind::ClosedLoop:
-      return "closed-loop";
-    case ArrivalKind::Trace:
-      return "trace";
-  }
-  return "?";
+const std::vector<ArrivalInfo>& arrival_kinds() { return workload_detail::arrival_registry(); }
+void register_arrival(ArrivalInfo info) {
+  add_entry(workload_detail::arrival_registry(), std::move(info), "arrival process");
 }
+std::string_view name_of(ArrivalKind k) { return name_in(arrival_kinds(), k); }
 
 double parse_request_rate(std::string_view text, std::string_view where) {
   std::string_view s = text;
@@ -120,105 +226,30 @@ double parse_request_rate(std::string_view text, std::string_view where) {
 }
 
 WorkloadSpec parse_workload(const json::Node& node, const std::filesystem::path& base_dir) {
-  using workload_detail::arrival_names;
-  using workload_detail::kArrivalKinds;
-  using workload_detail::keys_of;
   using workload_detail::parse_length;
-  using workload_detail::short_number;
   if (!node.raw().is_object()) throw node.error("is " + json::type_name(node.raw()) + ", expected an object { ... }");
   WorkloadSpec w;
   const std::string arrival = node.string("arrival");
-  bool found = false;
-  for (ArrivalKind k : kArrivalKinds) {
-    if (arrival == name_of(k)) {
-      w.arrival = k;
-      found = true;
-    }
-  }
-  if (!found) {
+  const ArrivalInfo* process = nullptr;
+  for (const auto& p : arrival_kinds())
+    if (p.name == arrival) process = &p;
+  if (!process) {
+    const auto names = names_in(arrival_kinds());
     throw node.error("arrival", "is \"" + arrival + "\", not a known arrival process" +
-                                    text::did_you_mean(arrival, arrival_names()) +
-                                    "; valid: " + text::join(arrival_names()));
+                                    text::did_you_mean(arrival, names) + "; valid: " + text::join(names));
   }
+  w.arrival = process->value;
+  workload_detail::expect_keys_of(node, *process);
 
-  // Keys of another arrival kind get a message that says so; then anything else is unknown.
-  std::vector<std::string> allowed = {"arrival", "requests", "seed"};
-  for (const auto& k : keys_of(w.arrival)) allowed.push_back(k);
-  for (const auto& [key, value] : node.raw().items()) {
-    if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
-    for (ArrivalKind other : kArrivalKinds) {
-      const auto keys = keys_of(other);
-      if (std::find(keys.begin(), keys.end(), key) != keys.end()) {
-        std::string why;
-        if (w.arrival == ArrivalKind::Trace) why = " (the trace file gives times and lengths)";
-        if (w.arrival == ArrivalKind::ClosedLoop && key == "max_concurrency")
-          why = " (closed-loop users already bound the requests in flight: one each)";
-        if (w.arrival == ArrivalKind::Poisson && key == "burstiness")
-          why = " (burstiness is the shape of \"gamma\" gaps; gamma with burstiness 1 is Poisson)";
-        throw node.error(key, "is not used with arrival \"" + arrival + "\"" + why + "; remove it (keys for \"" +
-                                  arrival + "\": " + text::join(keys_of(w.arrival)) + ")");
-      }
-    }
-  }
-  node.expect_only(allowed);
-
-  if (w.arrival == ArrivalKind::Trace) {
-    w.requests = node.optional_integer("requests", 0).value_or(0);
-  } else {
-    w.requests = node.optional_integer("requests", 1).value_or(100);
-  }
+  w.requests = node.optional_integer("requests", process->min_requests).value_or(process->default_requests);
   if (node.has("seed")) {
     const auto& s = node.raw().at("seed");
     w.seed = s.is_number_unsigned() ? s.get<std::uint64_t>() : static_cast<std::uint64_t>(node.integer("seed", 0));
   }
   // At most this many in flight; absent = no cap (vLLM's default).
   w.max_concurrency = node.optional_integer("max_concurrency", 1).value_or(0);
-
-  switch (w.arrival) {
-    case ArrivalKind::Poisson:
-    case ArrivalKind::Gamma:
-    case ArrivalKind::Uniform: {
-      const auto& r = node.raw().contains("rate") ? node.raw().at("rate") : nlohmann::json();
-      if (r.is_null()) throw node.error("rate", "is missing; add the request rate with its unit, e.g. \"2/s\"");
-      if (r.is_number()) {
-        throw node.error("rate", "is the bare number " + r.dump() + "; write the request rate with its unit, e.g. \"" +
-                                     r.dump() + "/s\" (requests per second)");
-      }
-      w.rate = parse_request_rate(node.string("rate"), node.where("rate"));
-      if (auto b = node.optional_number("burstiness")) {
-        if (!std::isfinite(*b) || *b <= 0) {
-          throw node.error("burstiness", "is " + short_number(*b) +
-                                             "; it is the gamma gaps' shape, > 0: 1 is Poisson, 0.5 burstier, 2 "
-                                             "more even");
-        }
-        w.burstiness = *b;
-      }
-      break;
-    }
-    case ArrivalKind::ClosedLoop:
-      w.users = node.optional_integer("users", 1).value_or(1);
-      if (auto d = node.optional_quantity<units::Dimension::Time>("user_interval", true)) w.user_interval_s = d->base();
-      if (auto d = node.optional_quantity<units::Dimension::Time>("think_time", true)) w.think_time_s = d->base();
-      break;
-    case ArrivalKind::Trace: {
-      std::filesystem::path p = node.string("trace");
-      if (p.empty()) throw node.error("trace", "is empty; give the request-trace file");
-      if (p.is_relative()) p = base_dir / p;
-      w.trace_path = p.lexically_normal().string();
-      if (auto f = node.optional_string("trace_format"))
-        w.trace_format = node.resolving("trace_format", [&] { return request_trace_format_by_name(*f); });
-      if (auto x = node.optional_number("time_scale")) {
-        if (!std::isfinite(*x) || *x <= 0) {
-          throw node.error("time_scale", "is " + short_number(*x) +
-                                             "; every arrival time is multiplied by it, so it is > 0: 0.5 replays "
-                                             "the trace twice as fast, 2 half as fast");
-        }
-        w.time_scale = *x;
-      }
-      break;
-    }
-  }
-  if (w.arrival != ArrivalKind::Trace) {
+  process->parse(node, base_dir, w);
+  if (workload_detail::uses_key(*process, "prompt")) {
     for (std::string_view key : {std::string_view("prompt"), std::string_view("output")}) {
       if (!node.has(key) || node.is_null(key)) {
         throw node.error(key, "is missing; add the " + std::string(key == "prompt" ? "prompt" : "output") +
@@ -234,34 +265,14 @@ WorkloadSpec parse_workload(const json::Node& node, const std::filesystem::path&
 
 nlohmann::json workload_to_json(const WorkloadSpec& w) {
   using workload_detail::length_to_json;
-  using workload_detail::number_text;
   nlohmann::json j = nlohmann::json::object();
-  j["arrival"] = std::string(name_of(w.arrival));
+  const ArrivalInfo& process = registered(arrival_kinds(), w.arrival, "arrival process");
+  j["arrival"] = process.name;
   j["requests"] = w.requests;
   j["seed"] = w.seed;
   if (w.max_concurrency > 0) j["max_concurrency"] = w.max_concurrency;
-  switch (w.arrival) {
-    case ArrivalKind::Poisson:
-    case ArrivalKind::Uniform:
-      j["rate"] = number_text(w.rate) + "/s";
-      break;
-    case ArrivalKind::Gamma:
-      j["rate"] = number_text(w.rate) + "/s";
-      j["burstiness"] = w.burstiness;
-      break;
-    case ArrivalKind::ClosedLoop:
-      j["users"] = w.users;
-      j["user_interval"] = number_text(w.user_interval_s) + "s";
-      j["think_time"] = number_text(w.think_time_s) + "s";
-      break;
-    case ArrivalKind::Trace:
-      j["trace"] = w.trace_path;
-      // Written only when not the default, so that a trace run's resolved scenario reads as it always has.
-      if (w.trace_format != RequestTraceFormat::Auto) j["trace_format"] = std::string(name_of(w.trace_format));
-      if (w.time_scale != 1.0) j["time_scale"] = w.time_scale;
-      break;
-  }
-  if (w.arrival != ArrivalKind::Trace) {
+  process.write(w, j);
+  if (workload_detail::uses_key(process, "prompt")) {
     j["prompt"] = length_to_json(w.prompt);
     j["output"] = length_to_json(w.output);
   }

@@ -20,65 +20,68 @@ SimTime seconds_to_ps(double s) {
   return static_cast<SimTime>(std::llround(s * static_cast<double>(kPicosecondsPerSecond)));
 }
 
+/// Mean gap in picoseconds. Each gap is rounded to a whole picosecond and the times are summed as integers, so
+/// the arrival times are exact sums and cannot drift with floating-point accumulation.
+double mean_gap_ps(const WorkloadSpec& w) { return static_cast<double>(kPicosecondsPerSecond) / w.rate; }
+
+/// `previous` + `gap` (ps): the first request arrives after the first gap, as the process starts at 0 with no
+/// arrival there. UserError when the sum runs past SimTime's range.
+SimTime after_gap(const WorkloadSpec& w, double gap, SimTime previous) {
+  if (!(gap <= static_cast<double>(std::numeric_limits<SimTime>::max() - previous) - 1e6)) {
+    throw UserError("workload: the " + std::string(name_of(w.arrival)) + " arrivals of " + std::to_string(w.requests) +
+                    " requests at " + short_number(w.rate) +
+                    "/s run past the simulator's time range; raise the rate or lower requests" +
+                    (w.arrival == ArrivalKind::Gamma ? " (or raise the burstiness: below 1 a gap can be "
+                                                       "many times the mean)"
+                                                     : ""));
+  }
+  return previous + static_cast<SimTime>(std::llround(gap));
+}
+
 }  // namespace
+
+SimTime poisson_arrival(const WorkloadSpec& w, std::int64_t i, SimTime previous) {
+  // A Poisson process's gaps are i.i.d. exponential with mean 1/rate; inversion gives -ln(U)/rate for
+  // U uniform in (0, 1) (Devroye, Non-Uniform Random Variate Generation, 1986, §II.2.1).
+  const double u = det::uniform_open(det::bits(w.seed, kArrivalStream, static_cast<std::uint64_t>(i)));
+  return after_gap(w, -det::det_log(u) * mean_gap_ps(w), previous);
+}
+
+SimTime gamma_arrival(const WorkloadSpec& w, std::int64_t i, SimTime previous) {
+  // vLLM's get_request (vllm/benchmarks/serve.py): np.random.gamma(shape=burstiness,
+  // scale=1/(rate*burstiness)). The variate is drawn in logs (det_random.hpp), from request i's own
+  // counter-based draws, so it does not depend on any other request's. Gamma(shape k, scale theta) has mean
+  // k theta: theta = 1 / (rate k) keeps the mean gap at 1/rate.
+  det::CounterRng rng(w.seed, kGammaStream, static_cast<std::uint64_t>(i));
+  const double lg = det::log_gamma_variate(w.burstiness, rng);
+  return after_gap(w, det::det_exp(lg) * (mean_gap_ps(w) / w.burstiness), previous);
+}
+
+SimTime uniform_arrival(const WorkloadSpec& w, std::int64_t i, SimTime /*previous*/) {
+  // Request i at i / rate (validate_workload keeps (requests - 1) / rate within range).
+  return static_cast<SimTime>(std::llround(static_cast<double>(i) * mean_gap_ps(w)));
+}
+
 }  // namespace workload_detail
 
 std::vector<Request> open_loop_requests(const WorkloadSpec& w) {
-  using det::bits;
-  using det::det_exp;
-  using det::det_log;
-  using det::uniform_open;
-  using workload_detail::kArrivalStream;
-  using workload_detail::kGammaStream;
-  using workload_detail::short_number;
   MOESIM_CHECK(w.arrival != ArrivalKind::ClosedLoop,
                "open_loop_requests called for a closed-loop workload; use ClosedLoopUsers");
   if (w.arrival == ArrivalKind::Trace) return read_request_trace(w.trace_path, request_trace_options(w)).requests;
   MOESIM_CHECK(w.requests >= 1 && w.rate > 0 && w.burstiness > 0, "open_loop_requests: workload not validated");
+  const ArrivalInfo& process = registered(arrival_kinds(), w.arrival, "arrival process");
+  MOESIM_CHECK(process.arrival != nullptr, "open_loop_requests: arrival " + process.name + " draws no times");
   // The list itself: a Request per request.
   model::require_memory(units::bytes(static_cast<double>(w.requests) * static_cast<double>(sizeof(Request))),
                         "the workload's " + std::to_string(w.requests) + " requests",
                         "give fewer requests (--requests, workload.requests), or use a machine with more memory");
   std::vector<Request> out(static_cast<std::size_t>(w.requests));
-  // Mean gap in picoseconds; each gap is rounded to a whole picosecond and the times are summed as
-  // integers, so the arrival times are exact sums and cannot drift with floating-point accumulation.
-  const double mean_gap_ps = static_cast<double>(kPicosecondsPerSecond) / w.rate;
-  // Gamma(shape k, scale theta) has mean k theta: theta = 1 / (rate k) keeps the mean gap at 1/rate.
-  const double gamma_scale_ps = mean_gap_ps / w.burstiness;
   SimTime t = 0;
   for (std::int64_t i = 0; i < w.requests; ++i) {
     Request& r = out[static_cast<std::size_t>(i)];
     r.id = i;
-    if (w.arrival == ArrivalKind::Uniform) {
-      // Request i at i / rate (validate_workload keeps (requests - 1) / rate within range).
-      r.arrival = static_cast<SimTime>(std::llround(static_cast<double>(i) * mean_gap_ps));
-    } else {
-      double gap = 0;
-      if (w.arrival == ArrivalKind::Poisson) {
-        // A Poisson process's gaps are i.i.d. exponential with mean 1/rate; inversion gives -ln(U)/rate for
-        // U uniform in (0, 1) (Devroye, Non-Uniform Random Variate Generation, 1986, §II.2.1).
-        const double u = uniform_open(bits(w.seed, kArrivalStream, static_cast<std::uint64_t>(i)));
-        gap = -det_log(u) * mean_gap_ps;
-      } else {
-        // vLLM's get_request (vllm/benchmarks/serve.py): np.random.gamma(shape=burstiness,
-        // scale=1/(rate*burstiness)). The variate is drawn in logs (det_random.hpp), from request i's own
-        // counter-based draws, so it does not depend on any other request's.
-        det::CounterRng rng(w.seed, kGammaStream, static_cast<std::uint64_t>(i));
-        const double lg = det::log_gamma_variate(w.burstiness, rng);
-        gap = det_exp(lg) * gamma_scale_ps;
-      }
-      // The first request arrives after the first gap: the process starts at 0 with no arrival there.
-      if (!(gap <= static_cast<double>(std::numeric_limits<SimTime>::max() - t) - 1e6)) {
-        throw UserError("workload: the " + std::string(name_of(w.arrival)) + " arrivals of " +
-                        std::to_string(w.requests) + " requests at " + short_number(w.rate) +
-                        "/s run past the simulator's time range; raise the rate or lower requests" +
-                        (w.arrival == ArrivalKind::Gamma ? " (or raise the burstiness: below 1 a gap can be "
-                                                           "many times the mean)"
-                                                         : ""));
-      }
-      t += static_cast<SimTime>(std::llround(gap));
-      r.arrival = t;
-    }
+    t = process.arrival(w, i, t);
+    r.arrival = t;
     std::tie(r.prompt_tokens, r.output_tokens) = lengths_for(w, i);
   }
   return out;

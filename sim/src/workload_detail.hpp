@@ -30,4 +30,9 @@ void validate_length(const LengthSpec& l, const std::string& where);
 LengthSpec parse_length(const json::Node& node, std::string_view key);
 nlohmann::json length_to_json(const LengthSpec& l);
 
+/// The built-in open-loop arrival times (ArrivalInfo::arrival), in workload_arrivals.cpp.
+SimTime poisson_arrival(const WorkloadSpec& w, std::int64_t i, SimTime previous);
+SimTime gamma_arrival(const WorkloadSpec& w, std::int64_t i, SimTime previous);
+SimTime uniform_arrival(const WorkloadSpec& w, std::int64_t i, SimTime previous);
+
 }  // namespace moesim::sim::workload_detail

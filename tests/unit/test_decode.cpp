@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "../test_support.hpp"
 #include "moesim/model/architecture.hpp"
+#include "moesim/model/error.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
 #include "moesim/sim/decode.hpp"
@@ -170,6 +172,50 @@ TEST(Decode, CentralisedPaysTwoMessagesPerLayer) {
   r.config.balancing = sim::Balancing::None;
   const auto res = sim::run_decode(r.config, trace_of(r.arch, {{0, 7}}));
   EXPECT_NEAR(sim::to_seconds(res.per_token[0].end - res.per_token[0].start) * 1e3, 2.032768, 2e-6);
+}
+
+// The balancing registry (STYLE.md practice 2), as PlacementRegistry: the built-in ones in order, each with
+// its line of --help and its fill; an unknown name is refused naming them; a name taken is refused. A new
+// one, "test-busy", reuses busy full loading's fill under its own value, so the scenario of
+// BusyLoadingComputesEveryLocalExpert run with it gives the same 6 fillers.
+TEST(BalancingRegistry, ListsRefusesAndRunsARegisteredBalancing) {
+  test::expect_builtins(sim::balancings(), {"none", "busy", "lru-fill"});
+  for (const auto& b : sim::balancings()) EXPECT_NE(b.fill, nullptr) << b.name;
+  test::expect_user_error([] { (void)sim::balancing_by_name("bussy"); },
+                          {"unknown balancing 'bussy' (did you mean 'busy'?); valid: none, busy, lru-fill"});
+  const auto busy_fill = sim::balancing_info(sim::Balancing::BusyAll).fill;
+  EXPECT_THROW(sim::register_balancing({static_cast<sim::Balancing>(90), "busy", "again", busy_fill}), UserError);
+  const auto test_busy = static_cast<sim::Balancing>(91);
+  sim::register_balancing({test_busy, "test-busy", "busy full loading, registered again", busy_fill});
+  EXPECT_EQ(sim::balancing_by_name("test-busy"), test_busy);
+  EXPECT_EQ(sim::name_of(test_busy), "test-busy");
+  Rig r(tiny(1, 4, 1), 2, "contiguous");
+  r.config.balancing = test_busy;
+  const auto res = sim::run_decode(r.config, trace_of(r.arch, {{0}, {3}}));
+  EXPECT_EQ(res.nodes[0].fillers + res.nodes[1].fillers, 6);
+}
+
+// The collective registry: the built-in ones in order, each with its analytic exchange (the oracle's
+// pairing); unknown and taken names are refused. A new name is found by name, but the decode engine runs
+// only the message protocols it has, so a run with it is refused saying so.
+TEST(CollectiveRegistry, ListsRefusesAndNamesARegisteredCollective) {
+  test::expect_builtins(sim::collectives(), {"expert-outputs", "ring-allreduce", "recursive-doubling"});
+  EXPECT_EQ(sim::analytic_exchange(sim::AttentionMode::Decentralised, sim::Collective::RingAllReduce),
+            model::Exchange::RingAllReduce);
+  EXPECT_EQ(sim::analytic_exchange(sim::AttentionMode::Centralised, sim::Collective::RingAllReduce),
+            model::Exchange::Centralised);
+  test::expect_user_error([] { (void)sim::collective_by_name("ring"); },
+                          {"valid: expert-outputs, ring-allreduce, recursive-doubling"});
+  EXPECT_THROW(sim::register_collective(
+                   {static_cast<sim::Collective>(90), "ring-allreduce", "again", model::Exchange::RingAllReduce}),
+               UserError);
+  const auto tree = static_cast<sim::Collective>(91);
+  sim::register_collective({tree, "test-tree", "a tree all-reduce", model::Exchange::RecursiveDoubling});
+  EXPECT_EQ(sim::collective_by_name("test-tree"), tree);
+  EXPECT_EQ(sim::analytic_exchange(sim::AttentionMode::Decentralised, tree), model::Exchange::RecursiveDoubling);
+  Rig r(tiny(1, 8, 2), 4, "round-robin");
+  r.config.collective = tree;
+  EXPECT_THROW((void)sim::run_decode(r.config, trace_of(r.arch, {{0, 1}})), UserError);
 }
 
 }  // namespace

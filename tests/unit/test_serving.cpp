@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../test_support.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/hardware.hpp"
@@ -254,6 +255,37 @@ TEST(Serving, StaticBatchingMakesLateArrivalsWait) {
   ASSERT_EQ(s.requests.size(), 2u);
   EXPECT_GE(s.requests[1].first_token, s.requests[0].finish);
   EXPECT_LT(c.requests[1].ttft(), 0.1 * s.requests[1].ttft());
+}
+
+// The scheduler registry (STYLE.md practice 2), as PlacementRegistry: the built-in ones in order with their
+// --help lines, and only chunked prefill splits prompts; unknown and taken names are refused. A new one,
+// "test-static", forms batches with static batching's form under its own value: the scenario above run with
+// it gives static batching's times exactly.
+TEST(SchedulerRegistry, ListsRefusesAndRunsARegisteredScheduler) {
+  const auto& all = sim::scheduler_kinds();
+  test::expect_builtins(all, {"static", "continuous", "chunked"});
+  for (const auto& k : all) {
+    EXPECT_NE(k.form, nullptr) << k.name;
+    EXPECT_EQ(k.chunked_prefill, k.name == "chunked") << k.name;
+  }
+  test::expect_user_error([] { (void)sim::scheduler_by_name("chunky"); },
+                          {"unknown scheduler 'chunky' (did you mean 'chunked'?); valid: static, continuous, chunked"});
+  EXPECT_THROW(sim::register_scheduler({static_cast<sim::SchedulerKind>(90), "static", "again", false, all[0].form}),
+               UserError);
+  const auto test_static = static_cast<sim::SchedulerKind>(91);
+  sim::register_scheduler(
+      {test_static, "test-static", "static batching, registered again", false, sim::scheduler_kinds()[0].form});
+  EXPECT_EQ(sim::scheduler_by_name("test-static"), test_static);
+  EXPECT_EQ(sim::name_of(test_static), "test-static");
+  Fixture f("llama-3.1-8b", "h100-sxm");
+  f.requests(2, 0.05, 32, 200);
+  f.c.scheduler.kind = sim::SchedulerKind::Static;
+  const auto s = sim::run_serving(f.c);
+  f.c.scheduler.kind = test_static;
+  const auto t = sim::run_serving(f.c);
+  ASSERT_EQ(t.requests.size(), 2u);
+  EXPECT_EQ(t.requests[1].first_token, s.requests[1].first_token);
+  EXPECT_EQ(t.requests[1].finish, s.requests[1].finish);
 }
 
 // A KV cache of a few blocks: 8 concurrent 100 + 400 token requests cannot all hold their cache, so

@@ -343,4 +343,31 @@ TEST(TraceImport, MaverickExcerptHasADegenerateLayer) {
   EXPECT_EQ(st.layers[22].top_expert, 40);
 }
 
+// The importer registry (STYLE.md practice 2), as PlacementRegistry: the built-in ones in order with their
+// --help lines; --from refuses an unknown name listing moesim's own formats and the importers; a name taken,
+// by an importer or by one of moesim's own formats, is refused. A new one, "test-moe-selection", reads with
+// the moe-selection importer under its own value: --from takes it and it imports the same 5 tokens.
+TEST(ImportRegistry, ListsRefusesAndRunsARegisteredImporter) {
+  moesim::test::expect_builtins(sim::import_formats(), {"moe-selection", "speculative-moe", "vllm"});
+  for (const auto& f : sim::import_formats()) EXPECT_NE(f.import, nullptr) << f.name;
+  EXPECT_EQ(sim::parse_import_format("jsonl", "--from"), std::nullopt);
+  EXPECT_EQ(sim::parse_import_format("vllm", "--from"), sim::ImportFormat::Vllm);
+  moesim::test::expect_user_error([] { (void)sim::parse_import_format("vlm", "--from"); },
+                                  {"--from: unknown trace format 'vlm' (did you mean 'vllm'?); valid: jsonl, binary, "
+                                   "moe-selection, speculative-moe, vllm"});
+  const auto value = static_cast<sim::ImportFormat>(91);
+  EXPECT_THROW(sim::register_import_format({value, "vllm", "again", sim::import_vllm}), moesim::UserError);
+  EXPECT_THROW(sim::register_import_format({value, "binary", "again", sim::import_vllm}), moesim::UserError);
+  sim::register_import_format(
+      {value, "test-moe-selection", "moe-selection, registered again", sim::import_moe_selection});
+  EXPECT_EQ(sim::parse_import_format("test-moe-selection", "--from"), value);
+  EXPECT_EQ(sim::import_format_name(value), "test-moe-selection");
+  sim::ImportOptions o;
+  o.experts = 8;
+  const std::vector<std::string> paths = {kImportTraces + "moe_selection_q0.json"};
+  EXPECT_EQ(sim::import_trace(value, paths, o).experts,
+            sim::import_trace(sim::ImportFormat::MoeSelection, paths, o).experts);
+  EXPECT_EQ(sim::import_trace(value, paths, o).tokens(), 5);
+}
+
 }  // namespace

@@ -3,6 +3,7 @@
 // field and the fix.
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <bit>
 #include <cstring>
@@ -319,6 +320,42 @@ TEST(TraceIo, ValidateTraceNamesTokenLayerSlot) {
   t = tiny();
   t.header.top_k = 9;
   expect_mentions(error_of([&] { moesim::sim::validate_trace(t, "mem"); }), {"top_k 9"});
+}
+
+// The trace-format registry (STYLE.md practice 2), as PlacementRegistry: jsonl then binary, each with its
+// extension and --help line; an unknown --format is refused naming them; a name taken is refused. A new one,
+// "test-count" (.tcount: the token count as text), is chosen by --format and by the extension, writes the
+// file, and the message for an unknown extension now offers it too.
+TEST(TraceFormatRegistry, ListsRefusesAndWritesARegisteredFormat) {
+  namespace sim = moesim::sim;
+  const auto& all = sim::trace_formats();
+  moesim::test::expect_builtins(all, {"jsonl", "binary"});
+  EXPECT_EQ(all[0].extension, ".jsonl");
+  EXPECT_EQ(all[1].extension, ".mtrace");
+  EXPECT_EQ(sim::parse_trace_format("mtrace", "--format"), sim::TraceFormat::Binary);
+  const auto e = error_of([] { (void)sim::parse_trace_format("json", "--format"); });
+  EXPECT_NE(e.find("--format: unknown trace format 'json' (did you mean 'jsonl'?); valid formats: jsonl, binary"),
+            std::string::npos)
+      << e;
+  const auto value = static_cast<sim::TraceFormat>(91);
+  const auto count = [](const RoutingTrace& t, std::ostream& out) { out << t.tokens() << " tokens\n"; };
+  EXPECT_THROW(sim::register_trace_format({value, "jsonl", "", ".j", "again", "again", false, count}), UserError);
+  sim::register_trace_format({value, "test-count", "", ".tcount", "token count", "the token count", false, count});
+  EXPECT_EQ(sim::parse_trace_format("test-count", "--format"), value);
+  EXPECT_EQ(sim::trace_format_name(value), "test-count");
+  const fs::path dir = fs::temp_directory_path() / ("moesim_format_registry_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string path = (dir / "t.tcount").string();
+  sim::write_trace(tiny(), path);
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  fs::remove_all(dir);
+  EXPECT_EQ(text, "3 tokens\n");
+  const auto ext = error_of([] { (void)sim::trace_format_for_path("t.txt", "--out"); });
+  EXPECT_NE(ext.find("name the file .jsonl (JSON lines), .mtrace (binary) or .tcount (token count), or give --format "
+                     "jsonl|binary|test-count"),
+            std::string::npos)
+      << ext;
 }
 
 }  // namespace

@@ -256,4 +256,51 @@ TEST(WorkloadClosedLoop, UsersJoinAndResend) {
   EXPECT_EQ(ClosedLoopUsers(w).users(), 4);
 }
 
+// The arrival-process registry (STYLE.md practice 2), as PlacementRegistry: the built-in ones in order with
+// their --help lines; unknown and taken names are refused. A new one, "test-every-second" (request i at i
+// seconds, no rate), is parsed from a workload object by name, refuses a key it does not use, writes itself
+// back, and times its requests: 0, 1 and 2 s.
+TEST(ArrivalRegistry, ListsRefusesAndRunsARegisteredProcess) {
+  const auto& all = moesim::sim::arrival_kinds();
+  moesim::test::expect_builtins(all, {"poisson", "gamma", "uniform", "closed-loop", "trace"});
+  for (std::size_t i = 0; i < 5; ++i)
+    EXPECT_EQ(all[i].arrival != nullptr, i < 3) << all[i].name;  // closed loop and trace have no drawn times
+  const auto parse = [](const nlohmann::json& j) {
+    return moesim::sim::parse_workload(moesim::json::Node(j, "scenario.json", "$.workload"), "/scenarios");
+  };
+  expect_user_error(
+      [&] {
+        (void)parse({{"arrival", "gama"}, {"rate", "2/s"}});
+      },
+      {"$.workload.arrival", "did you mean 'gamma'", "valid: poisson, gamma, uniform, closed-loop, trace"});
+  EXPECT_THROW(moesim::sim::register_arrival({static_cast<ArrivalKind>(90), "poisson", "again", {}}), UserError);
+  const auto every_second = static_cast<ArrivalKind>(91);
+  moesim::sim::register_arrival({every_second,
+                                 "test-every-second",
+                                 "request i at i seconds",
+                                 {"prompt", "output"},
+                                 100,
+                                 1,
+                                 [](const moesim::json::Node&, const std::filesystem::path&, WorkloadSpec&) {},
+                                 [](const WorkloadSpec&, nlohmann::json&) {},
+                                 [](const WorkloadSpec&, std::int64_t i, moesim::sim::SimTime) { return i * kPs; }});
+  const WorkloadSpec w = parse({{"arrival", "test-every-second"}, {"requests", 3}, {"prompt", 10}, {"output", 5}});
+  EXPECT_EQ(w.arrival, every_second);
+  EXPECT_EQ(moesim::sim::name_of(w.arrival), "test-every-second");
+  expect_user_error(
+      [&] {
+        (void)parse({{"arrival", "test-every-second"}, {"rate", "2/s"}, {"prompt", 1}});
+      },
+      {"$.workload.rate", "is not used with arrival \"test-every-second\""});
+  EXPECT_EQ(
+      moesim::sim::workload_to_json(w),
+      (nlohmann::json{{"arrival", "test-every-second"}, {"requests", 3}, {"seed", 1}, {"prompt", 10}, {"output", 5}}));
+  const auto reqs = moesim::sim::open_loop_requests(w);
+  ASSERT_EQ(reqs.size(), 3U);
+  for (std::size_t i = 0; i < reqs.size(); ++i) {
+    EXPECT_EQ(reqs[i].arrival, static_cast<moesim::sim::SimTime>(i) * kPs);
+    EXPECT_EQ(reqs[i].prompt_tokens, 10);
+  }
+}
+
 }  // namespace

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,9 +50,50 @@ enum class Collective { ExpertOutputs, RingAllReduce, RecursiveDoubling };
 
 using moesim::NamedOption;
 const std::vector<NamedOption<AttentionMode>>& attention_modes();
-const std::vector<NamedOption<Balancing>>& balancings();
 const std::vector<NamedOption<Packing>>& packings();
-const std::vector<NamedOption<Collective>>& collectives();
+
+/// What a balancing sees of one node in one MoE layer of one token, to choose the experts the node computes
+/// besides those routed to it ("fillers").
+struct FillerContext {
+  std::span<const std::int32_t> local;  ///< the experts the node holds, ascending
+  /// Per expert id: the last MoE-layer step (token x MoE layers + layer) in which this node computed it in
+  /// this layer; -1: never.
+  const std::int64_t* last_used = nullptr;
+  /// picked[e] == stamp: expert e is computed already (routed, or a filler chosen before). A balancing marks
+  /// each filler it adds.
+  std::uint64_t* picked = nullptr;
+  std::uint64_t stamp = 0;
+  std::size_t routed = 0;       ///< experts routed to this node
+  std::int32_t max_routed = 0;  ///< the most experts routed to any node in this layer
+};
+
+/// A balancing as the registry holds it: `fill` appends the node's fillers (seed 000 §4.2) to `fillers`.
+struct BalancingInfo {
+  Balancing value;
+  std::string name;
+  std::string description;
+  void (*fill)(const FillerContext& node, std::vector<std::int32_t>& fillers);
+};
+/// The registered balancings, in registration order (--help lists them); the built-in ones first.
+const std::vector<BalancingInfo>& balancings();
+/// The registered balancing of value `v`; InternalError if none (a Balancing not registered).
+const BalancingInfo& balancing_info(Balancing v);
+/// Adds a balancing: --balancing and the scenario key then accept its name, and a decode run with its value
+/// calls its `fill`. UserError for a name or value taken. Not thread-safe: register before running.
+void register_balancing(BalancingInfo info);
+
+/// A collective as the registry holds it, with the analytic model's exchange that charges the same messages
+/// with contention off (the oracle test's pairing). The decode engine runs the message protocol of each
+/// built-in one (decode.cpp: start_exchange).
+struct CollectiveInfo {
+  Collective value;
+  std::string name;
+  std::string description;
+  model::Exchange exchange;
+};
+const std::vector<CollectiveInfo>& collectives();
+/// Adds a collective's name (as register_balancing). Only values the decode engine implements can run.
+void register_collective(CollectiveInfo info);
 
 /// The paper's named methods (seed 000 Table 3): their packing, balancing and attention placement.
 struct StrategyPreset {

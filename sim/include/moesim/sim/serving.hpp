@@ -84,7 +84,25 @@ using cost::ExpertExecution;
 using cost::name_of;
 
 enum class SchedulerKind { Static, Continuous, Chunked };
-const std::vector<NamedOption<SchedulerKind>>& scheduler_kinds();
+namespace serving_detail {
+class Scheduler;
+}
+/// A scheduler as the registry holds it: `form` forms an engine step's batch from the scheduler's queues
+/// (sim/src/serving_scheduler.hpp, where the built-in ones are).
+struct SchedulerInfo {
+  SchedulerKind value;
+  std::string name;
+  std::string description;
+  /// Splits a prompt over steps; without it a whole prompt must fit one step (max_num_batched_tokens).
+  bool chunked_prefill = false;
+  void (*form)(serving_detail::Scheduler& scheduler) = nullptr;
+};
+/// The registered schedulers, in registration order (--help lists them); the built-in ones first.
+const std::vector<SchedulerInfo>& scheduler_kinds();
+/// Adds a scheduler: scheduler.kind and --scheduler then accept its name, and a serving run with its value
+/// forms batches with its `form`. UserError for a name or value taken. Not thread-safe: register before
+/// running.
+void register_scheduler(SchedulerInfo info);
 SchedulerKind scheduler_by_name(std::string_view name);
 std::string_view name_of(SchedulerKind s);
 

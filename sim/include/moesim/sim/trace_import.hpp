@@ -32,7 +32,22 @@ namespace moesim::sim {
 
 enum class ImportFormat { MoeSelection, SpeculativeMoe, Vllm };
 
-/// "moe-selection", "speculative-moe", "vllm".
+struct ImportOptions;
+
+/// An imported format as the registry holds it: `import` reads its files (each format says how many).
+struct ImportFormatInfo {
+  ImportFormat value;
+  std::string name;  ///< what --from takes
+  std::string description;
+  RoutingTrace (*import)(const std::vector<std::string>& paths, const ImportOptions& options) = nullptr;
+};
+/// The registered importers, in registration order (--help lists them); the built-in ones first.
+const std::vector<ImportFormatInfo>& import_formats();
+/// Adds an importer that `--from NAME` then selects. UserError for a name or value taken (also a name of
+/// moesim's own formats). Not thread-safe: register before running.
+void register_import_format(ImportFormatInfo info);
+
+/// "moe-selection", "speculative-moe", "vllm" (the registered name).
 std::string import_format_name(ImportFormat f);
 /// The importer for a --from name, or nullopt for moesim's own formats ("jsonl", "binary"); UserError
 /// listing the valid names otherwise.

@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/output_file.hpp"
@@ -36,9 +37,28 @@ enum class TraceFormat {
   Binary,     ///< `.mtrace`: compact fixed-size records, ~8 + 2·layers·k (+4·layers·k with weights) bytes per token
 };
 
-/// "jsonl" or "binary".
+/// A trace file format as the registry holds it: its names, extension and writer. (Reading tells the format
+/// from the file's first bytes: read_trace.)
+struct TraceFormatInfo {
+  TraceFormat value;
+  std::string name;       ///< what --format takes and messages print: "jsonl"
+  std::string alias;      ///< also accepted by --format: "json-lines"
+  std::string extension;  ///< the file name's, with its dot: ".jsonl"
+  std::string label;      ///< in messages: "JSON lines"
+  std::string description;
+  bool binary = false;  ///< written in binary mode
+  void (*write)(const RoutingTrace& trace, std::ostream& out) = nullptr;
+};
+/// The registered trace formats, in registration order (--help lists them); the built-in ones first.
+const std::vector<TraceFormatInfo>& trace_formats();
+/// Adds a trace format that --format and --out's extension then select for writing. UserError for a name or
+/// value taken. Not thread-safe: register before running.
+void register_trace_format(TraceFormatInfo info);
+
+/// "jsonl" or "binary" (the registered name).
 std::string trace_format_name(TraceFormat f);
-/// Parses "jsonl" / "binary" (also "mtrace"); UserError naming `flag` and the valid names otherwise.
+/// Parses "jsonl" / "binary" (also "json-lines", "mtrace"); UserError naming `flag` and the valid names
+/// otherwise.
 TraceFormat parse_trace_format(std::string_view name, const std::string& flag);
 /// The format a file name asks for: `.mtrace` -> Binary, `.jsonl` -> JsonLines; UserError naming `flag` for
 /// any other extension (say which ones are valid, or that the format can be given explicitly).

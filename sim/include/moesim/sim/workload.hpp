@@ -115,7 +115,33 @@ struct WorkloadSpec {
   bool operator==(const WorkloadSpec&) const = default;
 };
 
-/// "poisson", "gamma", "uniform", "closed-loop", "trace".
+/// An arrival process as the registry holds it: its workload keys, how it reads and writes them, and (open
+/// loop) when each request arrives.
+struct ArrivalInfo {
+  ArrivalKind value;
+  std::string name;
+  std::string description;
+  /// The workload keys it uses besides "arrival", "requests" and "seed"; with "prompt" and "output" the
+  /// lengths are drawn (a trace file has its own).
+  std::vector<std::string> keys;
+  std::int64_t default_requests = 100;  ///< "requests" when absent (0: all a file holds)
+  std::int64_t min_requests = 1;        ///< the least "requests" may be
+  /// Reads its own keys (not "prompt" and "output") from the workload object into `w`; a relative file name
+  /// is resolved against `base_dir`.
+  void (*parse)(const json::Node& node, const std::filesystem::path& base_dir, WorkloadSpec& w) = nullptr;
+  /// Writes its own keys back (workload_to_json).
+  void (*write)(const WorkloadSpec& w, nlohmann::json& j) = nullptr;
+  /// Open loop with drawn times: request i's arrival (ps), given request i - 1's (0 for the first); nullptr for
+  /// closed-loop users and a trace, whose times come from the serving engine and the file.
+  SimTime (*arrival)(const WorkloadSpec& w, std::int64_t i, SimTime previous) = nullptr;
+};
+/// The registered arrival processes, in registration order (--help lists them); the built-in ones first.
+const std::vector<ArrivalInfo>& arrival_kinds();
+/// Adds an arrival process: workload.arrival and --arrival then accept its name. UserError for a name or
+/// value taken. Not thread-safe: register before running.
+void register_arrival(ArrivalInfo info);
+
+/// "poisson", "gamma", "uniform", "closed-loop", "trace" (the registered names).
 std::string_view name_of(ArrivalKind);
 /// "fixed", "uniform", "normal", "lognormal".
 std::string_view name_of(LengthKind);
