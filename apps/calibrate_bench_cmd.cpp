@@ -130,6 +130,159 @@ std::string host_id(const calibrate::Provenance& p, const po::variables_map& vm,
                                   calibrate::profile_id(p.host + suffix));
 }
 
+/// The options of `calibrate kernels`, the common ones (--out, --id, --json, --quiet) included.
+po::options_description describe_kernels_options() {
+  po::options_description desc("options");
+  // clang-format off
+  desc.add_options()
+    ("help,h", "show this help")
+    ("model", po::value<std::string>(), "zoo id or config.json whose matrix shapes to measure (default dbrx-instruct)")
+    ("shapes", po::value<std::string>(), "a grid of ROWSxCOLS (outputs x inputs) instead, e.g. 6144x10752,1024x6144")
+    ("sizes", po::value<std::string>(), "a grid of square NxN matrices instead, e.g. 512,2048,8192")
+    ("dtypes", po::value<std::string>(), "f32, bf16 or both (default f32,bf16; bf16 needs an OpenBLAS built with BUILD_BFLOAT16)")
+    ("batches", po::value<std::string>(), "batch sizes (tokens): 1 runs GEMV, more GEMM (default 1,2,4,...,256; --quick 1,16,256)")
+    ("threads", po::value<std::string>(), "OpenBLAS thread counts (default 1 .. online CPUs; --quick: all CPUs only)")
+    ("repeats", po::value<int>(), "timed repetitions per measurement after a warm-up call (default 3; --quick 2)")
+    ("max-seconds", po::value<double>(), "budget of the measurements: what would not fit is skipped with a note (default 90; --quick 30)")
+    ("memory-bandwidth", po::value<std::string>(), "the sustained memory bandwidth memory efficiencies are relative to, e.g. 12GB/s (default: measure the STREAM triad first, ~5-15 s)")
+    ("pool-size", po::value<std::string>(), "bytes of rotating weight copies (default 3 x last-level cache; smaller measures cache-warm kernels)")
+    ("quick", "a short run: batches 1,16,256 at all CPUs, 2 repeats, 30 s budget")
+    ("backend", po::value<std::string>(), "cpu (OpenBLAS on this machine, the default) or cuda (cuBLAS on an NVIDIA GPU: bf16, fp16, fp8 from compute capability 8.9; batches 1..512)")
+    ("device", po::value<int>(), "cuda: the CUDA device to measure (default 0)")
+    ("peak-flops", po::value<std::string>(), "cuda: datasheet peaks the compute bands are relative to, e.g. 989TFLOPS (bf16 and fp16) or bf16=989TFLOPS,fp8=1979TFLOPS (default: the best measured GEMM)");
+  // clang-format on
+  add_common(desc);
+  return desc;
+}
+
+/// The matrices to measure: --shapes, --sizes, else --model's (default dbrx-instruct), whose architecture
+/// `arch` receives.
+void choose_kernel_shapes(const po::variables_map& vm, calibrate::KernelOptions& o,
+                          std::optional<model::Architecture>& arch) {
+  if (vm.count("shapes")) {
+    o.shapes = calibrate::parse_matrix_shapes(vm["shapes"].as<std::string>(), "--shapes");
+    o.shapes_source = "--shapes";
+  } else if (vm.count("sizes")) {
+    for (const auto n : parse_whole_numbers(vm["sizes"].as<std::string>(), "--sizes", 1, 1 << 20, "512,2048,8192")) {
+      o.shapes.push_back({"grid", n, n});
+    }
+    o.shapes_source = "--sizes";
+  } else {
+    arch = model::load_model(vm.count("model") ? vm["model"].as<std::string>() : "dbrx-instruct");
+    o.shapes = calibrate::model_matrix_shapes(*arch);
+    o.shapes_source = arch->id;
+  }
+}
+
+/// --backend cuda: cuBLAS on an NVIDIA GPU at the chosen shapes (and a MoE model's expert chain).
+int run_gpu_kernels_cmd(const po::variables_map& vm, const calibrate::KernelOptions& o,
+                        const std::optional<model::Architecture>& arch, const Args& args, std::ostream& out) {
+  calibrate::GpuKernelOptions g;
+  g.device = device_of(vm);
+  g.shapes = o.shapes;
+  g.shapes_source = o.shapes_source;
+  if (vm.count("dtypes")) {
+    g.dtypes.clear();
+    for (const auto& d : text::split(vm["dtypes"].as<std::string>(), ','))
+      g.dtypes.push_back(calibrate::parse_gpu_dtype(d, "--dtypes"));
+  }
+  if (vm.count("batches"))
+    g.batches = parse_whole_numbers(vm["batches"].as<std::string>(), "--batches", 1, 1 << 20, "1,16,512");
+  g.repeats = positive_int(vm, "repeats", g.repeats);
+  g.max_seconds = positive(vm, "max-seconds", g.max_seconds);
+  if (vm.count("pool-size")) g.pool_bytes = parse_byte_size(vm["pool-size"].as<std::string>(), "--pool-size");
+  if (vm.count("peak-flops"))
+    g.peak_flops = calibrate::parse_peak_flops(vm["peak-flops"].as<std::string>(), "--peak-flops");
+  if (vm.count("memory-bandwidth")) {
+    g.memory_bandwidth = memory_bandwidth_flag(vm, "3TB/s");
+    g.memory_bandwidth_source = "given with --memory-bandwidth";
+  }
+  if (arch && arch->is_moe()) {
+    // The MoE chain: one token's top_k experts, each w1 and v1 (expert_ffn x hidden) then w2.
+    g.expert_shapes = {{"expert.w1", arch->expert_ffn, arch->hidden},
+                       {"expert.v1", arch->expert_ffn, arch->hidden},
+                       {"expert.w2", arch->hidden, arch->expert_ffn}};
+    g.top_k = arch->top_k;
+  }
+  const auto prov = calibrate::current_provenance(command_line("calibrate kernels", args));
+  auto file = open_out(vm);
+  auto progress = make_progress(vm);
+  const auto r = calibrate::run_gpu_kernels(g, progress);
+  progress.done("GPU kernels measured");
+  const auto profile = calibrate::gpu_kernels_profile_json(r, prov, host_id(prov, vm, "-gpu"));
+  if (!vm.count("json")) {
+    out << "shapes: " << g.shapes_source << "\n";
+    calibrate::print_gpu_kernels_report(r, out);
+  }
+  finish(vm, file, profile, out);
+  return 0;
+}
+
+/// --dtypes, --batches, --threads, --repeats, --max-seconds and --pool-size of the CPU backend.
+void cpu_kernel_options_from(const po::variables_map& vm, bool quick, calibrate::KernelOptions& o) {
+  if (vm.count("dtypes")) {
+    o.dtypes.clear();
+    for (const auto& d : text::split(vm["dtypes"].as<std::string>(), ',')) {
+      o.dtypes.push_back(calibrate::parse_kernel_dtype(d, "--dtypes"));
+    }
+  }
+  if (vm.count("batches")) {
+    o.batches = parse_whole_numbers(vm["batches"].as<std::string>(), "--batches", 1, 1 << 20, "1,16,256");
+  } else if (quick) {
+    o.batches = {1, 16, 256};
+  }
+  if (vm.count("threads")) {
+    o.threads = parse_threads(vm["threads"].as<std::string>(), "--threads");
+  } else if (quick) {
+    o.threads = {calibrate::online_cpus()};
+  }
+  o.repeats = positive_int(vm, "repeats", quick ? 2 : 3);
+  o.max_seconds = positive(vm, "max-seconds", quick ? 30 : 90);
+  if (vm.count("pool-size")) o.pool_bytes = parse_byte_size(vm["pool-size"].as<std::string>(), "--pool-size");
+}
+
+/// The reference the memory efficiency bands are relative to, and what the profile records of it.
+struct MemoryReference {
+  nlohmann::json devices = nlohmann::json::object();
+  nlohmann::json calibration = nlohmann::json::object();
+};
+
+/// --memory-bandwidth as given, else a STREAM triad at the most threads, measured first: sets
+/// o.memory_bandwidth and its source.
+MemoryReference memory_reference(const po::variables_map& vm, bool quick, const calibrate::Provenance& prov,
+                                 calibrate::Progress& progress, calibrate::KernelOptions& o) {
+  MemoryReference ref;
+  std::optional<calibrate::MemoryResult> mem;
+  if (vm.count("memory-bandwidth")) {
+    o.memory_bandwidth = memory_bandwidth_flag(vm, "12GB/s");
+    o.memory_bandwidth_source = "given with --memory-bandwidth";
+    ref.devices["memory_bandwidth"] = calibrate::figure_json(
+        o.memory_bandwidth, units::Dimension::Bandwidth,
+        "given by the user with --memory-bandwidth to `" + prov.command + "` on " + prov.host + ", " + prov.day,
+        "not measured by this command; the memory efficiency bands are relative to it");
+    ref.devices["memory"] = calibrate::figure_json(
+        static_cast<double>(calibrate::physical_memory_bytes()), units::Dimension::Bytes,
+        calibrate::measured_source(prov, "installed memory (sysconf _SC_PHYS_PAGES x page size)"));
+  } else {
+    // The reference of the memory bands: a STREAM triad at the most threads, measured first.
+    calibrate::MemoryOptions m;
+    const int tmax =
+        o.threads.empty() ? calibrate::online_cpus() : *std::max_element(o.threads.begin(), o.threads.end());
+    m.threads = {tmax};
+    m.repeats = quick ? 2 : 3;
+    m.max_seconds = quick ? 8 : 15;
+    progress.set_phase(0.0, 0.15, "memory (STREAM triad)");
+    mem = calibrate::run_memory(m, progress);
+    progress.set_phase(0.15, 0.85, "kernels");
+    o.memory_bandwidth = mem->triad_bandwidth;
+    o.memory_bandwidth_source = "STREAM triad measured first by this command, " + std::to_string(mem->triad_threads) +
+                                (mem->triad_threads == 1 ? " thread" : " threads");
+    ref.devices = calibrate::memory_devices_json(*mem, prov);
+    ref.calibration["memory"] = calibrate::memory_calibration_json(*mem);
+  }
+  return ref;
+}
+
 }  // namespace
 
 // ---- memory ------------------------------------------------------------------------------------------
@@ -206,26 +359,7 @@ int cmd_calibrate_memory(const Args& args, std::ostream& out) {
 // ---- kernels -----------------------------------------------------------------------------------------
 
 int cmd_calibrate_kernels(const Args& args, std::ostream& out) {
-  po::options_description desc("options");
-  // clang-format off
-  desc.add_options()
-    ("help,h", "show this help")
-    ("model", po::value<std::string>(), "zoo id or config.json whose matrix shapes to measure (default dbrx-instruct)")
-    ("shapes", po::value<std::string>(), "a grid of ROWSxCOLS (outputs x inputs) instead, e.g. 6144x10752,1024x6144")
-    ("sizes", po::value<std::string>(), "a grid of square NxN matrices instead, e.g. 512,2048,8192")
-    ("dtypes", po::value<std::string>(), "f32, bf16 or both (default f32,bf16; bf16 needs an OpenBLAS built with BUILD_BFLOAT16)")
-    ("batches", po::value<std::string>(), "batch sizes (tokens): 1 runs GEMV, more GEMM (default 1,2,4,...,256; --quick 1,16,256)")
-    ("threads", po::value<std::string>(), "OpenBLAS thread counts (default 1 .. online CPUs; --quick: all CPUs only)")
-    ("repeats", po::value<int>(), "timed repetitions per measurement after a warm-up call (default 3; --quick 2)")
-    ("max-seconds", po::value<double>(), "budget of the measurements: what would not fit is skipped with a note (default 90; --quick 30)")
-    ("memory-bandwidth", po::value<std::string>(), "the sustained memory bandwidth memory efficiencies are relative to, e.g. 12GB/s (default: measure the STREAM triad first, ~5-15 s)")
-    ("pool-size", po::value<std::string>(), "bytes of rotating weight copies (default 3 x last-level cache; smaller measures cache-warm kernels)")
-    ("quick", "a short run: batches 1,16,256 at all CPUs, 2 repeats, 30 s budget")
-    ("backend", po::value<std::string>(), "cpu (OpenBLAS on this machine, the default) or cuda (cuBLAS on an NVIDIA GPU: bf16, fp16, fp8 from compute capability 8.9; batches 1..512)")
-    ("device", po::value<int>(), "cuda: the CUDA device to measure (default 0)")
-    ("peak-flops", po::value<std::string>(), "cuda: datasheet peaks the compute bands are relative to, e.g. 989TFLOPS (bf16 and fp16) or bf16=989TFLOPS,fp8=1979TFLOPS (default: the best measured GEMM)");
-  // clang-format on
-  add_common(desc);
+  const po::options_description desc = describe_kernels_options();
   po::variables_map vm;
   if (!parse_options(
           args, desc, vm, out,
@@ -252,117 +386,17 @@ int cmd_calibrate_kernels(const Args& args, std::ostream& out) {
   const auto backend = backend_of(vm, {"threads", "quick"}, {"device", "peak-flops"});
   calibrate::KernelOptions o;
   std::optional<model::Architecture> arch;
-  if (vm.count("shapes")) {
-    o.shapes = calibrate::parse_matrix_shapes(vm["shapes"].as<std::string>(), "--shapes");
-    o.shapes_source = "--shapes";
-  } else if (vm.count("sizes")) {
-    for (const auto n : parse_whole_numbers(vm["sizes"].as<std::string>(), "--sizes", 1, 1 << 20, "512,2048,8192")) {
-      o.shapes.push_back({"grid", n, n});
-    }
-    o.shapes_source = "--sizes";
-  } else {
-    arch = model::load_model(vm.count("model") ? vm["model"].as<std::string>() : "dbrx-instruct");
-    o.shapes = calibrate::model_matrix_shapes(*arch);
-    o.shapes_source = arch->id;
-  }
-  if (backend == calibrate::Backend::Cuda) {
-    calibrate::GpuKernelOptions g;
-    g.device = device_of(vm);
-    g.shapes = o.shapes;
-    g.shapes_source = o.shapes_source;
-    if (vm.count("dtypes")) {
-      g.dtypes.clear();
-      for (const auto& d : text::split(vm["dtypes"].as<std::string>(), ','))
-        g.dtypes.push_back(calibrate::parse_gpu_dtype(d, "--dtypes"));
-    }
-    if (vm.count("batches"))
-      g.batches = parse_whole_numbers(vm["batches"].as<std::string>(), "--batches", 1, 1 << 20, "1,16,512");
-    g.repeats = positive_int(vm, "repeats", g.repeats);
-    g.max_seconds = positive(vm, "max-seconds", g.max_seconds);
-    if (vm.count("pool-size")) g.pool_bytes = parse_byte_size(vm["pool-size"].as<std::string>(), "--pool-size");
-    if (vm.count("peak-flops"))
-      g.peak_flops = calibrate::parse_peak_flops(vm["peak-flops"].as<std::string>(), "--peak-flops");
-    if (vm.count("memory-bandwidth")) {
-      g.memory_bandwidth = memory_bandwidth_flag(vm, "3TB/s");
-      g.memory_bandwidth_source = "given with --memory-bandwidth";
-    }
-    if (arch && arch->is_moe()) {
-      // The MoE chain: one token's top_k experts, each w1 and v1 (expert_ffn x hidden) then w2.
-      g.expert_shapes = {{"expert.w1", arch->expert_ffn, arch->hidden},
-                         {"expert.v1", arch->expert_ffn, arch->hidden},
-                         {"expert.w2", arch->hidden, arch->expert_ffn}};
-      g.top_k = arch->top_k;
-    }
-    const auto prov = calibrate::current_provenance(command_line("calibrate kernels", args));
-    auto file = open_out(vm);
-    auto progress = make_progress(vm);
-    const auto r = calibrate::run_gpu_kernels(g, progress);
-    progress.done("GPU kernels measured");
-    const auto profile = calibrate::gpu_kernels_profile_json(r, prov, host_id(prov, vm, "-gpu"));
-    if (!vm.count("json")) {
-      out << "shapes: " << g.shapes_source << "\n";
-      calibrate::print_gpu_kernels_report(r, out);
-    }
-    finish(vm, file, profile, out);
-    return 0;
-  }
-  if (vm.count("dtypes")) {
-    o.dtypes.clear();
-    for (const auto& d : text::split(vm["dtypes"].as<std::string>(), ',')) {
-      o.dtypes.push_back(calibrate::parse_kernel_dtype(d, "--dtypes"));
-    }
-  }
-  if (vm.count("batches")) {
-    o.batches = parse_whole_numbers(vm["batches"].as<std::string>(), "--batches", 1, 1 << 20, "1,16,256");
-  } else if (quick) {
-    o.batches = {1, 16, 256};
-  }
-  if (vm.count("threads")) {
-    o.threads = parse_threads(vm["threads"].as<std::string>(), "--threads");
-  } else if (quick) {
-    o.threads = {calibrate::online_cpus()};
-  }
-  o.repeats = positive_int(vm, "repeats", quick ? 2 : 3);
-  o.max_seconds = positive(vm, "max-seconds", quick ? 30 : 90);
-  if (vm.count("pool-size")) o.pool_bytes = parse_byte_size(vm["pool-size"].as<std::string>(), "--pool-size");
+  choose_kernel_shapes(vm, o, arch);
+  if (backend == calibrate::Backend::Cuda) return run_gpu_kernels_cmd(vm, o, arch, args, out);
+  cpu_kernel_options_from(vm, quick, o);
 
   const auto prov = calibrate::current_provenance(command_line("calibrate kernels", args));
   auto file = open_out(vm);
   auto progress = make_progress(vm);
-  nlohmann::json extra_devices = nlohmann::json::object();
-  nlohmann::json extra_calibration = nlohmann::json::object();
-  std::optional<calibrate::MemoryResult> mem;
-  if (vm.count("memory-bandwidth")) {
-    o.memory_bandwidth = memory_bandwidth_flag(vm, "12GB/s");
-    o.memory_bandwidth_source = "given with --memory-bandwidth";
-    extra_devices["memory_bandwidth"] = calibrate::figure_json(
-        o.memory_bandwidth, units::Dimension::Bandwidth,
-        "given by the user with --memory-bandwidth to `" + prov.command + "` on " + prov.host + ", " + prov.day,
-        "not measured by this command; the memory efficiency bands are relative to it");
-    extra_devices["memory"] = calibrate::figure_json(
-        static_cast<double>(calibrate::physical_memory_bytes()), units::Dimension::Bytes,
-        calibrate::measured_source(prov, "installed memory (sysconf _SC_PHYS_PAGES x page size)"));
-  } else {
-    // The reference of the memory bands: a STREAM triad at the most threads, measured first.
-    calibrate::MemoryOptions m;
-    const int tmax =
-        o.threads.empty() ? calibrate::online_cpus() : *std::max_element(o.threads.begin(), o.threads.end());
-    m.threads = {tmax};
-    m.repeats = quick ? 2 : 3;
-    m.max_seconds = quick ? 8 : 15;
-    progress.set_phase(0.0, 0.15, "memory (STREAM triad)");
-    mem = calibrate::run_memory(m, progress);
-    progress.set_phase(0.15, 0.85, "kernels");
-    o.memory_bandwidth = mem->triad_bandwidth;
-    o.memory_bandwidth_source = "STREAM triad measured first by this command, " + std::to_string(mem->triad_threads) +
-                                (mem->triad_threads == 1 ? " thread" : " threads");
-    extra_devices = calibrate::memory_devices_json(*mem, prov);
-    extra_calibration["memory"] = calibrate::memory_calibration_json(*mem);
-  }
+  const MemoryReference ref = memory_reference(vm, quick, prov, progress, o);
   const auto r = calibrate::run_kernels(o, progress);
   progress.done("kernels measured");
-  const auto profile =
-      calibrate::kernels_profile_json(r, prov, host_id(prov, vm, ""), extra_devices, extra_calibration);
+  const auto profile = calibrate::kernels_profile_json(r, prov, host_id(prov, vm, ""), ref.devices, ref.calibration);
   if (!vm.count("json")) {
     out << "shapes: " << o.shapes_source << "\n";
     calibrate::print_kernels_report(r, out);

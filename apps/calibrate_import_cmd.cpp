@@ -74,16 +74,8 @@ nlohmann::json figures_json(const calibrate::ServingFigures& f) {
           {"output_throughput", {{"value", f.output_throughput}, {"unit", "tokens/s"}}}};
 }
 
-}  // namespace
-
-int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std::ostream& stdout_stream) {
-  // The text report is collected here and printed at the end, or replaced by the profile as JSON (--json).
-  std::ostringstream out;
-  const std::string model_id = required(vm, "model", "the zoo id or config.json of the model the runs served");
-  const std::string hw = required(vm, "hw", "the node profile of the machine that ran them");
-  const std::string runtime_name = required(vm, "runtime",
-                                            "the runtime's name (e.g. vllm, llama.cpp-metal) or a "
-                                            "runtime profile to add to");
+/// The flags of --measured fits refused, and the vLLM flags checked against the import they describe.
+void check_import_flags(const po::variables_map& vm) {
   for (const char* flag : {"profile", "nic", "fit", "runs", "nic-out", "max-iterations", "no-loo"})
     if (vm.count(flag))
       throw UserError(std::string("--") + flag +
@@ -97,198 +89,255 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
         "give one of them (fit the other into the written profile with a second run, --runtime PATH)");
   if (!vm.count("vllm-latency") && (vm.count("input-len") || vm.count("output-len") || vm.count("batch-size")))
     throw UserError("--input-len, --output-len and --batch-size describe a --vllm-latency run; give it too");
-  const model::NodeProfile node = model::load_node(hw);
-  // Outputs are opened before any work, so a bad path fails at once; written together at the end.
-  OutputSet outputs;
-  OutputFile* file = vm.count("out") ? &outputs.add(vm["out"].as<std::string>(), "--out") : nullptr;
-  const calibrate::Provenance prov = calibrate::current_provenance(command_line("calibrate fit", args));
-  const std::string source_note = vm.count("source") ? " (" + vm["source"].as<std::string>() + ")" : std::string();
-  nlohmann::json calibration = {{"provenance", calibrate::to_json(prov)}};
+}
 
-  bool existing = false;
-  model::RuntimeProfile rp;
-  if (vm.count("llama-bench")) {
-    // The same path as `validate --llama-bench --fit` (calibrate::run_llama_bench): one fit per runtime.
-    std::vector<std::filesystem::path> files;
-    std::vector<calibrate::LlamaBenchImport> imports;
-    for (const auto& f : vm["llama-bench"].as<std::vector<std::string>>()) {
-      calibrate::LlamaBenchImport in;
-      in.model = model_id;
-      in.hw = hw;
-      in.runtime = runtime_name;
-      if (vm.count("source")) in.source = vm["source"].as<std::string>();
-      files.emplace_back(f);
-      imports.push_back(in);
-    }
-    calibrate::ValidationOptions o;
-    o.fit = true;
-    const calibrate::ValidationResult r = calibrate::run_llama_bench(files, imports, o);
-    calibrate::print_validation_text(r, out, true);
-    out << "\n";
-    if (r.fits.empty())
-      throw UserError(files.front().string() +
-                      ": no batch-1 decode (tg) test of a dense model to fit a runtime to "
-                      "(an MoE model's rows are predictions, not calibration); run llama-bench with -n on a dense "
-                      "model, e.g. -p 0 -n 128 -d 0,4096");
-    const calibrate::ValidationFit& fit = r.fits.front();
-    rp = fit.profile;
-    rp.origin = "moesim calibrate fit --llama-bench";
-    existing = true;
-    // Each row of the class with its datasheet, fitted and (decode calibration rows) leave-one-out figures:
-    // the fit's held-out errors come with the id of the row each belongs to (ValidationFit::loo_ids).
-    std::map<std::string, double> loo;
-    for (std::size_t k = 0; k < fit.loo_errors.size() && k < fit.loo_ids.size(); ++k)
-      loo[fit.loo_ids[k]] = fit.loo_errors[k];
-    nlohmann::json rows = nlohmann::json::array();
-    for (const auto& p : r.rows) {
-      if (!p.predicted || p.hw != fit.hw) continue;
-      nlohmann::json j = {{"test", p.row.id},
-                          {"role", p.row.role},
-                          {"kind", p.kind},
-                          {"measured", {{"value", p.row.measured}, {"unit", p.row.unit}}},
-                          {"datasheet", {{"value", *p.predicted}, {"unit", p.row.unit}}}};
-      if (p.fitted) j["fitted"] = {{"value", *p.fitted}, {"unit", p.row.unit}};
-      if (const auto it = loo.find(p.row.id); it != loo.end())
-        j["leave_one_out_error"] = {{"value", it->second}, {"unit", "fraction: predicted / measured - 1"}};
-      rows.push_back(j);
-    }
-    std::vector<std::string> names;
-    for (const auto& f : files) names.push_back(f.string());
-    calibration["llama_bench"] = {{"files", names}, {"rows", rows}};
-    if (fit.loo_errors.empty())
-      calibration["llama_bench"]["leave_one_out"] =
-          "none of its own: leave-one-out holds out one (model, format) configuration at a time and needs three "
-          "of them (calibrate/src/validation_detail.hpp kMinConfigurations); run llama-bench on more models or formats";
-    const std::string src = "fitted by `moesim calibrate fit --llama-bench` to " +
-                            std::to_string(fit.calibration_rows) + " batch-1 decode tests of " + text::join(names) +
-                            source_note + ", " + prov.day + ", moesim " + prov.commit;
-    // The fit (calibrate::run_llama_bench) gives the three decode figures: their source is this command's.
-    rp.bandwidth_efficiency->source = rp.attention_factor->source = rp.kernel_overhead->source = src;
-  } else {
-    rp = base_runtime(runtime_name, node, &existing);
+/// What every import names in its report and in the sources of the figures it fits.
+struct ImportRun {
+  std::string model_id;
+  std::string hw;
+  std::string runtime_name;
+  model::NodeProfile node;
+  calibrate::Provenance prov;
+  std::string source_note;  ///< " (--source)", or empty
+  bool existing = false;    ///< the runtime profile started from was one already (not the hardware's figures)
+};
+
+/// The llama-bench rows of the fitted class as JSON: datasheet, fitted and leave-one-out figures per row.
+nlohmann::json llama_bench_rows_json(const calibrate::ValidationResult& r, const calibrate::ValidationFit& fit) {
+  // The fit's held-out errors come with the id of the row each belongs to (ValidationFit::loo_ids).
+  std::map<std::string, double> loo;
+  for (std::size_t k = 0; k < fit.loo_errors.size() && k < fit.loo_ids.size(); ++k)
+    loo[fit.loo_ids[k]] = fit.loo_errors[k];
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& p : r.rows) {
+    if (!p.predicted || p.hw != fit.hw) continue;
+    nlohmann::json j = {{"test", p.row.id},
+                        {"role", p.row.role},
+                        {"kind", p.kind},
+                        {"measured", {{"value", p.row.measured}, {"unit", p.row.unit}}},
+                        {"datasheet", {{"value", *p.predicted}, {"unit", p.row.unit}}}};
+    if (p.fitted) j["fitted"] = {{"value", *p.fitted}, {"unit", p.row.unit}};
+    if (const auto it = loo.find(p.row.id); it != loo.end())
+      j["leave_one_out_error"] = {{"value", it->second}, {"unit", "fraction: predicted / measured - 1"}};
+    rows.push_back(j);
   }
+  return rows;
+}
 
-  // The vLLM run's configuration as moesim inputs (--vllm-serving, --vllm-latency).
+/// --llama-bench: the runtime's decode figures fitted to the files, the same path as `validate --llama-bench
+/// --fit` (calibrate::run_llama_bench): one fit per runtime.
+model::RuntimeProfile fit_llama_bench(const po::variables_map& vm, ImportRun& run, std::ostream& out,
+                                      nlohmann::json& calibration) {
+  std::vector<std::filesystem::path> files;
+  std::vector<calibrate::LlamaBenchImport> imports;
+  for (const auto& f : vm["llama-bench"].as<std::vector<std::string>>()) {
+    calibrate::LlamaBenchImport in;
+    in.model = run.model_id;
+    in.hw = run.hw;
+    in.runtime = run.runtime_name;
+    if (vm.count("source")) in.source = vm["source"].as<std::string>();
+    files.emplace_back(f);
+    imports.push_back(in);
+  }
+  calibrate::ValidationOptions o;
+  o.fit = true;
+  const calibrate::ValidationResult r = calibrate::run_llama_bench(files, imports, o);
+  calibrate::print_validation_text(r, out, true);
+  out << "\n";
+  if (r.fits.empty())
+    throw UserError(files.front().string() +
+                    ": no batch-1 decode (tg) test of a dense model to fit a runtime to "
+                    "(an MoE model's rows are predictions, not calibration); run llama-bench with -n on a dense "
+                    "model, e.g. -p 0 -n 128 -d 0,4096");
+  const calibrate::ValidationFit& fit = r.fits.front();
+  model::RuntimeProfile rp = fit.profile;
+  rp.origin = "moesim calibrate fit --llama-bench";
+  run.existing = true;
+  // Each row of the class with its datasheet, fitted and (decode calibration rows) leave-one-out figures.
+  const nlohmann::json rows = llama_bench_rows_json(r, fit);
+  std::vector<std::string> names;
+  for (const auto& f : files) names.push_back(f.string());
+  calibration["llama_bench"] = {{"files", names}, {"rows", rows}};
+  if (fit.loo_errors.empty())
+    calibration["llama_bench"]["leave_one_out"] =
+        "none of its own: leave-one-out holds out one (model, format) configuration at a time and needs three "
+        "of them (calibrate/src/validation_detail.hpp kMinConfigurations); run llama-bench on more models or formats";
+  const std::string src = "fitted by `moesim calibrate fit --llama-bench` to " + std::to_string(fit.calibration_rows) +
+                          " batch-1 decode tests of " + text::join(names) + run.source_note + ", " + run.prov.day +
+                          ", moesim " + run.prov.commit;
+  // The fit (calibrate::run_llama_bench) gives the three decode figures: their source is this command's.
+  rp.bandwidth_efficiency->source = rp.attention_factor->source = rp.kernel_overhead->source = src;
+  return rp;
+}
+
+/// The vLLM run's configuration as moesim inputs (--vllm-serving, --vllm-latency).
+calibrate::ServingImport vllm_import(const po::variables_map& vm, const ImportRun& run,
+                                     const model::RuntimeProfile& rp) {
   calibrate::ServingImport vin;
-  vin.model = model_id;
-  vin.hw = hw;
+  vin.model = run.model_id;
+  vin.hw = run.hw;
   if (vm.count("precision")) vin.precision = vm["precision"].as<std::string>();
   if (vm.count("tp")) {
     vin.tp = vm["tp"].as<std::int64_t>();
     if (vin.tp < 1) throw UserError("--tp must be at least 1");
   }
   vin.runtime = rp;
+  return vin;
+}
 
-  if (vm.count("vllm-latency")) {
-    calibrate::LatencyLengths given;
-    if (vm.count("input-len")) given.input_len = vm["input-len"].as<std::int64_t>();
-    if (vm.count("output-len")) given.output_len = vm["output-len"].as<std::int64_t>();
-    if (vm.count("batch-size")) given.batch_size = vm["batch-size"].as<std::int64_t>();
-    std::vector<calibrate::VllmLatencyResult> runs;
-    for (const auto& f : vm["vllm-latency"].as<std::vector<std::string>>())
-      runs.push_back(calibrate::read_vllm_latency(f, given));
-    const calibrate::LatencyFit fit = calibrate::fit_vllm_latency(runs, vin);
-    std::vector<std::string> names;
-    for (const auto& r : runs) names.push_back(r.path);
-    rp.step_overhead = {units::seconds(fit.step_overhead),
-                        "fitted by `moesim calibrate fit --vllm-latency` to the avg_latency of " + text::join(names) +
-                            source_note + " replayed in the serving simulator with " + rp.id + ", " + prov.day +
-                            ", moesim " + prov.commit};
-    out << "moesim calibrate fit: " << runs.size() << " vLLM latency result" << (runs.size() == 1 ? "" : "s")
-        << " replayed on " << node.id << " with " << rp.id << (existing ? "" : " (new: the hardware profile's figures)")
-        << "\nfitted: step_overhead " << units::format(units::seconds(fit.step_overhead)) << " per engine step\n\n";
-    scenario::Table t({"file", "batch x in / out", "lengths from", "steps", "measured s", "datasheet s", "err",
-                       "fitted s", "err", "LOO s", "err"});
-    nlohmann::json files = nlohmann::json::array();
-    for (std::size_t i = 0; i < fit.files.size(); ++i) {
-      const auto& f = fit.files[i];
-      const auto& r = runs[i];
-      t.add_row({f.path,
-                 text::printf("%lld x %lld / %lld", static_cast<long long>(r.batch_size),
-                              static_cast<long long>(r.input_len), static_cast<long long>(r.output_len)),
-                 r.lengths_from, text::printf("%.0f", f.steps), text::printf("%.4f", f.measured),
-                 text::printf("%.4f", f.before), err(f.before, f.measured), text::printf("%.4f", f.after),
-                 err(f.after, f.measured), f.loo ? text::printf("%.4f", *f.loo) : "-",
-                 f.loo ? err(*f.loo, f.measured) : "-"});
-      nlohmann::json j = {{"file", f.path},
-                          {"batch_size", r.batch_size},
-                          {"input_len", r.input_len},
-                          {"output_len", r.output_len},
-                          {"lengths_from", r.lengths_from},
-                          {"engine_steps", f.steps},
-                          {"measured_latency", {{"value", f.measured}, {"unit", "s"}}},
-                          {"before_fit", {{"value", f.before}, {"unit", "s"}}},
-                          {"after_fit", {{"value", f.after}, {"unit", "s"}}}};
-      if (f.loo) j["leave_one_out"] = {{"value", *f.loo}, {"unit", "s"}};
-      files.push_back(j);
-    }
-    t.print_text(out);
-    out << "\nerr = predicted / measured - 1; datasheet: step_overhead 0; LOO: predicted by the fit to the other "
-           "files\n";
-    calibration["vllm_latency"] = {{"files", files},
-                                   {"step_overhead", {{"value", fit.step_overhead * 1e3}, {"unit", "ms"}}}};
+/// "moesim calibrate fit: N vLLM <kind> result(s) replayed on NODE with RUNTIME", the first line of a vLLM fit.
+void print_vllm_heading(std::ostream& out, std::size_t files, const char* kind, const ImportRun& run,
+                        const model::RuntimeProfile& rp) {
+  out << "moesim calibrate fit: " << files << " vLLM " << kind << " result" << (files == 1 ? "" : "s")
+      << " replayed on " << run.node.id << " with " << rp.id
+      << (run.existing ? "" : " (new: the hardware profile's figures)");
+}
+
+/// --vllm-latency: step_overhead fitted to the files' avg_latency; the table and the calibration block.
+void fit_latency_files(const po::variables_map& vm, const calibrate::ServingImport& vin, const ImportRun& run,
+                       model::RuntimeProfile& rp, std::ostream& out, nlohmann::json& calibration) {
+  calibrate::LatencyLengths given;
+  if (vm.count("input-len")) given.input_len = vm["input-len"].as<std::int64_t>();
+  if (vm.count("output-len")) given.output_len = vm["output-len"].as<std::int64_t>();
+  if (vm.count("batch-size")) given.batch_size = vm["batch-size"].as<std::int64_t>();
+  std::vector<calibrate::VllmLatencyResult> runs;
+  for (const auto& f : vm["vllm-latency"].as<std::vector<std::string>>())
+    runs.push_back(calibrate::read_vllm_latency(f, given));
+  const calibrate::LatencyFit fit = calibrate::fit_vllm_latency(runs, vin);
+  std::vector<std::string> names;
+  for (const auto& r : runs) names.push_back(r.path);
+  rp.step_overhead = {units::seconds(fit.step_overhead),
+                      "fitted by `moesim calibrate fit --vllm-latency` to the avg_latency of " + text::join(names) +
+                          run.source_note + " replayed in the serving simulator with " + rp.id + ", " + run.prov.day +
+                          ", moesim " + run.prov.commit};
+  print_vllm_heading(out, runs.size(), "latency", run, rp);
+  out << "\nfitted: step_overhead " << units::format(units::seconds(fit.step_overhead)) << " per engine step\n\n";
+  scenario::Table t({"file", "batch x in / out", "lengths from", "steps", "measured s", "datasheet s", "err",
+                     "fitted s", "err", "LOO s", "err"});
+  nlohmann::json files = nlohmann::json::array();
+  for (std::size_t i = 0; i < fit.files.size(); ++i) {
+    const auto& f = fit.files[i];
+    const auto& r = runs[i];
+    t.add_row({f.path,
+               text::printf("%lld x %lld / %lld", static_cast<long long>(r.batch_size),
+                            static_cast<long long>(r.input_len), static_cast<long long>(r.output_len)),
+               r.lengths_from, text::printf("%.0f", f.steps), text::printf("%.4f", f.measured),
+               text::printf("%.4f", f.before), err(f.before, f.measured), text::printf("%.4f", f.after),
+               err(f.after, f.measured), f.loo ? text::printf("%.4f", *f.loo) : "-",
+               f.loo ? err(*f.loo, f.measured) : "-"});
+    nlohmann::json j = {{"file", f.path},
+                        {"batch_size", r.batch_size},
+                        {"input_len", r.input_len},
+                        {"output_len", r.output_len},
+                        {"lengths_from", r.lengths_from},
+                        {"engine_steps", f.steps},
+                        {"measured_latency", {{"value", f.measured}, {"unit", "s"}}},
+                        {"before_fit", {{"value", f.before}, {"unit", "s"}}},
+                        {"after_fit", {{"value", f.after}, {"unit", "s"}}}};
+    if (f.loo) j["leave_one_out"] = {{"value", *f.loo}, {"unit", "s"}};
+    files.push_back(j);
   }
+  t.print_text(out);
+  out << "\nerr = predicted / measured - 1; datasheet: step_overhead 0; LOO: predicted by the fit to the other "
+         "files\n";
+  calibration["vllm_latency"] = {{"files", files},
+                                 {"step_overhead", {{"value", fit.step_overhead * 1e3}, {"unit", "ms"}}}};
+}
 
-  if (vm.count("vllm-serving")) {
-    std::vector<calibrate::VllmServingResult> runs;
-    for (const auto& f : vm["vllm-serving"].as<std::vector<std::string>>())
-      runs.push_back(calibrate::read_vllm_serving(f));
-    const calibrate::ServingFit fit = calibrate::fit_vllm_serving(
-        runs, vin, [](const std::string& line) { std::cerr << "calibrate fit: " << line << "\n"; });
-    std::vector<std::string> names;
-    for (const auto& r : runs) names.push_back(r.path);
-    const std::string src = "fitted by `moesim calibrate fit --vllm-serving` to the mean TTFT and TPOT of " +
-                            text::join(names) + source_note + " replayed in the serving simulator with " + rp.id +
-                            ", " + prov.day + ", moesim " + prov.commit;
-    rp.step_overhead = {units::seconds(fit.step_overhead), src};
-    rp.request_overhead = {units::seconds(fit.request_overhead), src};
-
-    out << "moesim calibrate fit: " << runs.size() << " vLLM serving result" << (runs.size() == 1 ? "" : "s")
-        << " replayed on " << node.id << " with " << rp.id << (existing ? "" : " (new: the hardware profile's figures)")
-        << "\n";
-    out << "fitted: step_overhead " << units::format(units::seconds(fit.step_overhead)) << " per engine step, "
-        << "request_overhead " << units::format(units::seconds(fit.request_overhead)) << " per request (rms relative "
-        << text::printf("%.3f", fit.rms_relative) << ", " << fit.iterations << " Gauss-Newton iterations, "
-        << fit.simulations << " simulator runs)\n\n";
-    scenario::Table t({"file", "basis", "TTFT ms", "err", "TPOT ms", "err", "output tok/s", "err"});
-    nlohmann::json files = nlohmann::json::array();
-    for (const auto& f : fit.files) {
-      const auto row = [&](const std::string& basis, const calibrate::ServingFigures& p) {
-        t.add_row({f.path, basis, ms(p.ttft), basis == "measured" ? "" : err(p.ttft, f.measured.ttft), ms(p.tpot),
-                   basis == "measured" ? "" : err(p.tpot, f.measured.tpot), text::printf("%.1f", p.output_throughput),
-                   basis == "measured" ? "" : err(p.output_throughput, f.measured.output_throughput)});
-      };
-      row("measured", f.measured);
-      row("datasheet", f.before);
-      row("fitted", f.after);
-      if (f.loo) row("leave-one-out", *f.loo);
-      nlohmann::json j = {{"file", f.path},
-                          {"measured", figures_json(f.measured)},
-                          {"before_fit", figures_json(f.before)},
-                          {"after_fit", figures_json(f.after)}};
-      if (f.loo) {
-        j["leave_one_out"] = figures_json(*f.loo);
-        j["leave_one_out"]["step_overhead"] = {{"value", *f.loo_step * 1e3}, {"unit", "ms"}};
-        j["leave_one_out"]["request_overhead"] = {{"value", *f.loo_request * 1e3}, {"unit", "ms"}};
-        j["leave_one_out_ttft_error"] = {{"value", f.loo->ttft / f.measured.ttft - 1.0},
-                                         {"unit", "fraction: predicted / measured - 1"}};
-      }
-      j["ttft_error_before_fit"] = {{"value", f.before.ttft / f.measured.ttft - 1.0},
-                                    {"unit", "fraction: predicted / measured - 1"}};
-      j["ttft_error_after_fit"] = {{"value", f.after.ttft / f.measured.ttft - 1.0},
-                                   {"unit", "fraction: predicted / measured - 1"}};
-      files.push_back(j);
-    }
-    t.print_text(out);
-    out << "\nerr = predicted / measured - 1; datasheet: host costs 0; leave-one-out: the file predicted by the fit "
-           "to the other files\n";
-    calibration["vllm_serving"] = {{"files", files},
-                                   {"step_overhead", {{"value", fit.step_overhead * 1e3}, {"unit", "ms"}}},
-                                   {"request_overhead", {{"value", fit.request_overhead * 1e3}, {"unit", "ms"}}},
-                                   {"rms_relative_error", fit.rms_relative},
-                                   {"iterations", fit.iterations},
-                                   {"simulations", fit.simulations}};
+/// One --vllm-serving file's figures (measured, before and after the fit, leave-one-out) as JSON.
+nlohmann::json serving_file_json(const calibrate::ServingFileFit& f) {
+  nlohmann::json j = {{"file", f.path},
+                      {"measured", figures_json(f.measured)},
+                      {"before_fit", figures_json(f.before)},
+                      {"after_fit", figures_json(f.after)}};
+  if (f.loo) {
+    j["leave_one_out"] = figures_json(*f.loo);
+    j["leave_one_out"]["step_overhead"] = {{"value", *f.loo_step * 1e3}, {"unit", "ms"}};
+    j["leave_one_out"]["request_overhead"] = {{"value", *f.loo_request * 1e3}, {"unit", "ms"}};
+    j["leave_one_out_ttft_error"] = {{"value", f.loo->ttft / f.measured.ttft - 1.0},
+                                     {"unit", "fraction: predicted / measured - 1"}};
   }
+  j["ttft_error_before_fit"] = {{"value", f.before.ttft / f.measured.ttft - 1.0},
+                                {"unit", "fraction: predicted / measured - 1"}};
+  j["ttft_error_after_fit"] = {{"value", f.after.ttft / f.measured.ttft - 1.0},
+                               {"unit", "fraction: predicted / measured - 1"}};
+  return j;
+}
+
+/// --vllm-serving: step_overhead and request_overhead fitted to the files' mean TTFT and TPOT; the table and
+/// the calibration block.
+void fit_serving_files(const po::variables_map& vm, const calibrate::ServingImport& vin, const ImportRun& run,
+                       model::RuntimeProfile& rp, std::ostream& out, nlohmann::json& calibration) {
+  std::vector<calibrate::VllmServingResult> runs;
+  for (const auto& f : vm["vllm-serving"].as<std::vector<std::string>>())
+    runs.push_back(calibrate::read_vllm_serving(f));
+  const calibrate::ServingFit fit = calibrate::fit_vllm_serving(
+      runs, vin, [](const std::string& line) { std::cerr << "calibrate fit: " << line << "\n"; });
+  std::vector<std::string> names;
+  for (const auto& r : runs) names.push_back(r.path);
+  const std::string src = "fitted by `moesim calibrate fit --vllm-serving` to the mean TTFT and TPOT of " +
+                          text::join(names) + run.source_note + " replayed in the serving simulator with " + rp.id +
+                          ", " + run.prov.day + ", moesim " + run.prov.commit;
+  rp.step_overhead = {units::seconds(fit.step_overhead), src};
+  rp.request_overhead = {units::seconds(fit.request_overhead), src};
+
+  print_vllm_heading(out, runs.size(), "serving", run, rp);
+  out << "\n";
+  out << "fitted: step_overhead " << units::format(units::seconds(fit.step_overhead)) << " per engine step, "
+      << "request_overhead " << units::format(units::seconds(fit.request_overhead)) << " per request (rms relative "
+      << text::printf("%.3f", fit.rms_relative) << ", " << fit.iterations << " Gauss-Newton iterations, "
+      << fit.simulations << " simulator runs)\n\n";
+  scenario::Table t({"file", "basis", "TTFT ms", "err", "TPOT ms", "err", "output tok/s", "err"});
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& f : fit.files) {
+    const auto row = [&](const std::string& basis, const calibrate::ServingFigures& p) {
+      t.add_row({f.path, basis, ms(p.ttft), basis == "measured" ? "" : err(p.ttft, f.measured.ttft), ms(p.tpot),
+                 basis == "measured" ? "" : err(p.tpot, f.measured.tpot), text::printf("%.1f", p.output_throughput),
+                 basis == "measured" ? "" : err(p.output_throughput, f.measured.output_throughput)});
+    };
+    row("measured", f.measured);
+    row("datasheet", f.before);
+    row("fitted", f.after);
+    if (f.loo) row("leave-one-out", *f.loo);
+    files.push_back(serving_file_json(f));
+  }
+  t.print_text(out);
+  out << "\nerr = predicted / measured - 1; datasheet: host costs 0; leave-one-out: the file predicted by the fit "
+         "to the other files\n";
+  calibration["vllm_serving"] = {{"files", files},
+                                 {"step_overhead", {{"value", fit.step_overhead * 1e3}, {"unit", "ms"}}},
+                                 {"request_overhead", {{"value", fit.request_overhead * 1e3}, {"unit", "ms"}}},
+                                 {"rms_relative_error", fit.rms_relative},
+                                 {"iterations", fit.iterations},
+                                 {"simulations", fit.simulations}};
+}
+
+}  // namespace
+
+int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std::ostream& stdout_stream) {
+  // The text report is collected here and printed at the end, or replaced by the profile as JSON (--json).
+  std::ostringstream out;
+  ImportRun run;
+  run.model_id = required(vm, "model", "the zoo id or config.json of the model the runs served");
+  run.hw = required(vm, "hw", "the node profile of the machine that ran them");
+  run.runtime_name = required(vm, "runtime",
+                              "the runtime's name (e.g. vllm, llama.cpp-metal) or a "
+                              "runtime profile to add to");
+  check_import_flags(vm);
+  run.node = model::load_node(run.hw);
+  // Outputs are opened before any work, so a bad path fails at once; written together at the end.
+  OutputSet outputs;
+  OutputFile* file = vm.count("out") ? &outputs.add(vm["out"].as<std::string>(), "--out") : nullptr;
+  run.prov = calibrate::current_provenance(command_line("calibrate fit", args));
+  run.source_note = vm.count("source") ? " (" + vm["source"].as<std::string>() + ")" : std::string();
+  nlohmann::json calibration = {{"provenance", calibrate::to_json(run.prov)}};
+
+  model::RuntimeProfile rp = vm.count("llama-bench") ? fit_llama_bench(vm, run, out, calibration)
+                                                     : base_runtime(run.runtime_name, run.node, &run.existing);
+  const calibrate::ServingImport vin = vllm_import(vm, run, rp);
+  if (vm.count("vllm-latency")) fit_latency_files(vm, vin, run, rp, out, calibration);
+  if (vm.count("vllm-serving")) fit_serving_files(vm, vin, run, rp, out, calibration);
+
   nlohmann::json doc = calibrate::runtime_profile_json(rp);
   doc["calibration"] = calibration;
   if (file) {

@@ -77,9 +77,8 @@ const char* kUsage =
     "  moesim calibrate net --connect hostA:5201 --out my-nic.json   # on host B\n"
     "  mpirun -np 2 --host a,b moesim calibrate net --mpi --out my-mpi-nic.json";
 
-}  // namespace
-
-int cmd_calibrate_net(const Args& args, std::ostream& out) {
+/// The options of `calibrate net`: the client's, the server's (--listen) and the output's.
+po::options_description describe_net_options() {
   po::options_description desc("options");
   // clang-format off
   desc.add_options()
@@ -118,66 +117,62 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
     ("json", "print the results as JSON")
     ("quiet", "no progress lines on stderr");
   // clang-format on
-  po::variables_map vm;
-  if (!parse_options(args, desc, vm, out, kUsage)) return 0;
-  const auto given = [&](const char* k) { return vm.count(k) && !vm[k].defaulted(); };
-  const int modes =
-      static_cast<int>(vm.count("listen")) + static_cast<int>(vm.count("connect")) + static_cast<int>(vm.count("mpi"));
-  if (modes > 1) throw UserError("--listen, --connect and --mpi are different modes; give one of them");
-  const double timeout = parse_seconds(vm["timeout"].as<std::string>(), "--timeout", false);
-  const bool json = vm.count("json") > 0;
+  return desc;
+}
 
-  if (vm.count("listen")) {
-    for (const char* k :
-         {"out", "id", "name", "sizes", "max-size", "repeats", "min-repeats", "warmup", "time-per-size"}) {
-      if (given(k)) {
-        throw UserError(std::string("--") + k +
-                        " is a client option; the server (--listen) only echoes. Give it to the --connect side");
-      }
+/// --listen: serves pings until stopped (or --once), then prints what it served. Client options are refused.
+void serve_pings(const po::variables_map& vm, double timeout, bool json, std::ostream& out) {
+  for (const char* k :
+       {"out", "id", "name", "sizes", "max-size", "repeats", "min-repeats", "warmup", "time-per-size"}) {
+    if (flag_given(vm, k)) {
+      throw UserError(std::string("--") + k +
+                      " is a client option; the server (--listen) only echoes. Give it to the --connect side");
     }
-    calibrate::ServerOptions so;
-    so.listen = vm["listen"].as<std::string>();
-    so.max_message = parse_bytes(vm["max-message"].as<std::string>(), "--max-message");
-    so.timeout_s = timeout;
-    so.max_connections = positive(vm, "max-connections");
-    so.max_session_s = parse_seconds(vm["max-session"].as<std::string>(), "--max-session", false);
-    so.handshake_timeout_s = parse_seconds(vm["handshake-timeout"].as<std::string>(), "--handshake-timeout", false);
-    so.once = vm.count("once") > 0;
-    so.accept_timeout_s = parse_seconds(vm["accept-timeout"].as<std::string>(), "--accept-timeout", true);
-    calibrate::PingPongServer server(so, &std::cerr);
-    std::cerr << "moesim calibrate net: listening on " << server.local_endpoint() << " (max message "
-              << calibrate::size_label(so.max_message) << ", timeout " << timeout << " s, handshake timeout "
-              << so.handshake_timeout_s << " s, " << so.max_connections << " clients at once)" << std::endl;
-    server.run();
-    const auto st = server.stats();
-    if (json) {
-      out << nlohmann::json{{"listen", server.local_endpoint()},
-                            {"accepted", st.accepted},
-                            {"served", st.served},
-                            {"pings", st.pings},
-                            {"refused_busy", st.refused_busy},
-                            {"evicted", st.evicted},
-                            {"protocol_errors", st.protocol_errors},
-                            {"oversize", st.oversize},
-                            {"vanished", st.vanished},
-                            {"timeouts", st.timeouts},
-                            {"handshake_timeouts", st.handshake_timeouts},
-                            {"expired", st.expired}}
-                 .dump(2)
-          << "\n";
-    } else {
-      out << "served " << st.served << " client(s), " << st.pings << " pings, on " << server.local_endpoint()
-          << "; refused " << st.refused_busy << " (busy), evicted " << st.evicted
-          << " (no handshake, slot needed), dropped " << st.protocol_errors << " (protocol), " << st.oversize
-          << " (oversize), " << st.vanished << " (vanished), " << st.timeouts << " (--timeout), "
-          << st.handshake_timeouts << " (--handshake-timeout), " << st.expired << " (--max-session)\n";
-    }
-    return 0;
   }
+  calibrate::ServerOptions so;
+  so.listen = vm["listen"].as<std::string>();
+  so.max_message = parse_bytes(vm["max-message"].as<std::string>(), "--max-message");
+  so.timeout_s = timeout;
+  so.max_connections = positive(vm, "max-connections");
+  so.max_session_s = parse_seconds(vm["max-session"].as<std::string>(), "--max-session", false);
+  so.handshake_timeout_s = parse_seconds(vm["handshake-timeout"].as<std::string>(), "--handshake-timeout", false);
+  so.once = vm.count("once") > 0;
+  so.accept_timeout_s = parse_seconds(vm["accept-timeout"].as<std::string>(), "--accept-timeout", true);
+  calibrate::PingPongServer server(so, &std::cerr);
+  std::cerr << "moesim calibrate net: listening on " << server.local_endpoint() << " (max message "
+            << calibrate::size_label(so.max_message) << ", timeout " << timeout << " s, handshake timeout "
+            << so.handshake_timeout_s << " s, " << so.max_connections << " clients at once)" << std::endl;
+  server.run();
+  const auto st = server.stats();
+  if (json) {
+    out << nlohmann::json{{"listen", server.local_endpoint()},
+                          {"accepted", st.accepted},
+                          {"served", st.served},
+                          {"pings", st.pings},
+                          {"refused_busy", st.refused_busy},
+                          {"evicted", st.evicted},
+                          {"protocol_errors", st.protocol_errors},
+                          {"oversize", st.oversize},
+                          {"vanished", st.vanished},
+                          {"timeouts", st.timeouts},
+                          {"handshake_timeouts", st.handshake_timeouts},
+                          {"expired", st.expired}}
+               .dump(2)
+        << "\n";
+  } else {
+    out << "served " << st.served << " client(s), " << st.pings << " pings, on " << server.local_endpoint()
+        << "; refused " << st.refused_busy << " (busy), evicted " << st.evicted
+        << " (no handshake, slot needed), dropped " << st.protocol_errors << " (protocol), " << st.oversize
+        << " (oversize), " << st.vanished << " (vanished), " << st.timeouts << " (--timeout), " << st.handshake_timeouts
+        << " (--handshake-timeout), " << st.expired << " (--max-session)\n";
+  }
+}
 
+/// The client's ping-pong options (sizes, repeats, warm-up, time per size). Server options are refused.
+calibrate::PingPongOptions client_options_from(const po::variables_map& vm, double timeout) {
   for (const char* k :
        {"max-message", "max-connections", "max-session", "handshake-timeout", "once", "accept-timeout"}) {
-    if (given(k)) {
+    if (flag_given(vm, k)) {
       throw UserError(std::string("--") + k + " is a server option; give it with --listen");
     }
   }
@@ -191,6 +186,11 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
   o.warmup = static_cast<std::size_t>(warmup);
   o.time_per_size_s = parse_seconds(vm["time-per-size"].as<std::string>(), "--time-per-size", true);
   o.timeout_s = timeout;
+  return o;
+}
+
+/// --out, checked before measuring, not after: the directory must exist. Empty when not given.
+std::string checked_out_path(const po::variables_map& vm) {
   std::string out_path;
   if (vm.count("out")) {
     out_path = vm["out"].as<std::string>();
@@ -200,6 +200,40 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
       throw UserError("--out " + out_path + ": the directory " + dir.string() + " does not exist; create it first");
     }
   }
+  return out_path;
+}
+
+/// The NIC profile of the measurement, written to `out_path`: its id is --id or the file's name.
+void write_nic_profile(const po::variables_map& vm, const std::string& out_path, const calibrate::NetResult& r,
+                       const calibrate::Provenance& prov) {
+  std::string id = vm.count("id") ? vm["id"].as<std::string>() : std::filesystem::path(out_path).stem().string();
+  if (id.empty()) id = "measured-nic";
+  const std::string what = r.transport == "mpi" ? "MPI ping-pong (" + std::to_string(r.ranks) + " ranks)"
+                           : r.loopback         ? "TCP over loopback"
+                                                : "TCP ping-pong with " + r.peer;
+  const std::string name =
+      vm.count("name") ? vm["name"].as<std::string>() : what + " measured on " + prov.host + ", " + prov.day;
+  write_file_atomically(out_path, calibrate::nic_profile_json(r, prov, id, name).dump(2) + "\n", "--out");
+}
+
+}  // namespace
+
+int cmd_calibrate_net(const Args& args, std::ostream& out) {
+  const po::options_description desc = describe_net_options();
+  po::variables_map vm;
+  if (!parse_options(args, desc, vm, out, kUsage)) return 0;
+  const int modes =
+      static_cast<int>(vm.count("listen")) + static_cast<int>(vm.count("connect")) + static_cast<int>(vm.count("mpi"));
+  if (modes > 1) throw UserError("--listen, --connect and --mpi are different modes; give one of them");
+  const double timeout = parse_seconds(vm["timeout"].as<std::string>(), "--timeout", false);
+  const bool json = vm.count("json") > 0;
+
+  if (vm.count("listen")) {
+    serve_pings(vm, timeout, json, out);
+    return 0;
+  }
+  const calibrate::PingPongOptions o = client_options_from(vm, timeout);
+  const std::string out_path = checked_out_path(vm);
 
   calibrate::Progress progress(vm.count("quiet") ? nullptr : &std::cerr);
   progress.set_phase(0, 1, "net");
@@ -215,16 +249,7 @@ int cmd_calibrate_net(const Args& args, std::ostream& out) {
   }
 
   const auto prov = calibrate::current_provenance(command_line("calibrate net", args));
-  if (!out_path.empty()) {
-    std::string id = vm.count("id") ? vm["id"].as<std::string>() : std::filesystem::path(out_path).stem().string();
-    if (id.empty()) id = "measured-nic";
-    const std::string what = r.transport == "mpi" ? "MPI ping-pong (" + std::to_string(r.ranks) + " ranks)"
-                             : r.loopback         ? "TCP over loopback"
-                                                  : "TCP ping-pong with " + r.peer;
-    const std::string name =
-        vm.count("name") ? vm["name"].as<std::string>() : what + " measured on " + prov.host + ", " + prov.day;
-    write_file_atomically(out_path, calibrate::nic_profile_json(r, prov, id, name).dump(2) + "\n", "--out");
-  }
+  if (!out_path.empty()) write_nic_profile(vm, out_path, r, prov);
   if (json) {
     auto j = calibrate::net_result_json(r);
     j["provenance"] = calibrate::to_json(prov);

@@ -91,6 +91,8 @@ bool parse_options(const Args& args, const po::options_description& desc, po::va
   return true;
 }
 
+bool flag_given(const po::variables_map& vm, const char* flag) { return vm.count(flag) && !vm[flag].defaulted(); }
+
 std::vector<std::int64_t> parse_whole_numbers(const std::string& text, const std::string& flag, std::int64_t lo,
                                               std::int64_t hi, const std::string& example) {
   std::vector<std::int64_t> v;
@@ -112,6 +114,19 @@ std::uint64_t parse_byte_size(const std::string& text, const std::string& flag) 
     throw UserError(flag + " " + text + ": give a positive size with its unit, e.g. 2GiB or 512MB");
   }
   return static_cast<std::uint64_t>(b);
+}
+
+std::vector<std::string> take_inputs(Args& args) {
+  std::vector<std::string> in;
+  while (!args.empty() && (args.front().empty() || args.front()[0] != '-' || args.front() == "-")) {
+    in.push_back(args.front());
+    args.erase(args.begin());
+  }
+  return in;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 std::string command_line(const std::string& command, const Args& args) {

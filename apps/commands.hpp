@@ -3,6 +3,7 @@
 // writes to `out`, and returns the exit code; user errors are thrown as moesim::UserError.
 
 #include <boost/program_options.hpp>
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <ostream>
@@ -23,6 +24,9 @@ bool parse_options(const Args& args, const boost::program_options::options_descr
                    boost::program_options::variables_map& vm, std::ostream& out, const std::string& usage,
                    const std::string& footer = "");
 
+/// True when the user gave `flag` on the command line: a value that is only the option's default does not count.
+bool flag_given(const boost::program_options::variables_map& vm, const char* flag);
+
 /// A seed given as `flag`, and comma-separated numbers (scenario/params.hpp, where the parameter table reads
 /// them too).
 using scenario::parse_numbers;
@@ -40,6 +44,13 @@ std::uint64_t parse_byte_size(const std::string& text, const std::string& flag);
 using scenario::add_streaming_options;
 using scenario::apply_streaming_options;
 using scenario::runtime_help;
+
+/// Removes and returns the leading arguments that are not options (a lone "-" counts as one): the input files
+/// of `trace stats` and `trace convert`, which come before the options.
+std::vector<std::string> take_inputs(Args& args);
+
+/// Wall-clock seconds since `t0`: a step says how long it took on stderr only when that is long enough to matter.
+double seconds_since(std::chrono::steady_clock::time_point t0);
 
 /// "moesim <command> <args...>" as the user typed it (arguments with spaces quoted), for provenance.
 std::string command_line(const std::string& command, const Args& args);
@@ -65,8 +76,10 @@ int cmd_simulate(const Args& args, std::ostream& out);  // apps/simulate_cmd.cpp
 int cmd_serve(const Args& args, std::ostream& out);     // apps/serve_cmd.cpp
 int cmd_sweep(const Args& args, std::ostream& out);     // apps/sweep_cmd.cpp
 int cmd_report(const Args& args, std::ostream& out);    // apps/report_cmd.cpp
-/// `moesim trace gen|stats|convert` (apps/trace_cmd.cpp).
+/// `moesim trace gen|stats|convert` (apps/trace_cmd.cpp dispatches, and runs convert).
 int cmd_trace(const Args& args, std::ostream& out);
+int cmd_trace_gen(const Args& args, std::ostream& out);    // apps/trace_gen_cmd.cpp
+int cmd_trace_stats(const Args& args, std::ostream& out);  // apps/trace_stats_cmd.cpp
 /// `moesim calibrate kernels|memory|storage|net|all|fit` (apps/calibrate_cmd.cpp dispatches).
 int cmd_calibrate(const Args& args, std::ostream& out);
 int cmd_calibrate_kernels(const Args& args, std::ostream& out);  // apps/calibrate_bench_cmd.cpp
