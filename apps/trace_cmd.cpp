@@ -42,7 +42,7 @@ std::vector<std::string> take_inputs(Args& args) {
 
 std::string pct(double x) { return reports::fixed(100.0 * x, 1); }
 
-const char* kTraceUsage =
+const char* const kTraceUsage =
     "usage: moesim trace gen|stats|convert [options]     (moesim trace <sub> --help for its options)\n\n"
     "Routing traces: what each token's router chose, per MoE layer (formats: sim/TRACES.md).\n"
     "  gen      make a synthetic trace (uniform, Zipf or Dirichlet popularity, temporal locality), with\n"
