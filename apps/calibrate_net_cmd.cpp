@@ -58,7 +58,7 @@ std::size_t positive(const po::variables_map& vm, const char* key) {
   return static_cast<std::size_t>(v);
 }
 
-const char* kUsage =
+const char* const kUsage =
     "usage: moesim calibrate net [--connect HOST:PORT | --listen [ADDR:PORT] | --mpi] [options]\n\n"
     "Network latency and bandwidth by ping-pong: the client sends messages of 1 B ... 64 MiB, the server echoes\n"
     "each whole message back; one-way time = RTT / 2. A Hockney line t(m) = o + m / B is fitted per size band\n"

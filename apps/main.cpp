@@ -101,7 +101,7 @@ std::vector<moesim::apps::CommandDoc> command_docs() {
 }
 
 int cmd_docs(const moesim::apps::Args& args, std::ostream& out) {
-  static const char* kHelp =
+  static constexpr const char* kHelp =
       "usage: moesim docs man|bash|zsh\n\n"
       "Writes to standard output, generated from every command's --help (so always in step with it):\n"
       "  man   the man page moesim(1) in man(7) macros     moesim docs man > moesim.1 && man ./moesim.1\n"

@@ -152,7 +152,7 @@ reference::RunResult run_on_every_rank(const reference::World& world, const po::
   return reference::run_reference(world, o);
 }
 
-const char* kRunUsage =
+const char* const kRunUsage =
     "usage: [mpirun -np N] moesim ref run --checkpoint DIR [--prompt 1,2,3 | --prompt-length N] [--tokens G] "
     "[options]\n\n"
     "Runs the reference Mixtral-architecture decoder (f32 on OpenBLAS) with greedy decoding. Under mpirun each "

@@ -20,7 +20,7 @@ namespace po = boost::program_options;
 namespace moesim::apps {
 namespace {
 
-const char* kTraceUsage =
+const char* const kTraceUsage =
     "usage: moesim trace gen|stats|convert [options]     (moesim trace <sub> --help for its options)\n\n"
     "Routing traces: what each token's router chose, per MoE layer (formats: sim/TRACES.md).\n"
     "  gen      make a synthetic trace (uniform, Zipf or Dirichlet popularity, temporal locality), with\n"

@@ -42,7 +42,7 @@ inline const std::filesystem::path& scratch_dir() {
 
 /// Writes `bytes` to scratch_dir()/name (replacing it) and returns the path.
 inline std::filesystem::path write_file(std::string_view name, std::string_view bytes) {
-  const auto path = scratch_dir() / std::string(name);
+  auto path = scratch_dir() / std::string(name);  // not const: returned by move
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   out.close();

@@ -17,6 +17,7 @@ packages=(
   clang-14 libclang-rt-14-dev     # CI: ASan+UBSan with libFuzzer (fuzz/, scripts/fuzz.sh)
   python3                         # validation/check.py: the public validation table's checker (a test)
   clang-format-14                 # the style test: the tree is formatted as .clang-format says
+  clang-tidy-14                   # CI: scripts/tidy.sh, .clang-tidy's checks on the changed files
 )
 
 missing=()

@@ -38,7 +38,7 @@ class TestDir {
   TestDir(const TestDir&) = delete;
   TestDir& operator=(const TestDir&) = delete;
   [[nodiscard]] std::filesystem::path write(const std::string& name, const std::string& text) const {
-    const std::filesystem::path p = path_ / name;
+    std::filesystem::path p = path_ / name;  // not const: returned by move
     std::ofstream(p, std::ios::binary) << text;
     return p;
   }
@@ -61,7 +61,7 @@ inline std::string expect_user_error(const std::function<void()>& f, std::initia
   try {
     f();
   } catch (const UserError& e) {
-    const std::string what = e.what();
+    std::string what = e.what();  // not const: returned by move
     for (const auto& p : parts) EXPECT_NE(what.find(p), std::string::npos) << "missing \"" << p << "\" in: " << what;
     EXPECT_EQ(what.find('\n'), std::string::npos) << "not one line: " << what;
     return what;

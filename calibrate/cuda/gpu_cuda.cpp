@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -37,18 +38,16 @@ namespace {
 
 // ---- kernels -----------------------------------------------------------------------------------------
 
-GpuKernelResult cuda_gpu_kernels(const GpuKernelOptions& o, Progress& progress) {
-  const auto t_start = Clock::now();
+void check_kernel_options(const GpuKernelOptions& o) {
   if (o.shapes.empty()) throw UserError("no matrix shapes to measure; give --model or --shapes");
   for (const auto b : o.batches) {
     if (b < 1) throw UserError("--batches: every batch must be at least 1");
   }
   if (o.batches.empty()) throw UserError("--batches is empty; give batch sizes, e.g. 1,16,256");
-  GpuKernelResult r;
-  r.device = open_device(o.device);
-  Stream stream;
-  Blas blas(stream.s);
-  BlasLt lt;
+}
+
+/// The dtypes to measure: --dtypes without repeats, less those the device cannot run (r.unsupported says why).
+std::vector<GpuDtype> measurable_dtypes(const GpuKernelOptions& o, GpuKernelResult& r) {
   std::vector<GpuDtype> dtypes;
   for (const auto d : o.dtypes) {
     if (std::find(dtypes.begin(), dtypes.end(), d) != dtypes.end()) continue;
@@ -59,35 +58,45 @@ GpuKernelResult cuda_gpu_kernels(const GpuKernelOptions& o, Progress& progress) 
       r.unsupported[d] = why;
     }
   }
+  return dtypes;
+}
 
-  // The reference of the memory bands: a device-to-device copy, measured first (as the CPU path measures
-  // the STREAM triad first), unless the user gave a bandwidth.
+/// The reference of the memory bands: a device-to-device copy, measured first (as the CPU path measures
+/// the STREAM triad first), unless the user gave a bandwidth.
+void reference_bandwidth(const GpuKernelOptions& o, GpuKernelResult& r, cudaStream_t stream, Progress& progress) {
   if (o.memory_bandwidth > 0) {
     r.memory_bandwidth = o.memory_bandwidth;
     r.memory_bandwidth_source = o.memory_bandwidth_source;
-  } else {
-    progress.update(0.0, "device-to-device copy");
-    std::size_t free_b = 0, total_b = 0;
-    ck(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-    const std::size_t size = std::min<std::size_t>(std::max<std::uint64_t>(kGiB, 4 * r.device.l2_bytes), free_b / 4);
-    r.copy = measure_copy(CopyKind::D2D, size, 10, stream.s);
-    r.memory_bandwidth = r.copy->bandwidth();
-    r.memory_bandwidth_source = "device-to-device cudaMemcpy of " + size_text(static_cast<double>(size)) +
-                                " (2 x size counted) measured first by this command";
+    return;
   }
+  progress.update(0.0, "device-to-device copy");
+  std::size_t free_b = 0, total_b = 0;
+  ck(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  const std::size_t size = std::min<std::size_t>(std::max<std::uint64_t>(kGiB, 4 * r.device.l2_bytes), free_b / 4);
+  r.copy = measure_copy(CopyKind::D2D, size, 10, stream);
+  r.memory_bandwidth = r.copy->bandwidth();
+  r.memory_bandwidth_source = "device-to-device cudaMemcpy of " + size_text(static_cast<double>(size)) +
+                              " (2 x size counted) measured first by this command";
+}
 
-  // The pool of rotating weight copies and the operands.
+/// The sizes of the device buffers: the pool of rotating weight copies, the inputs and the outputs.
+struct KernelBufferSizes {
+  std::size_t pool = 0;
+  std::size_t x = 0;
+  std::size_t y = 0;
+};
+
+/// The buffer sizes for the shapes and batches (r.pool_bytes, and a note when the pool fits in L2); a
+/// UserError when they do not fit in the free GPU memory.
+KernelBufferSizes kernel_buffer_sizes(const GpuKernelOptions& o, GpuKernelResult& r) {
   std::int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   std::size_t largest = 0, max_k = 0, max_m = 0;
-  for (const auto& s : o.shapes) {
-    largest = std::max(largest, static_cast<std::size_t>(s.rows * s.cols) * 2);
-    max_k = std::max(max_k, static_cast<std::size_t>(s.cols));
-    max_m = std::max(max_m, static_cast<std::size_t>(s.rows));
-  }
-  for (const auto& s : o.expert_shapes) {
-    largest = std::max(largest, static_cast<std::size_t>(s.rows * s.cols) * 2);
-    max_k = std::max(max_k, static_cast<std::size_t>(s.cols));
-    max_m = std::max(max_m, static_cast<std::size_t>(s.rows));
+  for (const auto* shapes : {&o.shapes, &o.expert_shapes}) {
+    for (const auto& s : *shapes) {
+      largest = std::max(largest, static_cast<std::size_t>(s.rows * s.cols) * 2);
+      max_k = std::max(max_k, static_cast<std::size_t>(s.cols));
+      max_m = std::max(max_m, static_cast<std::size_t>(s.rows));
+    }
   }
   std::size_t pool = o.pool_bytes ? o.pool_bytes : std::max<std::size_t>(3 * r.device.l2_bytes, 3 * largest);
   if (pool < 3 * r.device.l2_bytes) {
@@ -99,38 +108,85 @@ GpuKernelResult cuda_gpu_kernels(const GpuKernelOptions& o, Progress& progress) 
   r.pool_bytes = pool;
   const std::size_t x_bytes = round_up(static_cast<std::size_t>(max_batch) * max_k * 2, 256);
   const std::size_t y_bytes = round_up(static_cast<std::size_t>(max_batch) * max_m * 4, 256);
-  {
-    std::size_t free_b = 0, total_b = 0;
-    ck(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
-    const double need = static_cast<double>(pool + x_bytes + y_bytes + kWorkspace);
-    if (need > 0.9 * static_cast<double>(free_b)) {
-      throw UserError("the kernel benchmark needs " + size_text(need) + " of GPU memory (pool " +
-                      size_text(static_cast<double>(pool)) + ") but " + size_text(static_cast<double>(free_b)) +
-                      " is free; give a smaller --pool-size, smaller --batches or fewer --shapes");
-    }
+  std::size_t free_b = 0, total_b = 0;
+  ck(cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo");
+  const double need = static_cast<double>(pool + x_bytes + y_bytes + kWorkspace);
+  if (need > 0.9 * static_cast<double>(free_b)) {
+    throw UserError("the kernel benchmark needs " + size_text(need) + " of GPU memory (pool " +
+                    size_text(static_cast<double>(pool)) + ") but " + size_text(static_cast<double>(free_b)) +
+                    " is free; give a smaller --pool-size, smaller --batches or fewer --shapes");
   }
-  DeviceBuffer pool_buf(pool, "the weight pool");
-  DeviceBuffer x_buf(x_bytes, "the inputs");
-  DeviceBuffer y_buf(y_bytes, "the outputs");
-  DeviceBuffer workspace(kWorkspace, "the cuBLASLt workspace");
+  return {pool, x_bytes, y_bytes};
+}
 
-  const double total = static_cast<double>(dtypes.size() * o.shapes.size() * o.batches.size()) + 2.0;
+/// What the kernel measurements share: the stream, the libraries' handles and the device buffers.
+struct KernelBench {
+  cudaStream_t stream;
+  cublasHandle_t blas;
+  cublasLtHandle_t lt;
+  KernelBufferSizes size;
+  DeviceBuffer pool;
+  DeviceBuffer x;
+  DeviceBuffer y;
+  DeviceBuffer workspace;
+};
+
+/// Fills the pool and the inputs with a dtype's test pattern (`esize` bytes an element).
+void fill_operands(const KernelBench& k, int esize, bool bf16, std::uint32_t pool_seed, std::uint32_t x_seed) {
+  ck(cuda::fill_pattern(k.pool.get(), k.size.pool / static_cast<std::size_t>(esize), esize, bf16, pool_seed, k.stream),
+     "fill the pool");
+  ck(cuda::fill_pattern(k.x.get(), k.size.x / static_cast<std::size_t>(esize), esize, bf16, x_seed, k.stream),
+     "fill the inputs");
+}
+
+/// y (m x n, f32) = wᵀ · x at a 16-bit dtype (w: k x m column-major), as cuBLAS runs every bf16/fp16 kernel
+/// here.
+cublasStatus_t gemm_16bit(const KernelBench& k, const std::byte* w, cudaDataType_t type, int m, int n, int kk) {
+  const float alpha = 1.0f, beta = 0.0f;
+  return cublasGemmEx(k.blas, CUBLAS_OP_T, CUBLAS_OP_N, m, n, kk, &alpha, w, type, kk, k.x.get(), type, kk, &beta,
+                      k.y.get(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+
+/// Times the GEMV/GEMM of s.dtype, s.shape and s.batch into s.time, each call on the next of `copies` weight
+/// copies `stride` bytes apart in the pool. Returns why it was skipped, if it was.
+std::optional<std::string> time_gemm(const GpuKernelOptions& o, const KernelBench& k, GpuKernelSample& s,
+                                     std::size_t stride, std::size_t copies) {
+  const int m = static_cast<int>(s.shape.rows), kk = static_cast<int>(s.shape.cols), n = static_cast<int>(s.batch);
+  std::size_t cursor = 0;
+  if (s.dtype == GpuDtype::Fp8) {
+    const LtFp8Gemm g(k.lt, m, kk, n);
+    if (!g.ok()) return g.error();
+    s.time = time_calls(
+        [&] {
+          const std::byte* w = k.pool.get() + (cursor++ % copies) * stride;
+          ck(g.run(w, k.x.get(), k.y.get(), k.workspace.get(), k.stream), "cublasLtMatmul");
+        },
+        k.stream, o.repeats, o.min_repeat_seconds, &s.calls_per_repeat);
+    return std::nullopt;
+  }
+  const cudaDataType_t type = s.dtype == GpuDtype::Bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  s.time = time_calls(
+      [&] {
+        const std::byte* w = k.pool.get() + (cursor++ % copies) * stride;
+        ck(gemm_16bit(k, w, type, m, n, kk), "cublasGemmEx");
+      },
+      k.stream, o.repeats, o.min_repeat_seconds, &s.calls_per_repeat);
+  return std::nullopt;
+}
+
+/// A sample for every dtype, shape and batch (r.samples), or why it was skipped (r.skipped); the progress
+/// bar stands at n / total at the n-th.
+void measure_gemms(const GpuKernelOptions& o, const std::vector<GpuDtype>& dtypes, const KernelBench& k,
+                   GpuKernelResult& r, Progress& progress, Clock::time_point t_start, double total) {
   double done = 0;
   for (const auto d : dtypes) {
     const double size = gpu_dtype_size(d);
-    const int esize = static_cast<int>(size);
-    ck(cuda::fill_pattern(pool_buf.get(), pool / static_cast<std::size_t>(esize), esize, d == GpuDtype::Bf16, 1234,
-                          stream.s),
-       "fill the pool");
-    ck(cuda::fill_pattern(x_buf.get(), x_bytes / static_cast<std::size_t>(esize), esize, d == GpuDtype::Bf16, 99,
-                          stream.s),
-       "fill the inputs");
-    ck(cudaStreamSynchronize(stream.s), "fill");
-    const cudaDataType_t type = d == GpuDtype::Bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    fill_operands(k, static_cast<int>(size), d == GpuDtype::Bf16, 1234, 99);
+    ck(cudaStreamSynchronize(k.stream), "fill");
     for (const auto& shape : o.shapes) {
       const std::size_t stride =
           round_up(static_cast<std::size_t>(static_cast<double>(shape.rows * shape.cols) * size), 256);
-      const std::size_t copies = std::max<std::size_t>(1, pool / stride);
+      const std::size_t copies = std::max<std::size_t>(1, k.size.pool / stride);
       for (const auto b : o.batches) {
         done += 1;
         GpuKernelSample s;
@@ -146,99 +202,104 @@ GpuKernelResult cuda_gpu_kernels(const GpuKernelOptions& o, Progress& progress) 
           r.skipped.push_back({what, "the --max-seconds budget was spent"});
           continue;
         }
-        const int m = static_cast<int>(shape.rows), k = static_cast<int>(shape.cols), n = static_cast<int>(b);
-        std::size_t cursor = 0;
-        if (d == GpuDtype::Fp8) {
-          const LtFp8Gemm g(lt.h, m, k, n);
-          if (!g.ok()) {
-            r.skipped.push_back({what, g.error()});
-            continue;
-          }
-          s.time = time_calls(
-              [&] {
-                const std::byte* w = pool_buf.get() + (cursor++ % copies) * stride;
-                ck(g.run(w, x_buf.get(), y_buf.get(), workspace.get(), stream.s), "cublasLtMatmul");
-              },
-              stream.s, o.repeats, o.min_repeat_seconds, &s.calls_per_repeat);
-        } else {
-          const float alpha = 1.0f, beta = 0.0f;
-          s.time = time_calls(
-              [&] {
-                const std::byte* w = pool_buf.get() + (cursor++ % copies) * stride;
-                ck(cublasGemmEx(blas.h, CUBLAS_OP_T, CUBLAS_OP_N, m, n, k, &alpha, w, type, k, x_buf.get(), type, k,
-                                &beta, y_buf.get(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmEx");
-              },
-              stream.s, o.repeats, o.min_repeat_seconds, &s.calls_per_repeat);
+        if (auto skipped = time_gemm(o, k, s, stride, copies)) {
+          r.skipped.push_back({what, *skipped});
+          continue;
         }
         r.samples.push_back(std::move(s));
       }
     }
   }
+}
 
-  // Launch overhead: an empty kernel back to back, and launch + synchronize one at a time.
-  progress.update((total - 1.5) / total, "launch overhead");
-  {
-    GpuLaunchSample l;
-    l.launches = 1000;
-    Event a, b;
-    for (int i = 0; i < 10; ++i) ck(cuda::launch_empty(stream.s), "empty kernel");
-    ck(cudaStreamSynchronize(stream.s), "warm-up");
-    for (int rep = 0; rep < o.repeats; ++rep) {
-      const auto t0 = Clock::now();
-      for (std::int64_t i = 0; i < l.launches; ++i) ck(cuda::launch_empty(stream.s), "empty kernel");
-      ck(cudaStreamSynchronize(stream.s), "cudaStreamSynchronize");
-      l.back_to_back.seconds.push_back(secs(t0, Clock::now()) / static_cast<double>(l.launches));
-      double best = 1e9;
-      for (int i = 0; i < 100; ++i) {
-        const auto t1 = Clock::now();
-        ck(cuda::launch_empty(stream.s), "empty kernel");
-        ck(cudaStreamSynchronize(stream.s), "cudaStreamSynchronize");
-        best = std::min(best, secs(t1, Clock::now()));
-      }
-      l.launch_sync.seconds.push_back(best);
+/// Launch overhead: an empty kernel back to back, and launch + synchronize one at a time.
+GpuLaunchSample measure_launch(int repeats, cudaStream_t stream) {
+  GpuLaunchSample l;
+  l.launches = 1000;
+  Event a, b;
+  for (int i = 0; i < 10; ++i) ck(cuda::launch_empty(stream), "empty kernel");
+  ck(cudaStreamSynchronize(stream), "warm-up");
+  for (int rep = 0; rep < repeats; ++rep) {
+    const auto t0 = Clock::now();
+    for (std::int64_t i = 0; i < l.launches; ++i) ck(cuda::launch_empty(stream), "empty kernel");
+    ck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    l.back_to_back.seconds.push_back(secs(t0, Clock::now()) / static_cast<double>(l.launches));
+    double best = 1e9;
+    for (int i = 0; i < 100; ++i) {
+      const auto t1 = Clock::now();
+      ck(cuda::launch_empty(stream), "empty kernel");
+      ck(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      best = std::min(best, secs(t1, Clock::now()));
     }
-    r.launch = l;
+    l.launch_sync.seconds.push_back(best);
   }
+  return l;
+}
 
-  // The MoE chain: top_k experts' w1, v1, w2 (batch 1) one after another, each from its own place in the
-  // pool, at the first 16-bit dtype measured.
-  progress.update((total - 0.5) / total, "MoE chain");
+/// The MoE chain: top_k experts' w1, v1, w2 (batch 1) one after another, each from its own place in the
+/// pool, at the first 16-bit dtype measured (r.chains), or a note saying why there is none.
+void measure_moe_chain(const GpuKernelOptions& o, const std::vector<GpuDtype>& dtypes, const KernelBench& k,
+                       GpuKernelResult& r) {
   const auto chain_dtype = std::find_if(dtypes.begin(), dtypes.end(), [](GpuDtype d) { return d != GpuDtype::Fp8; });
   if (o.expert_shapes.empty() || o.top_k < 1) {
     r.notes.push_back("no MoE chain measured: the shapes are not a model's (--model gives the expert shape and top_k)");
-  } else if (chain_dtype == dtypes.end()) {
-    r.notes.push_back("no MoE chain measured: it runs at bf16 or fp16 and neither was measured");
-  } else {
-    const GpuDtype d = *chain_dtype;
-    const cudaDataType_t type = d == GpuDtype::Bf16 ? CUDA_R_16BF : CUDA_R_16F;
-    ck(cuda::fill_pattern(pool_buf.get(), pool / 2, 2, d == GpuDtype::Bf16, 4321, stream.s), "fill the pool");
-    ck(cuda::fill_pattern(x_buf.get(), x_bytes / 2, 2, d == GpuDtype::Bf16, 98, stream.s), "fill the inputs");
-    GpuChainSample c;
-    c.dtype = d;
-    c.top_k = o.top_k;
-    for (std::int64_t e = 0; e < o.top_k; ++e) {
-      for (const auto& s : o.expert_shapes) c.kernels.push_back(s);
-    }
-    std::size_t slot = 0;
-    for (const auto& s : o.expert_shapes) slot = std::max(slot, static_cast<std::size_t>(s.rows * s.cols) * 2);
-    slot = round_up(slot, 256);
-    const std::size_t slots = std::max<std::size_t>(1, pool / slot);
-    std::size_t cursor = 0;
-    const float alpha = 1.0f, beta = 0.0f;
-    c.time = time_calls(
-        [&] {
-          for (const auto& s : c.kernels) {
-            const std::byte* w = pool_buf.get() + (cursor++ % slots) * slot;
-            const int m = static_cast<int>(s.rows), k = static_cast<int>(s.cols);
-            ck(cublasGemmEx(blas.h, CUBLAS_OP_T, CUBLAS_OP_N, m, 1, k, &alpha, w, type, k, x_buf.get(), type, k, &beta,
-                            y_buf.get(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx (MoE chain)");
-          }
-        },
-        stream.s, o.repeats, o.min_repeat_seconds);
-    r.chains.push_back(std::move(c));
+    return;
   }
+  if (chain_dtype == dtypes.end()) {
+    r.notes.push_back("no MoE chain measured: it runs at bf16 or fp16 and neither was measured");
+    return;
+  }
+  const GpuDtype d = *chain_dtype;
+  const cudaDataType_t type = d == GpuDtype::Bf16 ? CUDA_R_16BF : CUDA_R_16F;
+  fill_operands(k, 2, d == GpuDtype::Bf16, 4321, 98);
+  GpuChainSample c;
+  c.dtype = d;
+  c.top_k = o.top_k;
+  for (std::int64_t e = 0; e < o.top_k; ++e) {
+    for (const auto& s : o.expert_shapes) c.kernels.push_back(s);
+  }
+  std::size_t slot = 0;
+  for (const auto& s : o.expert_shapes) slot = std::max(slot, static_cast<std::size_t>(s.rows * s.cols) * 2);
+  slot = round_up(slot, 256);
+  const std::size_t slots = std::max<std::size_t>(1, k.size.pool / slot);
+  std::size_t cursor = 0;
+  c.time = time_calls(
+      [&] {
+        for (const auto& s : c.kernels) {
+          const std::byte* w = k.pool.get() + (cursor++ % slots) * slot;
+          ck(gemm_16bit(k, w, type, static_cast<int>(s.rows), 1, static_cast<int>(s.cols)), "cublasGemmEx (MoE chain)");
+        }
+      },
+      k.stream, o.repeats, o.min_repeat_seconds);
+  r.chains.push_back(std::move(c));
+}
+
+GpuKernelResult cuda_gpu_kernels(const GpuKernelOptions& o, Progress& progress) {
+  const auto t_start = Clock::now();
+  check_kernel_options(o);
+  GpuKernelResult r;
+  r.device = open_device(o.device);
+  Stream stream;
+  Blas blas(stream.s);
+  BlasLt lt;
+  const std::vector<GpuDtype> dtypes = measurable_dtypes(o, r);
+  reference_bandwidth(o, r, stream.s, progress);
+  const KernelBufferSizes size = kernel_buffer_sizes(o, r);
+  const KernelBench k{stream.s,
+                      blas.h,
+                      lt.h,
+                      size,
+                      DeviceBuffer(size.pool, "the weight pool"),
+                      DeviceBuffer(size.x, "the inputs"),
+                      DeviceBuffer(size.y, "the outputs"),
+                      DeviceBuffer(kWorkspace, "the cuBLASLt workspace")};
+
+  const double total = static_cast<double>(dtypes.size() * o.shapes.size() * o.batches.size()) + 2.0;
+  measure_gemms(o, dtypes, k, r, progress, t_start, total);
+  progress.update((total - 1.5) / total, "launch overhead");
+  r.launch = measure_launch(o.repeats, stream.s);
+  progress.update((total - 0.5) / total, "MoE chain");
+  measure_moe_chain(o, dtypes, k, r);
 
   fit_gpu_kernels(r, o.peak_flops);
   bool any_measured_peak = false;

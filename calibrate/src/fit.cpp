@@ -321,6 +321,7 @@ Solution solve(Problem& pb, std::vector<double> u, std::vector<bool> active, con
         for (std::size_t i = 0; i < r.size(); ++i)
           for (std::size_t c = 0; c < kept.size(); ++c) k(i, c) = jac(i, kept[c]);
         std::vector<std::size_t> kc;
+        kc.reserve(kept.size());
         for (const auto c : kept) kc.push_back(cols[c]);
         jac = k;
         cols = kc;
@@ -397,12 +398,9 @@ nlohmann::json band_json(const model::EfficiencyBand& b) {
   return j;
 }
 
-}  // namespace
-
-FitResult fit_runs(const MeasuredRuns& measured, const FitOptions& o,
-                   const std::function<void(const std::string&)>& progress) {
-  Problem pb;
-  // The profiles: given, or the one every run names.
+/// The node and NIC profile ids of a fit: given, or the one every run (every multi-node run, for the NIC)
+/// names. The NIC id is empty when no run spans nodes.
+std::pair<std::string, std::string> fit_profile_ids(const MeasuredRuns& measured, const FitOptions& o) {
   auto common = [&](auto field, const char* key) {
     std::string v = field(measured.runs.front().scenario);
     for (const auto& r : measured.runs) {
@@ -414,7 +412,7 @@ FitResult fit_runs(const MeasuredRuns& measured, const FitOptions& o,
     }
     return v;
   };
-  const std::string node_id = o.node.empty() ? common([](const auto& s) { return s.hw; }, "hw") : o.node;
+  std::string node_id = o.node.empty() ? common([](const auto& s) { return s.hw; }, "hw") : o.node;
   bool any_cluster = false;
   for (const auto& r : measured.runs) any_cluster = any_cluster || r.scenario.nodes > 1;
   std::string nic_id;
@@ -433,12 +431,12 @@ FitResult fit_runs(const MeasuredRuns& measured, const FitOptions& o,
       nic_id = o.nic;
     }
   }
-  pb.base_node = model::load_node(node_id);
-  if (!nic_id.empty()) pb.base_nic = model::load_nic(nic_id);
+  return {node_id, nic_id};
+}
 
-  for (const auto& n : o.parameters) (void)fit_parameter(n);  // unknown names fail before any work
-
-  // Which runs are fitted.
+/// Every measured run, prepared for simulation on the fit's profiles; fitted unless --runs leaves it out.
+void prepare_fit_runs(Problem& pb, const MeasuredRuns& measured, const FitOptions& o, const std::string& node_id,
+                      const std::string& nic_id) {
   std::set<std::string> fit_names(o.fit_runs.begin(), o.fit_runs.end());
   for (const auto& n : fit_names) {
     if (std::none_of(measured.runs.begin(), measured.runs.end(), [&](const auto& r) { return r.name == n; })) {
@@ -463,12 +461,13 @@ FitResult fit_runs(const MeasuredRuns& measured, const FitOptions& o,
     p.fitted = fit_names.empty() || fit_names.count(m.name) > 0;
     pb.runs.push_back(std::move(p));
   }
+}
 
-  // The parameters and their start values.
+/// The fitted parameters (given, or the defaults) into `pb`, and their normalised start values.
+std::vector<double> add_fit_parameters(Problem& pb, const FitOptions& o) {
   std::vector<std::string> names = o.parameters;
   if (names.empty()) names = default_fit_parameters();
   std::vector<double> u;
-  std::vector<bool> active;
   for (const auto& n : names) {
     const FitParameter& p = fit_parameter(n);
     if (std::find(pb.params.begin(), pb.params.end(), &p) != pb.params.end())
@@ -479,33 +478,15 @@ FitResult fit_runs(const MeasuredRuns& measured, const FitOptions& o,
     pb.params.push_back(&p);
     pb.scale.push_back(std::max(std::fabs(start), p.typical));
     u.push_back(start / pb.scale.back());
-    active.push_back(true);
   }
+  return u;
+}
 
-  std::vector<bool> use(pb.runs.size());
-  std::size_t fitted_runs = 0;
-  for (std::size_t i = 0; i < pb.runs.size(); ++i) {
-    use[i] = pb.runs[i].fitted;
-    fitted_runs += use[i] ? 1 : 0;
-  }
-  const std::vector<double> u0 = u;
-  const Solution best = solve(pb, u, active, use, o.max_iterations, true, progress);
-
-  FitResult out;
-  out.iterations = best.iterations;
-  out.converged = best.converged;
-  std::size_t observations = 0;
-  for (std::size_t i = 0; i < pb.runs.size(); ++i)
-    if (use[i]) observations += observation_count(*pb.runs[i].run);
-  out.observations = observations;
-  out.rms_relative = std::sqrt(best.cost / static_cast<double>(std::max<std::size_t>(1, observations)));
-  for (std::size_t j = 0; j < pb.params.size(); ++j) {
-    out.parameters.push_back({pb.params[j]->name, pb.params[j]->unit, u0[j] * pb.scale[j], best.u[j] * pb.scale[j],
-                              static_cast<bool>(best.active[j])});
-  }
-  auto [node, nic] = pb.profiles(best.u);
-
-  // Predictions: every run at the fitted values; leave-one-out for each fitted run.
+/// Predictions: every run at the fitted values; leave-one-out for each fitted run.
+void predict_fit_runs(FitResult& out, Problem& pb, const Solution& best, const std::vector<bool>& use,
+                      const model::NodeProfile& node, const std::optional<model::NicProfile>& nic, const FitOptions& o,
+                      const std::function<void(const std::string&)>& progress) {
+  const auto fitted_runs = static_cast<std::size_t>(std::count(use.begin(), use.end(), true));
   for (std::size_t i = 0; i < pb.runs.size(); ++i) {
     const MeasuredRun& m = *pb.runs[i].run;
     RunPrediction rp;
@@ -526,16 +507,14 @@ FitResult fit_runs(const MeasuredRuns& measured, const FitOptions& o,
     }
     out.runs.push_back(rp);
   }
-  out.simulations = pb.simulations;
+}
 
-  // The documents: the profile files as written, with the fitted figures replaced.
-  out.node = node;
+/// The documents: the profile files as written, with the fitted figures replaced.
+void write_fitted_documents(FitResult& out, const Problem& pb, const Solution& best, const std::string& node_id,
+                            const std::string& nic_id) {
   out.node_document = model::load_node_document(node_id);
-  if (nic) {
-    out.nic = *nic;
-    out.has_nic = true;
-    out.nic_document = model::load_nic_document(nic_id);
-  }
+  if (out.has_nic) out.nic_document = model::load_nic_document(nic_id);
+  const model::NodeProfile& node = out.node;
   for (std::size_t j = 0; j < pb.params.size(); ++j) {
     if (!best.active[j]) continue;
     const std::string& n = pb.params[j]->name;
@@ -556,11 +535,54 @@ FitResult fit_runs(const MeasuredRuns& measured, const FitOptions& o,
     } else if (n == "rewire_bandwidth") {
       d["residency"]["rewire_bandwidth"] = {{"value", num(v, "B/s")}, {"source", "fitted"}};
     } else if (n == "message_latency") {
-      out.nic_document["latency"] = {{"value", num(nic->latency.value.base(), "s")}, {"source", "fitted"}};
-      if (nic->overhead)
-        out.nic_document["overhead"] = {{"value", num(nic->overhead->value.base(), "s")}, {"source", "fitted"}};
+      out.nic_document["latency"] = {{"value", num(out.nic.latency.value.base(), "s")}, {"source", "fitted"}};
+      if (out.nic.overhead)
+        out.nic_document["overhead"] = {{"value", num(out.nic.overhead->value.base(), "s")}, {"source", "fitted"}};
     }
   }
+}
+
+}  // namespace
+
+FitResult fit_runs(const MeasuredRuns& measured, const FitOptions& o,
+                   const std::function<void(const std::string&)>& progress) {
+  Problem pb;
+  const auto [node_id, nic_id] = fit_profile_ids(measured, o);
+  pb.base_node = model::load_node(node_id);
+  if (!nic_id.empty()) pb.base_nic = model::load_nic(nic_id);
+
+  for (const auto& n : o.parameters) (void)fit_parameter(n);  // unknown names fail before any work
+
+  prepare_fit_runs(pb, measured, o, node_id, nic_id);
+  const std::vector<double> u0 = add_fit_parameters(pb, o);  // the start values
+  const std::vector<bool> active(u0.size(), true);
+
+  std::vector<bool> use(pb.runs.size());
+  for (std::size_t i = 0; i < pb.runs.size(); ++i) use[i] = pb.runs[i].fitted;
+  const Solution best = solve(pb, u0, active, use, o.max_iterations, true, progress);
+
+  FitResult out;
+  out.iterations = best.iterations;
+  out.converged = best.converged;
+  std::size_t observations = 0;
+  for (std::size_t i = 0; i < pb.runs.size(); ++i)
+    if (use[i]) observations += observation_count(*pb.runs[i].run);
+  out.observations = observations;
+  out.rms_relative = std::sqrt(best.cost / static_cast<double>(std::max<std::size_t>(1, observations)));
+  for (std::size_t j = 0; j < pb.params.size(); ++j) {
+    out.parameters.push_back({pb.params[j]->name, pb.params[j]->unit, u0[j] * pb.scale[j], best.u[j] * pb.scale[j],
+                              static_cast<bool>(best.active[j])});
+  }
+  auto [node, nic] = pb.profiles(best.u);
+  predict_fit_runs(out, pb, best, use, node, nic, o, progress);
+  out.simulations = pb.simulations;
+
+  out.node = node;
+  if (nic) {
+    out.nic = *nic;
+    out.has_nic = true;
+  }
+  write_fitted_documents(out, pb, best, node_id, nic_id);
   return out;
 }
 

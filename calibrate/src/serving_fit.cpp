@@ -239,6 +239,7 @@ ServingFit fit_vllm_serving(const std::vector<VllmServingResult>& runs, const Se
                             const std::function<void(const std::string&)>& progress) {
   MOESIM_CHECK(!runs.empty(), "at least one serving result to fit");
   std::vector<const VllmServingResult*> all;
+  all.reserve(runs.size());
   for (const auto& r : runs) all.push_back(&r);
   const Solved s = solve(all, in, progress);
   ServingFit fit;

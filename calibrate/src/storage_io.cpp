@@ -75,6 +75,7 @@ ReadPass run_pass(int fd, const PassSpec& spec, const std::string& flag, const s
   std::latch go(1);
   Clock::time_point t0;
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(spec.readers));
   for (int i = 0; i < spec.readers; ++i) {
     threads.emplace_back([&, i] {
       AlignedBuffer buf;

@@ -58,6 +58,7 @@ void rank_points(SweepResult& r) {
       ++why[invalid ? std::string("refused by the model") : p.status];
     }
     std::vector<std::string> parts;
+    parts.reserve(why.size());
     for (const auto& [k, n] : why)
       parts.push_back(std::to_string(n) + " " + k +
                       (k == "refused by the model" ? " (the first: " + first_invalid + ")" : std::string()));

@@ -87,7 +87,7 @@ Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const 
         throw rt->error(item.key(), "is not on the grid's hw axis (" + text::join(g.hw) + ")");
       if (!item.value().is_string()) throw rt->error(item.key(), "is not a runtime name (see `moesim hw`)");
       const std::string name = item.value().get<std::string>();
-      const std::string hw = item.key();
+      const std::string& hw = item.key();
       // Checked now, so that a runtime not fitted on that hardware is refused before any point runs.
       (void)rt->resolving(hw, [&] { return model::find_runtime(name, model::load_node(hw)); });
       g.runtimes[hw] = name;

@@ -129,7 +129,7 @@ std::string keys_text(const std::vector<std::string>& keys) {
   return text::join(shown) + (keys.size() > 6 ? ", ..." : "");
 }
 
-const char* kFormats =
+const char* const kFormats =
     "give --from FORMAT: jsonl or binary (moesim's own), moe-selection (per-query JSON arrays of steps), "
     "speculative-moe (JSON lines {problem_id, layer, experts, token_idx or token_pos}), vllm (a /v1/completions "
     "response or routed_experts arrays)";

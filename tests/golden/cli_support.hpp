@@ -42,7 +42,7 @@ inline bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&
 
 /// Runs `moesim <args>` (args are shell words) with stdout and stderr captured in files under `capture`
 /// (default: a folder per test process in the temporary directory).
-inline Run run_cli(const std::string& args, fs::path capture = {}) {
+inline Run run_cli(const std::string& args, const fs::path& capture = {}) {
   const fs::path dir =
       capture.empty() ? fs::temp_directory_path() / ("moesim_cli_" + std::to_string(::getpid())) : capture;
   fs::create_directories(dir);

@@ -128,7 +128,7 @@ TEST(GoldenCli, UnfitRowsSayWhatWouldFit) {
   EXPECT_TRUE(nlohmann::json::parse(fits.out).at("rows").at(0).at("fits").get<bool>());
 }
 
-const char* kGoodNic = R"({"id": "t", "kind": "nic", "latency": {"value": "1ms", "source": "test"},
+const char* const kGoodNic = R"({"id": "t", "kind": "nic", "latency": {"value": "1ms", "source": "test"},
   "bandwidth": {"value": "10Gb/s", "source": "test"}, "price": {"value": "100USD", "source": "test"}})";
 
 TEST(BadInputs, Catalogue) {

@@ -33,7 +33,7 @@ std::map<std::string, nlohmann::json> metrics_of(const nlohmann::json& row) {
   return m;
 }
 
-const char* kCostMetrics[] = {"cost_nodes", "cost_nics", "cost_switches", "cost", "tokens_per_second_per_usd"};
+const char* const kCostMetrics[] = {"cost_nodes", "cost_nics", "cost_switches", "cost", "tokens_per_second_per_usd"};
 
 // DBRX on two and three Mac Studios over 10 GbE: the same tokens/s with or without the node's price (9.7
 // and 10.4 tokens/s, Table 6's configuration); without it the cost columns read "no price" and a note

@@ -18,7 +18,7 @@ namespace {
 
 // Weights of standard deviation 0.3 so that attention and the experts decide the tokens (see
 // test_reference_decoder.cpp); 5 experts, so 2 and 4 ranks hold unequal shares.
-const char* kConfig = R"({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 48,
+const char* const kConfig = R"({"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "hidden_size": 48,
   "intermediate_size": 80, "num_hidden_layers": 3, "num_attention_heads": 6, "num_key_value_heads": 2,
   "num_local_experts": 5, "num_experts_per_tok": 2, "vocab_size": 97, "max_position_embeddings": 128,
   "rope_theta": 10000.0, "rms_norm_eps": 1e-5, "initializer_range": 0.3, "sliding_window": null,

@@ -19,7 +19,7 @@ namespace {
 using namespace moesim::test;
 
 /// A small decode grid: 3 node counts x 2 NICs x 2 strategies = 12 points, all simulated, 200 tokens.
-const char* kSmallGrid = R"({
+const char* const kSmallGrid = R"({
   "description": "small test grid",
   "models": ["dbrx-instruct"],
   "hw": ["mac-studio-m2-ultra-192"],

@@ -15,11 +15,11 @@ namespace {
 
 using namespace moesim::test;
 
-const char* kTableHeader =
+const char* const kTableHeader =
     "id,role,model,hf_repo,format,hardware,hw_family,devices,runtime,runtime_version,batch,prompt_tokens,"
     "output_tokens,context_depth,metric,value,unit,source_url,locator\n";
 
-const char* kMapping = R"({
+const char* const kMapping = R"({
   "hardware": [{"hardware": "M2 Ultra 192GB", "devices": 1, "hw": "mac-studio-m2-ultra-192"}],
   "formats": {"Q8_0": "q8_0", "F16": "fp16", "Q4_K_M": "q4_k_m"},
   "models": {"meta-llama/Meta-Llama-3-8B": "llama-3.1-8b"}

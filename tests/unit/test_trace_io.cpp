@@ -169,7 +169,7 @@ TEST(TraceIo, ReadsTheCommittedSampleAndDetectsTheFormat) {
   expect_same(t, moesim::sim::read_trace(d.file("noext")));  // detected by the magic, not the name
 }
 
-const char* kTraceHeader =
+const char* const kTraceHeader =
     R"({"format":"moesim-trace","version":1,"model":"m","layers":2,"experts":8,"top_k":2,"source":"s"})";
 
 std::string with_lines(const std::vector<std::string>& records, const std::string& header = kTraceHeader) {

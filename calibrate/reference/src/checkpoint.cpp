@@ -51,6 +51,7 @@ constexpr const char* kCorrupt = "the file is corrupt or not safetensors; downlo
 
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::vector<std::string> dims;
+  dims.reserve(shape.size());
   for (auto d : shape) dims.push_back(std::to_string(d));
   return "[" + text::join(dims) + "]";
 }

@@ -83,7 +83,7 @@ Weights load_weights(const Checkpoint& ckpt, const DecoderShape& shape, bool den
   Weights w;
   w.dense = dense;
   w.experts_held = experts;
-  auto load = [&](const std::string& name, std::vector<std::int64_t> dims) {
+  auto load = [&](const std::string& name, const std::vector<std::int64_t>& dims) {
     auto v = ckpt.load_f32(name, dims);
     w.bytes += v.size() * sizeof(float);
     ++done;

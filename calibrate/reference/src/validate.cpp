@@ -50,6 +50,8 @@ ValidateResult validate_run(const RunResult& r, const ValidateOptions& o) {
   // Mean KV-cache length over the decode steps.
   double context = 0;
   for (const auto pos : p.trace.position) context += static_cast<double>(pos);
+  // Half up, as the results were recorded (context >= 0; std::lround differs at 0.49999999999999994).
+  // NOLINTNEXTLINE(bugprone-incorrect-roundings)
   p.request.context = static_cast<std::int64_t>(context / static_cast<double>(v.tokens) + 0.5);
 
   model::NodeProfile node = p.node;

@@ -484,10 +484,10 @@ template <class M>
 void Param<R>::bind(M R::*member) {
   using V = std::remove_cvref_t<M>;
   // The member's value, and whether it has one (an optional may not).
-  constexpr bool optional = std::is_same_v<V, std::optional<std::string>> ||
-                            std::is_same_v<V, std::optional<std::int64_t>> || std::is_same_v<V, std::optional<double>>;
+  constexpr bool kOptional = std::is_same_v<V, std::optional<std::string>> ||
+                             std::is_same_v<V, std::optional<std::int64_t>> || std::is_same_v<V, std::optional<double>>;
   write_ = [member](const Param& p, const R& r, nlohmann::json& out) {
-    if constexpr (optional) {
+    if constexpr (kOptional) {
       if ((r.*member).has_value()) out[p.key()] = *(r.*member);
     } else {
       out[p.key()] = r.*member;
@@ -497,7 +497,7 @@ void Param<R>::bind(M R::*member) {
     type_ = "string";
     read_ = [member](const Param& p, const json::Node& n, R& r) { r.*member = n.string(p.key()); };
     default_text_ = [member](const R& r) -> std::string {
-      if constexpr (optional) {
+      if constexpr (kOptional) {
         return (r.*member).value_or("");
       } else {
         return r.*member;
@@ -528,7 +528,7 @@ void Param<R>::bind(M R::*member) {
       r.*member = v;
     };
     default_text_ = [member](const R& r) -> std::string {
-      if constexpr (optional) {
+      if constexpr (kOptional) {
         return (r.*member) ? std::to_string(*(r.*member)) : "";
       } else {
         return std::to_string(r.*member);
@@ -549,7 +549,7 @@ void Param<R>::bind(M R::*member) {
       r.*member = v;
     };
     default_text_ = [member](const R& r) -> std::string {
-      if constexpr (optional) {
+      if constexpr (kOptional) {
         return (r.*member) ? number_text(*(r.*member)) : "";
       } else {
         return number_text(r.*member);
