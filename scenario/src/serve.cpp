@@ -37,49 +37,48 @@ const sim::RoutingTrace& TraceCache::get(const std::string& key, const std::func
   return traces_.emplace(key, std::move(t)).first->second;
 }
 
-std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffic, TraceCache* cache) {
-  const json::Node root(s.doc, s.source);
-  ServeRequest q;
-  serve_params().read(root, q);
-  auto prepared = std::make_unique<PreparedServe>();
-  ServeRun& run = prepared->run;
-  model::Architecture& arch = prepared->arch;
-  sim::ServingConfig& c = prepared->config;
-  nlohmann::json resolved = s.doc;
+namespace {
 
-  // Model (with overrides applied to its config.json), precision, profiles.
+/// The model (with its config.json overrides), the node with its runtime, and the precision: into
+/// `p.run`, `p.arch`, `p.node` and `p.config`.
+void resolve_profiles(const json::Node& root, const ServeScenario& s, const ServeRequest& q, PreparedServe& p,
+                      nlohmann::json& resolved) {
+  ServeRun& run = p.run;
   run.model_id = q.model;
   if (q.model_overrides.is_object()) {
     nlohmann::json config = root.resolving("model", [&] { return model::load_model_config(run.model_id); });
     for (const auto& [k, v] : q.model_overrides.items()) config[k] = v;
-    arch = model::parse_hf_config(config, s.source + ": $.model_overrides on " + run.model_id);
-    arch.id = run.model_id + "+overrides";
+    p.arch = model::parse_hf_config(config, s.source + ": $.model_overrides on " + run.model_id);
+    p.arch.id = run.model_id + "+overrides";
   } else {
-    arch = root.resolving("model", [&] { return model::load_model(run.model_id); });
+    p.arch = root.resolving("model", [&] { return model::load_model(run.model_id); });
   }
   run.hw_id = q.hw;
-  prepared->node = root.resolving("hw", [&] { return model::load_node(run.hw_id); });
+  p.node = root.resolving("hw", [&] { return model::load_node(run.hw_id); });
   std::optional<model::RuntimeProfile> runtime;
   if (const auto& rt = q.runtime) {
     // The software on the hardware (model::apply_runtime): the figures it gives (efficiencies, attention
     // factor, kernel and layer costs, host costs) replace the node's own.
-    runtime = root.resolving("runtime", [&] { return model::find_runtime(*rt, prepared->node); });
-    prepared->node = model::apply_runtime(prepared->node, *runtime);
+    runtime = root.resolving("runtime", [&] { return model::find_runtime(*rt, p.node); });
+    p.node = model::apply_runtime(p.node, *runtime);
     resolved["runtime"] = runtime->id;
   }
   // Default: the format the model's config.json declares (quantization_config), as the runtime stores it,
   // else bf16.
   const auto* stored_as = runtime && runtime->checkpoint_formats ? &runtime->checkpoint_formats->value : nullptr;
   const model::Precision& prec =
-      *root.resolving("precision", [&] { return &model::precision_for(q.precision, arch, stored_as); });
+      *root.resolving("precision", [&] { return &model::precision_for(q.precision, p.arch, stored_as); });
   run.precision = prec.name;
-  const model::NodeProfile& node = prepared->node;
-  (void)node.memory_total();  // UserError naming the field when the profile has no memory
-  (void)node.bandwidth();
+  (void)p.node.memory_total();  // UserError naming the field when the profile has no memory
+  (void)p.node.bandwidth();
+  p.config.arch = &p.arch;
+  p.config.weights = &prec;
+  p.config.node = &p.node;
+}
 
-  c.arch = &arch;
-  c.weights = &prec;
-  c.node = &node;
+/// The plan's keys against the node: the devices used, tp over them when not given (sim::resolve_plan
+/// checks the rest).
+sim::ParallelPlan plan_from(const ServeRequest& q, const model::NodeProfile& node) {
   sim::ParallelPlan plan;
   plan.nodes = q.nodes;
   if (node.nics_per_node) plan.nics_per_node = node.nics_per_node->value;
@@ -93,24 +92,105 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   plan.attention_dp = q.plan.attention_dp;
   plan.attention_replicated = q.plan.attention_replicated;
   if (q.plan.nics_per_node) plan.nics_per_node = *q.plan.nics_per_node;
-  c.plan = sim::resolve_plan(plan, arch, node, s.source + ": $.plan");
-  std::optional<model::NicProfile>& nic = prepared->nic;
-  std::optional<model::NicProfile>& intra = prepared->intra;
+  return plan;
+}
+
+/// The NIC between nodes (from 2 nodes) and the link inside a node (from 2 devices).
+void resolve_links(const json::Node& root, const ServeRequest& q, PreparedServe& p) {
+  sim::ServingConfig& c = p.config;
   if (c.plan.nodes > 1) {
-    const auto& id = q.nic;
-    if (!id)
+    if (!q.nic)
       throw root.error("nic", "is missing; a plan over " + std::to_string(c.plan.nodes) +
                                   " nodes needs a NIC profile (`moesim hw`)");
-    nic = root.resolving("nic", [&] { return model::load_nic(*id); });
-    c.nic = &*nic;
+    p.nic = root.resolving("nic", [&] { return model::load_nic(*q.nic); });
+    c.nic = &*p.nic;
   }
-  if (node.intra_node_link) {
-    intra = model::load_nic(*node.intra_node_link);
-    c.intra_link = &*intra;
+  if (p.node.intra_node_link) {
+    p.intra = model::load_nic(*p.node.intra_node_link);
+    c.intra_link = &*p.intra;
   } else if (c.plan.devices_per_node > 1) {
-    throw UserError(node.origin +
+    throw UserError(p.node.origin +
                     ": intra_node_link is missing; a node of several devices needs the link between them");
   }
+}
+
+/// The workload, and with `traffic` its open-loop requests (a request trace read, or arrivals drawn).
+void resolve_workload(const json::Node& root, const ServeScenario& s, bool traffic, PreparedServe& p,
+                      nlohmann::json& resolved) {
+  sim::ServingConfig& c = p.config;
+  if (root.has("workload")) {
+    c.workload = sim::parse_workload(root.child("workload"), s.base_dir);
+  } else {
+    throw root.error("workload",
+                     "is missing; say how requests arrive, e.g. {\"arrival\": \"poisson\", \"rate\": \"2/s\", "
+                     "\"requests\": 100, \"prompt\": 512, \"output\": 128}");
+  }
+  sim::validate_workload(c.workload, s.source + ": $.workload");
+  if (traffic && c.workload.arrival == sim::ArrivalKind::Trace) {
+    // Read here rather than through open_loop_requests, for the line that says what the file gave.
+    sim::RequestTrace t = sim::read_request_trace(c.workload.trace_path, sim::request_trace_options(c.workload));
+    p.defaults.push_back(t.summary(c.workload.trace_path, c.workload.time_scale));
+    c.requests = std::move(t.requests);
+  } else if (traffic && c.workload.arrival != sim::ArrivalKind::ClosedLoop) {
+    c.requests = sim::open_loop_requests(c.workload);
+  }
+  p.run.requests = c.workload.arrival == sim::ArrivalKind::ClosedLoop ? c.workload.requests
+                                                                      : static_cast<std::int64_t>(c.requests.size());
+  resolved["workload"] = sim::workload_to_json(c.workload);
+}
+
+/// An MoE model's routing trace: read from "trace", or generated ("generate"; from `cache` when given).
+void resolve_routing(const json::Node& root, const ServeScenario& s, const ServeRequest& q, bool traffic,
+                     TraceCache* cache, PreparedServe& p, nlohmann::json& resolved) {
+  model::Architecture& arch = p.arch;
+  if (!arch.is_moe()) return;
+  GenerateRequest g = q.trace ? ServeRequest::serve_generate_defaults() : q.generate;
+  std::string trace_path;
+  if (const auto& t = q.trace) {
+    if (root.has("generate")) throw root.error("generate", "and \"trace\" are both given; keep one");
+    trace_path = (std::filesystem::path(*t).is_absolute() ? std::filesystem::path(*t) : s.base_dir / *t).string();
+  }
+  if (g.top_k && *g.top_k != arch.top_k) {
+    // The measurement ran with another top-k (flash-moe uses K = 4 of Qwen3.5's 10): the model runs it too.
+    arch.top_k = *g.top_k;
+  }
+  if (traffic && cache != nullptr && trace_path.empty()) {
+    const std::string key = arch.id + "|" + std::to_string(model::moe_layer_count(arch)) + "|" +
+                            std::to_string(arch.routed_experts) + "|" + std::to_string(arch.top_k) + "|" +
+                            generate_to_json(g).dump();
+    p.config.trace = &cache->get(key, [&] { return make_trace(g, trace_path, arch); });
+  } else if (traffic) {
+    p.trace = make_trace(g, trace_path, arch);
+    p.config.trace = &p.trace;
+  }
+  if (trace_path.empty()) resolved["generate"] = generate_to_json(g);
+}
+
+nlohmann::json plan_to_json(const sim::ParallelPlan& plan) {
+  return {{"tp", plan.tp},
+          {"pp", plan.pp},
+          {"moe_tp", plan.moe_tp},
+          {"moe_ep", plan.moe_ep},
+          {"attention_dp", plan.attention_dp},
+          {"attention_replicated", plan.attention_replicated},
+          {"devices_per_node", plan.devices_per_node},
+          {"nics_per_node", plan.nics_per_node}};
+}
+
+}  // namespace
+
+std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffic, TraceCache* cache) {
+  const json::Node root(s.doc, s.source);
+  ServeRequest q;
+  serve_params().read(root, q);
+  auto prepared = std::make_unique<PreparedServe>();
+  ServeRun& run = prepared->run;
+  sim::ServingConfig& c = prepared->config;
+  nlohmann::json resolved = s.doc;
+
+  resolve_profiles(root, s, q, *prepared, resolved);
+  c.plan = sim::resolve_plan(plan_from(q, prepared->node), prepared->arch, prepared->node, s.source + ": $.plan");
+  resolve_links(root, q, *prepared);
   if (const auto& v = q.experts)
     c.experts = root.resolving("experts", [&] { return sim::expert_execution_by_name(*v); });
 
@@ -137,67 +217,20 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   if (q.costs) run.costs = *q.costs;
   resolved["percentiles"] = c.percentiles;
 
-  // Workload.
-  if (root.has("workload")) {
-    c.workload = sim::parse_workload(root.child("workload"), s.base_dir);
-  } else {
-    throw root.error("workload",
-                     "is missing; say how requests arrive, e.g. {\"arrival\": \"poisson\", \"rate\": \"2/s\", "
-                     "\"requests\": 100, \"prompt\": 512, \"output\": 128}");
-  }
-  sim::validate_workload(c.workload, s.source + ": $.workload");
-  if (traffic && c.workload.arrival == sim::ArrivalKind::Trace) {
-    // Read here rather than through open_loop_requests, for the line that says what the file gave.
-    sim::RequestTrace t = sim::read_request_trace(c.workload.trace_path, sim::request_trace_options(c.workload));
-    defaults.push_back(t.summary(c.workload.trace_path, c.workload.time_scale));
-    c.requests = std::move(t.requests);
-  } else if (traffic && c.workload.arrival != sim::ArrivalKind::ClosedLoop) {
-    c.requests = sim::open_loop_requests(c.workload);
-  }
-  run.requests = c.workload.arrival == sim::ArrivalKind::ClosedLoop ? c.workload.requests
-                                                                    : static_cast<std::int64_t>(c.requests.size());
-  resolved["workload"] = sim::workload_to_json(c.workload);
-
-  // Routing trace.
-  if (arch.is_moe()) {
-    GenerateRequest g = q.trace ? ServeRequest::serve_generate_defaults() : q.generate;
-    std::string trace_path;
-    if (const auto& t = q.trace) {
-      if (root.has("generate")) throw root.error("generate", "and \"trace\" are both given; keep one");
-      trace_path = (std::filesystem::path(*t).is_absolute() ? std::filesystem::path(*t) : s.base_dir / *t).string();
-    }
-    if (g.top_k && *g.top_k != arch.top_k) {
-      // The measurement ran with another top-k (flash-moe uses K = 4 of Qwen3.5's 10): the model runs it too.
-      arch.top_k = *g.top_k;
-    }
-    if (traffic && cache != nullptr && trace_path.empty()) {
-      const std::string key = arch.id + "|" + std::to_string(model::moe_layer_count(arch)) + "|" +
-                              std::to_string(arch.routed_experts) + "|" + std::to_string(arch.top_k) + "|" +
-                              generate_to_json(g).dump();
-      c.trace = &cache->get(key, [&] { return make_trace(g, trace_path, arch); });
-    } else if (traffic) {
-      prepared->trace = make_trace(g, trace_path, arch);
-      c.trace = &prepared->trace;
-    }
-    if (trace_path.empty()) resolved["generate"] = generate_to_json(g);
-  }
+  resolve_workload(root, s, traffic, *prepared, resolved);
+  resolve_routing(root, s, q, traffic, cache, *prepared, resolved);
 
   // Experts streamed from storage (cost::StreamingSpec, the scenario object estimate and simulate read too).
-  if (q.streaming)
-    c.streaming = root.resolving("streaming", [&] { return cost::resolve_streaming(*q.streaming, arch, prec); });
+  if (q.streaming) {
+    c.streaming =
+        root.resolving("streaming", [&] { return cost::resolve_streaming(*q.streaming, prepared->arch, *c.weights); });
+  }
 
   resolved["model"] = run.model_id;
   resolved["hw"] = run.hw_id;
   resolved["precision"] = run.precision;
   resolved["nodes"] = c.plan.nodes;
-  resolved["plan"] = {{"tp", c.plan.tp},
-                      {"pp", c.plan.pp},
-                      {"moe_tp", c.plan.moe_tp},
-                      {"moe_ep", c.plan.moe_ep},
-                      {"attention_dp", c.plan.attention_dp},
-                      {"attention_replicated", c.plan.attention_replicated},
-                      {"devices_per_node", c.plan.devices_per_node},
-                      {"nics_per_node", c.plan.nics_per_node}};
+  resolved["plan"] = plan_to_json(c.plan);
   resolved["experts"] = std::string(sim::name_of(c.experts));
   resolved["scheduler"] = scheduler_params().to_json(c.scheduler);
   resolved["activation_bytes"] = c.activation_bytes;

@@ -161,6 +161,10 @@ class DecodeEngine final : public MessageSink, public EventHandler {
   };
 
   void setup();
+  void setup_costs();
+  void setup_network();
+  void setup_memory();
+  void setup_state();
   void run_node(std::int32_t n, SimTime t);
   SimTime finish_layer(std::int32_t n, SimTime t);
   // MoE layer j of `token` (g = token * moe_layers_ + j; the callers know both, so no division).

@@ -21,7 +21,6 @@ namespace moesim::sim::decode_detail {
 
 void DecodeEngine::setup() {
   const auto& a = *cfg_.arch;
-  const auto& node = *cfg_.node;
   n_ = cfg_.nodes;
   MOESIM_CHECK(cfg_.placement->nodes == n_, "placement made for another node count");
   MOESIM_CHECK(trace_.header.layers == model::moe_layer_count(a) && trace_.header.experts == a.routed_experts &&
@@ -57,7 +56,16 @@ void DecodeEngine::setup() {
                               std::to_string(moe_layers_) + " MoE layers x " + std::to_string(experts_) + " experts)",
                           "replay fewer tokens (--tokens) or nodes, or use a machine with more memory");
   }
+  setup_costs();
+  setup_network();
+  setup_memory();
+  setup_state();
+}
 
+/// The time of each part of a token, from the shared cost model.
+void DecodeEngine::setup_costs() {
+  const auto& a = *cfg_.arch;
+  const auto& node = *cfg_.node;
   // The cost of each part from the shared cost model (moesim/model/step_cost.hpp), the node's devices
   // splitting every weight matrix as the analytic model counts them. Non-expert work, KV-cache reads and
   // attention are spread evenly over the decoder layers: the per-token total is exact (the analytic
@@ -101,7 +109,11 @@ void DecodeEngine::setup() {
   }
   combine_ = to_sim_time(units::seconds(cost::kKernels.combine * ko));
   if (cfg_.lm_head) head_ = to_sim_time(units::seconds(lc.head(1)));
+}
 
+/// The messages of the collectives, and the network between the nodes.
+void DecodeEngine::setup_network() {
+  const auto& a = *cfg_.arch;
   // Messages.
   const double act = static_cast<double>(a.hidden) * cfg_.activation_bytes;
   out_bytes_ = static_cast<double>(a.top_k) * act;
@@ -122,7 +134,12 @@ void DecodeEngine::setup() {
     network_ = std::make_unique<Network>(sim_, nc, this);
     if (cfg_.transfers) network_->set_observer(cfg_.transfers);
   }
+}
 
+/// Weight residency and experts streamed from storage.
+void DecodeEngine::setup_memory() {
+  const auto& a = *cfg_.arch;
+  const auto& node = *cfg_.node;
   // Residency records: one per decoder layer's non-expert weights, then the experts (per layer and
   // expert when unstacked, per expert when prestacked).
   if (cfg_.residency && node.residency) {
@@ -148,7 +165,10 @@ void DecodeEngine::setup() {
     streamers_.reserve(static_cast<std::size_t>(n_));
     for (std::int32_t n = 0; n < n_; ++n) streamers_.emplace_back(*cfg_.streaming, moe_layers_, experts_);
   }
+}
 
+/// The per-node state of the run: assignments, local experts, LRU stamps.
+void DecodeEngine::setup_state() {
   handler_ = sim_.add_handler(this);
   nodes_.resize(static_cast<std::size_t>(n_));
   top_k_ = trace_.header.top_k;
