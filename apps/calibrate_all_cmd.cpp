@@ -109,10 +109,10 @@ AllResults measure_all(const model::Architecture& arch, const calibrate::Storage
     r.store = calibrate::run_storage(so, progress);
   }
   if (do_net) {
-    calibrate::PingPongOptions po_;
-    po_.time_per_size_s = quick ? 0.05 : 0.15;
+    calibrate::PingPongOptions ping_options;
+    ping_options.time_per_size_s = quick ? 0.05 : 0.15;
     progress.set_phase(w_mem + w_kern + w_store, 1.0 - (w_mem + w_kern + w_store), "net");
-    r.net = calibrate::run_loopback(po_, progress);
+    r.net = calibrate::run_loopback(ping_options, progress);
   }
   return r;
 }

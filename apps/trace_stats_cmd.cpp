@@ -88,9 +88,9 @@ sim::TraceStatsOptions stats_options_from(const po::variables_map& vm, const sim
       if (!vm.count("placement-file")) throw UserError("--placement custom needs --placement-file FILE.json");
       so.placement = sim::load_placement(vm["placement-file"].as<std::string>(), h.experts, nodes);
     } else {
-      sim::PlacementOptions po_;
-      po_.groups = vm["groups"].as<std::int64_t>();
-      so.placement = sim::make_placement(name, h.experts, nodes, po_);
+      sim::PlacementOptions placement_options;
+      placement_options.groups = vm["groups"].as<std::int64_t>();
+      so.placement = sim::make_placement(name, h.experts, nodes, placement_options);
     }
   }
   return so;

@@ -347,21 +347,10 @@ sim::DecodeConfig decode_config(const PreparedSimulate& p, const model::NodeProf
 SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& outputs) {
   const PreparedSimulate p = prepare_simulate(req);
   SimulateResult r;
+  static_cast<SimulateSetup&>(r) = p;
   r.request = req;
-  r.arch = p.arch;
-  r.node = p.node;
-  r.nic = p.nic;
-  r.intra_link = p.intra_link;
-  r.precision = p.precision;
-  r.packing = p.packing;
-  r.balancing = p.balancing;
-  r.attention = p.attention;
-  r.collective = p.collective;
-  r.experts = p.experts;
-  r.streaming = p.streaming;
   r.trace = p.trace.header;
   r.trace_tokens = p.trace.tokens();
-  r.placement = p.placement;
   const sim::ExpectedActive active = sim::expected_active_experts(r.placement, r.arch.top_k);
   r.exact_expected_active = active.value;
 

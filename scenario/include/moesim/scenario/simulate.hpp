@@ -90,7 +90,9 @@ const scenario::ParamTable<GenerateRequest>& generate_params();
 /// The same, from a scenario object inside another file (a measured-runs file's "scenario").
 SimulateRequest load_simulate_scenario(const json::Node& scenario, SimulateRequest base = {});
 
-struct SimulateResult {
+/// What a simulate scenario resolves into (prepare_simulate): the profiles, the placement and the
+/// policies by value. A prepared scenario adds its routing trace, a result the replay.
+struct SimulateSetup {
   SimulateRequest request;
   model::Architecture arch;
   model::NodeProfile node;
@@ -98,14 +100,17 @@ struct SimulateResult {
   std::optional<model::NicProfile> intra_link;
   const model::Precision* precision = nullptr;
   sim::Placement placement;
-  sim::TraceHeader trace;
-  std::int64_t trace_tokens = 0;
   sim::AttentionMode attention{};
   sim::Balancing balancing{};
   sim::Packing packing{};
   sim::Collective collective{};
   cost::ExpertExecution experts{};
   std::optional<cost::StreamingParams> streaming;
+};
+
+struct SimulateResult : SimulateSetup {
+  sim::TraceHeader trace;
+  std::int64_t trace_tokens = 0;
   double exact_expected_active = 0;  ///< the placement's E[max routed] for uniform routing (for comparison)
   model::DecodeEstimate estimate;    ///< the analytic model on the same configuration
   sim::DecodeResult run;
@@ -114,21 +119,8 @@ struct SimulateResult {
 
 /// A scenario resolved once (model, profiles, placement, routing trace, policies) that can be replayed
 /// many times with changed profiles: `calibrate fit` replays each measured run at every step of a fit.
-struct PreparedSimulate {
-  SimulateRequest request;
-  model::Architecture arch;
-  model::NodeProfile node;
-  std::optional<model::NicProfile> nic;
-  std::optional<model::NicProfile> intra_link;
-  const model::Precision* precision = nullptr;
-  sim::Placement placement;
+struct PreparedSimulate : SimulateSetup {
   sim::RoutingTrace trace;
-  sim::AttentionMode attention{};
-  sim::Balancing balancing{};
-  sim::Packing packing{};
-  sim::Collective collective{};
-  cost::ExpertExecution experts{};
-  std::optional<cost::StreamingParams> streaming;
 };
 
 /// Resolves the request (UserError for unknown names, a trace that does not fit the model, ...).
