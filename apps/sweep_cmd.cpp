@@ -33,6 +33,12 @@ grid file (JSON; every axis a list, the point set their cartesian product):
   strategies   decode strategies for the simulator (seed 000)      ["naive", "P-LB", "P-LR-D"] (default P-LR-D)
   workloads    serving grids: named partial serve scenarios        [{"name": "2/s", "workload": {...}}]
   plans        serving grids: named parallel plans                 [{"name": "tp8", "plan": {"tp": 8}}]
+  axes         any other scenario key, by its dotted name: each     {"scheduler.max_num_seqs": [64, 256],
+               value a point of its own. A serving grid's are the    "workload.rate": ["1/s", "4/s"]}
+               keys of `moesim serve --help`, a decode grid's those
+               of `moesim simulate --help` ("scenario keys"); a
+               workload's own keys as "workload.rate". The analytic
+               screen sees the lists above only.
   constraints  {"budget": "50000USD", "min_tokens_per_s": "5tokens/s", "max_ttft": "2s", "max_itl": "100ms"}
                (fitting in memory is always required; TTFT and ITL are p99 and need workloads)
   costs        {"energy_price": "0.13USD/kWh", "amortisation": "3years", "utilisation": "50%", "source": "..."}

@@ -195,13 +195,12 @@ std::string serving_answer(const Report& rep) {
   const auto& serving = rep.serving;
   const auto per_rate = cheapest_per_workload(*serving);
   std::vector<std::pair<std::string, std::vector<std::string>>> runs;  // configuration, its rates
-  for (std::size_t k = 0; k < per_rate.size(); ++k) {
-    const std::string rate = in.serving->workloads[k].at("name").get<std::string>();
-    const std::string cfg =
-        per_rate[k] < 0 ? std::string("nothing in the grid")
-                        : hardware_words(serving->points[static_cast<std::size_t>(per_rate[k])].point) + " (" +
-                              serving->points[static_cast<std::size_t>(per_rate[k])].point.plan + ", " +
-                              usd(serving->points[static_cast<std::size_t>(per_rate[k])].capital.total().base()) + ")";
+  for (const auto& [rate, best] : per_rate) {
+    const std::string cfg = best < 0
+                                ? std::string("nothing in the grid")
+                                : hardware_words(serving->points[static_cast<std::size_t>(best)].point) + " (" +
+                                      serving->points[static_cast<std::size_t>(best)].point.plan + ", " +
+                                      usd(serving->points[static_cast<std::size_t>(best)].capital.total().base()) + ")";
     if (runs.empty() || runs.back().first != cfg) runs.push_back({cfg, {}});
     runs.back().second.push_back(rate);
   }

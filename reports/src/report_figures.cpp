@@ -427,13 +427,12 @@ void cheapest_per_rate_table(Report& rep) {
   auto& doc = rep.doc;
   std::vector<std::vector<std::string>> rows;
   const auto per_rate = cheapest_per_workload(*serving);
-  for (std::size_t k = 0; k < per_rate.size(); ++k) {
-    const std::string name = in.serving->workloads[k].at("name").get<std::string>();
-    if (per_rate[k] < 0) {
+  for (const auto& [name, best] : per_rate) {
+    if (best < 0) {
       rows.push_back({name, "none meets the constraints", "-", "-", "-", "-"});
       continue;
     }
-    const auto& p = serving->points[static_cast<std::size_t>(per_rate[k])];
+    const auto& p = serving->points[static_cast<std::size_t>(best)];
     rows.push_back({name, hardware_words(p.point) + " " + p.point.plan, num(p.capital.total().base(), 0),
                     num(p.tokens_per_s, 1), num(p.ttft_p99, 3), num(p.itl_p99 * 1000, 1)});
   }

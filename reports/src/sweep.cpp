@@ -24,6 +24,10 @@ namespace moesim::reports {
 
 namespace sweep_detail {
 
+std::string point_source(const Grid& g, const GridPoint& p) {
+  return g.origin + " (point " + std::to_string(p.index) + ": " + describe_point(p) + ")";
+}
+
 Resolved resolve(const Grid& g) {
   Resolved r;
   for (const auto& m : g.models)
@@ -76,12 +80,14 @@ nlohmann::json serve_doc(const Grid& g, const GridPoint& p) {
   if (auto rt = g.runtimes.find(p.hw); rt != g.runtimes.end()) doc["runtime"] = rt->second;
   if (!doc.contains("generate") && !doc.contains("trace"))
     doc["generate"] = {{"tokens", g.simulate_tokens}, {"seed", g.seed}};
+  apply_settings(doc, p.settings);
   return doc;
 }
 
 nlohmann::json tensor_parallel_doc(const Grid& g, const GridPoint& p) {
   nlohmann::json doc = single_user_scenario(p.model, p.hw, p.precision, "fused", 1, {{"tp", p.tensor_parallel}}, 0);
   if (auto rt = g.runtimes.find(p.hw); rt != g.runtimes.end()) doc["runtime"] = rt->second;
+  apply_settings(doc, p.settings, true);
   return doc;
 }
 
@@ -97,6 +103,8 @@ scenario::SimulateRequest decode_request(const Grid& g, const GridPoint& p) {
   if (auto rt = g.runtimes.find(p.hw); rt != g.runtimes.end()) r.runtime = rt->second;
   r.generate.tokens = g.simulate_tokens;
   r.generate.seed = g.seed;
+  if (!p.settings.empty())
+    scenario::simulate_params().read(json::Node(settings_object(p.settings), point_source(g, p)), r);
   return r;
 }
 
@@ -108,7 +116,7 @@ namespace {
 scenario::ServeScenario point_scenario(const Grid& g, const GridPoint& p, nlohmann::json doc) {
   scenario::ServeScenario s;
   s.doc = std::move(doc);
-  s.source = g.origin + " (point " + std::to_string(p.index) + ": " + describe_point(p) + ")";
+  s.source = sweep_detail::point_source(g, p);
   s.base_dir = g.base_dir;
   return s;
 }
@@ -192,6 +200,10 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
       out.goodput = res.goodput;
       out.instrument = "serving-sim";
     } else if (p.tensor_parallel > 0) {
+      if (const std::string k = sweep_detail::decode_only_axis(p); !k.empty())
+        throw UserError("the axis \"" + k + "\" is a key of the decode simulator, and this point (one node of " +
+                        std::to_string(p.tensor_parallel) +
+                        " devices) runs the serving simulator tensor-parallel, which has no such key");
       // One server of several GPUs runs the model tensor-parallel over them (vLLM, TensorRT-LLM), not the
       // Mac cluster's expert-parallel strategy: its single-user figure comes from the serving simulator.
       const scenario::ServeRun run = serve(sweep_detail::tensor_parallel_doc(g, p));

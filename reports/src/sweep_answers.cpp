@@ -90,23 +90,22 @@ void rank_points(SweepResult& r) {
   }
 }
 
-std::vector<std::int64_t> cheapest_per_workload(const SweepResult& r) {
-  std::vector<std::int64_t> out;
-  for (const auto& wl : r.grid.workloads) {
-    const std::string name = wl.at("name").get<std::string>();
-    std::int64_t best = -1;
-    for (const auto& p : r.points) {
-      if (p.status != "ok" || p.point.workload != name) continue;
-      if (best < 0) {
-        best = p.point.index;
-        continue;
-      }
-      const auto& b = r.points[static_cast<std::size_t>(best)];
-      if (p.capital.total().base() < b.capital.total().base() ||
-          (p.capital.total().base() == b.capital.total().base() && p.tokens_per_s > b.tokens_per_s))
-        best = p.point.index;
+std::vector<std::pair<std::string, std::int64_t>> cheapest_per_workload(const SweepResult& r) {
+  std::vector<std::pair<std::string, std::int64_t>> out;  // in the points' order: the grid's workloads' order
+  for (const auto& p : r.points) {
+    const std::string label = workload_label(p.point);
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& e) { return e.first == label; });
+    if (it == out.end()) it = out.insert(out.end(), {label, -1});
+    if (p.status != "ok") continue;
+    std::int64_t& best = it->second;
+    if (best < 0) {
+      best = p.point.index;
+      continue;
     }
-    out.push_back(best);
+    const auto& b = r.points[static_cast<std::size_t>(best)];
+    if (p.capital.total().base() < b.capital.total().base() ||
+        (p.capital.total().base() == b.capital.total().base() && p.tokens_per_s > b.tokens_per_s))
+      best = p.point.index;
   }
   return out;
 }

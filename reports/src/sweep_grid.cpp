@@ -66,7 +66,7 @@ Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const 
   const json::Node root(doc, origin);
   if (!doc.is_object()) throw root.error("a grid file is a JSON object (see `moesim sweep --help`)");
   root.expect_only({"description", "models", "hw", "nodes", "nics", "precisions", "placements", "strategies", "plans",
-                    "workloads", "constraints", "costs", "simulate", "runtimes"});
+                    "workloads", "axes", "constraints", "costs", "simulate", "runtimes"});
   Grid g;
   g.origin = origin;
   g.base_dir = base_dir;
@@ -139,6 +139,7 @@ Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const 
   for (const auto& p : g.precisions)
     sweep_detail::on_axis(g, "precisions", g.precisions, p,
                           [](const std::string& v) { return model::precision(v).name; });
+  sweep_detail::read_axes(root, g);
 
   if (root.has("constraints")) {
     const json::Node c = root.child("constraints");
@@ -171,6 +172,19 @@ Grid grid_from_json(const nlohmann::json& doc, const std::string& origin, const 
     throw root.error("simulate",
                      "points is 0, but TTFT and ITL come only from the serving simulator; simulate "
                      "at least one point or drop \"workloads\"");
+  if (!g.axes.empty()) {
+    GridPoint first;
+    first.model = g.models.front();
+    first.hw = g.hw.front();
+    first.nodes = g.nodes.front();
+    first.nic = first.nodes > 1 ? g.nics.front() : "";
+    first.precision = g.precisions.front();
+    first.placement = g.placements.front();
+    if (!g.strategies.empty()) first.strategy = g.strategies.front();
+    if (!g.plans.empty()) first.plan = g.plans.front().at("name").get<std::string>();
+    if (!g.workloads.empty()) first.workload = g.workloads.front().at("name").get<std::string>();
+    sweep_detail::check_axes(g, first);
+  }
   return g;
 }
 
@@ -191,6 +205,10 @@ nlohmann::json grid_to_json(const Grid& g) {
   if (!g.strategies.empty()) j["strategies"] = g.strategies;
   if (!g.plans.empty()) j["plans"] = g.plans;
   if (!g.workloads.empty()) j["workloads"] = g.workloads;
+  if (!g.axes.empty()) {
+    j["axes"] = nlohmann::json::object();
+    for (const auto& [key, values] : g.axes) j["axes"][key] = values;
+  }
   nlohmann::json c = nlohmann::json::object();
   if (g.constraints.budget_usd) c["budget"] = {{"value", *g.constraints.budget_usd}, {"unit", "USD"}};
   if (g.constraints.min_tokens_per_s)
@@ -218,6 +236,16 @@ std::vector<GridPoint> expand_grid(const Grid& g) {
   for (const auto& w : g.workloads) workload_names.push_back(w.at("name").get<std::string>());
   if (plan_names.empty()) plan_names = none;
   if (workload_names.empty()) workload_names = none;
+  // The axes' values in odometer order (the last axis fastest): one list of settings per combination.
+  double combinations = 1, settings_bytes = 0;
+  for (const auto& [key, values] : g.axes) {
+    combinations *= static_cast<double>(values.size());
+    std::size_t widest = 0;
+    for (const auto& v : values) widest = std::max(widest, v.dump().size());
+    // A setting's key and value, held once as text and once as a JSON tree (about 4 bytes of tree per
+    // byte of text is generous for numbers, strings and small objects).
+    settings_bytes += static_cast<double>(sizeof(std::pair<std::string, nlohmann::json>) + key.size() + 5 * widest);
+  }
   {
     // Points in all, counted in doubles before any is made (a product of axes can overflow 64 bits). Each
     // point is held as a GridPoint here and again inside its PointResult in run_sweep, with an index in the
@@ -228,13 +256,24 @@ std::vector<GridPoint> expand_grid(const Grid& g) {
     const double points = static_cast<double>(g.models.size()) * static_cast<double>(g.hw.size()) * multi_nics *
                           static_cast<double>(g.precisions.size()) * static_cast<double>(g.placements.size()) *
                           static_cast<double>(strategies.size()) * static_cast<double>(plan_names.size()) *
-                          static_cast<double>(workload_names.size());
-    const double per_point =
-        2.0 * (static_cast<double>(sizeof(GridPoint)) + 256.0) + static_cast<double>(sizeof(PointResult)) + 16.0;
+                          static_cast<double>(workload_names.size()) * combinations;
+    const double per_point = 2.0 * (static_cast<double>(sizeof(GridPoint)) + 256.0 + settings_bytes) +
+                             static_cast<double>(sizeof(PointResult)) + 16.0;
     model::require_memory(units::bytes(points * per_point),
                           g.origin + ": the grid's " + text::printf("%.4g", points) + " points",
                           "shorten the grid's lists (models, hw, nodes, nics, precisions, placements, strategies, "
-                          "plans, workloads), or use a machine with more memory");
+                          "plans, workloads, axes), or use a machine with more memory");
+  }
+  std::vector<std::vector<std::pair<std::string, nlohmann::json>>> settings(1);
+  for (const auto& [key, values] : g.axes) {
+    std::vector<std::vector<std::pair<std::string, nlohmann::json>>> next;
+    next.reserve(settings.size() * values.size());
+    for (const auto& s : settings)
+      for (const auto& v : values) {
+        next.push_back(s);
+        next.back().emplace_back(key, v);
+      }
+    settings = std::move(next);
   }
   for (const auto& m : g.models)
     for (const auto& h : g.hw)
@@ -245,20 +284,22 @@ std::vector<GridPoint> expand_grid(const Grid& g) {
             for (const auto& pl : g.placements)
               for (const auto& st : strategies)
                 for (const auto& plan : plan_names)
-                  for (const auto& w : workload_names) {
-                    GridPoint p;
-                    p.index = static_cast<std::int64_t>(out.size());
-                    p.model = m;
-                    p.hw = h;
-                    p.nodes = n;
-                    p.nic = nic;
-                    p.precision = prec;
-                    p.placement = pl;
-                    p.strategy = st;
-                    p.plan = plan;
-                    p.workload = w;
-                    out.push_back(std::move(p));
-                  }
+                  for (const auto& w : workload_names)
+                    for (const auto& set : settings) {
+                      GridPoint p;
+                      p.index = static_cast<std::int64_t>(out.size());
+                      p.model = m;
+                      p.hw = h;
+                      p.nodes = n;
+                      p.nic = nic;
+                      p.precision = prec;
+                      p.placement = pl;
+                      p.strategy = st;
+                      p.plan = plan;
+                      p.workload = w;
+                      p.settings = set;
+                      out.push_back(std::move(p));
+                    }
       }
   if (out.empty()) throw UserError(g.origin + ": the grid has no points");
   return out;

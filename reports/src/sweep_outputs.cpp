@@ -21,6 +21,9 @@ constexpr double kGiB = 1073741824.0;
 
 std::string fmt(double v) { return text::printf("%.6g", v); }
 
+/// An axis value as a point's description and its CSV cell show it: a string as is, else its JSON.
+std::string setting_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
 /// A metric: its CSV column (unit in the name), its JSON name and unit, and its value when it has one.
 struct Column {
   const char* csv;
@@ -106,6 +109,14 @@ std::string describe_point(const GridPoint& p) {
   if (const std::string st = strategy_label(p); !st.empty()) s += ", " + st;
   if (!p.plan.empty()) s += ", plan " + p.plan;
   if (!p.workload.empty()) s += ", workload " + p.workload;
+  for (const auto& [key, value] : p.settings) s += ", " + key + " " + setting_text(value);
+  return s;
+}
+
+std::string workload_label(const GridPoint& p) {
+  std::string s = p.workload;
+  for (const auto& [key, value] : p.settings)
+    if (key == "workload" || key.rfind("workload.", 0) == 0) s += ", " + key + " " + setting_text(value);
   return s;
 }
 
@@ -116,7 +127,9 @@ void write_sweep_points_csv(const SweepResult& r, std::ostream& out) {
   std::vector<const Column*> cols;
   for (const auto& c : metric_columns())
     if (calibrated || !c.calibrated) cols.push_back(&c);
-  out << "index,model,hw,nodes,nic,precision,placement,strategy,plan,workload,status,instrument,fits,pareto";
+  out << "index,model,hw,nodes,nic,precision,placement,strategy,plan,workload";
+  for (const auto& axis : r.grid.axes) out << "," << scenario::csv_field(axis.first);
+  out << ",status,instrument,fits,pareto";
   if (calibrated) out << ",calibration";
   for (const auto* c : cols) out << "," << c->csv;
   out << "\n";
@@ -125,8 +138,10 @@ void write_sweep_points_csv(const SweepResult& r, std::ostream& out) {
     out << g.index << "," << scenario::csv_field(g.model) << "," << scenario::csv_field(g.hw) << "," << g.nodes << ","
         << scenario::csv_field(g.nic) << "," << g.precision << "," << g.placement << ","
         << scenario::csv_field(strategy_label(g)) << "," << scenario::csv_field(g.plan) << ","
-        << scenario::csv_field(g.workload) << "," << scenario::csv_field(p.status) << "," << p.instrument << ","
-        << (p.fits ? "yes" : "no") << "," << (p.pareto ? "yes" : "no");
+        << scenario::csv_field(g.workload);
+    for (const auto& setting : g.settings) out << "," << scenario::csv_field(setting_text(setting.second));
+    out << "," << scenario::csv_field(p.status) << "," << p.instrument << "," << (p.fits ? "yes" : "no") << ","
+        << (p.pareto ? "yes" : "no");
     if (calibrated) out << "," << scenario::csv_field(p.calibration);
     for (const auto* c : cols) {
       const auto v = c->value(p);
@@ -168,6 +183,10 @@ nlohmann::json sweep_to_json(const SweepResult& r) {
     if (const std::string st = strategy_label(g); !st.empty()) e["strategy"] = st;
     if (!g.plan.empty()) e["plan"] = g.plan;
     if (!g.workload.empty()) e["workload"] = g.workload;
+    if (!g.settings.empty()) {
+      e["axes"] = nlohmann::json::object();
+      for (const auto& [key, value] : g.settings) e["axes"][key] = value;
+    }
     if (!p.calibration.empty()) e["calibration"] = p.calibration;
     std::vector<std::string> notes = p.capital.notes;
     notes.insert(notes.end(), p.running.notes.begin(), p.running.notes.end());
@@ -252,14 +271,12 @@ void print_sweep_summary(const SweepResult& r, std::ostream& out, bool markdown,
     // workloads do not compete: the purchase question is asked again for each workload.
     out << "\n" << (markdown ? "" : "Cheapest configuration meeting the constraints, per workload:\n\n");
     scenario::Table w({"workload", "cheapest configuration", "cost USD", "output tok/s", "TTFT p99 s", "ITL p99 ms"});
-    const auto best = cheapest_per_workload(r);
-    for (std::size_t k = 0; k < best.size(); ++k) {
-      const std::string name = r.grid.workloads[k].at("name").get<std::string>();
-      if (best[k] < 0) {
+    for (const auto& [name, best] : cheapest_per_workload(r)) {
+      if (best < 0) {
         w.add_row({name, "none meets the constraints", "-", "-", "-", "-"});
         continue;
       }
-      const auto& p = at(best[k]);
+      const auto& p = at(best);
       w.add_row({name, describe_point(p.point), text::printf("%.0f", p.capital.total().base()),
                  text::printf("%.1f", p.tokens_per_s), text::printf("%.3f", p.ttft_p99),
                  text::printf("%.1f", p.itl_p99 * 1000)});

@@ -425,6 +425,54 @@ TEST(GridFromJson, UnknownIdsNameTheFileAndAxis) {
   }
 }
 
+// A grid axis is any dotted key of the instrument's parameter table: each value is a point of its own, the
+// value reaches the point's run and its resolved scenario, and a key the instrument lacks is refused.
+TEST(GridFromJson, AxesAreDottedScenarioKeys) {
+  nlohmann::json d = {
+      {"models", {"mixtral-8x7b"}},
+      {"hw", {"dgx-h100"}},
+      {"plans", {{{"name", "tp8"}, {"plan", {{"tp", 8}}}}}},
+      {"workloads",
+       {{{"name", "burst"},
+         {"workload", {{"arrival", "poisson"}, {"rate", "50/s"}, {"requests", 24}, {"prompt", 256}, {"output", 16}}}}}},
+      {"axes", {{"scheduler.max_num_seqs", {1, 32}}, {"workload.seed", {1, 2}}}},
+      {"simulate", {{"points", "all"}, {"tokens", 256}}}};
+  const auto g = reports::grid_from_json(d, "g.json", ".");
+  const auto points = reports::expand_grid(g);
+  ASSERT_EQ(points.size(), 4u);  // the last axis fastest
+  EXPECT_EQ(points[1].settings,
+            (std::vector<std::pair<std::string, nlohmann::json>>{{"scheduler.max_num_seqs", 1}, {"workload.seed", 2}}));
+  EXPECT_NE(reports::describe_point(points[2]).find("scheduler.max_num_seqs 32, workload.seed 1"), std::string::npos);
+  EXPECT_EQ(reports::workload_label(points[2]), "burst, workload.seed 1");
+  reports::SweepOptions o;
+  o.threads = 1;
+  const auto r = reports::run_sweep(g, o);
+  const auto j = reports::sweep_to_json(r);
+  EXPECT_EQ(j.at("points").at(0).at("scenario").at("scheduler").at("max_num_seqs"), 1);
+  EXPECT_EQ(j.at("points").at(3).at("scenario").at("workload").at("seed"), 2);
+  // 24 requests at once through one sequence slot queue behind each other: the first token waits longer.
+  EXPECT_GT(r.points[0].ttft_p99, 2 * r.points[2].ttft_p99);
+  EXPECT_EQ(reports::cheapest_per_workload(r).size(), 2u);  // once per workload.seed value
+
+  auto bad = d;
+  bad["axes"] = {{"scheduler.max_num_sqs", {1}}};
+  expect_grid_error(bad, {"$.axes.scheduler.max_num_sqs", "serve scenario", "scheduler.max_num_seqs"});
+  bad["axes"] = {{"scheduler.max_num_seqs", {0}}};
+  expect_grid_error(bad, {"axes", "[0]", "must be >= 1"});
+  bad["axes"] = {{"workload.rate", {"fast"}}};
+  expect_grid_error(bad, {"workload.rate", "fast"});
+  bad["axes"] = {{"hw", {"dgx-h100"}}};
+  expect_grid_error(bad, {"$.axes.hw", "list of its own"});
+  bad["axes"] = {{"plan.tp", nlohmann::json::array()}};
+  expect_grid_error(bad, {"plan.tp", "at least one value"});
+  // A decode grid's axes are `simulate`'s keys.
+  auto decode = base_grid();
+  decode["axes"] = {{"contention", {true, false}}};
+  EXPECT_EQ(reports::expand_grid(reports::grid_from_json(decode, "g.json", ".")).size(), 4u);
+  decode["axes"] = {{"scheduler.max_num_seqs", {1}}};
+  expect_grid_error(decode, {"scheduler.max_num_seqs", "simulate scenario"});
+}
+
 }  // namespace
 
 // Collectives as data (model/collective.hpp), by hand: a ring over 4 members takes 2(4-1) = 6 steps of 1/4

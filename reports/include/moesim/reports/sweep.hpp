@@ -4,7 +4,9 @@
 // A grid file names the axes: models × hw × nodes × nics × precisions × placements × strategies (the
 // decode simulator's, seed 000) or × plans × workloads (the serving simulator's, sim/serving.hpp), the
 // constraints (a budget in USD, an SLO on tokens/s, TTFT, ITL; fitting in memory is always required) and
-// the cost assumptions (energy price, amortisation, utilisation; model/cost.hpp).
+// the cost assumptions (energy price, amortisation, utilisation; model/cost.hpp). Its "axes" add any other
+// key of the instrument's parameter table as an axis of its own, by its dotted name: {"scheduler.max_num_seqs":
+// [64, 256]} on a serving grid (serve_params), {"contention": [true, false]} on a decode grid (simulate_params).
 //
 // The run has two stages. The analytic model (model/analytic.hpp, Equation 1 of seed 000 generalised)
 // screens every point: memory fit, capital cost, the single-user decode bound; a serving grid's points are
@@ -27,6 +29,7 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "moesim/model/cost.hpp"
@@ -53,6 +56,9 @@ struct Grid {
   /// Serving grids: named partial serve scenarios ({"name", "plan": {...}, ...} and {"name", "workload":
   /// {...}, ...}); a point's scenario is the workload's keys, then the plan's, then the point's axes.
   std::vector<nlohmann::json> plans, workloads;
+  /// The grid's "axes": a dotted key of the instrument's parameter table and its values, in key order. A
+  /// point sets one value of each on top of its scenario (GridPoint::settings).
+  std::vector<std::pair<std::string, std::vector<nlohmann::json>>> axes;
   SweepConstraints constraints;
   model::CostAssumptions costs;
   std::string costs_source;           ///< where the energy price and the other assumptions come from
@@ -73,6 +79,8 @@ struct GridPoint {
   std::string model, hw, nic;  ///< nic empty for one node
   std::int64_t nodes = 1;
   std::string precision, placement, strategy, plan, workload;  ///< strategy: decode grids; plan/workload: serving
+  /// One value of each of the grid's "axes" (Grid::axes), as (dotted key, value), in the axes' order.
+  std::vector<std::pair<std::string, nlohmann::json>> settings;
   /// Decode grids, set by run_sweep: the devices of a one-node point on a node of several GPUs, which run
   /// the model tensor-parallel (vLLM, TensorRT-LLM; the serving simulator with one user) instead of the
   /// grid's expert-parallel `strategy`; 0 for every other point.
@@ -177,9 +185,13 @@ void calibrate_points(SweepResult& r, const ProfileOverride& with, const SweepOp
 /// UserError when no point meets the constraints.
 void rank_points(SweepResult& r);
 
-/// Serving grids: for each workload (in grid order), the cheapest point meeting the constraints (-1:
-/// none). Open-loop throughput is capped by the arrival rate, so the question is asked per workload.
-std::vector<std::int64_t> cheapest_per_workload(const SweepResult& r);
+/// Serving grids: for each workload (in grid order; a workload once per value of an axis inside it, such as
+/// "workload.rate"), its label (workload_label) and the cheapest point meeting the constraints (-1: none).
+/// Open-loop throughput is capped by the arrival rate, so the question is asked per workload.
+std::vector<std::pair<std::string, std::int64_t>> cheapest_per_workload(const SweepResult& r);
+/// A serving point's workload as the answers name it: its name, then the values of the axes that change it
+/// ("2/s, workload.rate 4/s").
+std::string workload_label(const GridPoint& p);
 
 /// One line per point with every metric and its unit in the column name.
 void write_sweep_points_csv(const SweepResult& r, std::ostream& out);
