@@ -321,7 +321,9 @@ int cmd_estimate(const Args& args, std::ostream& out) {
   keys.add_flags(desc);
   desc.add_options()("scenario", po::value<std::string>(),
                      "a scenario JSON with the same keys as these flags; flags given override it")(
-      "json", "print the result as JSON: every value with its unit, and the resolved inputs")(
+      "json",
+      "print the result as JSON: every value with its unit, the resolved inputs and the resolved scenario (--scenario "
+      "reads it back)")(
       "compare",
       "also run each row through the decode simulator and the serving simulator (one request) with contention, "
       "residency and balancing off, and print the three tokens/s side by side");

@@ -532,7 +532,10 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
                                   {"nodes", row.fits_contiguous->first},
                                   {"memory_needed_per_node", {{"value", row.fits_contiguous->second}, {"unit", "B"}}}};
   }
-  return {{"command", "estimate"}, {"inputs", inputs}, {"rows", rows}};
+  // The scenario as resolved (every key with its value, defaults included), as `estimate --scenario` reads it
+  // back: the same for every instrument (simulate and serve write theirs).
+  return {
+      {"command", "estimate"}, {"inputs", inputs}, {"rows", rows}, {"scenario", estimate_params().to_json(r.request)}};
 }
 
 }  // namespace moesim::scenario

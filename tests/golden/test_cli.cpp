@@ -33,6 +33,21 @@ TEST(GoldenCli, EstimateJson) {
   }
 }
 
+// The JSON's resolved scenario is the run itself: read back with --scenario it gives the same output.
+TEST(GoldenCli, EstimateScenarioReadsBack) {
+  const auto first = run_cli(
+      "estimate --model dbrx-instruct --hw mac-studio-m2-ultra-192 --nic 10gbe-grpc --nodes 2,4 --groups 1 --context "
+      "512 --json");
+  ASSERT_EQ(first.code, 0) << first.err;
+  const auto j = nlohmann::json::parse(first.out);
+  EXPECT_EQ(j.at("scenario").at("groups"), 1);
+  EXPECT_EQ(j.at("scenario").at("nodes"), nlohmann::json({2, 4}));
+  const TempFile scenario("estimate_scenario.json", j.at("scenario").dump());
+  const auto again = run_cli("estimate --scenario " + scenario.path() + " --json");
+  ASSERT_EQ(again.code, 0) << again.err;
+  EXPECT_EQ(again.out, first.out);
+}
+
 // The README's main job: `moesim study` with no arguments prints Table 6 and the NIC projections.
 // gpt-oss-120b without --precision is sized as OpenAI released it (quantization_config: experts MXFP4, the
 // rest bf16) and fits one 80 GB GPU, as its model card says; all-bf16 would not.
