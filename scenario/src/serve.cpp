@@ -76,9 +76,41 @@ void resolve_profiles(const json::Node& root, const ServeScenario& s, const Serv
   p.config.node = &p.node;
 }
 
+/// vLLM's parallel keys (data_parallel_size, enable_expert_parallel) as moesim's plan: D attention replicas
+/// of tensor_parallel_size T are tp = D × T devices; above one replica, attention data-parallel (which moesim
+/// runs on single devices, so T must be 1) with the experts expert-parallel over all D devices, as vLLM's
+/// wide-EP deployments run them (docs.vllm.ai "Data Parallel Deployment" and "Expert Parallel Deployment");
+/// with one, the experts expert-parallel over the T devices when enable_expert_parallel, else
+/// tensor-parallel as plan.tp alone runs them.
+void vllm_parallel(const json::Node& plan, const PlanKeys& k, sim::ParallelPlan& out) {
+  for (const char* ours : {"moe_tp", "moe_ep", "attention_dp", "attention_replicated"})
+    if (plan.has(ours))
+      throw plan.error(ours, std::string("is moesim's key, and the plan also has vLLM's ") +
+                                 (k.data_parallel_size ? "data_parallel_size" : "enable_expert_parallel") +
+                                 "; give the plan in one engine's terms");
+  const std::int64_t dp = k.data_parallel_size.value_or(1);
+  const std::int64_t tp = k.tp.value_or(k.data_parallel_size ? 1 : out.tp);
+  if (dp > 1 && tp != 1)
+    throw plan.error("tp", "is " + std::to_string(tp) + " with data_parallel_size " + std::to_string(dp) +
+                               ": moesim runs attention data-parallel on single devices; give tp 1 and "
+                               "data_parallel_size " +
+                               std::to_string(dp * tp) + " (vLLM's wide expert parallelism), or tp " +
+                               std::to_string(dp * tp) + " alone");
+  if (dp > 1 && !k.enable_expert_parallel)
+    throw plan.error("data_parallel_size",
+                     "is " + std::to_string(dp) +
+                         " without enable_expert_parallel: vLLM then splits every expert tensor-parallel over the " +
+                         std::to_string(dp) +
+                         " replicas, which moesim does not model; set enable_expert_parallel true, or give tp " +
+                         std::to_string(dp) + " instead");
+  out.tp = dp * tp;
+  out.attention_dp = dp > 1;
+  if (k.enable_expert_parallel) out.moe_tp = 1;
+}
+
 /// The plan's keys against the node: the devices used, tp over them when not given (sim::resolve_plan
 /// checks the rest).
-sim::ParallelPlan plan_from(const ServeRequest& q, const model::NodeProfile& node) {
+sim::ParallelPlan plan_from(const json::Node& root, const ServeRequest& q, const model::NodeProfile& node) {
   sim::ParallelPlan plan;
   plan.nodes = q.nodes;
   if (node.nics_per_node) plan.nics_per_node = node.nics_per_node->value;
@@ -92,6 +124,7 @@ sim::ParallelPlan plan_from(const ServeRequest& q, const model::NodeProfile& nod
   plan.attention_dp = q.plan.attention_dp;
   plan.attention_replicated = q.plan.attention_replicated;
   if (q.plan.nics_per_node) plan.nics_per_node = *q.plan.nics_per_node;
+  if (q.plan.data_parallel_size || q.plan.enable_expert_parallel) vllm_parallel(root.child("plan"), q.plan, plan);
   return plan;
 }
 
@@ -189,7 +222,7 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   nlohmann::json resolved = s.doc;
 
   resolve_profiles(root, s, q, *prepared, resolved);
-  c.plan = sim::resolve_plan(plan_from(q, prepared->node), prepared->arch, prepared->node, s.source + ": $.plan");
+  c.plan = sim::resolve_plan(plan_from(root, q, prepared->node), prepared->arch, prepared->node, s.source + ": $.plan");
   resolve_links(root, q, *prepared);
   if (const auto& v = q.experts)
     c.experts = root.resolving("experts", [&] { return sim::expert_execution_by_name(*v); });
@@ -209,6 +242,13 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   c.kv_bytes = q.kv_bytes;
   if (!(c.activation_bytes > 0) || !(c.kv_bytes > 0))
     throw root.error("activation_bytes and kv_bytes must be positive");
+  if (q.kv_cache_dtype) {
+    c.kv_bytes = root.resolving("kv_cache_dtype", [&] { return kv_cache_bytes(*q.kv_cache_dtype, q.kv_bytes); });
+    if (root.has("kv_bytes") && c.kv_bytes != q.kv_bytes)
+      throw root.error("kv_cache_dtype", "is " + *q.kv_cache_dtype + " (" + text::printf("%g", c.kv_bytes) +
+                                             " bytes per element) but kv_bytes is " + text::printf("%g", q.kv_bytes) +
+                                             "; keep one of the two keys");
+  }
 
   c.slo = q.slo;
   if (!c.slo.given())

@@ -2,6 +2,8 @@
 // flags of `moesim serve` and the "scenario keys" section of its --help come from serve_params() and
 // scheduler_params() below.
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "moesim/model/error.hpp"
@@ -115,6 +117,25 @@ nlohmann::json workload_flags_to_json(const po::variables_map& vm) {
   return w;
 }
 
+/// Another engine's name for one of the plan's keys (TensorRT-LLM's moe_tp_size for moe_tp): read into the
+/// same member, refused beside the key it names. File only; the resolved scenario writes moesim's key.
+template <class M>
+void engine_name(ParamTable<PlanKeys>& t, const std::string& key, const std::string& ours, M PlanKeys::*member,
+                 const std::string& engine) {
+  t.custom(key, std::is_same_v<M, bool> ? "boolean" : "integer >= 1")
+      .no_flag()
+      .unit(std::is_same_v<M, bool> ? "" : "devices")
+      .describe(engine + "'s name for plan." + ours)
+      .reader([ours, member, engine](const Param<PlanKeys>& p, const json::Node& n, PlanKeys& k) {
+        if (n.has(ours))
+          throw n.error(p.key(), "is " + engine + "'s name for " + ours + ", which is given too; keep one");
+        if constexpr (std::is_same_v<M, bool>)
+          k.*member = n.boolean(p.key());
+        else
+          k.*member = n.integer(p.key(), 1);
+      });
+}
+
 ParamTable<PlanKeys> plan_params() {
   using K = PlanKeys;
   ParamTable<K> t;
@@ -149,6 +170,24 @@ ParamTable<PlanKeys> plan_params() {
       .min(1)
       .unit("NICs")
       .describe("NICs each node drives at once (default: the node profile's nics_per_node, else 1)");
+  // TensorRT-LLM's names (tensorrt_llm/mapping.py Mapping: moe_tp_size, moe_ep_size; llm_args.py
+  // enable_attention_dp) mean what moesim's do.
+  engine_name(t, "moe_tp_size", "moe_tp", &K::moe_tp, "TensorRT-LLM");
+  engine_name(t, "moe_ep_size", "moe_ep", &K::moe_ep, "TensorRT-LLM");
+  engine_name(t, "enable_attention_dp", "attention_dp", &K::attention_dp, "TensorRT-LLM");
+  // vLLM's (vllm/config/parallel.py ParallelConfig; `vllm serve --data-parallel-size N --enable-expert-parallel`).
+  t.field("data_parallel_size", &K::data_parallel_size)
+      .min(1)
+      .unit("replicas")
+      .describe(
+          "vLLM's data_parallel_size: attention replicas, each over plan.tp devices (vLLM's "
+          "tensor_parallel_size, default 1); above 1 it needs enable_expert_parallel and tp 1, as moesim runs "
+          "attention data-parallel on single devices");
+  t.field("enable_expert_parallel", &K::enable_expert_parallel)
+      .switch_flag("enable-expert-parallel", true,
+                   "vLLM's --enable-expert-parallel: the experts spread over the data_parallel_size × tp devices "
+                   "instead of split tensor-parallel (plan.enable_expert_parallel)")
+      .describe("vLLM's enable_expert_parallel: experts expert-parallel over data_parallel_size × tp devices");
   return t;
 }
 
@@ -157,6 +196,24 @@ ParamTable<PlanKeys> plan_params() {
 const sim::ServingConfig& serving_defaults() {
   static const sim::ServingConfig defaults;
   return defaults;
+}
+
+double kv_cache_bytes(const std::string& name, double model_bytes) {
+  // vllm/config/cache.py CacheDType: the KV cache's element type; "auto" is the model's.
+  static const std::vector<std::pair<std::string, double>> kTypes = {
+      {"bfloat16", 2}, {"float16", 2}, {"fp8", 1}, {"fp8_e4m3", 1}, {"fp8_e5m2", 1}, {"fp8_inc", 1}, {"int8", 1}};
+  if (name == "auto") return model_bytes;
+  std::vector<std::string> names{"auto"};
+  for (const auto& [n, bytes] : kTypes) {
+    if (n == name) return bytes;
+    names.push_back(n);
+  }
+  if (name == "fp8_ds_mla")
+    throw UserError(
+        "fp8_ds_mla is DeepSeek's sparse-MLA cache layout (656 bytes per token), which moesim does not model; "
+        "give fp8 for an 8-bit cache");
+  throw UserError("\"" + name + "\" is not a KV-cache type" + text::did_you_mean(name, names) + " (one of " +
+                  text::join(names) + ")");
 }
 
 const ParamTable<sim::SchedulerConfig>& scheduler_params() {
@@ -183,6 +240,39 @@ const ParamTable<sim::SchedulerConfig>& scheduler_params() {
         .describe(
             "fraction of device memory the engine may use, weights and KV cache (vLLM's "
             "gpu_memory_utilization)");
+    t.custom("enable_chunked_prefill", "boolean")
+        .describe(
+            "vLLM's enable_chunked_prefill: true is kind chunked, false continuous (a whole prompt in one step); "
+            "refused beside a kind it contradicts")
+        .flag("enable-chunked-prefill")
+        .reader([](const Param<C>& p, const json::Node& n, C& c) {
+          const bool on = n.boolean(p.key());
+          if (n.has("kind")) {
+            if (registered(sim::scheduler_kinds(), c.kind, "scheduler").chunked_prefill != on)
+              throw n.error(p.key(), std::string("is ") + (on ? "true" : "false") + " but kind " +
+                                         std::string(sim::name_of(c.kind)) + (on ? " does not chunk" : " chunks") +
+                                         " prompts; keep one of the two keys");
+            return;
+          }
+          c.kind = on ? sim::SchedulerKind::Chunked : sim::SchedulerKind::Continuous;
+        })
+        // As flags --enable-chunked-prefill / --no-enable-chunked-prefill (vLLM's pair), written as the kind.
+        .writer([](const Param<C>&, const C& c, nlohmann::json& out) { out["kind"] = sim::name_of(c.kind); })
+        .written_if([](const C&) { return false; })
+        .flag_adder([](const Param<C>&, po::options_description& d, const std::string&) {
+          d.add_options()("enable-chunked-prefill",
+                          "vLLM's --enable-chunked-prefill: the chunked scheduler (scheduler.kind chunked)")(
+              "no-enable-chunked-prefill",
+              "vLLM's --no-enable-chunked-prefill: whole prompts, one per step (scheduler.kind continuous)");
+        })
+        .flag_given_if([](const po::variables_map& vm) {
+          return vm.count("enable-chunked-prefill") + vm.count("no-enable-chunked-prefill") > 0;
+        })
+        .flag_applier([](const Param<C>&, const po::variables_map& vm, C& c) {
+          if (vm.count("enable-chunked-prefill") && vm.count("no-enable-chunked-prefill"))
+            throw UserError("--enable-chunked-prefill and --no-enable-chunked-prefill are both given; keep one");
+          c.kind = vm.count("enable-chunked-prefill") ? sim::SchedulerKind::Chunked : sim::SchedulerKind::Continuous;
+        });
     t.field("max_model_len", &C::max_model_len)
         .min(1)
         .unit("tokens")
@@ -272,7 +362,11 @@ const ParamTable<ServeRequest>& serve_params() {
     t.field("kv_bytes", &R::kv_bytes)
         .no_flag()
         .unit("bytes")
-        .describe("bytes per KV-cache element (2: bf16; 1 for an fp8 cache, vLLM's kv_cache_dtype)");
+        .describe("bytes per KV-cache element (2: bf16; 1 for an fp8 cache); kv_cache_dtype sets it by name");
+    t.field("kv_cache_dtype", &R::kv_cache_dtype)
+        .describe(
+            "vLLM's kv_cache_dtype: auto (the model's type: kv_bytes), bfloat16, float16, fp8, fp8_e4m3, "
+            "fp8_e5m2, fp8_inc or int8; refused beside a kv_bytes it contradicts");
     t.field("runtime", &R::runtime).flag_help(runtime_help()).describe("the runtime profile on hw");
     t.custom("costs", "object")
         .no_flag()

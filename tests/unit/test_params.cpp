@@ -156,6 +156,54 @@ TEST(ParamTable, MaxModelLenRefusesLongerRequestsAndTooSmallACache) {
       << run(1'000'000'000);
 }
 
+// The engines' names (issue 21): vLLM's data_parallel_size + enable_expert_parallel, enable_chunked_prefill
+// and kv_cache_dtype, TensorRT-LLM's moe_ep_size and enable_attention_dp, each mapped onto moesim's key,
+// and refused beside a key of moesim's it contradicts.
+TEST(ParamTable, EngineNamedKeysMeanWhatTheEnginesDo) {
+  const auto scenario_of = [](const nlohmann::json& keys) {
+    scenario::ServeScenario s;
+    s.doc = {{"model", "mixtral-8x7b"},
+             {"hw", "dgx-h100"},
+             {"workload", {{"arrival", "uniform"}, {"rate", "10/s"}, {"requests", 2}, {"prompt", 64}, {"output", 4}}},
+             {"generate", {{"tokens", 64}, {"seed", 1}}}};
+    s.doc.merge_patch(keys);
+    return s;
+  };
+  const auto resolved = [&](const nlohmann::json& keys) { return scenario::run_serve(scenario_of(keys)).scenario; };
+  const nlohmann::json wide_ep =
+      resolved({{"plan", {{"data_parallel_size", 8}, {"tp", 1}, {"enable_expert_parallel", true}}}}).at("plan");
+  EXPECT_EQ(wide_ep, resolved({{"plan", {{"tp", 8}, {"attention_dp", true}}}}).at("plan"));
+  EXPECT_EQ(wide_ep.at("moe_ep"), 8);
+  EXPECT_EQ(resolved({{"plan", {{"moe_ep_size", 8}, {"enable_attention_dp", true}}}}).at("plan"), wide_ep);
+  const auto ep_only = resolved({{"plan", {{"enable_expert_parallel", true}}}}).at("plan");
+  EXPECT_EQ(ep_only.at("moe_ep"), 8);
+  EXPECT_EQ(ep_only.at("attention_dp"), false);
+  EXPECT_EQ(resolved({{"scheduler", {{"enable_chunked_prefill", false}}}}).at("scheduler").at("kind"), "continuous");
+
+  // An fp8 cache holds twice the tokens of a bf16 one in the same memory.
+  const auto kv_tokens = [&](const nlohmann::json& keys) {
+    return static_cast<double>(scenario::serve_memory_plan(scenario_of(keys)).kv_tokens);
+  };
+  EXPECT_NEAR(kv_tokens({{"kv_cache_dtype", "fp8"}}) / kv_tokens({{"kv_cache_dtype", "auto"}}), 2.0, 0.01);
+
+  const auto refused = [&](const nlohmann::json& keys) {
+    return error_of([&] { (void)scenario::serve_memory_plan(scenario_of(keys)); });
+  };
+  EXPECT_NE(refused({{"plan", {{"moe_ep", 8}, {"moe_ep_size", 8}}}}).find("keep one"), std::string::npos);
+  EXPECT_NE(refused({{"plan", {{"data_parallel_size", 8}, {"tp", 1}}}}).find("enable_expert_parallel"),
+            std::string::npos);
+  EXPECT_NE(
+      refused({{"plan", {{"data_parallel_size", 2}, {"tp", 4}, {"enable_expert_parallel", true}}}}).find("$.plan.tp"),
+      std::string::npos);
+  EXPECT_NE(refused({{"plan", {{"enable_expert_parallel", true}, {"moe_tp", 8}}}}).find("one engine's terms"),
+            std::string::npos);
+  EXPECT_NE(refused({{"scheduler", {{"kind", "chunked"}, {"enable_chunked_prefill", false}}}}).find("keep one"),
+            std::string::npos);
+  EXPECT_NE(refused({{"kv_cache_dtype", "fp8"}, {"kv_bytes", 2}}).find("keep one"), std::string::npos);
+  EXPECT_NE(refused({{"kv_cache_dtype", "fp9"}}).find("did you mean 'fp8'"), std::string::npos);
+  EXPECT_EQ(refused({{"kv_cache_dtype", "fp8"}, {"kv_bytes", 1}}), "");  // agreeing keys, as a resolved scenario has
+}
+
 // estimate's table: model, hw and nodes are required in a file; "nic" is one id or a list of them, and its
 // flag a comma-separated list; --nodes takes ranges; the help lists the keys with the request's defaults.
 TEST(ParamTable, EstimateReadsNicListsAndRequiresItsKeys) {

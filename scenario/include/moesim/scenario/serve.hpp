@@ -84,6 +84,11 @@ struct PlanKeys {
   bool attention_replicated = false;
   std::optional<std::int64_t> devices_per_node;  ///< none: all the node's devices
   std::optional<std::int64_t> nics_per_node;     ///< none: the node profile's nics_per_node, else 1
+  /// vLLM's parallel keys (ParallelConfig): data_parallel_size attention replicas, each over tp devices
+  /// (vLLM's tensor_parallel_size when data_parallel_size is given), with the experts over all of them when
+  /// enable_expert_parallel. plan_from maps them onto the keys above.
+  std::optional<std::int64_t> data_parallel_size;
+  bool enable_expert_parallel = false;
 };
 
 /// The serving simulator's own defaults (sim::ServingConfig's member initialisers), which a scenario's keys
@@ -109,6 +114,7 @@ struct ServeRequest {
   std::optional<cost::StreamingSpec> streaming;
   double activation_bytes = serving_defaults().activation_bytes;
   double kv_bytes = serving_defaults().kv_bytes;
+  std::optional<std::string> kv_cache_dtype;  ///< vLLM's name for the KV cache's element type (kv_cache_bytes)
   std::optional<std::string> runtime;
   std::optional<model::CostAssumptions> costs;
 
@@ -119,6 +125,12 @@ struct ServeRequest {
     return g;
   }
 };
+
+/// Bytes per KV-cache element of vLLM's --kv-cache-dtype `name` (vllm/config/cache.py CacheDType): 2 for
+/// bfloat16 and float16, 1 for the fp8 and int8 forms, `model_bytes` (the kv_bytes key) for "auto", which
+/// is the model's own type. UserError listing the names for another, and for fp8_ds_mla (DeepSeek's sparse
+/// MLA layout of 656 bytes per token, which moesim does not model).
+double kv_cache_bytes(const std::string& name, double model_bytes);
 
 /// Every key of a serve scenario, declared once (scenario/params.hpp): the reader prepare_serve uses, the
 /// flags of `moesim serve` (each writes its key into the scenario: ParamTable::flags_to_json), and the
