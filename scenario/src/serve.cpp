@@ -231,12 +231,25 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   std::vector<std::string>& defaults = prepared->defaults;
   defaults = s.defaults;
   c.scheduler = q.scheduler;
+  if (q.scheduler_defaults != "moesim" && q.scheduler_defaults != "vllm")
+    throw root.error("scheduler_defaults", "is \"" + q.scheduler_defaults + "\"; give moesim or vllm");
+  const bool vllm = q.scheduler_defaults == "vllm";
+  if (vllm) {
+    // vLLM's values for the keys the scenario leaves out (a flag writes its key into the scenario).
+    const sim::SchedulerConfig d = vllm_batch_defaults(prepared->node.devices, c.scheduler);
+    const auto given = [&](const char* key) { return root.has("scheduler") && root.child("scheduler").has(key); };
+    if (!given("max_num_batched_tokens")) c.scheduler.max_num_batched_tokens = d.max_num_batched_tokens;
+    if (!given("max_num_seqs")) c.scheduler.max_num_seqs = d.max_num_seqs;
+    if (!given("kind") && !given("enable_chunked_prefill")) c.scheduler.kind = d.kind;
+  }
   if (!root.has("scheduler")) {
     defaults.push_back("no scheduler given: " + std::string(sim::name_of(c.scheduler.kind)) + ", max_num_seqs " +
                        std::to_string(c.scheduler.max_num_seqs) + ", max_num_batched_tokens " +
                        std::to_string(c.scheduler.max_num_batched_tokens) + ", gpu_memory_utilization " +
                        text::printf("%g", c.scheduler.gpu_memory_utilization) +
-                       " (moesim's defaults; set \"scheduler\" to your engine's)");
+                       (vllm ? " (vLLM's defaults for `vllm serve` on " + prepared->node.devices.name + ")"
+                             : std::string(" (moesim's defaults; set \"scheduler\" to your engine's, or "
+                                           "scheduler_defaults vllm)")));
   }
   c.activation_bytes = q.activation_bytes;
   c.kv_bytes = q.kv_bytes;

@@ -1,6 +1,8 @@
 // The keys of a serve scenario, each declared once (scenario/params.hpp): the scenario file's reader, the
 // flags of `moesim serve` and the "scenario keys" section of its --help come from serve_params() and
 // scheduler_params() below.
+#include <algorithm>
+#include <cctype>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -198,6 +200,18 @@ const sim::ServingConfig& serving_defaults() {
   return defaults;
 }
 
+sim::SchedulerConfig vllm_batch_defaults(const model::DeviceSpec& device, sim::SchedulerConfig base) {
+  constexpr double kGiB = 1073741824.0;  // vLLM's GiB_bytes (vllm/utils/mem_constants.py)
+  std::string name = device.name;
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const bool large =
+      device.memory && device.memory->value.base() >= 70 * kGiB && name.find("a100") == std::string::npos;
+  base.max_num_batched_tokens = large ? 8192 : 2048;
+  base.max_num_seqs = large ? 1024 : 256;
+  base.kind = sim::SchedulerKind::Chunked;
+  return base;
+}
+
 double kv_cache_bytes(const std::string& name, double model_bytes) {
   // vllm/config/cache.py CacheDType: the KV cache's element type; "auto" is the model's.
   static const std::vector<std::pair<std::string, double>> kTypes = {
@@ -314,6 +328,11 @@ const ParamTable<ServeRequest>& serve_params() {
             "else bf16");
     t.field("experts", &R::experts).default_text("fused").describe("expert execution");
     t.group("scheduler", &R::scheduler, scheduler_params(), "the engine's scheduler");
+    t.field("scheduler_defaults", &R::scheduler_defaults)
+        .describe(
+            "where the scheduler keys not given come from: moesim (the defaults above) or vllm (vLLM's for `vllm "
+            "serve` on the node's GPU: 8192 tokens per step and 1024 sequences from 70 GiB, A100s excepted, else "
+            "2048 and 256; chunked)");
     t.custom("workload", "object")
         .describe("how requests arrive and how long they are (the workload section above)")
         .reader([](const P& p, const json::Node& n, R& r) { r.workload = n.child(p.key()).raw(); })

@@ -10,6 +10,7 @@
 
 #include "../test_support.hpp"
 #include "moesim/model/error.hpp"
+#include "moesim/model/hardware.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/scenario/estimate.hpp"
 #include "moesim/scenario/params.hpp"
@@ -202,6 +203,27 @@ TEST(ParamTable, EngineNamedKeysMeanWhatTheEnginesDo) {
   EXPECT_NE(refused({{"kv_cache_dtype", "fp8"}, {"kv_bytes", 2}}).find("keep one"), std::string::npos);
   EXPECT_NE(refused({{"kv_cache_dtype", "fp9"}}).find("did you mean 'fp8'"), std::string::npos);
   EXPECT_EQ(refused({{"kv_cache_dtype", "fp8"}, {"kv_bytes", 1}}), "");  // agreeing keys, as a resolved scenario has
+}
+
+// scheduler_defaults vllm: vLLM's batch defaults for the node's GPU (EngineArgs.get_batch_defaults), for the
+// scheduler keys the scenario leaves out.
+TEST(ParamTable, VllmSchedulerDefaultsFollowTheGpu) {
+  const auto on = [](const char* hw) { return scenario::vllm_batch_defaults(model::load_node(hw).devices); };
+  EXPECT_EQ(on("h100-sxm").max_num_batched_tokens, 8192);
+  EXPECT_EQ(on("h100-sxm").max_num_seqs, 1024);
+  EXPECT_EQ(on("a100-80g").max_num_batched_tokens, 2048);  // 80 GB, but an A100
+  EXPECT_EQ(on("l40s").max_num_seqs, 256);                 // under 70 GiB
+  EXPECT_EQ(on("l40s").kind, sim::SchedulerKind::Chunked);
+  scenario::ServeScenario s;
+  s.doc = {{"model", "mixtral-8x7b"},
+           {"hw", "dgx-h100"},
+           {"scheduler_defaults", "vllm"},
+           {"scheduler", {{"max_num_seqs", 8}}},
+           {"workload", {{"arrival", "uniform"}, {"rate", "10/s"}, {"requests", 2}, {"prompt", 64}, {"output", 4}}},
+           {"generate", {{"tokens", 64}, {"seed", 1}}}};
+  const auto sc = scenario::run_serve(s).scenario.at("scheduler");
+  EXPECT_EQ(sc.at("max_num_seqs"), 8);  // given: kept
+  EXPECT_EQ(sc.at("max_num_batched_tokens"), 8192);
 }
 
 // estimate's table: model, hw and nodes are required in a file; "nic" is one id or a list of them, and its

@@ -106,6 +106,9 @@ struct ServeRequest {
   std::string precision = "checkpoint";
   std::optional<std::string> experts;
   sim::SchedulerConfig scheduler;
+  /// Where the scheduler keys a scenario leaves out come from: "moesim" (sim::SchedulerConfig's) or "vllm"
+  /// (vLLM's for `vllm serve` on the node's GPU: vllm_batch_defaults).
+  std::string scheduler_defaults = "moesim";
   nlohmann::json workload;  ///< sim::parse_workload's object (read there, with the scenario's base directory)
   sim::Slo slo;
   std::vector<double> percentiles = serving_defaults().percentiles;
@@ -125,6 +128,13 @@ struct ServeRequest {
     return g;
   }
 };
+
+/// vLLM's scheduler defaults for `vllm serve` on one of `device`'s GPUs (EngineArgs.get_batch_defaults,
+/// vllm/engine/arg_utils.py, the OPENAI_API_SERVER context): 8192 tokens per step and 1024 sequences on a
+/// GPU of at least 70 GiB that is not an A100 ("for GPUs like H100 and MI300x"; an A100 loses throughput
+/// with the larger budget, vLLM PR #17885), else 2048 and 256; the V1 engine always chunks prefills.
+/// Other keys keep `base`'s.
+sim::SchedulerConfig vllm_batch_defaults(const model::DeviceSpec& device, sim::SchedulerConfig base = {});
 
 /// Bytes per KV-cache element of vLLM's --kv-cache-dtype `name` (vllm/config/cache.py CacheDType): 2 for
 /// bfloat16 and float16, 1 for the fp8 and int8 forms, `model_bytes` (the kv_bytes key) for "auto", which
