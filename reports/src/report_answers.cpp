@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -130,7 +131,7 @@ std::string calibration_answer(const Report& rep) {
   const auto& pts = rep.sweep.points;
   const auto& cal = rep.cal;
   const auto& msims = rep.msims;
-  double lo = INFINITY, hi = -INFINITY;
+  double lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
   std::string lo_name, hi_name;
   std::size_t n = 0;
   for (const auto& ms : msims) {
@@ -206,6 +207,7 @@ std::string serving_answer(const Report& rep) {
     runs.back().second.push_back(rate);
   }
   std::vector<std::string> parts;
+  parts.reserve(runs.size());
   for (const auto& [cfg, rates] : runs) parts.push_back(cfg + " at " + text::join(rates));
   return "**Under load** (" + in.serving->models.front() + ", the serving grid's SLO" +
          (in.measured.empty() ? "" : "; serving simulator, datasheet profiles, uncalibrated") +
