@@ -58,7 +58,7 @@ class Scalar {
     v_.resize(static_cast<std::size_t>(a.layers));
   }
 
-  std::vector<float> w(const std::string& name, std::vector<std::int64_t> shape) const {
+  std::vector<float> w(const std::string& name, const std::vector<std::int64_t>& shape) const {
     return ckpt_.load_f32(name, shape);
   }
 
