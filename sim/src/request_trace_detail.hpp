@@ -13,6 +13,7 @@
 #include "fields.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/fd_io.hpp"
+#include "moesim/model/text.hpp"
 #include "moesim/sim/request_traces.hpp"
 
 namespace moesim::sim::request_trace_detail {
@@ -20,7 +21,7 @@ namespace moesim::sim::request_trace_detail {
 using fields::trim;
 
 /// A number for messages, 6 significant digits.
-std::string short_number(double v);
+using text::short_number;
 
 // ------------------------------------------------------------------------------------------------------
 // Wall-clock timestamps (Azure): request_trace_time.cpp.
