@@ -60,10 +60,7 @@ std::vector<std::string> nic_answers(Report& rep) {
   std::vector<std::string> nic_words;
   std::map<std::string, std::map<std::string, std::map<std::int64_t, const PointResult*>>> by;  // hw, nic, nodes
   for (const auto& p : pts)
-    if (p.simulated && p.point.nodes > 1 && p.point.model == in.grid.models.front() &&
-        p.point.precision == in.grid.precisions.front() && p.point.placement == in.grid.placements.front() &&
-        (in.grid.strategies.empty() || p.point.strategy == in.grid.strategies.front()))
-      by[p.point.hw][p.point.nic][p.point.nodes] = &p;
+    if (p.simulated && on_node_curve(p, in.grid)) by[p.point.hw][p.point.nic][p.point.nodes] = &p;
   for (const auto& [hw, nics] : by) {
     if (nics.size() < 2) continue;
     std::string base;
