@@ -122,7 +122,7 @@ int device_of(const po::variables_map& vm) {
 
 std::string host_id(const calibrate::Provenance& p, const po::variables_map& vm, const std::string& suffix) {
   if (vm.count("id")) {
-    const std::string id = vm["id"].as<std::string>();
+    std::string id = vm["id"].as<std::string>();  // not const: returned by move
     if (id.empty()) throw UserError("--id is empty; give a profile id, e.g. my-host");
     return id;
   }

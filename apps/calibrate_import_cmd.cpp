@@ -156,6 +156,7 @@ model::RuntimeProfile fit_llama_bench(const po::variables_map& vm, ImportRun& ru
   // Each row of the class with its datasheet, fitted and (decode calibration rows) leave-one-out figures.
   const nlohmann::json rows = llama_bench_rows_json(r, fit);
   std::vector<std::string> names;
+  names.reserve(files.size());
   for (const auto& f : files) names.push_back(f.string());
   calibration["llama_bench"] = {{"files", names}, {"rows", rows}};
   if (fit.loo_errors.empty())
@@ -205,6 +206,7 @@ void fit_latency_files(const po::variables_map& vm, const calibrate::ServingImpo
     runs.push_back(calibrate::read_vllm_latency(f, given));
   const calibrate::LatencyFit fit = calibrate::fit_vllm_latency(runs, vin);
   std::vector<std::string> names;
+  names.reserve(runs.size());
   for (const auto& r : runs) names.push_back(r.path);
   rp.step_overhead = {units::seconds(fit.step_overhead),
                       "fitted by `moesim calibrate fit --vllm-latency` to the avg_latency of " + text::join(names) +
@@ -274,6 +276,7 @@ void fit_serving_files(const po::variables_map& vm, const calibrate::ServingImpo
   const calibrate::ServingFit fit = calibrate::fit_vllm_serving(
       runs, vin, [](const std::string& line) { std::cerr << "calibrate fit: " << line << "\n"; });
   std::vector<std::string> names;
+  names.reserve(runs.size());
   for (const auto& r : runs) names.push_back(r.path);
   const std::string src = "fitted by `moesim calibrate fit --vllm-serving` to the mean TTFT and TPOT of " +
                           text::join(names) + run.source_note + " replayed in the serving simulator with " + rp.id +

@@ -161,7 +161,7 @@ int cmd_trace(const Args& args, std::ostream& out) {
   if (args.empty()) {
     throw UserError("give a subcommand: moesim trace gen|stats|convert (see `moesim trace --help`)");
   }
-  const std::string sub = args[0];
+  const std::string& sub = args[0];
   Args rest(args.begin() + 1, args.end());
   if (sub == "gen") return cmd_trace_gen(rest, out);
   if (sub == "stats") return cmd_trace_stats(rest, out);

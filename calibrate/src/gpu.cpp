@@ -256,10 +256,12 @@ void fit_gpu_kernels(GpuKernelResult& r, const std::map<GpuDtype, double>& given
   for (auto& c : r.chains) {
     c.roofline_seconds = 0;
     const auto peak = r.peak_flops.find(c.dtype);
-    // The cost model's kernel roofline (cost::roofline); a rate not measured bounds nothing.
+    // The cost model's kernel roofline (cost::roofline); a rate not measured bounds nothing. No narrowing
+    // below: all is double, but clang-tidy 14 reports the constant infinity as out of double's range.
     constexpr double kUnbounded = std::numeric_limits<double>::infinity();
-    const cost::Rate rate{r.memory_bandwidth > 0 ? r.memory_bandwidth : kUnbounded,
-                          peak != r.peak_flops.end() ? peak->second : kUnbounded};
+    const cost::Rate rate{
+        r.memory_bandwidth > 0 ? r.memory_bandwidth : kUnbounded,  // NOLINT(bugprone-narrowing-conversions)
+        peak != r.peak_flops.end() ? peak->second : kUnbounded};   // NOLINT(bugprone-narrowing-conversions)
     for (const auto& k : c.kernels) {
       const KernelCost kc = gpu_kernel_cost(c.dtype, k, c.batch);
       c.roofline_seconds += cost::roofline(kc.bytes, kc.flops, rate);

@@ -448,10 +448,9 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
       parse_qwen3_moe(text, a);
       break;
     case Family::Qwen3Next:
-      parse_qwen3_next(text, a);
-      break;
     case Family::Qwen35Moe:
-      // §A.2: the multimodal Qwen3.5 checkpoint nests every text field under text_config.
+      // §A.2: the multimodal Qwen3.5 checkpoint nests every text field under text_config (`text` above), in
+      // Qwen3-Next's layout.
       parse_qwen3_next(text, a);
       break;
     case Family::DeepseekV3:

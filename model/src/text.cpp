@@ -73,6 +73,8 @@ std::string printf(const char* format, ...) {
   return out;
 }
 
+std::string short_number(double v) { return printf("%.6g", v); }
+
 std::string one_line(std::string_view s) {
   std::string out;
   out.reserve(s.size());

@@ -33,6 +33,12 @@ std::string hardware_words(const GridPoint& p) {
   return s;
 }
 
+bool on_node_curve(const PointResult& p, const Grid& grid) {
+  return p.point.nodes > 1 && p.point.model == grid.models.front() && p.point.precision == grid.precisions.front() &&
+         p.point.placement == grid.placements.front() &&
+         (grid.strategies.empty() || p.point.strategy == grid.strategies.front());
+}
+
 std::string parameter_value(double v, const std::string& unit) {
   if (unit == "s") return units::format(units::seconds(v));
   if (unit == "B/s") return units::format(units::Bandwidth::from_base(v));

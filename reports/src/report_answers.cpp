@@ -1,5 +1,6 @@
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <set>
 #include <string>
@@ -59,10 +60,7 @@ std::vector<std::string> nic_answers(Report& rep) {
   std::vector<std::string> nic_words;
   std::map<std::string, std::map<std::string, std::map<std::int64_t, const PointResult*>>> by;  // hw, nic, nodes
   for (const auto& p : pts)
-    if (p.simulated && p.point.nodes > 1 && p.point.model == in.grid.models.front() &&
-        p.point.precision == in.grid.precisions.front() && p.point.placement == in.grid.placements.front() &&
-        (in.grid.strategies.empty() || p.point.strategy == in.grid.strategies.front()))
-      by[p.point.hw][p.point.nic][p.point.nodes] = &p;
+    if (p.simulated && on_node_curve(p, in.grid)) by[p.point.hw][p.point.nic][p.point.nodes] = &p;
   for (const auto& [hw, nics] : by) {
     if (nics.size() < 2) continue;
     std::string base;
@@ -130,7 +128,7 @@ std::string calibration_answer(const Report& rep) {
   const auto& pts = rep.sweep.points;
   const auto& cal = rep.cal;
   const auto& msims = rep.msims;
-  double lo = INFINITY, hi = -INFINITY;
+  double lo = std::numeric_limits<double>::infinity(), hi = -std::numeric_limits<double>::infinity();
   std::string lo_name, hi_name;
   std::size_t n = 0;
   for (const auto& ms : msims) {
@@ -205,6 +203,7 @@ std::string serving_answer(const Report& rep) {
     runs.back().second.push_back(rate);
   }
   std::vector<std::string> parts;
+  parts.reserve(runs.size());
   for (const auto& [cfg, rates] : runs) parts.push_back(cfg + " at " + text::join(rates));
   return "**Under load** (" + in.serving->models.front() + ", the serving grid's SLO" +
          (in.measured.empty() ? "" : "; serving simulator, datasheet profiles, uncalibrated") +

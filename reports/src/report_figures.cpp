@@ -54,20 +54,14 @@ NodeCurves node_curves(const Report& rep) {
   NodeCurves nc;
   auto& [series, ns, lookup, measured, measured_nics, fitted_series] = nc;
   for (const auto& p : pts) {
-    if (p.point.nodes < 2 || p.point.model != in.grid.models.front() ||
-        p.point.precision != in.grid.precisions.front() || p.point.placement != in.grid.placements.front() ||
-        (!in.grid.strategies.empty() && p.point.strategy != in.grid.strategies.front()))
-      continue;
+    if (!on_node_curve(p, in.grid)) continue;
     if (p.status != "ok" && !p.simulated) continue;
     const auto key = std::make_pair(p.point.hw, p.point.nic);
     if (std::find(series.begin(), series.end(), key) == series.end()) series.push_back(key);
     ns.insert(p.point.nodes);
   }
   for (const auto& p : pts)
-    if (p.point.nodes > 1 && p.point.model == in.grid.models.front() &&
-        p.point.precision == in.grid.precisions.front() && p.point.placement == in.grid.placements.front() &&
-        (in.grid.strategies.empty() || p.point.strategy == in.grid.strategies.front()))
-      lookup[{p.point.hw, p.point.nic, p.point.nodes}] = &p;
+    if (on_node_curve(p, in.grid)) lookup[{p.point.hw, p.point.nic, p.point.nodes}] = &p;
   for (const auto& m : in.measured)
     if (m.tokens_per_s && m.scenario.strategy == (in.grid.strategies.empty() ? "" : in.grid.strategies.front())) {
       measured[{m.scenario.nic, m.scenario.nodes}] = *m.tokens_per_s;

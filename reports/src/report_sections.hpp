@@ -76,6 +76,10 @@ std::string usd(double v);
 /// "2 × Mac Studio M2 Ultra over rocev2-25g": the hardware part of a point, for prose.
 std::string hardware_words(const GridPoint& p);
 
+/// Whether a point lies on Figure 8's node-count curves (and the NIC answers' table): more than one node,
+/// the grid's first model, precision and placement, and its first strategy when it names strategies.
+bool on_node_curve(const PointResult& p, const Grid& grid);
+
 /// A fitted parameter's value with its unit ("ratio": achieved / peak, as a plain number).
 std::string parameter_value(double v, const std::string& unit);
 

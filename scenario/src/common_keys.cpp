@@ -17,6 +17,7 @@ std::string runtime_help() {
   std::map<std::string, std::vector<std::string>> on;  // runtime -> the node profiles it has a profile for
   for (const auto& r : model::builtin_runtimes()) on[r.runtime].push_back(r.hw);
   std::vector<std::string> items;
+  items.reserve(on.size());
   for (const auto& [runtime, hws] : on) items.push_back(runtime + " (" + text::join(hws) + ")");
   return "the software on the hardware: a runtime profile for --hw (built in: " + text::join(items) +
          "; `moesim hw` lists their figures), fitted to dense measurements or written by hand from published "

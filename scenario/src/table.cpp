@@ -32,6 +32,7 @@ void Table::print_text(std::ostream& out) const {
   };
   line(headers_);
   std::vector<std::string> rule;
+  rule.reserve(width.size());
   for (auto w : width) rule.emplace_back(w, '-');
   line(rule);
   for (const auto& r : rows_) line(r);

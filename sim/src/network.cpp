@@ -340,7 +340,7 @@ void Network::recompute_rates(SimTime now) {
   // Links: uplinks 0..N-1, downlinks N..2N-1, the backplane 2N when it is limited.
   const auto n = static_cast<std::int32_t>(config_.nodes);
   const bool backplane = config_.switch_bandwidth > 0;
-  cap_.assign(static_cast<std::size_t>(2 * n + (backplane ? 1 : 0)), rate_per_ps_);
+  cap_.assign(2 * static_cast<std::size_t>(n) + (backplane ? 1U : 0U), rate_per_ps_);
   if (backplane) cap_.back() = config_.switch_bandwidth / static_cast<double>(kPicosecondsPerSecond);
   flows_.clear();
   for (const std::uint32_t id : active_) {

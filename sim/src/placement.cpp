@@ -17,6 +17,7 @@ std::string range_text(const std::vector<std::int64_t>& ids) {
   for (std::size_t i = 1; i < ids.size(); ++i) run = run && ids[i] == ids[i - 1] + 1;
   if (run && ids.size() > 2) return std::to_string(ids.front()) + "-" + std::to_string(ids.back());
   std::vector<std::string> s;
+  s.reserve(ids.size());
   for (auto v : ids) s.push_back(std::to_string(v));
   return text::join(s, ",");
 }
@@ -290,6 +291,7 @@ std::vector<std::int64_t> dispatch(const Placement& p, const std::vector<std::in
   std::vector<std::vector<std::int32_t>> lists(static_cast<std::size_t>(p.nodes));
   d.assign(std::span<const std::int64_t>(chosen), lists);
   std::vector<std::int64_t> load;
+  load.reserve(lists.size());
   for (const auto& l : lists) load.push_back(static_cast<std::int64_t>(l.size()));
   return load;
 }

@@ -13,6 +13,7 @@
 #include "fields.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/fd_io.hpp"
+#include "moesim/model/text.hpp"
 #include "moesim/sim/request_traces.hpp"
 
 namespace moesim::sim::request_trace_detail {
@@ -20,7 +21,7 @@ namespace moesim::sim::request_trace_detail {
 using fields::trim;
 
 /// A number for messages, 6 significant digits.
-std::string short_number(double v);
+using text::short_number;
 
 // ------------------------------------------------------------------------------------------------------
 // Wall-clock timestamps (Azure): request_trace_time.cpp.
@@ -30,6 +31,8 @@ std::string short_number(double v);
 struct WallTime {
   std::int64_t seconds = 0;
   std::int64_t ps = 0;  ///< [0, 10^12)
+  // clang-tidy 14 reports the literal 0 that a defaulted <=> compares its result with; there is no pointer.
+  // NOLINTNEXTLINE(modernize-use-nullptr)
   auto operator<=>(const WallTime&) const = default;
 };
 

@@ -21,8 +21,6 @@
 namespace moesim::sim {
 namespace request_trace_detail {
 
-std::string short_number(double v) { return text::printf("%.6g", v); }
-
 namespace {
 
 using fields::split_fields;

@@ -138,7 +138,7 @@ const char* const kFormats =
 
 DetectedFormat detect_trace_format(const std::string& path) {
   TraceInput in(path, 1.0, /*measure=*/false);  // only a 64 KiB prefix is read: no bomb can get past it
-  std::string prefix(64 * 1024, '\0');
+  std::string prefix(std::size_t{64} * 1024, '\0');
   in.stream().read(prefix.data(), static_cast<std::streamsize>(prefix.size()));
   prefix.resize(static_cast<std::size_t>(in.stream().gcount()));
   const std::string packed =

@@ -31,6 +31,7 @@ std::string list_text(const std::vector<double>& v) {
   for (const auto x : v) same = same && x == v.front();
   if (same && !v.empty()) return fmt(v.front());
   std::vector<std::string> s;
+  s.reserve(v.size());
   for (const auto x : v) s.push_back(fmt(x));
   return "[" + text::join(s, ",") + "]";
 }

@@ -107,6 +107,7 @@ RoutingTrace import_moe_selection(const std::vector<std::string>& paths, const I
       }
       std::sort(layers.begin(), layers.end(), [](const auto& a, const auto& b2) { return a.first < b2.first; });
       std::vector<std::int64_t> idx;
+      idx.reserve(layers.size());
       for (const auto& l : layers) idx.push_back(l.first);
       if (moe_layers.empty()) {
         if (idx.empty()) throw UserError(where + ": every layer is null; a step needs the experts of its MoE layers");
@@ -158,6 +159,7 @@ RoutingTrace import_moe_selection(const std::vector<std::string>& paths, const I
     }
   }
   std::vector<std::string> idx;
+  idx.reserve(moe_layers.size());
   for (const auto l : moe_layers) idx.push_back(std::to_string(l));
   return b.finish("imported from MoE_expert_selection_trace per-query JSON (core12345, arXiv 2510.05497; " +
                       import_detail::files_text(paths) + "): " + std::to_string(paths.size()) +

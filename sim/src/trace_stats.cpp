@@ -173,7 +173,7 @@ double layer_lru_hit(const StatsDims& d, std::int64_t capacity, StatsScratch& x)
   for (std::size_t t = 0; t < d.T; ++t) {
     const std::uint16_t* cur = x.ids.data() + t * d.k;
     for (std::size_t s = 0; s < d.k; ++s) {
-      x.missed[s] = !lru.contains(cur[s]);
+      x.missed[s] = static_cast<char>(!lru.contains(cur[s]));
       if (!x.missed[s]) {
         ++hits;
         lru.touch(cur[s]);

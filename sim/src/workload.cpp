@@ -27,17 +27,6 @@ std::string number_text(double v) {
   return buf;
 }
 
-}  // namespace
-
-/// A short number for messages ("2", "0.5").
-std::string short_number(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-
-namespace {
-
 /// Open-loop kinds with drawn times: the request rate (and, gamma, the gaps' shape).
 void parse_rate(const json::Node& node, const std::filesystem::path& /*base_dir*/, WorkloadSpec& w) {
   const auto& r = node.raw().contains("rate") ? node.raw().at("rate") : nlohmann::json();

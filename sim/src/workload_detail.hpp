@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "moesim/model/json_reader.hpp"
+#include "moesim/model/text.hpp"
 #include "moesim/sim/workload.hpp"
 
 namespace moesim::sim::workload_detail {
@@ -18,7 +19,7 @@ namespace moesim::sim::workload_detail {
 enum Stream : std::uint64_t { kArrivalStream = 0, kPromptStream = 1, kOutputStream = 2, kGammaStream = 3 };
 
 /// A short number for messages ("2", "0.5").
-std::string short_number(double v);
+using text::short_number;
 
 /// The length of item `index` under `spec`, from one uniform draw in `stream`.
 std::int64_t draw_length(const LengthSpec& spec, std::uint64_t seed, std::uint64_t stream, std::int64_t index);

@@ -45,7 +45,7 @@ std::string expand(std::string s, const std::string& dir) {
 Run check_case(const Scratch& s, const CatalogueCase& c, const std::string& env = "") {
   SCOPED_TRACE(c.name);
   const std::string d = s.path();
-  const auto r = s.shell(env + " timeout 120 " + std::string(MOESIM_BINARY) + " " + expand(c.args, d));
+  auto r = s.shell(env + " timeout 120 " + std::string(MOESIM_BINARY) + " " + expand(c.args, d));
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

@@ -44,7 +44,7 @@ scenario::ParamTable<Toy> toy_table() {
   return t;
 }
 
-po::variables_map parse(const scenario::ParamTable<Toy>& t, std::vector<std::string> args) {
+po::variables_map parse(const scenario::ParamTable<Toy>& t, const std::vector<std::string>& args) {
   po::options_description desc;
   t.add_flags(desc);
   po::variables_map vm;

@@ -56,7 +56,7 @@ TEST(PingPongProtocol, OtherProtocolsAreRefusedAtOnce) {
     EXPECT_EQ(parse_frame_header(bytes_of(s), 1u << 20).status, FrameStatus::BadMagic) << s;
   }
   EXPECT_EQ(printable_prefix(bytes_of("HTTP/1.1 200 OK")), "HTTP/1.1");
-  EXPECT_EQ(printable_prefix(bytes_of("\x16\x03\x01\x02\x00"), 4), "\\x16\\x03\\x01\\x02");
+  EXPECT_EQ(printable_prefix(std::vector<std::uint8_t>{0x16, 0x03, 0x01, 0x02, 0x00}, 4), "\\x16\\x03\\x01\\x02");
   EXPECT_EQ(printable_prefix(bytes_of("it's")), "it\\x27s");
 }
 

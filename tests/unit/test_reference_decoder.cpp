@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "../test_support.hpp"
 #include "moesim/reference/checkpoint.hpp"
 #include "moesim/reference/decoder.hpp"
 #include "moesim/reference/run.hpp"
@@ -58,7 +59,7 @@ class Scalar {
     v_.resize(static_cast<std::size_t>(a.layers));
   }
 
-  std::vector<float> w(const std::string& name, std::vector<std::int64_t> shape) const {
+  std::vector<float> w(const std::string& name, const std::vector<std::int64_t>& shape) const {
     return ckpt_.load_f32(name, shape);
   }
 
@@ -215,6 +216,23 @@ void expect_same_run(const nlohmann::json& config, const std::vector<std::int32_
 
 // Weights of standard deviation 0.3 (not HF's 0.02) so that attention and experts, not the embedding alone,
 // decide the next token: with 0.02 a random model repeats a short cycle whatever the layers compute.
+// A balancing registered beside the built-in ones runs in the simulator only: the reference decoder refuses it,
+// naming the flag and the ones it implements, before it opens the checkpoint.
+TEST(ReferenceDecoder, RefusesARegisteredBalancing) {
+  namespace sim = moesim::sim;
+  const auto mine = static_cast<sim::Balancing>(92);
+  sim::register_balancing({mine, "test-ref-busy", "busy full loading, registered again",
+                           sim::balancing_info(sim::Balancing::BusyAll).fill});
+  World world;  // not under mpirun: one process
+  RunOptions o;
+  o.checkpoint = "/nonexistent/moesim-checkpoint";
+  o.balancing = mine;
+  o.progress = false;
+  moesim::test::expect_user_error([&] { (void)run_reference(world, o); },
+                                  {"--balancing test-ref-busy: the reference decoder implements the built-in "
+                                   "balancings only (none, busy, lru-fill)"});
+}
+
 TEST(ReferenceDecoder, MatchesScalarImplementation) { expect_same_run(tiny_config(0.3), {5, 17, 42, 3, 88, 60}, 10); }
 
 TEST(ReferenceDecoder, MatchesScalarWithSlidingWindow) {

@@ -21,12 +21,26 @@
 
 #include "moesim/calibrate/progress.hpp"
 #include "moesim/model/error.hpp"
+#include "moesim/model/text.hpp"
 
 namespace moesim::reference {
 
 namespace mpi = boost::mpi;
 
 namespace {
+
+/// UserError unless `b` is a built-in balancing: the decoder's layer implements their fillers; a balancing
+/// registered beside them (sim::register_balancing) has its `fill` run by the simulator's decode engine only.
+void check_builtin_balancing(sim::Balancing b) {
+  const std::vector<sim::Balancing> builtin = {sim::Balancing::None, sim::Balancing::BusyAll, sim::Balancing::LruFill};
+  if (std::find(builtin.begin(), builtin.end(), b) != builtin.end()) return;
+  std::vector<std::string> names;
+  names.reserve(builtin.size());
+  for (const auto v : builtin) names.emplace_back(sim::name_of(v));
+  throw UserError("--balancing " + std::string(sim::name_of(b)) +
+                  ": the reference decoder implements the built-in balancings only (" + text::join(names) +
+                  "); a registered one runs in the simulator (`moesim simulate --balancing`)");
+}
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
@@ -379,6 +393,7 @@ RunResult run_reference(const World& world, const RunOptions& options) {
   const auto t_load = Clock::now();
   std::string config_path;
   try {
+    check_builtin_balancing(options.balancing);  // before anything is loaded
     ckpt = std::make_unique<Checkpoint>(Checkpoint::open(options.checkpoint));
     config_path = ckpt->config_path().string();
     r.shape = load_decoder_shape(ckpt->config_path());

@@ -27,4 +27,7 @@ std::string one_line(std::string_view s);
 /// printf-style formatting to std::string.
 std::string printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
+/// A number for messages, 6 significant digits ("%.6g": "2", "0.5", "1e+06").
+std::string short_number(double v);
+
 }  // namespace moesim::text

@@ -47,6 +47,8 @@ class Quantity {
   constexpr Quantity operator*(double s) const { return Quantity(v_ * s); }
   constexpr Quantity operator/(double s) const { return Quantity(v_ / s); }
   constexpr double operator/(Quantity o) const { return v_ / o.v_; }
+  // clang-tidy 14 reports the literal 0 that a defaulted <=> compares its result with; there is no pointer.
+  // NOLINTNEXTLINE(modernize-use-nullptr)
   constexpr auto operator<=>(const Quantity&) const = default;
 
  private:
