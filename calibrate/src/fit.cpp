@@ -390,7 +390,7 @@ Solution solve(Problem& pb, std::vector<double> u, std::vector<bool> active, con
   return s;
 }
 
-std::string num(double v, const char* unit) { return text::printf("%.6g", v) + unit; }
+std::string num(double v, const char* unit) { return text::short_number(v) + unit; }
 
 nlohmann::json band_json(const model::EfficiencyBand& b) {
   nlohmann::json j = {{"from", num(b.from.base(), "B")}, {"to", num(b.to.base(), "B")}, {"value", b.value}};

@@ -193,13 +193,13 @@ void write_validation_csv(const ValidationResult& r, std::ostream& out) {
     out << csv_field(p.row.id) << "," << p.row.role << "," << csv_field(p.kind) << "," << csv_field(p.row.model) << ","
         << csv_field(p.row.format) << "," << csv_field(p.row.hardware) << "," << p.row.devices << ","
         << csv_field(p.row.runtime) << "," << csv_field(p.hw) << "," << csv_field(p.precision) << ","
-        << csv_field(p.instrument) << "," << text::printf("%.6g", p.row.measured) << ","
-        << (p.predicted ? text::printf("%.6g", *p.predicted) : std::string()) << "," << csv_field(p.row.unit) << ","
+        << csv_field(p.instrument) << "," << text::short_number(p.row.measured) << ","
+        << (p.predicted ? text::short_number(*p.predicted) : std::string()) << "," << csv_field(p.row.unit) << ","
         << (p.predicted ? text::printf("%.6f", p.error()) : std::string()) << ","
-        << (p.fitted ? text::printf("%.6g", *p.fitted) : std::string()) << ","
+        << (p.fitted ? text::short_number(*p.fitted) : std::string()) << ","
         << (p.fitted ? text::printf("%.6f", p.fitted_error()) : std::string()) << ","
-        << (p.interval ? text::printf("%.6g", p.interval->first) : std::string()) << ","
-        << (p.interval ? text::printf("%.6g", p.interval->second) : std::string()) << "," << csv_field(p.skipped) << ","
+        << (p.interval ? text::short_number(p.interval->first) : std::string()) << ","
+        << (p.interval ? text::short_number(p.interval->second) : std::string()) << "," << csv_field(p.skipped) << ","
         << csv_field(p.row.source_url) << "\n";
   }
 }

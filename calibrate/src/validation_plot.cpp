@@ -19,7 +19,7 @@ scenario::PlotSpec validation_plot(const ValidationResult& r) {
   std::string csv =
       "kind,role,measured tokens/s,datasheet tokens/s,fitted tokens/s,interval low tokens/s,"
       "interval high tokens/s,id\n";
-  auto num = [](const std::optional<double>& v) { return v ? text::printf("%.6g", *v) : std::string("NaN"); };
+  auto num = [](const std::optional<double>& v) { return v ? text::short_number(*v) : std::string("NaN"); };
   const char* kinds[] = {"decode b1", "prefill b1", "decode batched", "max-load"};
   bool fitted_of[2][4] = {};  // [calibration, prediction][kind]: series with points (gnuplot warns on empty ones)
   for (const auto& p : r.rows) {
@@ -29,7 +29,7 @@ scenario::PlotSpec validation_plot(const ValidationResult& r) {
       if (p.kind == kinds[i]) k = i;
     if (k < 0) continue;
     if (p.fitted) fitted_of[p.row.role == "prediction" ? 1 : 0][k] = true;
-    csv += std::to_string(k) + "," + p.row.role + "," + text::printf("%.6g", p.row.measured) + "," + num(p.predicted) +
+    csv += std::to_string(k) + "," + p.row.role + "," + text::short_number(p.row.measured) + "," + num(p.predicted) +
            "," + num(p.fitted) + "," + num(p.interval ? std::optional<double>(p.interval->first) : std::nullopt) + "," +
            num(p.interval ? std::optional<double>(p.interval->second) : std::nullopt) + "," +
            scenario::csv_field(p.row.id) + "\n";

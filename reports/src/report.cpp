@@ -24,7 +24,7 @@ namespace report_sections {
 // ---- helpers ----
 
 std::string num(double v, int decimals) { return text::printf("%.*f", decimals, v); }
-std::string csvnum(double v) { return std::isfinite(v) ? text::printf("%.6g", v) : std::string("NaN"); }
+std::string csvnum(double v) { return std::isfinite(v) ? text::short_number(v) : std::string("NaN"); }
 std::string usd(double v) { return units::format(v, units::Dimension::Money, 5); }
 
 std::string hardware_words(const GridPoint& p) {

@@ -19,7 +19,7 @@ namespace {
 
 constexpr double kGiB = 1073741824.0;
 
-std::string fmt(double v) { return text::printf("%.6g", v); }
+std::string fmt(double v) { return text::short_number(v); }
 
 /// An axis value as a point's description and its CSV cell show it: a string as is, else its JSON.
 std::string setting_text(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
