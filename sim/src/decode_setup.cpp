@@ -129,7 +129,7 @@ void DecodeEngine::setup_network() {
     nc.nodes = n_;
     nc.bandwidth = cfg_.nic->bandwidth.value.base();
     nc.latency = to_sim_time(cfg_.nic->latency.value);
-    nc.overhead = cfg_.nic->overhead ? to_sim_time(cfg_.nic->overhead->value) : 0;
+    nc.overhead = cfg_.nic->overhead ? to_sim_time(cfg_.nic->overhead->value) : SimTime{};
     nc.contention = cfg_.contention;
     network_ = std::make_unique<Network>(sim_, nc, this);
     if (cfg_.transfers) network_->set_observer(cfg_.transfers);
