@@ -127,7 +127,7 @@ void DecodeEngine::setup_network() {
     if (!cfg_.nic) throw UserError("a cluster of " + std::to_string(n_) + " nodes needs a NIC profile; give --nic");
     NetworkConfig nc;
     nc.nodes = n_;
-    nc.bandwidth = cfg_.nic->bandwidth.value.base();
+    nc.bandwidth = cfg_.nic->bandwidth.value;
     nc.latency = to_sim_time(cfg_.nic->latency.value);
     nc.overhead = cfg_.nic->overhead ? to_sim_time(cfg_.nic->overhead->value) : SimTime{};
     nc.contention = cfg_.contention;

@@ -16,11 +16,11 @@ constexpr std::uint32_t kWake = 0;
 
 Network::Network(Simulation& sim, NetworkConfig config, MessageSink* sink) : sim_(sim), config_(config), sink_(sink) {
   MOESIM_CHECK(config_.nodes >= 1, "a network needs at least one node");
-  MOESIM_CHECK(config_.bandwidth > 0, "network bandwidth must be positive (profiles check this)");
+  MOESIM_CHECK(config_.bandwidth > units::Bandwidth{}, "network bandwidth must be positive (profiles check this)");
   MOESIM_CHECK(config_.overhead <= config_.latency, "overhead is part of latency");
   MOESIM_CHECK(sink_ != nullptr, "a network needs a message sink");
   handler_ = sim_.add_handler(this);
-  rate_per_ps_ = config_.bandwidth / static_cast<double>(kPicosecondsPerSecond);
+  rate_per_ps_ = config_.bandwidth.base() / static_cast<double>(kPicosecondsPerSecond);
   const auto n = static_cast<std::size_t>(config_.nodes);
   cpu_free_.assign(n, SimTime{});
   bytes_sent_.assign(n, 0);
@@ -164,7 +164,7 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
   wake_ = SimTime{-1};
   const SimTime now = sim_.now();
   const SimTime in_flight = config_.latency - config_.overhead;  // last byte off the wire -> delivered
-  const bool backplane = config_.switch_bandwidth > 0;
+  const bool backplane = config_.switch_bandwidth > units::Bandwidth{};
   // Deliveries can trigger new sends at `now` (with zero overhead their flows start now), so repeat
   // until nothing more is due at this instant.
   for (;;) {
@@ -340,9 +340,9 @@ void progressive_fill(std::vector<double>& cap, const std::vector<Network::FlowL
 void Network::recompute_rates(SimTime now) {
   // Links: uplinks 0..N-1, downlinks N..2N-1, the backplane 2N when it is limited.
   const auto n = static_cast<std::int32_t>(config_.nodes);
-  const bool backplane = config_.switch_bandwidth > 0;
+  const bool backplane = config_.switch_bandwidth > units::Bandwidth{};
   cap_.assign(static_cast<std::size_t>(2 * n + (backplane ? 1 : 0)), rate_per_ps_);
-  if (backplane) cap_.back() = config_.switch_bandwidth / static_cast<double>(kPicosecondsPerSecond);
+  if (backplane) cap_.back() = config_.switch_bandwidth.base() / static_cast<double>(kPicosecondsPerSecond);
   flows_.clear();
   for (const std::uint32_t id : active_) {
     const Message& m = messages_store_[id];

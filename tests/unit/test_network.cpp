@@ -61,8 +61,8 @@ class Sender final : public moesim::sim::EventHandler {
 NetworkConfig gigabit(bool contention = true) {
   NetworkConfig c;
   c.nodes = 3;
-  c.bandwidth = 1e9;              // 1 GB/s per port and direction
-  c.latency = 10 * kMicrosecond;  // one way
+  c.bandwidth = moesim::units::bytes_per_second(1e9);  // 1 GB/s per port and direction
+  c.latency = 10 * kMicrosecond;                       // one way
   c.overhead = SimTime{};
   c.contention = contention;
   return c;

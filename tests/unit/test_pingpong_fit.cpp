@@ -139,7 +139,7 @@ class DesPingPong final : public moesim::sim::MessageSink, public moesim::sim::E
 TEST(PingPongFit, RecoversTheSimulatorsLinkExactly) {
   moesim::sim::NetworkConfig c;
   c.nodes = 2;
-  c.bandwidth = 3.125e9;
+  c.bandwidth = moesim::units::bytes_per_second(3.125e9);
   c.latency = moesim::sim::SimTime{10'000'000};  // 10 us in picoseconds
   c.overhead = moesim::sim::SimTime{2'000'000};
   DesPingPong pp(c, moesim::calibrate::default_message_sizes(), 3);

@@ -24,17 +24,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "moesim/model/units.hpp"
 #include "moesim/sim/event_core.hpp"
 
 namespace moesim::sim {
 
 struct NetworkConfig {
   std::int32_t nodes = 0;
-  double bandwidth = 0;         ///< bytes per second, per NIC port and direction
-  SimTime latency{};            ///< one-way per-message latency, overhead included
-  SimTime overhead{};           ///< sender CPU time per message (part of latency)
-  double switch_bandwidth = 0;  ///< bytes per second through the switch backplane; 0: non-blocking
-  bool contention = true;       ///< false: flows never share bandwidth and overheads overlap
+  units::Bandwidth bandwidth;         ///< per NIC port and direction
+  SimTime latency{};                  ///< one-way per-message latency, overhead included
+  SimTime overhead{};                 ///< sender CPU time per message (part of latency)
+  units::Bandwidth switch_bandwidth;  ///< through the switch backplane; 0: non-blocking
+  bool contention = true;             ///< false: flows never share bandwidth and overheads overlap
 };
 
 /// Receives delivered messages (called at the delivery time, from inside the network's event).
