@@ -61,6 +61,7 @@ class SimTime {
   }
   constexpr SimTime operator*(std::int64_t n) const { return SimTime{ps_ * n}; }
   constexpr SimTime operator/(std::int64_t n) const { return SimTime{ps_ / n}; }  ///< truncated, as int64
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 takes the defaulted <=>'s comparison with 0 for a pointer
   constexpr auto operator<=>(const SimTime&) const = default;
 
  private:
