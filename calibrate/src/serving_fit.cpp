@@ -139,7 +139,7 @@ ServingFigures replay_vllm_serving(const VllmServingResult& run, const ServingIm
   auto& reqs = p->config.requests;
   if (!run.max_concurrency) {
     for (std::size_t i = 0; i < reqs.size(); ++i) {
-      if (!run.request_rate) reqs[i].arrival = 0;  // "inf": benchmark() sends every request at once
+      if (!run.request_rate) reqs[i].arrival = sim::SimTime{};  // "inf": benchmark() sends every request at once
       if (i < run.input_lens.size()) {
         reqs[i].prompt_tokens = std::max<std::int64_t>(1, run.input_lens[i]);
         reqs[i].output_tokens = std::max<std::int64_t>(1, run.output_lens[i]);

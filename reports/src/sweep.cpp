@@ -135,8 +135,8 @@ void analytic_point(const Grid& g, const sweep_detail::Resolved& res, PointResul
       // model's single-user node total below only ranks the points.
       const sim::MemoryPlan m = scenario::serve_memory_plan(point_scenario(g, p, sweep_detail::serve_doc(g, p)));
       out.fits = m.fits;
-      out.device_memory_needed = m.weights + m.activations;
-      out.device_memory_usable = m.usable;
+      out.device_memory_needed = (m.weights + m.activations).base();
+      out.device_memory_usable = m.usable.base();
       out.why_not_fit = m.why_not;
     }
     if (p.nodes > 1 && !arch.is_moe()) {

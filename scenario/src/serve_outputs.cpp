@@ -42,10 +42,10 @@ void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
   }
   out << "; MoE: moe_tp " << p.moe_tp << " × moe_ep " << p.moe_ep << (p.attention_dp ? ", attention data-parallel" : "")
       << (p.attention_replicated ? ", attention replicated (expert outputs exchanged)" : "") << "\n";
-  out << "memory     " << units::format(units::bytes(res.memory.weights)) << " of weights per device"
+  out << "memory     " << units::format(res.memory.weights) << " of weights per device"
       << (p.pp > 1 ? " (stage " + std::to_string(res.memory.busiest_stage) + ", the fullest)" : std::string()) << ", "
-      << units::format(units::bytes(res.memory.activations)) << " of activations, KV cache " << res.memory.kv_tokens
-      << " tokens (" << res.memory.kv_blocks << " blocks)\n";
+      << units::format(res.memory.activations) << " of activations, KV cache " << res.memory.kv_tokens << " tokens ("
+      << res.memory.kv_blocks << " blocks)\n";
   out << "requests   " << res.requests.size() << " completed in " << fixed(res.duration, 2) << " s simulated ("
       << (timing ? fixed(r.wall_seconds, 3) + " s wall, " : std::string()) << res.events << " events)\n\n";
   std::vector<std::string> head = {"metric", "mean ms", "median ms", "std ms"};
@@ -133,7 +133,7 @@ nlohmann::json serve_to_json(const ServeRun& r, bool timing) {
   m.push_back(metric("max_queue_depth", res.max_waiting, "requests"));
   m.push_back(metric("peak_kv_usage", res.max_kv_used, "fraction"));
   m.push_back(metric("preemptions", static_cast<double>(res.preemptions), "requests"));
-  m.push_back(metric("weights_per_device", res.memory.weights, "B"));
+  m.push_back(metric("weights_per_device", res.memory.weights.base(), "B"));
   m.push_back(metric("kv_capacity", static_cast<double>(res.memory.kv_tokens), "tokens"));
   if (res.cache_hit_rate >= 0) {
     m.push_back(metric("page_cache_hit_rate", res.cache_hit_rate, "fraction"));

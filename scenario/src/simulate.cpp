@@ -39,7 +39,7 @@ class DecodeTimeline final : public sim::TimelineObserver, public sim::TransferO
     if (token + 1 == tokens_) cutoff_ = end;
   }
   void on_transfer(std::int32_t from, std::int32_t to, double bytes, sim::SimTime start, sim::SimTime end) override {
-    if (cutoff_ >= 0 && start > cutoff_) return;
+    if (cutoff_ >= sim::SimTime{} && start > cutoff_) return;
     trace_.complete("to node " + std::to_string(to), "nic", from, 1, us(start), us(end - start), {{"bytes", bytes}});
     nodes_ = std::max(nodes_, std::max(from, to) + 1);
   }
@@ -57,9 +57,9 @@ class DecodeTimeline final : public sim::TimelineObserver, public sim::TransferO
   }
 
  private:
-  static double us(sim::SimTime t) { return static_cast<double>(t) / 1e6; }
+  static double us(sim::SimTime t) { return static_cast<double>(t.ps()) / 1e6; }
   std::int64_t tokens_;
-  sim::SimTime cutoff_ = -1;
+  sim::SimTime cutoff_{-1};
   std::int32_t nodes_ = 0;
   ChromeTrace trace_;
 };
@@ -512,7 +512,7 @@ nlohmann::json simulate_to_json(const SimulateResult& r) {
   if (r.streaming) {
     m.push_back(metric("page_cache_hit_rate", run.cache_hit_rate, "fraction of expert reads"));
     m.push_back(metric("io_per_token",
-                       sim::to_seconds(run.nodes.empty() ? 0 : run.nodes.front().io) /
+                       sim::to_seconds(run.nodes.empty() ? sim::SimTime{} : run.nodes.front().io) /
                            static_cast<double>(std::max<std::int64_t>(1, run.tokens)),
                        "s"));
   }

@@ -59,8 +59,8 @@ SimTime DecodeEngine::compute_experts(std::int32_t n, std::int64_t token, std::i
   fill_({local, lru, picked_.data(), stamp, routed.size(), as.max_routed}, scratch_);
   node.stats.routed += static_cast<std::int64_t>(routed.size());
   node.stats.fillers += static_cast<std::int64_t>(scratch_.size());
-  SimTime moe = 0;
-  SimTime rewire_total = 0;
+  SimTime moe{};
+  SimTime rewire_total{};
   const bool traced = tracing(token);
   const bool stacked = cfg_.packing == Packing::Prestacked;
   const double stacked_bytes = expert_bytes_ * static_cast<double>(moe_layers_);
@@ -71,20 +71,20 @@ SimTime DecodeEngine::compute_experts(std::int32_t n, std::int64_t token, std::i
     for (std::size_t i = 0; i < count; ++i)
       stream_ids_.push_back(static_cast<std::uint16_t>(i < routed.size() ? routed[i] : scratch_[i - routed.size()]));
     const SimTime io = streamers_[ni].load(j, stream_ids_).time;
-    if (traced && io > 0) span(n, "io", token, j, t, t + io);
+    if (traced && io > SimTime{}) span(n, "io", token, j, t, t + io);
     t += io;
     moe += io;
     node.stats.io += io;
   }
   for (std::size_t i = 0; i < count; ++i) {
     const std::int32_t e = i < routed.size() ? routed[i] : scratch_[i - routed.size()];
-    SimTime rewire = 0;
+    SimTime rewire{};
     std::size_t buffer = 0;
     if (residency_) {
       buffer =
           expert_buffer_base_ + (stacked ? static_cast<std::size_t>(e) : static_cast<std::size_t>(j * experts_ + e));
       rewire = touch(n, buffer, t, stacked ? 1 : 3, stacked ? stacked_bytes : expert_bytes_);
-      if (rewire > 0) {
+      if (rewire > SimTime{}) {
         span(n, "rewire", token, j, t, t + rewire);
         ++node.stats.rewires;
       }
@@ -117,13 +117,13 @@ void DecodeEngine::run_node(std::int32_t n, SimTime t) {
     if (node.token >= tokens_) return;
     const bool driver = n == 0;
     if (centralised_ && !driver) return;  // other nodes work only when the driver's inputs arrive
-    if (driver && node.layer == 0) current_ = TokenRecord{t, 0, 0, 0, 0, 0};
+    if (driver && node.layer == 0) current_ = TokenRecord{.start = t};
     const std::int32_t l = node.layer;
     // Attention, router (and intra-node all-reduces) for this layer.
     SimTime a = attention_;
     if (residency_) {
       const SimTime rewire = touch(n, static_cast<std::size_t>(l), t, 1, layer_bytes_);
-      if (rewire > 0) {
+      if (rewire > SimTime{}) {
         span(n, "rewire", node.token, l, t, t + rewire);
         ++node.stats.rewires;
         node.stats.rewire += rewire;
@@ -170,7 +170,7 @@ SimTime DecodeEngine::finish_layer(std::int32_t n, SimTime t) {
     if (n == 0) current_.misc += combine_;
   }
   if (++node.layer == layers_) {
-    if (works && head_ > 0) {
+    if (works && head_ > SimTime{}) {
       span(n, "lm head", node.token, l, t, t + head_);
       t += head_;
       node.stats.misc += head_;

@@ -40,7 +40,7 @@ class DecodeEngine final : public MessageSink, public EventHandler {
   }
 
   DecodeResult run() {
-    for (std::int32_t n = 0; n < n_; ++n) run_node(n, 0);
+    for (std::int32_t n = 0; n < n_; ++n) run_node(n, SimTime{});
     sim_.run();
     for (std::int32_t n = 0; n < (centralised_ ? 1 : n_); ++n) {
       MOESIM_CHECK(nodes_[static_cast<std::size_t>(n)].token == tokens_,
@@ -49,7 +49,7 @@ class DecodeEngine final : public MessageSink, public EventHandler {
     DecodeResult r;
     r.tokens = tokens_;
     r.makespan = makespan_;
-    r.tokens_per_second = makespan_ > 0 ? static_cast<double>(tokens_) / to_seconds(makespan_) : 0;
+    r.tokens_per_second = makespan_ > SimTime{} ? static_cast<double>(tokens_) / to_seconds(makespan_) : 0;
     const double steps = static_cast<double>(tokens_) * static_cast<double>(moe_layers_);
     r.mean_max_routed = steps > 0 ? static_cast<double>(sum_max_routed_) / steps : 0;
     std::int64_t executed = 0;
@@ -137,7 +137,7 @@ class DecodeEngine final : public MessageSink, public EventHandler {
 
   struct Slot {
     std::uint64_t g = std::numeric_limits<std::uint64_t>::max();
-    SimTime done = 0;  ///< this node's own expert computation ends
+    SimTime done{};  ///< this node's own expert computation ends
     std::int32_t arrivals = 0;
     std::int32_t sent = 0;  ///< collective steps sent
     std::uint32_t rounds_received = 0;
@@ -201,7 +201,7 @@ class DecodeEngine final : public MessageSink, public EventHandler {
     span(n, (filler ? "filler " : "expert ") + std::to_string(e), token, layer, a, b);
   }
   SimTime touch(std::int32_t n, std::size_t buffer, SimTime at, std::int32_t count, double bytes) {
-    return residency_ ? residency_->acquire(n, buffer, at, count, bytes) : 0;
+    return residency_ ? residency_->acquire(n, buffer, at, count, bytes) : SimTime{};
   }
 
   const DecodeConfig& cfg_;
@@ -223,11 +223,11 @@ class DecodeEngine final : public MessageSink, public EventHandler {
   bool centralised_ = false;
 
   // Per-operation times, computed once (the model is the same for every token).
-  SimTime attention_ = 0;      ///< one decoder layer's non-expert work, router and intra-node all-reduces included
-  SimTime expert_ = 0;         ///< one routed expert, one layer
-  SimTime expert_launch_ = 0;  ///< once per MoE layer a node computes experts in: the fused kernel set's launches
-  SimTime combine_ = 0;
-  SimTime head_ = 0;
+  SimTime attention_{};      ///< one decoder layer's non-expert work, router and intra-node all-reduces included
+  SimTime expert_{};         ///< one routed expert, one layer
+  SimTime expert_launch_{};  ///< once per MoE layer a node computes experts in: the fused kernel set's launches
+  SimTime combine_{};
+  SimTime head_{};
   double expert_bytes_ = 0;
   double layer_bytes_ = 0;  ///< non-expert weights of one layer (for residency)
   double out_bytes_ = 0;    ///< expert-outputs / scatter / gather message
@@ -256,7 +256,7 @@ class DecodeEngine final : public MessageSink, public EventHandler {
   std::vector<TokenRecord> per_token_;
   TokenRecord current_;  ///< node 0's token in progress
   std::int64_t sum_max_routed_ = 0;
-  SimTime makespan_ = 0;
+  SimTime makespan_{};
 };
 
 }  // namespace moesim::sim::decode_detail

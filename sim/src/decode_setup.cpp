@@ -127,9 +127,9 @@ void DecodeEngine::setup_network() {
     if (!cfg_.nic) throw UserError("a cluster of " + std::to_string(n_) + " nodes needs a NIC profile; give --nic");
     NetworkConfig nc;
     nc.nodes = n_;
-    nc.bandwidth = cfg_.nic->bandwidth.value.base();
+    nc.bandwidth = cfg_.nic->bandwidth.value;
     nc.latency = to_sim_time(cfg_.nic->latency.value);
-    nc.overhead = cfg_.nic->overhead ? to_sim_time(cfg_.nic->overhead->value) : 0;
+    nc.overhead = cfg_.nic->overhead ? to_sim_time(cfg_.nic->overhead->value) : SimTime{};
     nc.contention = cfg_.contention;
     network_ = std::make_unique<Network>(sim_, nc, this);
     if (cfg_.transfers) network_->set_observer(cfg_.transfers);

@@ -10,7 +10,7 @@ namespace moesim::sim {
 SimTime to_sim_time(units::Duration d) {
   const double ps = d.base() * static_cast<double>(kPicosecondsPerSecond);
   MOESIM_CHECK(ps >= 0 && ps < 9.2e18, "duration out of the simulator's range: " + std::to_string(d.base()) + " s");
-  return static_cast<SimTime>(std::llround(ps));
+  return SimTime{std::llround(ps)};
 }
 
 std::uint32_t Simulation::add_handler(EventHandler* h) {
@@ -22,8 +22,8 @@ std::uint32_t Simulation::add_handler(EventHandler* h) {
 void Simulation::refuse(SimTime at, std::uint32_t handler) const {
   // SST's time-fault check: an event in the past would make the run order depend on the queue's
   // internals. It stays on in Release builds.
-  MOESIM_CHECK(at >= now_,
-               "event scheduled in the past (at " + std::to_string(at) + " ps, now " + std::to_string(now_) + " ps)");
+  MOESIM_CHECK(at >= now_, "event scheduled in the past (at " + std::to_string(at.ps()) + " ps, now " +
+                               std::to_string(now_.ps()) + " ps)");
   MOESIM_CHECK(handler < handlers_.size(), "event for an unknown handler");
 }
 

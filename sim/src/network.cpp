@@ -16,16 +16,16 @@ constexpr std::uint32_t kWake = 0;
 
 Network::Network(Simulation& sim, NetworkConfig config, MessageSink* sink) : sim_(sim), config_(config), sink_(sink) {
   MOESIM_CHECK(config_.nodes >= 1, "a network needs at least one node");
-  MOESIM_CHECK(config_.bandwidth > 0, "network bandwidth must be positive (profiles check this)");
+  MOESIM_CHECK(config_.bandwidth > units::Bandwidth{}, "network bandwidth must be positive (profiles check this)");
   MOESIM_CHECK(config_.overhead <= config_.latency, "overhead is part of latency");
   MOESIM_CHECK(sink_ != nullptr, "a network needs a message sink");
   handler_ = sim_.add_handler(this);
-  rate_per_ps_ = config_.bandwidth / static_cast<double>(kPicosecondsPerSecond);
+  rate_per_ps_ = config_.bandwidth.base() / static_cast<double>(kPicosecondsPerSecond);
   const auto n = static_cast<std::size_t>(config_.nodes);
-  cpu_free_.assign(n, 0);
+  cpu_free_.assign(n, SimTime{});
   bytes_sent_.assign(n, 0);
-  up_busy_.assign(n, 0);
-  up_busy_until_.assign(n, 0);
+  up_busy_.assign(n, SimTime{});
+  up_busy_until_.assign(n, SimTime{});
   up_flows_.assign(n, 0);
   down_flows_.assign(n, 0);
   waiting_.assign(n, Waiting{});
@@ -69,7 +69,7 @@ void Network::send_to_all(SimTime ready, std::int32_t from, double bytes, std::u
 void Network::enqueue(SimTime ready, std::int32_t from, std::int32_t to, double bytes, std::uint64_t tag) {
   ++messages_;
   bytes_sent_[static_cast<std::size_t>(from)] += bytes;
-  SimTime start = 0;
+  SimTime start{};
   if (config_.contention) {
     // The sender's CPU handles its messages one at a time (LogP o).
     auto& cpu = cpu_free_[static_cast<std::size_t>(from)];
@@ -85,12 +85,12 @@ void Network::enqueue(SimTime ready, std::int32_t from, std::int32_t to, double 
   msg.remaining = bytes;
   msg.bytes = bytes;
   msg.rate = 0;
-  msg.finish = std::numeric_limits<SimTime>::max();
+  msg.finish = SimTime::max();
   msg.start = start;
   msg.tag = tag;
   if (!config_.contention) [[unlikely]] {
     // Alone on the wire: serialisation at the full rate, then the rest of the latency.
-    const auto wire = static_cast<SimTime>(std::ceil(bytes / rate_per_ps_));
+    const SimTime wire{static_cast<std::int64_t>(std::ceil(bytes / rate_per_ps_))};
     const SimTime end = start + wire;
     if (observer_) observer_->on_transfer(from, to, bytes, start, end);
     // Without contention a flow's end is fixed when it is sent, and sends are not in time order: this
@@ -144,7 +144,8 @@ void Network::deliver(std::uint32_t id) {
 
 void Network::set_rate(Message& m, SimTime now, double rate) {
   m.rate = rate;
-  m.finish = now + std::max<SimTime>(1, static_cast<SimTime>(std::ceil(std::max(0.0, m.remaining) / rate)));
+  m.finish =
+      now + std::max(SimTime{1}, SimTime{static_cast<std::int64_t>(std::ceil(std::max(0.0, m.remaining) / rate))});
 }
 
 void Network::enter_links(const Message& m) {
@@ -160,10 +161,10 @@ void Network::leave_links(const Message& m) {
 void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
   MOESIM_CHECK(kind == kWake, "unknown network event");
   if (sim_.now() != wake_) return;  // superseded by an earlier wake-up that already ran
-  wake_ = -1;
+  wake_ = SimTime{-1};
   const SimTime now = sim_.now();
   const SimTime in_flight = config_.latency - config_.overhead;  // last byte off the wire -> delivered
-  const bool backplane = config_.switch_bandwidth > 0;
+  const bool backplane = config_.switch_bandwidth > units::Bandwidth{};
   // Deliveries can trigger new sends at `now` (with zero overhead their flows start now), so repeat
   // until nothing more is due at this instant.
   for (;;) {
@@ -178,7 +179,7 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
       const std::uint32_t id = active_[i];
       Message& m = messages_store_[id];
       if (m.finish > now) {
-        if (dt > 0) m.remaining -= m.rate * static_cast<double>(dt);
+        if (dt > SimTime{}) m.remaining -= m.rate * static_cast<double>(dt.ps());
         ++i;
         continue;
       }
@@ -187,7 +188,7 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
       if (observer_) [[unlikely]]
         observer_->on_transfer(m.from, m.to, m.bytes, m.start, m.finish);
       auto& busy_until = up_busy_until_[static_cast<std::size_t>(m.from)];
-      up_busy_[static_cast<std::size_t>(m.from)] += std::max<SimTime>(0, m.finish - std::max(m.start, busy_until));
+      up_busy_[static_cast<std::size_t>(m.from)] += std::max(SimTime{}, m.finish - std::max(m.start, busy_until));
       busy_until = std::max(busy_until, m.finish);
       leave_links(m);
       deliver_later(m.finish + in_flight, now, id);
@@ -246,7 +247,7 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
     if (!delivered || !more_now) break;
   }
   // Next thing that will happen.
-  SimTime next = std::numeric_limits<SimTime>::max();
+  SimTime next = SimTime::max();
   if (!starts_.empty()) next = std::min(next, starts_.top().time);
   if (!deliveries_.empty()) next = std::min(next, deliveries_.top().time);
   // A flow that shares a link must leave the wire on time: the others speed up then. A flow alone on its
@@ -259,10 +260,10 @@ void Network::handle_event(std::uint32_t kind, std::uint64_t /*arg*/) {
       const Message& m = messages_store_[id];
       const bool alone = !backplane && up_flows_[static_cast<std::size_t>(m.from)] == 1 &&
                          down_flows_[static_cast<std::size_t>(m.to)] == 1;
-      next = std::min(next, alone ? m.finish + in_flight : std::max(m.finish, now + 1));
+      next = std::min(next, alone ? m.finish + in_flight : std::max(m.finish, now + SimTime{1}));
     }
   }
-  if (next != std::numeric_limits<SimTime>::max()) wake_at(next);
+  if (next != SimTime::max()) wake_at(next);
 }
 
 namespace {
@@ -339,9 +340,9 @@ void progressive_fill(std::vector<double>& cap, const std::vector<Network::FlowL
 void Network::recompute_rates(SimTime now) {
   // Links: uplinks 0..N-1, downlinks N..2N-1, the backplane 2N when it is limited.
   const auto n = static_cast<std::int32_t>(config_.nodes);
-  const bool backplane = config_.switch_bandwidth > 0;
+  const bool backplane = config_.switch_bandwidth > units::Bandwidth{};
   cap_.assign(2 * static_cast<std::size_t>(n) + (backplane ? 1U : 0U), rate_per_ps_);
-  if (backplane) cap_.back() = config_.switch_bandwidth / static_cast<double>(kPicosecondsPerSecond);
+  if (backplane) cap_.back() = config_.switch_bandwidth.base() / static_cast<double>(kPicosecondsPerSecond);
   flows_.clear();
   for (const std::uint32_t id : active_) {
     const Message& m = messages_store_[id];

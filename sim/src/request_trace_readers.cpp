@@ -46,16 +46,16 @@ class Collector {
       throw fail("\"" + std::string(text) + "\" is more than " + short_number(kMaxRunSeconds) +
                  " s after the first request's time, more than a run can hold; trim the trace");
     }
-    SimTime arrival = ds * kPicosecondsPerSecond + (t.ps - first_.ps);
+    SimTime arrival{ds * kPicosecondsPerSecond + (t.ps - first_.ps)};
     if (o_.time_scale != 1.0) {
-      const double scaled = static_cast<double>(arrival) * o_.time_scale;
+      const double scaled = static_cast<double>(arrival.ps()) * o_.time_scale;
       if (scaled > kMaxRunSeconds * static_cast<double>(kPicosecondsPerSecond)) {
         throw fail("\"" + std::string(text) + "\" is " + short_number(to_seconds(arrival)) + " s into the trace, " +
                    short_number(scaled / static_cast<double>(kPicosecondsPerSecond)) + " s once scaled by time_scale " +
                    short_number(o_.time_scale) + ", past the " + short_number(kMaxRunSeconds) +
                    " s a run can hold; lower the time scale or trim the trace");
       }
-      arrival = std::llround(scaled);
+      arrival = SimTime{std::llround(scaled)};
     }
     if (out_.size() == out_.capacity()) {
       // The list grows by doubling: each step is asked of the memory budget before it is allocated.
@@ -195,7 +195,7 @@ std::vector<Request> read_moesim_or_azure(TraceLines& in, const Header& h, Reque
                                 " s a run can hold; check the unit (seconds) or trim the trace");
       }
       // As picoseconds first, as moesim has always read arrival_s, then split.
-      const auto ps = static_cast<SimTime>(std::llround(s * static_cast<double>(kPicosecondsPerSecond)));
+      const auto ps = static_cast<std::int64_t>(std::llround(s * static_cast<double>(kPicosecondsPerSecond)));
       t = {ps / kPicosecondsPerSecond, ps % kPicosecondsPerSecond};
     } else {
       const auto wall = parse_timestamp(time_text);

@@ -44,16 +44,16 @@ class ServingEngine final : public EventHandler {
     // in the request's TTFT. Both 0 when the profile has none: then nothing below changes.
     if (c_.node->devices.step_overhead) step_overhead_ = to_sim_time(c_.node->devices.step_overhead->value);
     if (c_.node->devices.request_overhead) request_overhead_ = to_sim_time(c_.node->devices.request_overhead->value);
-    if (step_overhead_ > 0)
+    if (step_overhead_ > SimTime{})
       r_.assumptions.push_back("every engine step adds the runtime's host time step_overhead " +
                                units::format(c_.node->devices.step_overhead->value) + " (" +
                                c_.node->devices.step_overhead->source + ")");
-    if (request_overhead_ > 0)
+    if (request_overhead_ > SimTime{})
       r_.assumptions.push_back("every request waits the runtime's request_overhead " +
                                units::format(c_.node->devices.request_overhead->value) +
                                " before the scheduler sees it (" + c_.node->devices.request_overhead->source + ")");
     batches_.resize(static_cast<std::size_t>(r_.plan.pp) + 1);
-    stage_free_.assign(static_cast<std::size_t>(r_.plan.pp), 0);
+    stage_free_.assign(static_cast<std::size_t>(r_.plan.pp), SimTime{});
   }
 
   void run() {
@@ -104,7 +104,7 @@ class ServingEngine final : public EventHandler {
         const std::optional<Request> q = users_->send(static_cast<std::int64_t>(arg), sim_.now());
         if (!q) return;
         sched_.check_fits(q->prompt_tokens, q->output_tokens, q->id);
-        if (request_overhead_ > 0) {
+        if (request_overhead_ > SimTime{}) {
           // As for open-loop arrivals: the request enters the queue after its host-side admission.
           sim_.schedule(sim_.now() + request_overhead_, handler_, kArrival, static_cast<std::uint64_t>(add_seq(*q)));
           return;
@@ -165,7 +165,7 @@ class ServingEngine final : public EventHandler {
     // The step's host time (step_overhead, see the constructor) comes first: scheduling this batch and
     // processing the previous one's outputs hold the engine before stage 0 can start.
     SimTime t = now + step_overhead_;
-    SimTime stage0_end = 0;
+    SimTime stage0_end{};
     for (std::size_t s = 0; s < stage_free_.size(); ++s) {
       if (s > 0) t += cost.transfer[s - 1];
       t = std::max(t, stage_free_[s]);
@@ -275,8 +275,8 @@ class ServingEngine final : public EventHandler {
   Scheduler sched_;
   Simulation sim_;
   std::uint32_t handler_ = 0;
-  SimTime step_overhead_ = 0, request_overhead_ = 0;  ///< the runtime's host costs (0: none)
-  std::vector<std::vector<Entry>> batches_;           ///< in flight, by slot
+  SimTime step_overhead_{}, request_overhead_{};  ///< the runtime's host costs (0: none)
+  std::vector<std::vector<Entry>> batches_;       ///< in flight, by slot
   std::vector<SimTime> stage_free_;
   bool stage0_busy_ = false;
   std::int64_t total_ = 0, sent_ = 0, completed_ = 0;
@@ -285,7 +285,7 @@ class ServingEngine final : public EventHandler {
   // every slot was taken (oldest first), and how many waited and for how long at most.
   std::int64_t cap_ = 0, in_flight_ = 0, held_back_ = 0;
   std::deque<std::int64_t> held_;
-  SimTime longest_hold_ = 0;
+  SimTime longest_hold_{};
 };
 
 /// Refuses (model::require_memory) a run whose records would not fit in this machine's memory.

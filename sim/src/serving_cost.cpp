@@ -165,7 +165,7 @@ const StepCost& CostModel::cost(const std::vector<Entry>& batch, const RoutingTr
                                : 0;
 
   // Per stage: sum over its layers. MoE layers are walked one by one (the routing differs per layer).
-  out.stage.assign(static_cast<std::size_t>(p_.pp), 0);
+  out.stage.assign(static_cast<std::size_t>(p_.pp), SimTime{});
   double io_total = 0, gpu_total = 0, cpu_total = 0;
   std::int64_t moe_j = 0;
   for (std::int64_t s = 0; s < p_.pp; ++s) {

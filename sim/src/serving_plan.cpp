@@ -13,7 +13,7 @@ namespace moesim::sim {
 
 namespace {
 
-std::string gb(double bytes) { return units::format(units::bytes(bytes), 3); }
+std::string gb(units::Bytes bytes) { return units::format(bytes, 3); }
 
 }  // namespace
 
@@ -115,8 +115,8 @@ namespace {
 
 /// What one device of a pipeline stage holds: weights, and KV bytes per token of context.
 struct StageBytes {
-  double weights = 0;
-  double kv_per_token = 0;
+  units::Bytes weights;
+  units::Bytes kv_per_token;
 };
 
 /// Every stage's device, from the stage's own layers (cost::pipeline_stages): its weights
@@ -129,8 +129,8 @@ std::vector<StageBytes> stage_bytes(const ServingConfig& c, const ParallelPlan& 
   const double share = cost::kv_share(a, split);
   std::vector<StageBytes> out;
   for (const cost::StageLayers& stage : cost::pipeline_stages(a.layers, p.pp)) {
-    out.push_back({cost::device_weight_bytes(a, prec, split, experts, stage),
-                   model::kv_bytes_per_token(cost::stage_architecture(a, stage), c.kv_bytes).base() * share});
+    out.push_back({units::bytes(cost::device_weight_bytes(a, prec, split, experts, stage)),
+                   model::kv_bytes_per_token(cost::stage_architecture(a, stage), c.kv_bytes) * share});
   }
   return out;
 }
@@ -151,7 +151,7 @@ MemoryPlan check_memory(const ServingConfig& c) {
   const ParallelPlan& p = c.plan;
   MOESIM_CHECK(node.devices.memory.has_value(), "check_memory needs the device memory (checked by the caller)");
   MemoryPlan m;
-  const double device_memory = node.devices.memory->value.base();
+  const units::Bytes device_memory = node.devices.memory->value;
   m.usable = device_memory * c.scheduler.gpu_memory_utilization;
   m.stage_starts = stage_layer_starts(a.layers, p.pp);
   const std::vector<StageBytes> stages = stage_bytes(c, p, *c.weights);
@@ -169,14 +169,15 @@ MemoryPlan check_memory(const ServingConfig& c) {
                        2.0 * ffn / tp;
   const double per_token = width * c.activation_bytes;
   const double logits = static_cast<double>(c.scheduler.max_num_seqs) * static_cast<double>(a.vocab) / tp * 4.0;
-  m.activations = static_cast<double>(c.scheduler.max_num_batched_tokens) * per_token + logits;
-  const double free_bytes = m.usable - m.weights - m.activations;
-  if (free_bytes <= 0) {
+  m.activations = units::bytes(static_cast<double>(c.scheduler.max_num_batched_tokens) * per_token + logits);
+  const units::Bytes free_bytes = m.usable - m.weights - m.activations;
+  if (free_bytes <= units::Bytes{}) {
     // Say by how much, and what would fit: a smaller token budget, a smaller precision with this plan, or
     // more pipeline stages.
     std::vector<std::string> fits;
     // Half the room left by the weights and logits for activations leaves the other half for the KV cache.
-    const auto tokens = static_cast<std::int64_t>((m.usable - m.weights - logits) / 2.0 / per_token);
+    const auto tokens =
+        static_cast<std::int64_t>((m.usable - m.weights - units::bytes(logits)).base() / 2.0 / per_token);
     if (tokens >= 1 && tokens < c.scheduler.max_num_batched_tokens)
       fits.push_back("scheduler.max_num_batched_tokens " + std::to_string(tokens) + " (now " +
                      std::to_string(c.scheduler.max_num_batched_tokens) + ")");
@@ -207,7 +208,7 @@ MemoryPlan check_memory(const ServingConfig& c) {
       << (p.pp > 1 ? "the fullest device (stage " + std::to_string(m.busiest_stage) + ") needs " : "each device needs ")
       << gb(m.weights) << " of weights + " << gb(m.activations) << " of activations, but has " << gb(m.usable)
       << " usable (" << gb(device_memory) << " × " << c.scheduler.gpu_memory_utilization
-      << " gpu_memory_utilization): " << gb(-free_bytes) << " short, before any KV cache; "
+      << " gpu_memory_utilization): " << gb(units::bytes(-free_bytes.base())) << " short, before any KV cache; "
       << (fits.empty() ? std::string("nothing smaller in this family fits; use a node with more memory")
                        : "would fit: " + text::join(fits, " or "));
     m.fits = false;
@@ -219,7 +220,7 @@ MemoryPlan check_memory(const ServingConfig& c) {
   const double kv_multiplier = p.attention_dp ? static_cast<double>(p.tp) : 1.0;
   double tokens = 1e15;
   for (std::size_t s = 0; s < stages.size(); ++s) {
-    if (stages[s].kv_per_token <= 0) continue;
+    if (stages[s].kv_per_token <= units::Bytes{}) continue;
     const double t = (m.usable - stages[s].weights - m.activations) / stages[s].kv_per_token * kv_multiplier;
     if (t < tokens) {
       tokens = t;

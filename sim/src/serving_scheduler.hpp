@@ -26,7 +26,7 @@ struct Seq {
   std::int64_t id = 0;
   std::int64_t prompt = 0;
   std::int64_t output = 0;
-  SimTime arrival = 0;
+  SimTime arrival{};
   std::int64_t user = -1;
   std::int64_t computed = 0;   ///< tokens whose K and V are in the cache
   std::int64_t generated = 0;  ///< output tokens sampled so far
@@ -37,8 +37,8 @@ struct Seq {
   bool in_flight = false;
   bool running = false;
   bool done = false;
-  SimTime first_token = -1;
-  SimTime last_token = 0;
+  SimTime first_token{-1};
+  SimTime last_token{};
   double max_itl = 0;
   std::int32_t preemptions = 0;
   [[nodiscard]] std::int64_t prefill_target() const { return prompt + generated; }

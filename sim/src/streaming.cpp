@@ -118,7 +118,7 @@ double ExpertStreamer::hit_rate() const {
 }
 
 SimTime overlapped_time(SimTime gpu, double gpu_bytes, const LayerIo& io, double memory_bytes_per_s) {
-  MOESIM_CHECK(gpu >= 0 && io.time >= 0 && gpu_bytes >= 0, "negative time or bytes in overlapped_time");
+  MOESIM_CHECK(gpu >= SimTime{} && io.time >= SimTime{} && gpu_bytes >= 0, "negative time or bytes in overlapped_time");
   MOESIM_CHECK(memory_bytes_per_s > 0, "overlapped_time needs a positive memory bandwidth");
   const double io_s = to_seconds(io.time);
   // The reads' memory traffic: the SSD's DMA writes into the page cache, and the copy out of it, which

@@ -27,7 +27,7 @@ double mean_gap_ps(const WorkloadSpec& w) { return static_cast<double>(kPicoseco
 /// `previous` + `gap` (ps): the first request arrives after the first gap, as the process starts at 0 with no
 /// arrival there. UserError when the sum runs past SimTime's range.
 SimTime after_gap(const WorkloadSpec& w, double gap, SimTime previous) {
-  if (!(gap <= static_cast<double>(std::numeric_limits<SimTime>::max() - previous) - 1e6)) {
+  if (!(gap <= static_cast<double>((SimTime::max() - previous).ps()) - 1e6)) {
     throw UserError("workload: the " + std::string(name_of(w.arrival)) + " arrivals of " + std::to_string(w.requests) +
                     " requests at " + short_number(w.rate) +
                     "/s run past the simulator's time range; raise the rate or lower requests" +
@@ -76,7 +76,7 @@ std::vector<Request> open_loop_requests(const WorkloadSpec& w) {
                         "the workload's " + std::to_string(w.requests) + " requests",
                         "give fewer requests (--requests, workload.requests), or use a machine with more memory");
   std::vector<Request> out(static_cast<std::size_t>(w.requests));
-  SimTime t = 0;
+  SimTime t{};
   for (std::int64_t i = 0; i < w.requests; ++i) {
     Request& r = out[static_cast<std::size_t>(i)];
     r.id = i;
@@ -94,7 +94,7 @@ ClosedLoopUsers::ClosedLoopUsers(const WorkloadSpec& spec)
       interval_(workload_detail::seconds_to_ps(spec.user_interval_s)),
       think_(workload_detail::seconds_to_ps(spec.think_time_s)) {
   MOESIM_CHECK(spec.arrival == ArrivalKind::ClosedLoop, "ClosedLoopUsers needs a closed-loop workload");
-  MOESIM_CHECK(spec.users >= 1 && spec.requests >= 1 && interval_ >= 0 && think_ >= 0,
+  MOESIM_CHECK(spec.users >= 1 && spec.requests >= 1 && interval_ >= SimTime{} && think_ >= SimTime{},
                "ClosedLoopUsers: workload not validated");
 }
 

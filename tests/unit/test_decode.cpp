@@ -16,27 +16,27 @@
 #include "moesim/sim/placement.hpp"
 #include "moesim/sim/residency.hpp"
 
-using moesim::sim::kPicosecondsPerMillisecond;
-
 namespace {
 
 using namespace moesim;
 using sim::SimTime;
 
+constexpr SimTime kMillisecond{sim::kPicosecondsPerMillisecond};
+
 // Re-wire after an idle gap. Timeout 1 s, 1 ms per buffer, 1 GB/s. Wired at t = 0; used until 0.5 s;
 // touched again at 1.4 s (idle 0.9 s <= 1 s): free. Used until 1.5 s; touched at 2.6 s (idle 1.1 s):
 // 3 buffers x 1 ms + 0.5 GB / 1 GB/s = 503 ms. A buffer that starts cold pays on its first use.
 TEST(Residency, RewireOnlyAfterAnIdleGapLongerThanTheTimeout) {
-  sim::ResidencyParams p{1000 * kPicosecondsPerMillisecond, 1 * kPicosecondsPerMillisecond, 1e9 / 1e12};
+  sim::ResidencyParams p{1000 * kMillisecond, 1 * kMillisecond, 1e9 / 1e12};
   sim::WeightResidency warm(p, 1, 1, true);
-  EXPECT_EQ(warm.acquire(0, 0, 0, 3, 0.5e9), 0);
-  warm.release(0, 0, 500 * kPicosecondsPerMillisecond);
-  EXPECT_EQ(warm.acquire(0, 0, 1400 * kPicosecondsPerMillisecond, 3, 0.5e9), 0);
-  warm.release(0, 0, 1500 * kPicosecondsPerMillisecond);
-  EXPECT_EQ(warm.acquire(0, 0, 2600 * kPicosecondsPerMillisecond, 3, 0.5e9), 503 * kPicosecondsPerMillisecond);
+  EXPECT_EQ(warm.acquire(0, 0, SimTime{}, 3, 0.5e9), SimTime{});
+  warm.release(0, 0, 500 * kMillisecond);
+  EXPECT_EQ(warm.acquire(0, 0, 1400 * kMillisecond, 3, 0.5e9), SimTime{});
+  warm.release(0, 0, 1500 * kMillisecond);
+  EXPECT_EQ(warm.acquire(0, 0, 2600 * kMillisecond, 3, 0.5e9), 503 * kMillisecond);
   EXPECT_EQ(warm.rewires(), 1);
   sim::WeightResidency cold(p, 1, 1, false);
-  EXPECT_EQ(cold.acquire(0, 0, 0, 1, 1e9), 1001 * kPicosecondsPerMillisecond);
+  EXPECT_EQ(cold.acquire(0, 0, SimTime{}, 1, 1e9), 1001 * kMillisecond);
 }
 
 /// A tiny MoE model: Mixtral's dimensions with `layers` layers, `experts` experts and top-`k`.

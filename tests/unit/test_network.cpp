@@ -12,8 +12,6 @@
 #include "moesim/sim/event_core.hpp"
 #include "moesim/sim/network.hpp"
 
-using moesim::sim::kPicosecondsPerMicrosecond;
-
 namespace {
 
 using moesim::sim::MessageSink;
@@ -21,6 +19,8 @@ using moesim::sim::Network;
 using moesim::sim::NetworkConfig;
 using moesim::sim::SimTime;
 using moesim::sim::Simulation;
+
+constexpr SimTime kMicrosecond{moesim::sim::kPicosecondsPerMicrosecond};
 
 /// Records when each message (by tag) arrives.
 class Arrivals final : public MessageSink {
@@ -61,9 +61,9 @@ class Sender final : public moesim::sim::EventHandler {
 NetworkConfig gigabit(bool contention = true) {
   NetworkConfig c;
   c.nodes = 3;
-  c.bandwidth = 1e9;                            // 1 GB/s per port and direction
-  c.latency = 10 * kPicosecondsPerMicrosecond;  // one way
-  c.overhead = 0;
+  c.bandwidth = moesim::units::bytes_per_second(1e9);  // 1 GB/s per port and direction
+  c.latency = 10 * kMicrosecond;                       // one way
+  c.overhead = SimTime{};
   c.contention = contention;
   return c;
 }
@@ -73,9 +73,9 @@ TEST(Network, OneMessageIsLatencyPlusSerialisation) {
   Simulation sim;
   Arrivals sink(sim);
   Network net(sim, gigabit(), &sink);
-  Sender s(sim, net, {{0, 0, 2, 1e6, 7}});
+  Sender s(sim, net, {{SimTime{}, 0, 2, 1e6, 7}});
   sim.run();
-  EXPECT_EQ(sink.at.at(7), 1000 * kPicosecondsPerMicrosecond + 10 * kPicosecondsPerMicrosecond);
+  EXPECT_EQ(sink.at.at(7), 1000 * kMicrosecond + 10 * kMicrosecond);
 }
 
 // Two flows into node 2's downlink at once share it: 0.5 GB/s each, so both 1 MB flows take 2 ms.
@@ -85,11 +85,11 @@ TEST(Network, TwoFlowsShareADownlink) {
     Simulation sim;
     Arrivals sink(sim);
     Network net(sim, gigabit(contention), &sink);
-    Sender s(sim, net, {{0, 0, 2, 1e6, 1}, {0, 1, 2, 1e6, 2}});
+    Sender s(sim, net, {{SimTime{}, 0, 2, 1e6, 1}, {SimTime{}, 1, 2, 1e6, 2}});
     sim.run();
-    const SimTime wire = contention ? 2000 * kPicosecondsPerMicrosecond : 1000 * kPicosecondsPerMicrosecond;
-    EXPECT_EQ(sink.at.at(1), wire + 10 * kPicosecondsPerMicrosecond) << contention;
-    EXPECT_EQ(sink.at.at(2), wire + 10 * kPicosecondsPerMicrosecond) << contention;
+    const SimTime wire = contention ? 2000 * kMicrosecond : 1000 * kMicrosecond;
+    EXPECT_EQ(sink.at.at(1), wire + 10 * kMicrosecond) << contention;
+    EXPECT_EQ(sink.at.at(2), wire + 10 * kMicrosecond) << contention;
   }
 }
 
@@ -100,10 +100,10 @@ TEST(Network, ALateFlowSlowsAnEarlyOneOnlyWhileTheyOverlap) {
   Simulation sim;
   Arrivals sink(sim);
   Network net(sim, gigabit(), &sink);
-  Sender s(sim, net, {{0, 0, 2, 1e6, 1}, {500 * kPicosecondsPerMicrosecond, 1, 2, 1e6, 2}});
+  Sender s(sim, net, {{SimTime{}, 0, 2, 1e6, 1}, {500 * kMicrosecond, 1, 2, 1e6, 2}});
   sim.run();
-  EXPECT_NEAR(static_cast<double>(sink.at.at(1)), static_cast<double>(1510 * kPicosecondsPerMicrosecond), 2.0);
-  EXPECT_NEAR(static_cast<double>(sink.at.at(2)), static_cast<double>(2010 * kPicosecondsPerMicrosecond), 2.0);
+  EXPECT_NEAR(static_cast<double>(sink.at.at(1).ps()), static_cast<double>((1510 * kMicrosecond).ps()), 2.0);
+  EXPECT_NEAR(static_cast<double>(sink.at.at(2).ps()), static_cast<double>((2010 * kMicrosecond).ps()), 2.0);
 }
 
 // Sender overhead (LogP o = 100 us, latency 200 us in total): three empty messages ready at 0 leave the
@@ -113,17 +113,17 @@ TEST(Network, SenderOverheadSerialisesABurst) {
     Simulation sim;
     Arrivals sink(sim);
     NetworkConfig c = gigabit(contention);
-    c.latency = 200 * kPicosecondsPerMicrosecond;
-    c.overhead = 100 * kPicosecondsPerMicrosecond;
+    c.latency = 200 * kMicrosecond;
+    c.overhead = 100 * kMicrosecond;
     Network net(sim, c, &sink);
-    Sender s(sim, net, {{0, 0, 1, 0, 1}, {0, 0, 2, 0, 2}, {0, 0, 1, 0, 3}});
+    Sender s(sim, net, {{SimTime{}, 0, 1, 0, 1}, {SimTime{}, 0, 2, 0, 2}, {SimTime{}, 0, 1, 0, 3}});
     sim.run();
     if (contention) {
-      EXPECT_EQ(sink.at.at(1), 200 * kPicosecondsPerMicrosecond);
-      EXPECT_EQ(sink.at.at(2), 300 * kPicosecondsPerMicrosecond);
-      EXPECT_EQ(sink.at.at(3), 400 * kPicosecondsPerMicrosecond);
+      EXPECT_EQ(sink.at.at(1), 200 * kMicrosecond);
+      EXPECT_EQ(sink.at.at(2), 300 * kMicrosecond);
+      EXPECT_EQ(sink.at.at(3), 400 * kMicrosecond);
     } else {
-      for (std::uint64_t t : {1, 2, 3}) EXPECT_EQ(sink.at.at(t), 200 * kPicosecondsPerMicrosecond) << t;
+      for (std::uint64_t t : {1, 2, 3}) EXPECT_EQ(sink.at.at(t), 200 * kMicrosecond) << t;
     }
   }
 }
@@ -150,14 +150,14 @@ TEST(EventCore, OrdersByTimeThenBySchedulingOrder) {
   Simulation sim;
   Log log;
   const auto h = sim.add_handler(&log);
-  sim.schedule(20, h, 3);
-  sim.schedule(10, h, 1);
-  sim.schedule(20, h, 4);
-  sim.schedule(10, h, 2);
+  sim.schedule(SimTime{20}, h, 3);
+  sim.schedule(SimTime{10}, h, 1);
+  sim.schedule(SimTime{20}, h, 4);
+  sim.schedule(SimTime{10}, h, 2);
   EXPECT_EQ(sim.run(), 4u);
   EXPECT_EQ(log.order, (std::vector<std::uint32_t>{1, 2, 3, 4}));
-  EXPECT_EQ(sim.now(), 20);
-  EXPECT_THROW(sim.schedule(5, h, 9), moesim::InternalError);
+  EXPECT_EQ(sim.now(), SimTime{20});
+  EXPECT_THROW(sim.schedule(SimTime{5}, h, 9), moesim::InternalError);
 }
 
 // The time queues keep most records in a sorted vector and the others in a heap (TimeQueue: the whole
@@ -175,9 +175,9 @@ void check_time_queue() {
   std::set<std::pair<SimTime, std::uint64_t>> ref;
   std::mt19937_64 rng(7);
   std::uint64_t seq = 0;
-  SimTime now = 0;
+  SimTime now{};
   auto push = [&] {
-    const SimTime t = now + static_cast<SimTime>(rng() % 8);
+    const SimTime t = now + SimTime{static_cast<std::int64_t>(rng() % 8)};
     q.push({t, seq});
     ref.insert({t, seq++});
   };

@@ -95,7 +95,7 @@ class DesPingPong final : public moesim::sim::MessageSink, public moesim::sim::E
       : net_(sim_, config, this), sizes_(std::move(sizes)), repeats_(repeats) {
     id_ = sim_.add_handler(this);
     for (auto m : sizes_) samples.push_back(SizeSamples{m, {}, {}});
-    sim_.schedule(0, id_, kPing);
+    sim_.schedule(moesim::sim::SimTime{}, id_, kPing);
   }
   void run() { sim_.run(); }
   void on_delivered(std::uint64_t, std::int32_t, std::int32_t to) override {
@@ -130,7 +130,7 @@ class DesPingPong final : public moesim::sim::MessageSink, public moesim::sim::E
   std::uint32_t id_ = 0;
   std::size_t size_ = 0;
   int done_ = 0;
-  moesim::sim::SimTime sent_ = 0;
+  moesim::sim::SimTime sent_{};
 };
 
 // The simulator's link is exactly Hockney's: one way = latency + m / bandwidth (network.hpp, one message
@@ -139,9 +139,9 @@ class DesPingPong final : public moesim::sim::MessageSink, public moesim::sim::E
 TEST(PingPongFit, RecoversTheSimulatorsLinkExactly) {
   moesim::sim::NetworkConfig c;
   c.nodes = 2;
-  c.bandwidth = 3.125e9;
-  c.latency = 10'000'000;  // 10 us in picoseconds
-  c.overhead = 2'000'000;
+  c.bandwidth = moesim::units::bytes_per_second(3.125e9);
+  c.latency = moesim::sim::SimTime{10'000'000};  // 10 us in picoseconds
+  c.overhead = moesim::sim::SimTime{2'000'000};
   DesPingPong pp(c, moesim::calibrate::default_message_sizes(), 3);
   pp.run();
   ASSERT_EQ(pp.samples.size(), 14u);

@@ -18,18 +18,19 @@
 
 using moesim::test::expect_user_error;
 
-using moesim::sim::kPicosecondsPerMicrosecond;
-using moesim::sim::kPicosecondsPerMillisecond;
-
 namespace {
 
 namespace fs = std::filesystem;
 using moesim::UserError;
-using moesim::sim::kPicosecondsPerSecond;
 using moesim::sim::read_request_trace;
 using moesim::sim::Request;
 using moesim::sim::RequestTraceFormat;
 using moesim::sim::RequestTraceOptions;
+using moesim::sim::SimTime;
+
+constexpr SimTime kSecond{moesim::sim::kPicosecondsPerSecond};
+constexpr SimTime kMillisecond{moesim::sim::kPicosecondsPerMillisecond};
+constexpr SimTime kMicrosecond{moesim::sim::kPicosecondsPerMicrosecond};
 
 fs::path data(const std::string& name) {
   return fs::path(MOESIM_SOURCE_DIR) / "tests" / "data" / "request_traces" / name;
@@ -57,11 +58,11 @@ TEST(RequestTraces, Azure2024CodeExcerpt) {
   EXPECT_EQ(t.format, RequestTraceFormat::Azure);
   EXPECT_TRUE(t.detected);
   ASSERT_EQ(t.requests.size(), 5u);
-  EXPECT_EQ(t.requests[0], (Request{0, 0, 2162, 5, -1}));
-  EXPECT_EQ(t.requests[1], (Request{1, 7405 * kPicosecondsPerMicrosecond, 2399, 6, -1}));
-  EXPECT_EQ(t.requests[2], (Request{2, 12384 * kPicosecondsPerMicrosecond, 76, 15, -1}));
-  EXPECT_EQ(t.requests[3], (Request{3, 27915 * kPicosecondsPerMicrosecond, 2376, 1, -1}));
-  EXPECT_EQ(t.requests[4], (Request{4, 73960 * kPicosecondsPerMicrosecond, 7670, 8, -1}));
+  EXPECT_EQ(t.requests[0], (Request{0, SimTime{}, 2162, 5, -1}));
+  EXPECT_EQ(t.requests[1], (Request{1, 7405 * kMicrosecond, 2399, 6, -1}));
+  EXPECT_EQ(t.requests[2], (Request{2, 12384 * kMicrosecond, 76, 15, -1}));
+  EXPECT_EQ(t.requests[3], (Request{3, 27915 * kMicrosecond, 2376, 1, -1}));
+  EXPECT_EQ(t.requests[4], (Request{4, 73960 * kMicrosecond, 7670, 8, -1}));
   EXPECT_EQ(t.failed, 0);
 }
 
@@ -70,7 +71,7 @@ TEST(RequestTraces, Azure2024ConversationExcerpt) {
   const auto t = read_request_trace(data("azure_conv_1week_head.csv"));
   EXPECT_EQ(t.format, RequestTraceFormat::Azure);
   ASSERT_EQ(t.requests.size(), 5u);
-  EXPECT_EQ(t.requests[4], (Request{4, 247116 * kPicosecondsPerMicrosecond, 617, 104, -1}));
+  EXPECT_EQ(t.requests[4], (Request{4, 247116 * kMicrosecond, 617, 104, -1}));
   EXPECT_EQ(t.requests[2].output_tokens, 38);
 }
 
@@ -81,9 +82,9 @@ TEST(RequestTraces, BurstGptExcerpt) {
   EXPECT_EQ(t.format, RequestTraceFormat::BurstGpt);
   EXPECT_TRUE(t.detected);
   ASSERT_EQ(t.requests.size(), 3u);
-  EXPECT_EQ(t.requests[0], (Request{0, 0, 472, 18, -1}));
-  EXPECT_EQ(t.requests[1], (Request{1, 40 * kPicosecondsPerSecond, 1087, 230, -1}));
-  EXPECT_EQ(t.requests[2], (Request{2, 113 * kPicosecondsPerSecond, 417, 276, -1}));
+  EXPECT_EQ(t.requests[0], (Request{0, SimTime{}, 472, 18, -1}));
+  EXPECT_EQ(t.requests[1], (Request{1, 40 * kSecond, 1087, 230, -1}));
+  EXPECT_EQ(t.requests[2], (Request{2, 113 * kSecond, 417, 276, -1}));
   EXPECT_EQ(t.failed, 0);
 }
 
@@ -95,16 +96,16 @@ TEST(RequestTraces, MooncakeExcerpt) {
   EXPECT_EQ(t.format, RequestTraceFormat::Mooncake);
   EXPECT_TRUE(t.detected);
   ASSERT_EQ(t.requests.size(), 20u);
-  EXPECT_EQ(t.requests[0], (Request{0, 0, 6758, 500, -1}));
-  EXPECT_EQ(t.requests[9], (Request{9, 0, 17450, 610, -1}));
-  EXPECT_EQ(t.requests[10], (Request{10, 3 * kPicosecondsPerSecond, 13544, 71, -1}));
-  EXPECT_EQ(t.requests[11], (Request{11, 3 * kPicosecondsPerSecond, 87169, 402, -1}));
-  EXPECT_EQ(t.requests[19], (Request{19, 3 * kPicosecondsPerSecond, 16609, 349, -1}));
+  EXPECT_EQ(t.requests[0], (Request{0, SimTime{}, 6758, 500, -1}));
+  EXPECT_EQ(t.requests[9], (Request{9, SimTime{}, 17450, 610, -1}));
+  EXPECT_EQ(t.requests[10], (Request{10, 3 * kSecond, 13544, 71, -1}));
+  EXPECT_EQ(t.requests[11], (Request{11, 3 * kSecond, 87169, 402, -1}));
+  EXPECT_EQ(t.requests[19], (Request{19, 3 * kSecond, 16609, 349, -1}));
   const auto forced = read_request_trace(data("mooncake_conversation_head.jsonl"), as(RequestTraceFormat::Mooncake));
   EXPECT_FALSE(forced.detected);
   EXPECT_EQ(forced.requests, t.requests);
   const auto fast = read_request_trace(data("mooncake_conversation_head.jsonl"), as(RequestTraceFormat::Auto, 0.5));
-  EXPECT_EQ(fast.requests[10].arrival, 1500 * kPicosecondsPerMillisecond);
+  EXPECT_EQ(fast.requests[10].arrival, 1500 * kMillisecond);
   const auto first5 = read_request_trace(data("mooncake_conversation_head.jsonl"), as(RequestTraceFormat::Auto, 1, 5));
   EXPECT_EQ(first5.requests.size(), 5u);
 }
@@ -127,8 +128,8 @@ TEST(RequestTraces, BurstGptFailuresAreLeftOutAndCounted) {
   const auto t = read_request_trace(p);
   EXPECT_EQ(t.format, RequestTraceFormat::BurstGpt);
   ASSERT_EQ(t.requests.size(), 2u);
-  EXPECT_EQ(t.requests[0], (Request{0, 0, 100, 20, -1}));
-  EXPECT_EQ(t.requests[1], (Request{1, 500 * kPicosecondsPerMillisecond, 50, 5, -1}));
+  EXPECT_EQ(t.requests[0], (Request{0, SimTime{}, 100, 20, -1}));
+  EXPECT_EQ(t.requests[1], (Request{1, 500 * kMillisecond, 50, 5, -1}));
   EXPECT_EQ(t.failed, 2);
   const std::string line = t.summary("b.csv", 1.0);
   EXPECT_NE(line.find("2 failed requests (Response tokens 0) left out"), std::string::npos) << line;
@@ -149,7 +150,7 @@ TEST(RequestTraces, BurstGptThirdFileLayout) {
                 "5270414,abc,1.5,ChatGPT,300,40,340,Conversation log\n"
                 "5270416,,2.0,GPT-4,20,10,30,API log\n"));
   ASSERT_EQ(t.requests.size(), 2u);
-  EXPECT_EQ(t.requests[1], (Request{1, 2 * kPicosecondsPerSecond, 20, 10, -1}));
+  EXPECT_EQ(t.requests[1], (Request{1, 2 * kSecond, 20, 10, -1}));
 }
 
 // ------------------------------------------------------------------------------------------------------
@@ -163,13 +164,13 @@ TEST(RequestTraces, HeaderCaseAndSpacesAndTimeScale) {
   const auto t = read_request_trace(p);
   EXPECT_EQ(t.format, RequestTraceFormat::Moesim);
   ASSERT_EQ(t.requests.size(), 3u);
-  EXPECT_EQ(t.requests[2], (Request{2, 2 * kPicosecondsPerSecond, 12, 4, -1}));
+  EXPECT_EQ(t.requests[2], (Request{2, 2 * kSecond, 12, 4, -1}));
   const auto half = read_request_trace(p, as(RequestTraceFormat::Auto, 0.5));
-  EXPECT_EQ(half.requests[1].arrival, 250 * kPicosecondsPerMillisecond);
-  EXPECT_EQ(half.requests[2].arrival, kPicosecondsPerSecond);
+  EXPECT_EQ(half.requests[1].arrival, 250 * kMillisecond);
+  EXPECT_EQ(half.requests[2].arrival, kSecond);
   const auto slow = read_request_trace(p, as(RequestTraceFormat::Moesim, 3.0));
-  EXPECT_EQ(slow.requests[1].arrival, 1500 * kPicosecondsPerMillisecond);
-  EXPECT_EQ(slow.requests[2].arrival, 6 * kPicosecondsPerSecond);
+  EXPECT_EQ(slow.requests[1].arrival, 1500 * kMillisecond);
+  EXPECT_EQ(slow.requests[2].arrival, 6 * kSecond);
   const std::string line = slow.summary("m.csv", 3.0);
   EXPECT_NE(line.find("moesim (as asked)"), std::string::npos) << line;
   EXPECT_NE(line.find("multiplied by 3"), std::string::npos) << line;
@@ -230,7 +231,7 @@ TEST(RequestTraces, BadInputsOfEachFormat) {
   const auto frac = dir.write("m8.jsonl",
                               "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 1}\n"
                               "{\"timestamp\": 1500.5, \"input_length\": 5, \"output_length\": 1}\n");
-  EXPECT_EQ(read_request_trace(frac).requests[1].arrival, 1'500'500'000'000);
+  EXPECT_EQ(read_request_trace(frac).requests[1].arrival, SimTime{1'500'500'000'000});
   // BurstGPT.
   const std::string bh = "Timestamp,Model,Request tokens,Response tokens,Total tokens,Log Type\n";
   expect_user_error(load("b1.csv", bh + "5,ChatGPT,0,18,18,Conversation log\n"),

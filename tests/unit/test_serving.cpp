@@ -138,15 +138,15 @@ TEST(Serving, UnevenPipelineSizesTheBusiestStage) {
   const auto m = sim::plan_memory(f.c);
   EXPECT_EQ(m.stage_starts, (std::vector<std::int64_t>{0, 31, 61}));
   EXPECT_EQ(m.busiest_stage, 1);
-  EXPECT_DOUBLE_EQ(m.weights, 43316717568.0);
+  EXPECT_DOUBLE_EQ(m.weights.base(), 43316717568.0);
   EXPECT_EQ(m.kv_stage, 1);
-  EXPECT_DOUBLE_EQ(m.kv_per_token, 34560.0);
+  EXPECT_DOUBLE_EQ(m.kv_per_token.base(), 34560.0);
   const double usable = 0.9 * 80.0 * 1073741824.0;
-  EXPECT_DOUBLE_EQ(m.usable, usable);
-  const double tokens = (usable - 43316717568.0 - m.activations) / 34560.0;
+  EXPECT_DOUBLE_EQ(m.usable.base(), usable);
+  const double tokens = (usable - 43316717568.0 - m.activations.base()) / 34560.0;
   EXPECT_EQ(m.kv_blocks, static_cast<std::int64_t>(tokens / 16.0));
   // Stage 0 has room for more: (usable - 40,655,495,936 - activations) / 35,712 tokens.
-  EXPECT_GT((usable - 40655495936.0 - m.activations) / 35712.0, tokens);
+  EXPECT_GT((usable - 40655495936.0 - m.activations.base()) / 35712.0, tokens);
   // And it serves, end to end.
   f.requests(4, 0.01, 128, 8);
   const auto r = sim::run_serving(f.c);
@@ -188,8 +188,8 @@ TEST(Serving, ModelThatDoesNotFitSaysByHowMuchAndWhatWould) {
   }
   f.c.weights = &model::precision("fp8");
   const auto mem = sim::plan_memory(f.c);
-  EXPECT_GT(mem.weights, 45e9);
-  EXPECT_LT(mem.weights, 56e9);
+  EXPECT_GT(mem.weights, units::bytes(45e9));
+  EXPECT_LT(mem.weights, units::bytes(56e9));
   EXPECT_GT(mem.kv_tokens, 0);
 }
 
@@ -296,7 +296,7 @@ TEST(Serving, PreemptionWhenTheCacheRunsOut) {
   f.c.scheduler.kind = sim::SchedulerKind::Continuous;
   const auto base = sim::plan_memory(f.c);
   // Leave room for about 1,200 tokens of KV (an 8B model: 128 KiB per token) beyond weights and activations.
-  const double want = base.weights + base.activations + 1200.0 * base.kv_per_token;
+  const double want = (base.weights + base.activations + 1200.0 * base.kv_per_token).base();
   f.c.scheduler.gpu_memory_utilization = want / f.node.devices.memory->value.base();
   const auto r = sim::run_serving(f.c);
   EXPECT_EQ(r.requests.size(), 8u);
@@ -315,7 +315,7 @@ TEST(Serving, GuaranteedNoEvictNeverPreempts) {
     f.requests(12, 0, 100, 400);
     f.c.scheduler.kind = kind;
     const auto base = sim::plan_memory(f.c);
-    const double want = base.weights + base.activations + 1200.0 * base.kv_per_token;
+    const double want = (base.weights + base.activations + 1200.0 * base.kv_per_token).base();
     f.c.scheduler.gpu_memory_utilization = want / f.node.devices.memory->value.base();
     f.c.scheduler.capacity = sim::CapacityPolicy::MaxUtilization;
     const auto greedy = sim::run_serving(f.c);
@@ -347,7 +347,7 @@ TEST(Serving, RequestLargerThanTheCacheIsRefused) {
   f.requests(1, 0, 100, 400);
   const auto base = sim::plan_memory(f.c);
   f.c.scheduler.gpu_memory_utilization =
-      (base.weights + base.activations + 200.0 * base.kv_per_token) / f.node.devices.memory->value.base();
+      (base.weights + base.activations + 200.0 * base.kv_per_token) / f.node.devices.memory->value;
   EXPECT_THROW((void)sim::run_serving(f.c), UserError);
 }
 

@@ -200,7 +200,7 @@ TEST(StepCost, AnalyticAndServingHoldTheSameWeights) {
     p.tp = node.devices.count;
     c.plan = sim::resolve_plan(p, a, node, "test");
     const sim::MemoryPlan m = sim::plan_memory(c);
-    EXPECT_DOUBLE_EQ(e.memory_needed.base() - kv, m.weights * static_cast<double>(node.devices.count)) << hw;
+    EXPECT_DOUBLE_EQ(e.memory_needed.base() - kv, m.weights.base() * static_cast<double>(node.devices.count)) << hw;
   }
 }
 

@@ -21,7 +21,7 @@
 #include "moesim/sim/streaming.hpp"
 
 namespace moesim::sim {
-using moesim::sim::kPicosecondsPerMillisecond;
+constexpr SimTime kMillisecond{kPicosecondsPerMillisecond};
 
 namespace {
 
@@ -46,7 +46,7 @@ TEST(Streaming, AllColdPaysLatencyTransferAndCopy) {
   const LayerIo io = load(s, 0, {0, 1, 2, 3});
   EXPECT_EQ(io.hits, 0);
   EXPECT_EQ(io.misses, 4);
-  EXPECT_EQ(io.time, 7 * kPicosecondsPerMillisecond);
+  EXPECT_EQ(io.time, 7 * kMillisecond);
   EXPECT_DOUBLE_EQ(io.bytes_read, 4e6);
   EXPECT_DOUBLE_EQ(io.bytes_copied, 4e6);
   EXPECT_EQ(s.cached(), 4);
@@ -61,7 +61,7 @@ TEST(Streaming, AllWarmPaysOnlyTheCopy) {
   const LayerIo io = load(s, 0, {3, 2, 1, 0});
   EXPECT_EQ(io.hits, 4);
   EXPECT_EQ(io.misses, 0);
-  EXPECT_EQ(io.time, 2 * kPicosecondsPerMillisecond);
+  EXPECT_EQ(io.time, 2 * kMillisecond);
   EXPECT_DOUBLE_EQ(io.bytes_read, 0.0);
   EXPECT_DOUBLE_EQ(s.hit_rate(), 0.5);
   EXPECT_EQ(s.hits(), 4);
@@ -118,7 +118,7 @@ TEST(Streaming, DuplicatesAreReadOnce) {
   const LayerIo io = load(s, 0, {5, 5, 5, 7});
   EXPECT_EQ(io.misses, 2);
   EXPECT_EQ(io.hits, 0);
-  EXPECT_EQ(io.time, 4 * kPicosecondsPerMillisecond);
+  EXPECT_EQ(io.time, 4 * kMillisecond);
   EXPECT_DOUBLE_EQ(io.bytes_read, 2e6);
   EXPECT_EQ(s.misses(), 2);
 }
@@ -128,15 +128,13 @@ TEST(Streaming, DuplicatesAreReadOnce) {
 // A lone read cannot overlap with anything: 1 + 1 + 0.5 = 2.5 ms whatever N.
 TEST(Streaming, ReadersOverlapLatencyNotBandwidth) {
   const std::vector<std::uint16_t> four = {0, 1, 2, 3};
-  const std::vector<std::pair<std::int32_t, SimTime>> cases = {{1, 10 * kPicosecondsPerMillisecond},
-                                                               {2, 8 * kPicosecondsPerMillisecond},
-                                                               {4, 7 * kPicosecondsPerMillisecond},
-                                                               {8, 7 * kPicosecondsPerMillisecond}};
+  const std::vector<std::pair<std::int32_t, SimTime>> cases = {
+      {1, 10 * kMillisecond}, {2, 8 * kMillisecond}, {4, 7 * kMillisecond}, {8, 7 * kMillisecond}};
   for (const auto& [readers, expected] : cases) {
     ExpertStreamer s(toy(100, readers), 1, 8);
     EXPECT_EQ(s.load(0, four).time, expected) << readers << " readers";
     ExpertStreamer one(toy(100, readers), 1, 8);
-    EXPECT_EQ(load(one, 0, {6}).time, 5 * kPicosecondsPerMillisecond / 2) << readers << " readers";
+    EXPECT_EQ(load(one, 0, {6}).time, 5 * kMillisecond / 2) << readers << " readers";
   }
 }
 
@@ -149,7 +147,7 @@ TEST(Streaming, CapacityZeroMakesEveryReadAMiss) {
     for (int i = 0; i < 3; ++i) {
       const LayerIo io = load(s, 0, {1, 2});
       EXPECT_EQ(io.misses, 2);
-      EXPECT_EQ(io.time, 4 * kPicosecondsPerMillisecond);
+      EXPECT_EQ(io.time, 4 * kMillisecond);
     }
     EXPECT_EQ(s.misses(), 6);
     EXPECT_DOUBLE_EQ(s.hit_rate(), 0.0);
@@ -165,17 +163,17 @@ TEST(Streaming, CapacityZeroMakesEveryReadAMiss) {
 // Reads of 4 ms with the same 0.5 MB (0.125 GB/s) outlast the GPU (1 MB / 0.875 GB/s = 1.14 ms): 4 ms.
 TEST(Streaming, OverlappedSharesMemoryBandwidth) {
   LayerIo io;
-  io.time = 1 * kPicosecondsPerMillisecond;
+  io.time = 1 * kMillisecond;
   io.bytes_read = 0.1e6;
   io.bytes_copied = 0.2e6;
-  EXPECT_EQ(overlapped_time(1 * kPicosecondsPerMillisecond, 1e6, io, 1e9), 3 * kPicosecondsPerMillisecond / 2);
-  EXPECT_LT(overlapped_time(1 * kPicosecondsPerMillisecond, 1e6, io, 1e9),
-            1 * kPicosecondsPerMillisecond + io.time);  // serial: gpu + io
-  EXPECT_EQ(overlapped_time(3 * kPicosecondsPerMillisecond, 1e6, io, 1e9), 3 * kPicosecondsPerMillisecond);
-  io.time = 4 * kPicosecondsPerMillisecond;
-  EXPECT_EQ(overlapped_time(1 * kPicosecondsPerMillisecond, 1e6, io, 1e9), 4 * kPicosecondsPerMillisecond);
+  EXPECT_EQ(overlapped_time(1 * kMillisecond, 1e6, io, 1e9), 3 * kMillisecond / 2);
+  EXPECT_LT(overlapped_time(1 * kMillisecond, 1e6, io, 1e9),
+            1 * kMillisecond + io.time);  // serial: gpu + io
+  EXPECT_EQ(overlapped_time(3 * kMillisecond, 1e6, io, 1e9), 3 * kMillisecond);
+  io.time = 4 * kMillisecond;
+  EXPECT_EQ(overlapped_time(1 * kMillisecond, 1e6, io, 1e9), 4 * kMillisecond);
   // No reads: the GPU phase alone.
-  EXPECT_EQ(overlapped_time(1 * kPicosecondsPerMillisecond, 1e6, LayerIo{}, 1e9), 1 * kPicosecondsPerMillisecond);
+  EXPECT_EQ(overlapped_time(1 * kMillisecond, 1e6, LayerIo{}, 1e9), 1 * kMillisecond);
 }
 
 // The built-in profile reproduces the figures it was calibrated from (TARGETS.md §6): 4 Qwen3.5-397B

@@ -29,8 +29,9 @@ using moesim::sim::ArrivalKind;
 using moesim::sim::ClosedLoopUsers;
 using moesim::sim::LengthKind;
 using moesim::sim::Request;
+using moesim::sim::SimTime;
 using moesim::sim::WorkloadSpec;
-using moesim::test::workload::kPs;
+using moesim::test::workload::kSecond;
 using moesim::test::workload::open_spec;
 
 // ------------------------------------------------------------------------------------------------------
@@ -44,14 +45,14 @@ using moesim::test::workload::open_spec;
 TEST(WorkloadArrivals, PoissonMeanGapAndCv) {
   const auto reqs = moesim::sim::open_loop_requests(open_spec(ArrivalKind::Poisson, 4.0, 20000));
   ASSERT_EQ(reqs.size(), 20000u);
-  EXPECT_GT(reqs[0].arrival, 0);
+  EXPECT_GT(reqs[0].arrival, SimTime{});
   std::vector<double> gaps;
-  std::int64_t previous = 0;
+  SimTime previous{};
   for (std::size_t i = 0; i < reqs.size(); ++i) {
     EXPECT_EQ(reqs[i].id, static_cast<std::int64_t>(i));
     EXPECT_EQ(reqs[i].user, -1);
     ASSERT_GE(reqs[i].arrival, previous);
-    gaps.push_back(static_cast<double>(reqs[i].arrival - previous) / static_cast<double>(kPs));
+    gaps.push_back(static_cast<double>((reqs[i].arrival - previous).ps()) / static_cast<double>(kSecond.ps()));
     previous = reqs[i].arrival;
   }
   double sum = 0, sum2 = 0, above = 0;
@@ -74,14 +75,14 @@ TEST(WorkloadArrivals, PoissonMeanGapAndCv) {
 TEST(WorkloadArrivals, UniformExactSpacing) {
   const auto two = moesim::sim::open_loop_requests(open_spec(ArrivalKind::Uniform, 2.0, 1000));
   for (std::size_t i = 0; i < two.size(); ++i) {
-    EXPECT_EQ(two[i].arrival, static_cast<std::int64_t>(i) * 500'000'000'000) << i;
+    EXPECT_EQ(two[i].arrival, static_cast<std::int64_t>(i) * SimTime{500'000'000'000}) << i;
     EXPECT_EQ(two[i].prompt_tokens, 2000);
     EXPECT_EQ(two[i].output_tokens, 256);
   }
   const auto three = moesim::sim::open_loop_requests(open_spec(ArrivalKind::Uniform, 3.0, 10));
-  EXPECT_EQ(three[3].arrival, kPs);
-  EXPECT_EQ(three[9].arrival, 3 * kPs);
-  EXPECT_EQ(three[1].arrival, 333'333'333'333);
+  EXPECT_EQ(three[3].arrival, kSecond);
+  EXPECT_EQ(three[9].arrival, 3 * kSecond);
+  EXPECT_EQ(three[1].arrival, SimTime{333'333'333'333});
 }
 
 struct GapStats {
@@ -92,9 +93,9 @@ struct GapStats {
 /// (the first gap from 0), in seconds.
 GapStats gap_stats(const std::vector<Request>& reqs) {
   std::vector<double> gaps;
-  std::int64_t previous = 0;
+  SimTime previous{};
   for (const Request& r : reqs) {
-    gaps.push_back(static_cast<double>(r.arrival - previous) / static_cast<double>(kPs));
+    gaps.push_back(static_cast<double>((r.arrival - previous).ps()) / static_cast<double>(kSecond.ps()));
     previous = r.arrival;
   }
   double sum = 0, sum2 = 0;
@@ -126,7 +127,7 @@ TEST(WorkloadArrivals, GammaBurstinessOneMatchesPoisson) {
   const auto gamma = moesim::sim::open_loop_requests(gamma_spec(4.0, 1.0, 20000));
   const auto poisson = moesim::sim::open_loop_requests(open_spec(ArrivalKind::Poisson, 4.0, 20000));
   ASSERT_EQ(gamma.size(), 20000u);
-  EXPECT_GT(gamma[0].arrival, 0);
+  EXPECT_GT(gamma[0].arrival, SimTime{});
   EXPECT_NE(gamma[0].arrival, poisson[0].arrival);  // another sampler, another stream
   const double n = 20000;
   const double p = 1 - std::exp(-1.0);
@@ -207,9 +208,9 @@ TEST(WorkloadArrivals, DeterministicInSeed) {
   // 0.3659865354, 0.8431467412 and 2.2600484366 s; with seed 42 the N(2000, 200) prompts of requests 0-2
   // are 2129, 2152, 1804 and the lognormal(256, 128; max 4096) outputs 289, 309, 303.
   const auto pinned = moesim::sim::open_loop_requests(open_spec(ArrivalKind::Poisson, 1.0, 3, 1));
-  EXPECT_EQ(pinned[0].arrival, 365'986'535'400);
-  EXPECT_EQ(pinned[1].arrival, 843'146'741'217);
-  EXPECT_EQ(pinned[2].arrival, 2'260'048'436'619);
+  EXPECT_EQ(pinned[0].arrival, SimTime{365'986'535'400});
+  EXPECT_EQ(pinned[1].arrival, SimTime{843'146'741'217});
+  EXPECT_EQ(pinned[2].arrival, SimTime{2'260'048'436'619});
   EXPECT_EQ(a[0].prompt_tokens, 2129);
   EXPECT_EQ(a[1].prompt_tokens, 2152);
   EXPECT_EQ(a[2].prompt_tokens, 1804);
@@ -230,25 +231,25 @@ TEST(WorkloadClosedLoop, UsersJoinAndResend) {
   moesim::sim::validate_workload(w, "test");
   ClosedLoopUsers loop(w);
   EXPECT_EQ(loop.users(), 3);
-  EXPECT_EQ(loop.join_time(0), 0);
-  EXPECT_EQ(loop.join_time(2), 2 * kPs);
-  const auto r0 = loop.send(0, 0);
+  EXPECT_EQ(loop.join_time(0), SimTime{});
+  EXPECT_EQ(loop.join_time(2), 2 * kSecond);
+  const auto r0 = loop.send(0, SimTime{});
   ASSERT_TRUE(r0);
   EXPECT_EQ(r0->id, 0);
   EXPECT_EQ(r0->user, 0);
   EXPECT_EQ(r0->prompt_tokens, 2000);
-  EXPECT_EQ(loop.next_send_time(800'000'000'000), 1'300'000'000'000);
-  const auto r1 = loop.send(1, kPs);
-  const auto r2 = loop.send(0, 1'300'000'000'000);
-  const auto r3 = loop.send(2, 2 * kPs);
+  EXPECT_EQ(loop.next_send_time(SimTime{800'000'000'000}), SimTime{1'300'000'000'000});
+  const auto r1 = loop.send(1, kSecond);
+  const auto r2 = loop.send(0, SimTime{1'300'000'000'000});
+  const auto r3 = loop.send(2, 2 * kSecond);
   ASSERT_TRUE(r1 && r2 && r3);
   EXPECT_EQ(r1->id, 1);
   EXPECT_EQ(r2->id, 2);
   EXPECT_EQ(r2->user, 0);
-  EXPECT_EQ(r2->arrival, 1'300'000'000'000);
+  EXPECT_EQ(r2->arrival, SimTime{1'300'000'000'000});
   EXPECT_EQ(r3->id, 3);
-  EXPECT_TRUE(loop.send(1, 3 * kPs));
-  EXPECT_FALSE(loop.send(2, 4 * kPs));
+  EXPECT_TRUE(loop.send(1, 3 * kSecond));
+  EXPECT_FALSE(loop.send(2, 4 * kSecond));
   EXPECT_EQ(loop.sent(), 5);
 
   w.users = 10;
@@ -283,7 +284,7 @@ TEST(ArrivalRegistry, ListsRefusesAndRunsARegisteredProcess) {
                                  1,
                                  [](const moesim::json::Node&, const std::filesystem::path&, WorkloadSpec&) {},
                                  [](const WorkloadSpec&, nlohmann::json&) {},
-                                 [](const WorkloadSpec&, std::int64_t i, moesim::sim::SimTime) { return i * kPs; }});
+                                 [](const WorkloadSpec&, std::int64_t i, SimTime) { return i * kSecond; }});
   const WorkloadSpec w = parse({{"arrival", "test-every-second"}, {"requests", 3}, {"prompt", 10}, {"output", 5}});
   EXPECT_EQ(w.arrival, every_second);
   EXPECT_EQ(moesim::sim::name_of(w.arrival), "test-every-second");
@@ -298,7 +299,7 @@ TEST(ArrivalRegistry, ListsRefusesAndRunsARegisteredProcess) {
   const auto reqs = moesim::sim::open_loop_requests(w);
   ASSERT_EQ(reqs.size(), 3U);
   for (std::size_t i = 0; i < reqs.size(); ++i) {
-    EXPECT_EQ(reqs[i].arrival, static_cast<moesim::sim::SimTime>(i) * kPs);
+    EXPECT_EQ(reqs[i].arrival, static_cast<std::int64_t>(i) * kSecond);
     EXPECT_EQ(reqs[i].prompt_tokens, 10);
   }
 }

@@ -28,8 +28,9 @@ using moesim::UserError;
 using moesim::sim::ArrivalKind;
 using moesim::sim::LengthKind;
 using moesim::sim::Request;
+using moesim::sim::SimTime;
 using moesim::sim::WorkloadSpec;
-using moesim::test::workload::kPs;
+using moesim::test::workload::kSecond;
 
 /// A directory unique to the running test (and process), removed with everything in it at the end.
 /// A folder of the test's own (test_support.hpp).
@@ -45,9 +46,9 @@ TEST(WorkloadTrace, OwnColumnsLfAndCrlf) {
   const std::string text = "arrival_s,note,prompt_tokens,output_tokens\n0.0,a,2000,256\n\n0.5,b,1800,300\n0.5,c,1,1\n";
   const auto reqs = moesim::sim::load_request_trace(dir.write("lf.csv", text));
   ASSERT_EQ(reqs.size(), 3u);
-  EXPECT_EQ(reqs[0], (Request{0, 0, 2000, 256, -1}));
-  EXPECT_EQ(reqs[1], (Request{1, 500'000'000'000, 1800, 300, -1}));
-  EXPECT_EQ(reqs[2], (Request{2, 500'000'000'000, 1, 1, -1}));
+  EXPECT_EQ(reqs[0], (Request{0, SimTime{}, 2000, 256, -1}));
+  EXPECT_EQ(reqs[1], (Request{1, SimTime{500'000'000'000}, 1800, 300, -1}));
+  EXPECT_EQ(reqs[2], (Request{2, SimTime{500'000'000'000}, 1, 1, -1}));
 
   std::string crlf = "\xEF\xBB\xBF";
   for (char c : text) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
@@ -69,11 +70,11 @@ TEST(WorkloadTrace, AzureTimestamps) {
                                                                "2023-11-16 23:59:59.5000000,879,42\r\n"
                                                                "2023-11-17 00:00:00.2500000,91,22\r\n"));
   ASSERT_EQ(y2023.size(), 4u);
-  EXPECT_EQ(y2023[0], (Request{0, 0, 374, 44, -1}));
-  EXPECT_EQ(y2023[1].arrival, 4'314'579'000'000);
+  EXPECT_EQ(y2023[0], (Request{0, SimTime{}, 374, 44, -1}));
+  EXPECT_EQ(y2023[1].arrival, SimTime{4'314'579'000'000});
   EXPECT_EQ(y2023[1].prompt_tokens, 396);
   EXPECT_EQ(y2023[1].output_tokens, 109);
-  EXPECT_EQ(y2023[3].arrival - y2023[2].arrival, 750'000'000'000);
+  EXPECT_EQ(y2023[3].arrival - y2023[2].arrival, SimTime{750'000'000'000});
 
   const auto y2024 = moesim::sim::load_request_trace(dir.write("azure2024.csv",
                                                                "TIMESTAMP,ContextTokens,GeneratedTokens\n"
@@ -81,9 +82,9 @@ TEST(WorkloadTrace, AzureTimestamps) {
                                                                "2024-05-10 00:00:01.5+00:00,1021,12\n"
                                                                "2024-05-10 01:00:02.000000+01:00,50,3\n"));
   ASSERT_EQ(y2024.size(), 3u);
-  EXPECT_EQ(y2024[0].arrival, 0);
-  EXPECT_EQ(y2024[1].arrival, 1'490'070'000'000);
-  EXPECT_EQ(y2024[2].arrival, 1'990'070'000'000);
+  EXPECT_EQ(y2024[0].arrival, SimTime{});
+  EXPECT_EQ(y2024[1].arrival, SimTime{1'490'070'000'000});
+  EXPECT_EQ(y2024[2].arrival, SimTime{1'990'070'000'000});
 }
 
 // Every bad input is one UserError line naming the file, the line and the column, with the fix.
@@ -133,7 +134,7 @@ TEST(WorkloadTrace, OpenLoopReplaysTheFile) {
   w.requests = 2;
   const auto two = moesim::sim::open_loop_requests(w);
   ASSERT_EQ(two.size(), 2u);
-  EXPECT_EQ(two[1], (Request{1, kPs, 7, 8, -1}));
+  EXPECT_EQ(two[1], (Request{1, kSecond, 7, 8, -1}));
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 #pragma once
-// Helpers shared by the workload tests (test_workload*.cpp): picoseconds per second and an open-loop
+// Helpers shared by the workload tests (test_workload*.cpp): one second of simulated time and an open-loop
 // spec with fixed lengths.
 
 #include <cstdint>
@@ -13,7 +13,7 @@ using moesim::sim::kPicosecondsPerSecond;
 using moesim::sim::LengthKind;
 using moesim::sim::WorkloadSpec;
 
-inline constexpr std::int64_t kPs = kPicosecondsPerSecond;
+inline constexpr moesim::sim::SimTime kSecond{kPicosecondsPerSecond};
 
 inline WorkloadSpec open_spec(ArrivalKind kind, double rate, std::int64_t requests, std::uint64_t seed = 1) {
   WorkloadSpec w;

@@ -162,30 +162,30 @@ struct DecodeConfig {
 
 /// One decode token as node 0 saw it (node 0 is the driver in centralised mode).
 struct TokenRecord {
-  SimTime start = 0;
-  SimTime end = 0;
-  SimTime misc = 0;    ///< attention, router, combine, LM head, intra-node all-reduces: busy on non-expert work
-  SimTime moe = 0;     ///< computing experts, re-wiring included
-  SimTime rewire = 0;  ///< of moe: re-wiring cold weight buffers
+  SimTime start{};
+  SimTime end{};
+  SimTime misc{};    ///< attention, router, combine, LM head, intra-node all-reduces: busy on non-expert work
+  SimTime moe{};     ///< computing experts, re-wiring included
+  SimTime rewire{};  ///< of moe: re-wiring cold weight buffers
   std::int32_t max_routed = 0;  ///< largest routed-expert count over nodes and MoE layers of this token
   [[nodiscard]] SimTime comm() const { return end - start - misc - moe; }  ///< waiting on the network and peers
 };
 
 struct NodeStats {
-  SimTime misc = 0;
-  SimTime moe = 0;
-  SimTime rewire = 0;
-  SimTime io = 0;            ///< of moe: reading streamed experts from storage
+  SimTime misc{};
+  SimTime moe{};
+  SimTime rewire{};
+  SimTime io{};              ///< of moe: reading streamed experts from storage
   std::int64_t routed = 0;   ///< expert computations the router asked of this node
   std::int64_t fillers = 0;  ///< extra computations the balancing added
   std::int64_t rewires = 0;  ///< cold buffers re-wired
   double bytes_sent = 0;
-  SimTime uplink_busy = 0;
+  SimTime uplink_busy{};
 };
 
 struct DecodeResult {
   std::int64_t tokens = 0;
-  SimTime makespan = 0;  ///< end of the last token on node 0
+  SimTime makespan{};  ///< end of the last token on node 0
   double tokens_per_second = 0;
   /// Mean over (token, MoE layer) of the largest number of routed experts any node computes: the
   /// measured counterpart of Equation 1's E[#exec. experts node/layer].

@@ -12,24 +12,67 @@
 // millions of them).
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "moesim/model/units.hpp"
 
 namespace moesim::sim {
 
-/// Simulated time in picoseconds.
-using SimTime = std::int64_t;
+/// Picoseconds in a second, a millisecond, a microsecond: plain counts, for conversions.
+inline constexpr std::int64_t kPicosecondsPerSecond = 1'000'000'000'000;
+inline constexpr std::int64_t kPicosecondsPerMillisecond = kPicosecondsPerSecond / 1'000;
+inline constexpr std::int64_t kPicosecondsPerMicrosecond = kPicosecondsPerSecond / 1'000'000;
 
-inline constexpr SimTime kPicosecondsPerSecond = 1'000'000'000'000;
-inline constexpr SimTime kPicosecondsPerMillisecond = kPicosecondsPerSecond / 1'000;
-inline constexpr SimTime kPicosecondsPerMicrosecond = kPicosecondsPerSecond / 1'000'000;
+/// Simulated time, or a span of it, in whole picoseconds (after ns-3's Time).
+///
+/// An integer, so that sums are exact and two events at the same instant compare equal however their
+/// times were reached; a double would order them by rounding. An int64 spans 2^63 ps, about 106 days.
+/// A class rather than a bare int64, so that a picosecond count cannot be mixed with seconds, bytes or a
+/// count by accident: it is made from picoseconds explicitly (SimTime{n}), from seconds by to_sim_time(),
+/// and read back by ps() or to_seconds(). Only what the simulators use is defined: sums and differences,
+/// scaling by an integer count, comparison. Trivially copyable and the size of an int64, so the event
+/// queue moves it as it moved the integer.
+class SimTime {
+ public:
+  constexpr SimTime() = default;  ///< zero
+  constexpr explicit SimTime(std::int64_t ps) : ps_(ps) {}
+  /// Not from a floating-point number: say how it rounds (to_sim_time(), or a cast after std::ceil).
+  template <std::floating_point F>
+  SimTime(F) = delete;
+  /// The latest time there is: "never" for a search for the earliest event.
+  static constexpr SimTime max() { return SimTime{std::numeric_limits<std::int64_t>::max()}; }
+
+  [[nodiscard]] constexpr std::int64_t ps() const { return ps_; }
+
+  constexpr SimTime operator+(SimTime o) const { return SimTime{ps_ + o.ps_}; }
+  constexpr SimTime operator-(SimTime o) const { return SimTime{ps_ - o.ps_}; }
+  constexpr SimTime& operator+=(SimTime o) {
+    ps_ += o.ps_;
+    return *this;
+  }
+  constexpr SimTime& operator-=(SimTime o) {
+    ps_ -= o.ps_;
+    return *this;
+  }
+  constexpr SimTime operator*(std::int64_t n) const { return SimTime{ps_ * n}; }
+  constexpr SimTime operator/(std::int64_t n) const { return SimTime{ps_ / n}; }  ///< truncated, as int64
+  // NOLINTNEXTLINE(modernize-use-nullptr): clang-tidy 14 takes the defaulted <=>'s comparison with 0 for a pointer
+  constexpr auto operator<=>(const SimTime&) const = default;
+
+ private:
+  std::int64_t ps_ = 0;
+};
+
+constexpr SimTime operator*(std::int64_t n, SimTime t) { return t * n; }
 
 /// Seconds -> picoseconds, rounded to the nearest picosecond. Durations are never negative here.
 SimTime to_sim_time(units::Duration d);
-inline double to_seconds(SimTime t) { return static_cast<double>(t) / static_cast<double>(kPicosecondsPerSecond); }
+inline double to_seconds(SimTime t) { return static_cast<double>(t.ps()) / static_cast<double>(kPicosecondsPerSecond); }
 
 /// A queue of records leaving in (time, seq) order; T has `time` and `seq` members and no two records
 /// share both. The network's queues are nearly always short and fed nearly in order (a burst of
@@ -198,6 +241,8 @@ class EventHandler {
   virtual void handle_event(std::uint32_t kind, std::uint64_t arg) = 0;
 };
 
+static_assert(std::is_trivially_copyable_v<SimTime> && sizeof(SimTime) == sizeof(std::int64_t));
+
 class Simulation {
  public:
   /// Registers a handler (not owned; it must outlive run()). Returns its id for schedule().
@@ -230,7 +275,7 @@ class Simulation {
   void refuse(SimTime at, std::uint32_t handler) const;  ///< fails the check that schedule() failed
   RunQueue<Event> queue_;
   std::vector<EventHandler*> handlers_;
-  SimTime now_ = 0;
+  SimTime now_{};
   std::uint64_t seq_ = 0;
   std::uint64_t events_ = 0;
   bool stopped_ = false;

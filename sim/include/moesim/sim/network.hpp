@@ -24,17 +24,18 @@
 #include <cstdint>
 #include <vector>
 
+#include "moesim/model/units.hpp"
 #include "moesim/sim/event_core.hpp"
 
 namespace moesim::sim {
 
 struct NetworkConfig {
   std::int32_t nodes = 0;
-  double bandwidth = 0;         ///< bytes per second, per NIC port and direction
-  SimTime latency = 0;          ///< one-way per-message latency, overhead included
-  SimTime overhead = 0;         ///< sender CPU time per message (part of latency)
-  double switch_bandwidth = 0;  ///< bytes per second through the switch backplane; 0: non-blocking
-  bool contention = true;       ///< false: flows never share bandwidth and overheads overlap
+  units::Bandwidth bandwidth;         ///< per NIC port and direction
+  SimTime latency{};                  ///< one-way per-message latency, overhead included
+  SimTime overhead{};                 ///< sender CPU time per message (part of latency)
+  units::Bandwidth switch_bandwidth;  ///< through the switch backplane; 0: non-blocking
+  bool contention = true;             ///< false: flows never share bandwidth and overheads overlap
 };
 
 /// Receives delivered messages (called at the delivery time, from inside the network's event).
@@ -89,8 +90,8 @@ class Network final : public EventHandler {
     double remaining = 0;  ///< bytes not yet on the wire
     double bytes = 0;
     double rate = 0;  ///< bytes per picosecond while active
-    SimTime start = 0;
-    SimTime finish = 0;  ///< when its last byte leaves the wire at the current rate
+    SimTime start{};
+    SimTime finish{};  ///< when its last byte leaves the wire at the current rate
     std::uint64_t tag = 0;
     std::uint64_t seq = 0;       ///< its place in starts_ among equal start times
     std::uint32_t next = kNone;  ///< the sender's next message waiting to start (contention)
@@ -138,8 +139,8 @@ class Network final : public EventHandler {
   std::vector<std::uint32_t> due_now_;  ///< delivered at this instant, after deliveries_'s (deliver_later())
   std::vector<std::uint32_t> active_;   ///< messages whose flow is on the wire
   bool rates_dirty_ = false;
-  SimTime last_advance_ = 0;
-  SimTime wake_ = -1;  ///< time of the pending wake-up event, -1: none
+  SimTime last_advance_{};
+  SimTime wake_{-1};  ///< time of the pending wake-up event, -1: none
   std::uint64_t seq_ = 0;
   std::vector<SimTime> cpu_free_;  ///< per node: when its CPU is free to send the next message
   std::vector<double> bytes_sent_;

@@ -15,7 +15,7 @@ inline constexpr double kMaxRunSeconds = 4.0e6;
 /// One inference request.
 struct Request {
   std::int64_t id = 0;             ///< 0, 1, 2, ... in arrival order
-  SimTime arrival = 0;             ///< picoseconds from the start of the run
+  SimTime arrival{};               ///< picoseconds from the start of the run
   std::int64_t prompt_tokens = 0;  ///< >= 1
   std::int64_t output_tokens = 0;  ///< >= 1
   std::int64_t user = -1;          ///< closed loop: the user who sent it; else -1

@@ -17,8 +17,8 @@
 namespace moesim::sim {
 
 struct ResidencyParams {
-  SimTime unwire_after = 0;
-  SimTime per_buffer = 0;
+  SimTime unwire_after{};
+  SimTime per_buffer{};
   double bytes_per_ps = 0;  ///< re-wire bandwidth, bytes per picosecond
 };
 
@@ -32,7 +32,7 @@ class WeightResidency {
   /// decode engine asks once per expert and layer, and the answer is nearly always 0.
   SimTime acquire(std::int32_t node, std::size_t buffer, SimTime at, std::int32_t count, double bytes) {
     const SimTime last = last_use_[index(node, buffer)];
-    if (last >= 0 && at - last <= params_.unwire_after) return 0;
+    if (last >= SimTime{} && at - last <= params_.unwire_after) return SimTime{};
     return rewire(count, bytes);
   }
   /// The kernel using `buffer` finished at `end`: the idle clock restarts.

@@ -55,6 +55,7 @@
 #include "moesim/model/precision.hpp"
 #include "moesim/model/registry.hpp"
 #include "moesim/model/step_cost.hpp"
+#include "moesim/model/units.hpp"
 #include "moesim/sim/event_core.hpp"
 #include "moesim/sim/streaming.hpp"
 #include "moesim/sim/trace.hpp"
@@ -166,10 +167,10 @@ using cost::stage_layer_starts;
 /// layers (MoE and dense layers, their KV cache; the embedding on the first stage, the final norm and LM
 /// head on the last), and the KV capacity is that of the stage that runs out first.
 struct MemoryPlan {
-  double weights = 0;          ///< bytes of weights on the fullest device (the busiest stage's)
-  double activations = 0;      ///< bytes reserved for activations (max_num_batched_tokens through one layer)
-  double usable = 0;           ///< device memory × utilisation
-  double kv_per_token = 0;     ///< KV bytes one token of context costs on a device of kv_stage
+  units::Bytes weights;        ///< weights on the fullest device (the busiest stage's)
+  units::Bytes activations;    ///< reserved for activations (max_num_batched_tokens through one layer)
+  units::Bytes usable;         ///< device memory × utilisation
+  units::Bytes kv_per_token;   ///< KV one token of context costs on a device of kv_stage
   std::int64_t kv_tokens = 0;  ///< KV capacity in tokens (whole blocks): kv_stage's, the smallest
   std::int64_t kv_blocks = 0;
   std::int64_t busiest_stage = 0;  ///< the pipeline stage whose devices hold the most weights

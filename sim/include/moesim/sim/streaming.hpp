@@ -22,7 +22,7 @@ using cost::validate_streaming_params;
 
 /// One load() call: its read time and what the page cache did.
 struct LayerIo {
-  SimTime time = 0;         ///< read time of the call (the formula in this header's comment)
+  SimTime time{};           ///< read time of the call (the formula in this header's comment)
   std::int32_t hits = 0;    ///< distinct experts found in the page cache
   std::int32_t misses = 0;  ///< distinct experts read from the SSD
   double bytes_read = 0;    ///< bytes from the SSD (misses × expert bytes): DMA writes into memory

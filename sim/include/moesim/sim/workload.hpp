@@ -212,10 +212,10 @@ class ClosedLoopUsers {
 
  private:
   WorkloadSpec spec_;
-  SimTime interval_ = 0;
-  SimTime think_ = 0;
+  SimTime interval_{};
+  SimTime think_{};
   std::int64_t sent_ = 0;
-  SimTime last_send_ = 0;
+  SimTime last_send_{};
 };
 
 }  // namespace moesim::sim
