@@ -38,40 +38,6 @@ std::vector<double> thin(const std::vector<double>& values, std::size_t max) {
   return out;
 }
 
-/// Display width of UTF-8 text: code points, not bytes ("µs" is 2 wide), so columns with units line up.
-std::size_t width(const std::string& s) {
-  std::size_t n = 0;
-  for (unsigned char c : s) n += (c & 0xC0u) != 0x80u;
-  return n;
-}
-
-/// Aligned columns (first left, the rest right), two spaces apart, a dashed rule under the headers.
-class TextTable {
- public:
-  explicit TextTable(std::vector<std::string> headers) : rows_{std::move(headers)} {}
-  void add_row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
-  void print(std::ostream& out) const {
-    std::vector<std::size_t> w(rows_[0].size(), 0);
-    for (const auto& r : rows_) {
-      for (std::size_t c = 0; c < r.size(); ++c) w[c] = std::max(w[c], width(r[c]));
-    }
-    const auto line = [&](const std::vector<std::string>& r) {
-      for (std::size_t c = 0; c < r.size(); ++c) {
-        const std::string pad(w[c] - width(r[c]), ' ');
-        out << (c == 0 ? r[c] + pad : pad + r[c]) << (c + 1 < r.size() ? "  " : "\n");
-      }
-    };
-    line(rows_[0]);
-    std::vector<std::string> rule;
-    for (std::size_t c = 0; c < w.size(); ++c) rule.emplace_back(w[c], '-');
-    line(rule);
-    for (std::size_t i = 1; i < rows_.size(); ++i) line(rows_[i]);
-  }
-
- private:
-  std::vector<std::vector<std::string>> rows_;
-};
-
 std::string micro(double s, int decimals = 1) { return scenario::fixed(s * 1e6, decimals); }
 std::string giga(double bps) { return scenario::fixed(bps / 1e9, 3); }
 
@@ -225,22 +191,22 @@ void print_net_result(const NetResult& r, std::ostream& out) {
     out << "TCP ping-pong with " << r.peer << (r.loopback ? " (loopback, both ends in this process)" : "") << ", "
         << r.sizes.size() << " sizes in " << scenario::fixed(r.wall_s, 1) << " s\n\n";
   }
-  TextTable t({"size", "pings", "RTT median µs", "RTT p10 µs", "RTT p90 µs", "one-way µs", "one-way GB/s"});
+  scenario::Table t({"size", "pings", "RTT median µs", "RTT p10 µs", "RTT p90 µs", "one-way µs", "one-way GB/s"});
   for (const auto& s : r.sizes) {
     const SampleStats st = sample_stats(s.rtt_s);
     t.add_row({size_label(s.bytes), std::to_string(st.count), micro(st.median), micro(st.p10), micro(st.p90),
                micro(st.median / 2), giga(static_cast<double>(s.bytes) / (st.median / 2))});
   }
-  t.print(out);
+  t.print_text(out);
   out << "\nHockney fit t(m) = o + m / B per size band (one way = median RTT / 2; weighted least squares):\n";
-  TextTable f({"band", "sizes", "o µs", "B GB/s", "R²", "max |residual| µs"});
+  scenario::Table f({"band", "sizes", "o µs", "B GB/s", "R²", "max |residual| µs"});
   for (const auto& b : r.fit.bands) {
     double worst = 0;
     for (double x : b.residuals_s) worst = std::max(worst, std::fabs(x));
     f.add_row({b.name, range_label(b.sizes) + " (" + std::to_string(b.sizes.size()) + ")", micro(b.overhead_s, 2),
                b.bandwidth ? giga(*b.bandwidth) : "-", scenario::fixed(b.r2, 4), micro(worst, 2)});
   }
-  f.print(out);
+  f.print_text(out);
   out << "\nNIC profile: latency " << micro(r.fit.latency_s, 2) << " µs (the " << r.fit.bands.front().name
       << " band's o), bandwidth " << giga(r.fit.bandwidth) << " GB/s (1 / the " << r.fit.bands.back().name
       << " band's slope)";
@@ -250,14 +216,14 @@ void print_net_result(const NetResult& r, std::ostream& out) {
   if (r.transport == "mpi" && r.collectives.is_object()) {
     for (const auto& [op, rows] : r.collectives.items()) {
       out << "\n" << op << " across " << r.ranks << " ranks:\n";
-      TextTable c({"size", "repeats", "median µs", "p90 µs", "algorithm GB/s"});
+      scenario::Table c({"size", "repeats", "median µs", "p90 µs", "algorithm GB/s"});
       for (const auto& row : rows) {
         const double med = row["time_s"]["median"].get<double>();
         c.add_row({size_label(row["bytes"].get<std::uint64_t>()), std::to_string(row["repeats"].get<int>()), micro(med),
                    micro(row["time_s"]["p90"].get<double>()),
                    giga(static_cast<double>(row["bytes"].get<std::uint64_t>()) / med)});
       }
-      c.print(out);
+      c.print_text(out);
     }
   }
 }

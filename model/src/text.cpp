@@ -75,6 +75,12 @@ std::string printf(const char* format, ...) {
 
 std::string short_number(double v) { return printf("%.6g", v); }
 
+std::size_t display_width(std::string_view s) {
+  std::size_t n = 0;
+  for (const unsigned char c : s) n += (c & 0xC0U) != 0x80U;  // count every byte but UTF-8 continuations
+  return n;
+}
+
 std::string one_line(std::string_view s) {
   std::string out;
   out.reserve(s.size());

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "moesim/model/error.hpp"
+#include "moesim/model/text.hpp"
 
 namespace moesim::scenario {
 
@@ -18,13 +19,13 @@ void Table::add_row(std::vector<std::string> cells) {
 void Table::print_text(std::ostream& out) const {
   std::vector<std::size_t> width(headers_.size());
   for (std::size_t c = 0; c < headers_.size(); ++c) {
-    width[c] = headers_[c].size();
-    for (const auto& r : rows_) width[c] = std::max(width[c], r[c].size());
+    width[c] = text::display_width(headers_[c]);
+    for (const auto& r : rows_) width[c] = std::max(width[c], text::display_width(r[c]));
   }
   auto line = [&](const std::vector<std::string>& cells) {
     std::string s;
     for (std::size_t c = 0; c < cells.size(); ++c) {
-      const std::string pad(width[c] - cells[c].size(), ' ');
+      const std::string pad(width[c] - text::display_width(cells[c]), ' ');
       s += c == 0 ? cells[c] + pad : pad + cells[c];
       if (c + 1 < cells.size()) s += "  ";
     }

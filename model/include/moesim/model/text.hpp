@@ -24,6 +24,10 @@ std::vector<std::string> split(std::string_view s, char separator);
 /// (a model name, a CSV field), which must not break the one-line format or drive the terminal.
 std::string one_line(std::string_view s);
 
+/// Display width of UTF-8 text in a terminal: code points, not bytes ("µs" and "×" are 1 wide each), so
+/// columns holding units line up. Every character moesim prints is one column wide (no CJK or emoji).
+std::size_t display_width(std::string_view s);
+
 /// printf-style formatting to std::string.
 std::string printf(const char* format, ...) __attribute__((format(printf, 1, 2)));
 
