@@ -45,6 +45,9 @@ enum class Family {
   MinimaxM2,
   HunyuanMoe,
   NemotronH,
+  MimoV2Flash,
+  Gemma4,
+  DeepseekV4,
 };
 
 struct FamilyInfo {
@@ -88,6 +91,11 @@ constexpr FamilyInfo kFamilies[] = {
     // model_type "hunyuan" for the same model class.
     {"hunyuan", "HunYuanMoEV1ForCausalLM", Family::HunyuanMoe},
     {"nemotron_h", "NemotronHForCausalLM", Family::NemotronH},
+    {"mimo_v2_flash", "MiMoV2FlashForCausalLM", Family::MimoV2Flash},
+    // Gemma 4: the multimodal checkpoint nests its text model (gemma4_text) under text_config.
+    {"gemma4", "Gemma4ForConditionalGeneration", Family::Gemma4, true},
+    {"gemma4_text", "Gemma4ForCausalLM", Family::Gemma4},
+    {"deepseek_v4", "DeepseekV4ForCausalLM", Family::DeepseekV4},
 };
 
 std::vector<std::string> model_types() {
@@ -494,6 +502,15 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
       break;
     case Family::NemotronH:
       parse_nemotron_h(text, a);
+      break;
+    case Family::MimoV2Flash:
+      parse_mimo_v2_flash(text, a);
+      break;
+    case Family::Gemma4:
+      parse_gemma4(text, a);
+      break;
+    case Family::DeepseekV4:
+      parse_deepseek_v4(text, a);
       break;
   }
   if (info->text_config && !text.present("tie_word_embeddings")) {
