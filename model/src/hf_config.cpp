@@ -534,6 +534,11 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
       a.checkpoint_precision = "?" + (method.empty() ? std::string("(none)") : method);
     }
   }
+  // DeepSeek-V4 stores its routed experts in FP4 (expert_dtype "fp4": e2m1 values with a ue8m0 scale per 32,
+  // the MXFP4 layout) and every other weight as quantization_config says (fp8).
+  if (text.optional_string("expert_dtype").value_or("") == "fp4") {
+    a.checkpoint_precision = "mxfp4/" + (a.checkpoint_precision.empty() ? std::string("bf16") : a.checkpoint_precision);
+  }
 
   MOESIM_CHECK(static_cast<std::int64_t>(a.layer_specs.size()) == a.layers, "layer specs do not cover the layers");
   check_size(a, source);

@@ -227,6 +227,7 @@ TEST(HfFamilies, DeepSeekV4CompressedAttention) {
   EXPECT_EQ(c.norms, 43LL * (2 * 4096 + 2 * (24 * 16384 + 24 + 3)) + 4096 + (16 * 4096 + 4 + 1));
   EXPECT_EQ(c.shared_experts, 43LL * 3 * 4096 * 2048);
   EXPECT_DOUBLE_EQ(kv_bytes_per_token(a, 1.0).base(), 4464.0);
+  EXPECT_EQ(a.checkpoint_precision, "mxfp4/fp8");  // expert_dtype fp4, quantization_config fp8
   // A CSA layer attends to at most index_topk (512) compressed entries besides its 128-token window: at
   // 100,000 tokens 4·64·512·(128 + 512) plus the indexer's 2·64·128·25,000.
   Architecture one = a;
