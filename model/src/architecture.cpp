@@ -14,22 +14,26 @@ namespace moesim::model {
 namespace {
 
 /// Projections, biases, q/k norms and sinks of one GQA (or MHA) attention block (§A.3 "Attention, GQA"):
-/// q h·nq·hd (×2 with the Qwen3-Next/3.5 output gate), k and v h·nkv·hd each, o nq·hd·h.
-std::int64_t gqa_attention_params(const Architecture& a) {
+/// q h·nq·hd (×2 with the Qwen3-Next/3.5 output gate), k h·nkv·hd, v h·nkv·vd (none when k is v), o nq·vd·h,
+/// with the layer's own shape where it has one (MiMo-V2-Flash, Gemma 4).
+std::int64_t gqa_attention_params(const Architecture& a, const LayerSpec& layer) {
+  const GqaShape s = gqa_shape(a, layer);
   const std::int64_t h = a.hidden;
-  const std::int64_t q_width = a.heads * a.head_dim;
-  const std::int64_t kv_width = a.kv_heads * a.head_dim;
+  const std::int64_t q_width = s.heads * s.head_dim;
+  const std::int64_t k_width = s.kv_heads * s.head_dim;
+  const std::int64_t v_width = s.k_is_v ? 0 : s.kv_heads * s.v_head_dim;
+  const std::int64_t o_width = s.heads * s.v_head_dim;
   // The gated q_proj emits the query and its sigmoid gate side by side (§A.2 Qwen3-Next), so it is 2x wide.
   const std::int64_t q_out = a.attention_output_gate ? 2 * q_width : q_width;
-  std::int64_t p = h * q_out + 2 * h * kv_width + q_width * h;
-  if (a.attention_bias) p += q_out + 2 * kv_width;  // q, k, v biases (GLM-4.5, gpt-oss)
-  if (a.attention_out_bias) p += h;                 // o bias (gpt-oss)
+  std::int64_t p = h * (q_out + k_width + v_width) + o_width * h;
+  if (a.attention_bias) p += q_out + k_width + v_width;  // q, k, v biases (GLM-4.5, gpt-oss)
+  if (a.attention_out_bias) p += h;                      // o bias (gpt-oss)
   if (a.qk_norm) {
-    // Qwen3/GLM normalise each head separately (one head_dim vector each for q and k); OLMoE normalises
-    // the whole q and k rows (§A.2 OLMoE "QK-norm over the full q/k width").
-    p += a.qk_norm_full_width ? q_width + kv_width : 2 * a.head_dim;
+    // Qwen3/GLM/Gemma normalise each head separately (one head_dim vector each for q and k; Gemma 4's v_norm
+    // has no weights); OLMoE normalises the whole q and k rows (§A.2 OLMoE "QK-norm over the full q/k width").
+    p += a.qk_norm_full_width ? q_width + k_width : 2 * s.head_dim;
   }
-  if (a.attention_sinks) p += a.heads;  // gpt-oss: one learned sink per head (§A.2)
+  if (s.sinks) p += s.heads;  // gpt-oss, MiMo-V2-Flash: one learned sink per head (§A.2)
   return p;
 }
 
@@ -91,12 +95,41 @@ std::int64_t mamba2_params(const Architecture& a) {
   return p;
 }
 
+/// One DeepSeek-V4 Compressor (inference/model.py class Compressor) producing entries of width `width`:
+/// wkv and wgate h·w' each and the position bias ape ratio·w', w' = 2·width for the overlapping ratio-4
+/// compressor and width otherwise, plus its RMSNorm (width).
+std::int64_t compressor_params(const Architecture& a, std::int64_t ratio, std::int64_t width) {
+  const std::int64_t out = ratio == 4 ? 2 * width : width;
+  return 2 * a.hidden * out + ratio * out + width;
+}
+
+/// One DeepSeek-V4 attention block (the release's inference/model.py class Attention): wq_a h·q_lora and its
+/// norm q_lora, wq_b q_lora·nh·hd, the shared key=value projection wkv h·hd and its norm hd, the grouped
+/// output projection wo_a (nh·hd/g)·(g·o_lora) = nh·hd·o_lora and wo_b g·o_lora·h, one sink per head; a
+/// compressed layer adds its Compressor, a ratio-4 layer also the lightning Indexer (wq_b q_lora·ni·di,
+/// weights_proj h·ni and a Compressor of width di).
+std::int64_t compressed_mqa_params(const Architecture& a, const LayerSpec& layer) {
+  const CompressedMqaDims& c = a.cmqa;
+  const std::int64_t h = a.hidden;
+  const std::int64_t nh = a.heads;
+  std::int64_t p = h * c.q_lora_rank + c.q_lora_rank + c.q_lora_rank * nh * c.head_dim + h * c.head_dim + c.head_dim +
+                   nh * c.head_dim * c.o_lora_rank + c.o_groups * c.o_lora_rank * h + nh;
+  if (layer.compress_ratio > 0) p += compressor_params(a, layer.compress_ratio, c.head_dim);
+  if (layer.compress_ratio == 4) {
+    p += c.q_lora_rank * c.index_heads * c.index_head_dim + h * c.index_heads +
+         compressor_params(a, layer.compress_ratio, c.index_head_dim);
+  }
+  return p;
+}
+
 std::int64_t attention_params(const Architecture& a, const LayerSpec& layer) {
   switch (layer.attention) {
     case AttentionType::Gqa:
-      return gqa_attention_params(a);
+      return gqa_attention_params(a, layer);
     case AttentionType::Mla:
       return mla_attention_params(a, layer);
+    case AttentionType::CompressedMqa:
+      return compressed_mqa_params(a, layer);
     case AttentionType::GatedDeltaNet:
       return delta_net_params(a);
     case AttentionType::Mamba2:
@@ -110,8 +143,11 @@ std::int64_t attention_params(const Architecture& a, const LayerSpec& layer) {
 
 /// Router of one MoE layer (§A.3 "Router: h·E, plus E for a bias"). The bias is gpt-oss's router bias or
 /// DeepSeek/GLM's e_score_correction_bias.
+/// Gemma 4's router adds a per-channel input scale (h) and a per-expert output scale (E) (transformers
+/// Gemma4TextRouter: scale, per_expert_scale).
 std::int64_t router_params(const Architecture& a) {
-  return a.hidden * a.routed_experts + (a.router_bias ? a.routed_experts : 0);
+  return a.hidden * a.routed_experts + (a.router_bias ? a.routed_experts : 0) +
+         (a.router_scales ? a.hidden + a.routed_experts : 0);
 }
 
 /// Weight matrices of one FFN (§A.1): SwiGLU's gate, up and down, or up and down alone (Nemotron-H).
@@ -123,15 +159,26 @@ std::int64_t shared_expert_params(const Architecture& a) {
   return a.shared_experts * ffn_matrices(a) * a.hidden * a.shared_ffn + (a.shared_expert_gate ? a.hidden : 0);
 }
 
-/// Bytes or elements per token of the KV cache of one layer (§A.4 "KV cache per token"):
-/// GQA 2·nkv·hd (k and v), MLA kv_lora_rank + qk_rope_head_dim (the compressed latent plus the shared
-/// rotary key), Gated DeltaNet none (its state does not grow with context).
-std::int64_t kv_elements_per_token(const Architecture& a, const LayerSpec& layer) {
+/// Elements per token of the KV cache of one layer (§A.4 "KV cache per token"): GQA nkv·(hd + vd) (k and
+/// v), MLA kv_lora_rank + qk_rope_head_dim (the compressed latent plus the shared rotary key), Gated DeltaNet
+/// and Mamba-2 none (their state does not grow with context). DeepSeek-V4: its window layers hold the one
+/// key=value head (hd); a compressed layer grows by hd/ratio per token (one entry per ratio tokens), a
+/// ratio-4 layer also by di/4 for its indexer's compressed keys; the 128-token uncompressed window those
+/// layers also keep is a constant, added by kv_bytes_at_context (kv_window_elements).
+double kv_elements_per_token(const Architecture& a, const LayerSpec& layer) {
   switch (layer.attention) {
-    case AttentionType::Gqa:
-      return 2 * a.kv_heads * a.head_dim;
+    case AttentionType::Gqa: {
+      const GqaShape s = gqa_shape(a, layer);
+      return static_cast<double>(s.kv_heads * (s.head_dim + s.v_head_dim));
+    }
     case AttentionType::Mla:
-      return a.mla.kv_lora_rank + a.mla.qk_rope_head_dim;
+      return static_cast<double>(a.mla.kv_lora_rank + a.mla.qk_rope_head_dim);
+    case AttentionType::CompressedMqa: {
+      if (layer.compress_ratio == 0) return static_cast<double>(a.cmqa.head_dim);
+      const double ratio = static_cast<double>(layer.compress_ratio);
+      const double indexer = layer.compress_ratio == 4 ? static_cast<double>(a.cmqa.index_head_dim) : 0.0;
+      return (static_cast<double>(a.cmqa.head_dim) + indexer) / ratio;
+    }
     case AttentionType::GatedDeltaNet:
     case AttentionType::Mamba2:
     case AttentionType::None:
@@ -141,6 +188,13 @@ std::int64_t kv_elements_per_token(const Architecture& a, const LayerSpec& layer
   return 0;
 }
 
+/// The uncompressed sliding window a compressed DeepSeek-V4 layer keeps besides its compressed entries:
+/// hd elements for each of the last min(context, window) tokens (0 for every other layer).
+double kv_window_elements(const Architecture& a, const LayerSpec& layer, std::int64_t context) {
+  if (layer.attention != AttentionType::CompressedMqa || layer.compress_ratio == 0) return 0;
+  return static_cast<double>(a.cmqa.head_dim * std::min(context, a.cmqa.window));
+}
+
 /// Tokens of context a layer holds at sequence length `context`: sliding-window layers stop at the window.
 /// The cost model's window rule (cost::kv_tokens_read): the KV a token at position context − 1 reads.
 std::int64_t attended_tokens(const LayerSpec& layer, std::int64_t context) {
@@ -148,7 +202,60 @@ std::int64_t attended_tokens(const LayerSpec& layer, std::int64_t context) {
   return static_cast<std::int64_t>(cost::kv_tokens_read(context - 1, 1, layer.sliding_window));
 }
 
+/// FLOPs of the attention score and value products per attended token of one layer (§A.4 "FLOPs per decode
+/// token", 2 FLOP per multiply-add): GQA 2·nq·hd for the q·k scores plus 2·nq·vd for the weighted sum of v
+/// (4·nq·hd when vd = hd); absorbed MLA 2·nh·(kv_lora + rope) for the scores against the latent and the
+/// rotary key plus 2·nh·kv_lora for the weighted sum of latents; DeepSeek-V4 4·nh·hd over its one key=value
+/// head; 0 for the recurrent mixers (§A.4: O(1) in ctx, the state update is in the projections' FLOPs; for
+/// Mamba-2 the scan's ~6·heads·head_dim·N FLOPs per token are not counted: about 4% of Nemotron-3-Nano's
+/// mixer FLOPs).
+double flops_per_attended_token(const Architecture& a, const LayerSpec& layer) {
+  switch (layer.attention) {
+    case AttentionType::Gqa: {
+      const GqaShape s = gqa_shape(a, layer);
+      return 2.0 * static_cast<double>(s.heads * (s.head_dim + s.v_head_dim));
+    }
+    case AttentionType::Mla:
+      return 2.0 * static_cast<double>(a.heads * (a.mla.kv_lora_rank + a.mla.qk_rope_head_dim)) +
+             2.0 * static_cast<double>(a.heads * a.mla.kv_lora_rank);
+    case AttentionType::CompressedMqa:
+      return 4.0 * static_cast<double>(a.heads * a.cmqa.head_dim);
+    case AttentionType::GatedDeltaNet:
+    case AttentionType::Mamba2:
+    case AttentionType::None:
+      return 0;
+  }
+  MOESIM_CHECK(false, "unknown attention type");
+  return 0;
+}
+
+/// A ratio-4 DeepSeek-V4 layer's lightning indexer scores every compressed key: 2·ni·di per entry.
+double indexer_flops_per_entry(const Architecture& a) {
+  return 2.0 * static_cast<double>(a.cmqa.index_heads * a.cmqa.index_head_dim);
+}
+
+/// Attention FLOPs of one compressed DeepSeek-V4 layer for a token at context `context` (the release's
+/// inference/model.py Attention.forward): it attends over its uncompressed window; a ratio-128 layer (HCA)
+/// also over all context/128 compressed entries; a ratio-4 layer (CSA) scores its context/4 indexer keys and
+/// attends to the index_topk best of its context/4 entries.
+double compressed_mqa_context_flops(const Architecture& a, const LayerSpec& layer, std::int64_t context) {
+  const CompressedMqaDims& c = a.cmqa;
+  const double compressed = static_cast<double>(context) / static_cast<double>(layer.compress_ratio);
+  double entries = static_cast<double>(std::min(context, c.window)) + compressed;
+  double indexer = 0;
+  if (layer.compress_ratio == 4) {
+    indexer = indexer_flops_per_entry(a) * compressed;
+    entries -= compressed - std::min(compressed, static_cast<double>(c.index_topk));
+  }
+  return indexer + flops_per_attended_token(a, layer) * entries;
+}
+
 }  // namespace
+
+GqaShape gqa_shape(const Architecture& a, const LayerSpec& layer) {
+  if (layer.shape) return *layer.shape;
+  return {a.heads, a.kv_heads, a.head_dim, a.v_head_dim > 0 ? a.v_head_dim : a.head_dim, false, a.attention_sinks};
+}
 
 std::int64_t params_per_routed_expert(const Architecture& a) {
   if (!a.is_moe()) return 0;
@@ -173,7 +280,14 @@ ComponentParams parameter_counts(const Architecture& a) {
     c.attention += attention_params(a, layer);
     // §A.3 "Norms: 2h" (input and post-attention norm of every layer); a Nemotron-H block has one norm
     // before its single mixer or FFN.
-    c.norms += ((layer.attention != AttentionType::None ? 1 : 0) + (layer.ffn ? 1 : 0)) * h;
+    c.norms += ((layer.attention != AttentionType::None ? 1 : 0) + (layer.ffn ? 1 : 0) + a.extra_layer_norms) * h;
+    // DeepSeek-V4's manifold-constrained hyper-connections (inference/model.py class Block: hc_attn_* and
+    // hc_ffn_*): per sub-layer a mixing matrix hc_fn of (2 + n)·n rows by n·h, its base (2 + n)·n and 3
+    // scales, n = hc_mult. They sit with the norms: like them, small per-token work on the residual stream.
+    if (a.cmqa.hc_mult > 0) {
+      const std::int64_t n = a.cmqa.hc_mult;
+      c.norms += 2 * ((2 + n) * n * n * h + (2 + n) * n + 3);
+    }
     if (!layer.ffn) continue;
     if (layer.moe && a.is_moe()) {
       c.router += router_params(a);
@@ -185,6 +299,9 @@ ComponentParams parameter_counts(const Architecture& a) {
   }
   // §A.3 "Whole model: L·layer + 2·V·h (embedding + untied LM head) + h (final norm)".
   c.norms += h;
+  // DeepSeek-V4's head merges the n residual copies (inference/model.py class Transformer: hc_head_fn n·(n·h),
+  // hc_head_base n, hc_head_scale 1).
+  if (a.cmqa.hc_mult > 0) c.norms += a.cmqa.hc_mult * a.cmqa.hc_mult * h + a.cmqa.hc_mult + 1;
   c.embedding = a.vocab * h;
   c.lm_head = a.tie_embeddings ? 0 : a.vocab * h;
   return c;
@@ -217,34 +334,35 @@ units::Flops attention_context_flops(const Architecture& a, std::int64_t context
   MOESIM_CHECK(context >= 0, "negative context length");
   double total = 0;
   for (const LayerSpec& layer : a.layer_specs) {
-    const auto tokens = static_cast<double>(attended_tokens(layer, context));
-    switch (layer.attention) {
-      case AttentionType::Gqa:
-        // §A.4 "FLOPs per decode token": 4·nq·hd·ctx (q·k scores and the weighted sum of v, 2 FLOP per
-        // multiply-add), ctx capped at the window on sliding layers.
-        total += 4.0 * static_cast<double>(a.heads * a.head_dim) * tokens;
-        break;
-      case AttentionType::Mla:
-        // §A.4, absorbed MLA: scores against the latent and the rotary key, 2·nh·(kv_lora + rope)·ctx,
-        // plus the weighted sum of latents, 2·nh·kv_lora·ctx.
-        total += 2.0 * static_cast<double>(a.heads * (a.mla.kv_lora_rank + a.mla.qk_rope_head_dim)) * tokens +
-                 2.0 * static_cast<double>(a.heads * a.mla.kv_lora_rank) * tokens;
-        break;
-      case AttentionType::GatedDeltaNet:
-      case AttentionType::Mamba2:
-        // §A.4: O(1) in ctx; the per-token state update is in the projections' FLOPs (for Mamba-2 the scan's
-        // ~6·heads·head_dim·N FLOPs per token are not counted: about 4% of Nemotron-3-Nano's mixer FLOPs).
-      case AttentionType::None:
-        break;
+    if (layer.attention == AttentionType::CompressedMqa && layer.compress_ratio > 0) {
+      total += compressed_mqa_context_flops(a, layer, context);
+    } else {
+      // ctx capped at the window on sliding layers.
+      total += flops_per_attended_token(a, layer) * static_cast<double>(attended_tokens(layer, context));
+    }
+  }
+  return units::flops(total);
+}
+
+units::Flops attention_flops_per_context_token(const Architecture& a) {
+  double total = 0;
+  for (const LayerSpec& layer : a.layer_specs) {
+    if (layer.attention == AttentionType::CompressedMqa && layer.compress_ratio > 0) {
+      // Every ratio tokens add one compressed entry: attended (HCA), or scored by the indexer (CSA, whose
+      // top-k cap and uncompressed window this slope leaves out).
+      const double ratio = static_cast<double>(layer.compress_ratio);
+      total += (layer.compress_ratio == 4 ? indexer_flops_per_entry(a) : flops_per_attended_token(a, layer)) / ratio;
+    } else {
+      total += flops_per_attended_token(a, layer);
     }
   }
   return units::flops(total);
 }
 
 units::Bytes kv_bytes_per_token(const Architecture& a, double bytes_per_element) {
-  std::int64_t elements = 0;
+  double elements = 0;
   for (const LayerSpec& layer : a.layer_specs) elements += kv_elements_per_token(a, layer);
-  return units::bytes(static_cast<double>(elements) * bytes_per_element);
+  return units::bytes(elements * bytes_per_element);
 }
 
 units::Bytes kv_bytes_at_context(const Architecture& a, std::int64_t context, double bytes_per_element) {
@@ -252,8 +370,8 @@ units::Bytes kv_bytes_at_context(const Architecture& a, std::int64_t context, do
   double elements = 0;
   for (const LayerSpec& layer : a.layer_specs) {
     // §A.4 gpt-oss: "only half the layers grow with context; the other half cap at 128 tokens".
-    elements +=
-        static_cast<double>(kv_elements_per_token(a, layer)) * static_cast<double>(attended_tokens(layer, context));
+    elements += kv_elements_per_token(a, layer) * static_cast<double>(attended_tokens(layer, context)) +
+                kv_window_elements(a, layer, context);
   }
   return units::bytes(elements * bytes_per_element);
 }

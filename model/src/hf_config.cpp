@@ -45,6 +45,9 @@ enum class Family {
   MinimaxM2,
   HunyuanMoe,
   NemotronH,
+  MimoV2Flash,
+  Gemma4,
+  DeepseekV4,
 };
 
 struct FamilyInfo {
@@ -88,6 +91,11 @@ constexpr FamilyInfo kFamilies[] = {
     // model_type "hunyuan" for the same model class.
     {"hunyuan", "HunYuanMoEV1ForCausalLM", Family::HunyuanMoe},
     {"nemotron_h", "NemotronHForCausalLM", Family::NemotronH},
+    {"mimo_v2_flash", "MiMoV2FlashForCausalLM", Family::MimoV2Flash},
+    // Gemma 4: the multimodal checkpoint nests its text model (gemma4_text) under text_config.
+    {"gemma4", "Gemma4ForConditionalGeneration", Family::Gemma4, true},
+    {"gemma4_text", "Gemma4ForCausalLM", Family::Gemma4},
+    {"deepseek_v4", "DeepseekV4ForCausalLM", Family::DeepseekV4},
 };
 
 std::vector<std::string> model_types() {
@@ -495,6 +503,15 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
     case Family::NemotronH:
       parse_nemotron_h(text, a);
       break;
+    case Family::MimoV2Flash:
+      parse_mimo_v2_flash(text, a);
+      break;
+    case Family::Gemma4:
+      parse_gemma4(text, a);
+      break;
+    case Family::DeepseekV4:
+      parse_deepseek_v4(text, a);
+      break;
   }
   if (info->text_config && !text.present("tie_word_embeddings")) {
     a.tie_embeddings = top.flag("tie_word_embeddings", false);
@@ -516,6 +533,11 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
     } else {
       a.checkpoint_precision = "?" + (method.empty() ? std::string("(none)") : method);
     }
+  }
+  // DeepSeek-V4 stores its routed experts in FP4 (expert_dtype "fp4": e2m1 values with a ue8m0 scale per 32,
+  // the MXFP4 layout) and every other weight as quantization_config says (fp8).
+  if (text.optional_string("expert_dtype").value_or("") == "fp4") {
+    a.checkpoint_precision = "mxfp4/" + (a.checkpoint_precision.empty() ? std::string("bf16") : a.checkpoint_precision);
   }
 
   MOESIM_CHECK(static_cast<std::int64_t>(a.layer_specs.size()) == a.layers, "layer specs do not cover the layers");

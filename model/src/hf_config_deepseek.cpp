@@ -1,5 +1,6 @@
-// Hugging Face config.json readers of the multi-head latent attention (MLA) families: DeepSeek-V2/V3/V3.2,
-// Kimi-K2, GLM-4.7-Flash (glm4_moe_lite) and GLM-5 (glm_moe_dsa). Dispatch: hf_config.cpp.
+// Hugging Face config.json readers of the DeepSeek attention families: multi-head latent attention
+// (DeepSeek-V2/V3/V3.2, Kimi-K2, GLM-4.7-Flash (glm4_moe_lite), GLM-5 (glm_moe_dsa)) and DeepSeek-V4's
+// compressed attention. Dispatch: hf_config.cpp.
 
 #include <algorithm>
 #include <string>
@@ -93,6 +94,54 @@ void parse_deepseek(const Fields& f, Architecture& a, const DeepseekVariant& var
     s.attention = AttentionType::Mla;
     s.moe = moe[static_cast<std::size_t>(i)];
     s.indexer = indexer[static_cast<std::size_t>(i)];
+    a.layer_specs.push_back(s);
+  }
+}
+
+/// DeepSeek-V4 (the release's inference/model.py; DeepseekV4ForCausalLM). Every layer: the attention of
+/// CompressedMqaDims (q latent q_lora_rank, num_attention_heads query heads and one shared key=value head of
+/// head_dim, o_groups × o_lora_rank grouped output projection, one sink per head) over a sliding_window of
+/// recent tokens, plus a compressed KV cache where compress_ratios gives the layer a ratio (4: CSA with a
+/// lightning indexer of index_n_heads × index_head_dim choosing index_topk entries; 128: HCA); hyper-connections
+/// of hc_mult residual copies; an MoE of n_routed_experts of moe_intermediate_size (top num_experts_per_tok)
+/// and n_shared_experts of the same size. compress_ratios also lists the MTP layers
+/// (num_nextn_predict_layers), which are left out, as DeepSeek-V3's. The first num_hash_layers layers route
+/// by a token-id table (tid2eid, an index table and not a weight) and have no e_score_correction_bias: the
+/// router is counted with the bias in every layer, E parameters too many per hash layer (768 for Flash).
+void parse_deepseek_v4(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  if (a.kv_heads != 1) {
+    throw f.error("num_key_value_heads",
+                  "is " + std::to_string(a.kv_heads) +
+                      ", but DeepSeek-V4's attention has one shared key=value head; set it to 1");
+  }
+  CompressedMqaDims& c = a.cmqa;
+  c.q_lora_rank = f.dim("q_lora_rank", "q latent width");
+  c.head_dim = a.head_dim;
+  c.o_groups = f.dim("o_groups", "number of output projection groups");
+  c.o_lora_rank = f.dim("o_lora_rank", "per-group output latent width");
+  c.window = f.dim("sliding_window", "sliding-window length in tokens");
+  c.index_heads = f.dim("index_n_heads", "number of lightning-indexer heads");
+  c.index_head_dim = f.dim("index_head_dim", "lightning-indexer head width");
+  c.index_topk = f.dim("index_topk", "number of compressed entries a CSA layer attends to");
+  c.hc_mult = f.dim("hc_mult", "number of hyper-connection residual copies");
+  if (a.heads % c.o_groups != 0) {
+    throw f.error("o_groups", "is " + std::to_string(c.o_groups) + ", which does not divide num_attention_heads " +
+                                  std::to_string(a.heads) + "; the output projection groups whole heads");
+  }
+  const std::int64_t mtp = f.optional_integer("num_nextn_predict_layers", "number of MTP layers", 0).value_or(0);
+  const std::vector<std::int64_t> ratios = per_layer_integers(
+      f, "compress_ratios", a.layers, mtp, "KV compression ratio (0 none, 4 CSA, 128 HCA)", 0, kMaxDimension);
+  read_experts(f, a, "n_routed_experts", "num_experts_per_tok", "moe_intermediate_size");
+  a.shared_experts = f.optional_integer("n_shared_experts", "number of shared experts", 0).value_or(0);
+  a.shared_ffn = a.shared_experts > 0 ? a.expert_ffn : 0;  // as DeepSeek-V3: n_shared × moe_intermediate_size
+  a.router_bias = f.optional_string("topk_method").value_or("noaux_tc") == "noaux_tc";
+  for (const std::int64_t r : ratios) {
+    LayerSpec s;
+    s.attention = AttentionType::CompressedMqa;
+    s.compress_ratio = r;
+    // A window-only layer holds the last `window` tokens; a compressed layer's cache grows with the context.
+    s.sliding_window = r == 0 ? c.window : 0;
     a.layer_specs.push_back(s);
   }
 }

@@ -89,6 +89,33 @@ std::vector<LayerSpec> make_layers(const Fields& f, const std::vector<LayerKind>
   return specs;
 }
 
+std::vector<std::int64_t> per_layer_integers(const Fields& f, std::string_view key, std::int64_t layers,
+                                             std::int64_t trailing, std::string_view meaning, std::int64_t min_value,
+                                             std::int64_t max_value) {
+  const std::string range = "an integer from " + std::to_string(min_value) + " to " + std::to_string(max_value);
+  if (!f.present(key)) {
+    throw f.error(key, "is missing; add one " + std::string(meaning) + " (" + range +
+                           ") per layer, as in the model's official config.json");
+  }
+  const nlohmann::json& v = f.node().raw()[std::string(key)];
+  const auto size = v.is_array() ? static_cast<std::int64_t>(v.size()) : -1;
+  if (size < layers || size > layers + trailing) {
+    const std::string have = v.is_array() ? "has " + std::to_string(size) + " entries" : "is " + json_type(v);
+    throw f.error(key, have + " but num_hidden_layers is " + std::to_string(layers) + "; give one " +
+                           std::string(meaning) + " per layer");
+  }
+  std::vector<std::int64_t> out;
+  for (std::int64_t i = 0; i < layers; ++i) {
+    const nlohmann::json& e = v[static_cast<std::size_t>(i)];
+    if (!e.is_number_integer() || e.get<std::int64_t>() < min_value || e.get<std::int64_t>() > max_value) {
+      throw f.error(std::string(key) + "[" + std::to_string(i) + "]",
+                    "is " + json_type(e) + ", expected " + range + " (the layer's " + std::string(meaning) + ")");
+    }
+    out.push_back(e.get<std::int64_t>());
+  }
+  return out;
+}
+
 std::vector<bool> all_layers(std::int64_t layers, bool value) {
   return std::vector<bool>(static_cast<std::size_t>(layers), value);
 }

@@ -148,6 +148,14 @@ class Fields {
   json::Node node_;
 };
 
+/// A required list of integers in [min_value, max_value] with one entry per layer (MiMo-V2-Flash's
+/// hybrid_layer_pattern and moe_layer_freq, DeepSeek-V4's compress_ratios); `trailing` more entries are
+/// allowed and dropped (DeepSeek-V4 lists its MTP layers' ratios after the decoder's). `meaning` says what
+/// an entry is, for the message.
+std::vector<std::int64_t> per_layer_integers(const Fields& f, std::string_view key, std::int64_t layers,
+                                             std::int64_t trailing, std::string_view meaning, std::int64_t min_value,
+                                             std::int64_t max_value);
+
 /// Attention of one layer as the config names it.
 enum class LayerKind { Full, Sliding, Linear };
 
@@ -244,6 +252,13 @@ void parse_deepseek(const Fields& f, Architecture& a, const DeepseekVariant& var
 void parse_qwen3_next(const Fields& f, Architecture& a);
 /// Nemotron-H: Mamba-2, attention, MLP and MoE blocks (hf_config_hybrid.cpp).
 void parse_nemotron_h(const Fields& f, Architecture& a);
+
+/// MiMo-V2-Flash (hf_config_gqa_moe.cpp).
+void parse_mimo_v2_flash(const Fields& f, Architecture& a);
+/// Gemma 4, flat (gemma4_text) or the text_config of Gemma4ForConditionalGeneration (hf_config_gqa_moe.cpp).
+void parse_gemma4(const Fields& f, Architecture& a);
+/// DeepSeek-V4 (hf_config_deepseek.cpp).
+void parse_deepseek_v4(const Fields& f, Architecture& a);
 
 /// Hunyuan-A13B (hunyuan_v1_moe, and the release's own "hunyuan" config) (hf_config_gqa_moe.cpp).
 void parse_hunyuan_moe(const Fields& f, Architecture& a);

@@ -216,8 +216,8 @@ LayerParts layer_parts(const model::Architecture& a, const model::Precision& wei
   for (const auto& [window, specs] : by_window) {
     model::Architecture sub = a;
     sub.layer_specs = specs;
-    p.windows.push_back(
-        {window, model::kv_bytes_per_token(sub, 1.0).base() / L, model::attention_context_flops(sub, 1).base() / L});
+    p.windows.push_back({window, model::kv_bytes_per_token(sub, 1.0).base() / L,
+                         model::attention_flops_per_context_token(sub).base() / L});
   }
   // Gated DeltaNet layers read and write their fixed recurrent state every token (sequence(), twice).
   p.state_bytes = model::recurrent_state_bytes(a).base() / L;

@@ -77,6 +77,16 @@ struct RealConfig {
 //  - Nemotron 3 Nano (NVIDIA's Nemotron 3 page): "a 3.2B active (3.6B with embeddings), 31.6B total parameter
 //    model". Total 31.58B; active 3.58B with embedding and LM head; 3.23B without the input embedding
 //    (checked in NemotronHBlocksAndMamba2State).
+//  - MiMo-V2-Flash card (https://huggingface.co/XiaomiMiMo/MiMo-V2-Flash; SGLang's day-0 post quotes it:
+//    "309B total parameters and 15B activated parameters"). Total 308.78B; active 15.45B with embedding and
+//    head (14.82B without the embedding), which rounds to 15B.
+//  - Gemma-4-26B-A4B card (https://huggingface.co/google/gemma-4-26B-A4B: 25.2B total, 3.8B active). The
+//    text model: total 25.23B (tied embedding), active 3.82B with the embedding; the card's figures leave
+//    out the ~0.55B vision encoder, which moesim does not model either.
+//  - DeepSeek-V4 report and cards (https://huggingface.co/deepseek-ai/DeepSeek-V4-Flash: 284B total, 13B
+//    activated; DeepSeek-V4-Pro: 1.6T, 49B). Flash: total 284.33B; active 13.27B without the input embedding
+//    (DeepSeek's convention, as for V2-Lite), which rounds to 13B. Pro: total 1573.0B, which rounds to 1.6T
+//    (1.7% under); active 48.85B without the embedding.
 const std::vector<RealConfig> kRealConfigs = {
     {"qwen1.5-moe-a2.7b", "qwen2_moe", 14315784192, 2689173504, 14.3e9, 3, 2.7e9, 2, "incl_embedding_and_head",
      Match::Within1Pct, Match::Within1Pct},
@@ -106,6 +116,14 @@ const std::vector<RealConfig> kRealConfigs = {
      Match::Within1Pct},
     {"nemotron-3-nano-30b-a3b", "nemotron_h", 31577940288, 3580076352, 31.6e9, 3, 3.6e9, 2, "incl_embedding_and_head",
      Match::Within1Pct, Match::Within1Pct},
+    {"mimo-v2-flash", "mimo_v2_flash", 308778780864, 15445936320, 309e9, 3, 15e9, 2, "incl_embedding_and_head",
+     Match::Within1Pct, Match::Rounds},
+    {"gemma-4-26b-a4b", "gemma4", 25233141760, 3822530560, 25.2e9, 3, 3.8e9, 2, "incl_embedding_and_head",
+     Match::Within1Pct, Match::Within1Pct},
+    {"deepseek-v4-flash", "deepseek_v4", 284332241239, 13799633239, 284e9, 3, 13e9, 2, "excl_embedding",
+     Match::Within1Pct, Match::Rounds},
+    {"deepseek-v4-pro", "deepseek_v4", 1572997202915, 49779082211, 1.6e12, 2, 49e9, 2, "excl_embedding", Match::Rounds,
+     Match::Within1Pct},
 };
 
 std::string real_config_path(const char* dir) {

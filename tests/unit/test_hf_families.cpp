@@ -140,5 +140,105 @@ TEST(HfFamilies, Glm5IndexerSchedule) {
   EXPECT_NE(msg.find("glm.json: $.indexer_types: has 2 entries but num_hidden_layers is 78"), std::string::npos) << msg;
 }
 
+// Scenario: MiMo-V2-Flash (mimo_v2_flash). Expectation: hybrid_layer_pattern gives 9 full-attention layers
+// (64 query heads, 4 KV heads, q/k 192 and v 128 wide, no sinks) and 39 sliding ones of 128 tokens (8 KV
+// heads, one sink per head); layer 0 is a dense MLP of 16384, the other 47 MoE. By hand: full attention
+// 4096·(64·192 + 4·192 + 4·128) + 64·128·4096 = 89,128,960, sliding 4096·(64·192 + 8·320) + 64·128·4096 + 64
+// = 94,371,904; KV per token (1 byte per element): 9·4·320 + 39·8·320 = 11,520 + 99,840 = 111,360.
+TEST(HfFamilies, MimoV2FlashShapesItsLayers) {
+  const Architecture a = load_model(config_path("mimo-v2-flash"));
+  int sliding = 0;
+  for (const LayerSpec& l : a.layer_specs) {
+    const GqaShape s = gqa_shape(a, l);
+    sliding += l.sliding_window == 128 ? 1 : 0;
+    EXPECT_EQ(s.kv_heads, l.sliding_window > 0 ? 8 : 4);
+    EXPECT_EQ(s.v_head_dim, 128);
+    EXPECT_EQ(s.sinks, l.sliding_window > 0);
+  }
+  EXPECT_EQ(sliding, 39);
+  EXPECT_FALSE(a.layer_specs[0].moe);
+  EXPECT_EQ(moe_layer_count(a), 47);
+  EXPECT_EQ(parameter_counts(a).attention, 9LL * 89128960 + 39LL * 94371904);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(a, 1.0).base(), 111360.0);
+  // At 4096 tokens the sliding layers hold only their 128.
+  EXPECT_DOUBLE_EQ(kv_bytes_at_context(a, 4096, 1.0).base(), 11520.0 * 4096 + 99840.0 * 128);
+  nlohmann::json c = json::load_file(config_path("mimo-v2-flash"));
+  c["hybrid_layer_pattern"].erase(0);
+  const std::string msg = user_error([&] { (void)parse_hf_config(c, "mimo.json"); });
+  EXPECT_NE(msg.find("mimo.json: $.hybrid_layer_pattern: has 47 entries but num_hidden_layers is 48"),
+            std::string::npos)
+      << msg;
+}
+
+// Scenario: Gemma-4-26B-A4B (gemma4, its text_config). Expectation: 25 sliding layers (8 KV heads of 256,
+// window 1024) and 5 global ones (2 KV heads of 512, k = v: no v_proj); every layer MoE with the dense MLP of
+// 2112 counted as one shared expert, 7 norms of 2816 per layer, the router's two scales. By hand: global
+// attention 2816·(16·512 + 2·512) + 16·512·2816 + 2·512 = 49,021,952; sliding 2816·(16·256 + 2·8·256) +
+// 16·256·2816 + 2·256 = 34,603,520; router 2816·128 + 2816 + 128 = 363,392.
+TEST(HfFamilies, Gemma4GlobalLayersShareKeyAndValue) {
+  const Architecture a = load_model(config_path("gemma-4-26b-a4b"));
+  int global = 0;
+  for (const LayerSpec& l : a.layer_specs) {
+    const GqaShape s = gqa_shape(a, l);
+    global += l.sliding_window == 0 ? 1 : 0;
+    EXPECT_EQ(s.k_is_v, l.sliding_window == 0);
+    EXPECT_EQ(s.head_dim, l.sliding_window == 0 ? 512 : 256);
+    if (l.sliding_window != 0) {
+      EXPECT_EQ(l.sliding_window, 1024);
+    }
+  }
+  EXPECT_EQ(global, 5);
+  EXPECT_EQ(a.shared_experts, 1);
+  EXPECT_EQ(a.shared_ffn, 2112);
+  const ComponentParams c = parameter_counts(a);
+  EXPECT_EQ(c.attention, 5LL * 49021952 + 25LL * 34603520);
+  EXPECT_EQ(c.router, 30LL * 363392);
+  EXPECT_EQ(c.norms, 30LL * 7 * 2816 + 2816);
+  EXPECT_EQ(c.lm_head, 0);  // tied
+  // The small Gemma 4 models' per-layer input embeddings are refused, naming the field.
+  nlohmann::json j = json::load_file(config_path("gemma-4-26b-a4b"));
+  j["text_config"]["hidden_size_per_layer_input"] = 256;
+  const std::string msg = user_error([&] { (void)parse_hf_config(j, "g4.json"); });
+  EXPECT_NE(msg.find("g4.json: $.text_config.hidden_size_per_layer_input:"), std::string::npos) << msg;
+}
+
+// Scenario: DeepSeek-V4-Flash (deepseek_v4). Expectation: 43 layers (compress_ratios' 44th entry is the MTP
+// layer's): 2 window-only (128 tokens), 21 CSA (ratio 4), 20 HCA (ratio 128). By hand, per layer: attention
+// core 4096·1024 + 1024 + 1024·64·512 + 4096·512 + 512 + 64·512·1024 + 8·1024·4096 + 64 = 106,956,352; HCA
+// compressor 2·4096·512 + 128·512 + 512 = 4,260,352; CSA compressor 2·4096·1024 + 4·1024 + 512 = 8,393,216 and
+// indexer 1024·64·128 + 4096·64 + (2·4096·256 + 4·256 + 128) = 10,749,056. Hyper-connections 2·(24·16384 + 27)
+// per layer. KV per token (1 byte per element): 2·512 + 21·(512 + 128)/4 + 20·512/128 = 4,464.
+TEST(HfFamilies, DeepSeekV4CompressedAttention) {
+  const Architecture a = load_model(config_path("deepseek-v4-flash"));
+  ASSERT_EQ(a.layers, 43);
+  int window = 0, csa = 0, hca = 0;
+  for (const LayerSpec& l : a.layer_specs) {
+    EXPECT_EQ(l.attention, AttentionType::CompressedMqa);
+    window += l.compress_ratio == 0 ? 1 : 0;
+    csa += l.compress_ratio == 4 ? 1 : 0;
+    hca += l.compress_ratio == 128 ? 1 : 0;
+    EXPECT_EQ(l.sliding_window, l.compress_ratio == 0 ? 128 : 0);
+  }
+  EXPECT_EQ(window, 2);
+  EXPECT_EQ(csa, 21);
+  EXPECT_EQ(hca, 20);
+  const ComponentParams c = parameter_counts(a);
+  EXPECT_EQ(c.attention, 43LL * 106956352 + 20LL * 4260352 + 21LL * (8393216 + 10749056));
+  EXPECT_EQ(c.norms, 43LL * (2 * 4096 + 2 * (24 * 16384 + 24 + 3)) + 4096 + (16 * 4096 + 4 + 1));
+  EXPECT_EQ(c.shared_experts, 43LL * 3 * 4096 * 2048);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(a, 1.0).base(), 4464.0);
+  EXPECT_EQ(a.checkpoint_precision, "mxfp4/fp8");  // expert_dtype fp4, quantization_config fp8
+  // A CSA layer attends to at most index_topk (512) compressed entries besides its 128-token window: at
+  // 100,000 tokens 4·64·512·(128 + 512) plus the indexer's 2·64·128·25,000.
+  Architecture one = a;
+  one.layer_specs = {a.layer_specs[2]};
+  EXPECT_DOUBLE_EQ(attention_context_flops(one, 100000).base(), 4.0 * 64 * 512 * 640 + 2.0 * 64 * 128 * 25000);
+  nlohmann::json j = json::load_file(config_path("deepseek-v4-flash"));
+  j["o_groups"] = 7;
+  const std::string msg = user_error([&] { (void)parse_hf_config(j, "v4.json"); });
+  EXPECT_NE(msg.find("v4.json: $.o_groups: is 7, which does not divide num_attention_heads 64"), std::string::npos)
+      << msg;
+}
+
 }  // namespace
 }  // namespace moesim::model

@@ -20,7 +20,24 @@ enum class AttentionType {
   Mla,            ///< DeepSeek multi-head latent attention (compressed KV cache)
   GatedDeltaNet,  ///< Qwen3-Next/3.5 linear attention: a fixed recurrent state, no KV cache
   Mamba2,         ///< Mamba-2 selective state-space mixer (Nemotron-H): a fixed recurrent state, no KV cache
-  None,           ///< no token mixer: an FFN-only block (Nemotron-H's MLP and MoE blocks)
+  /// DeepSeek-V4's hybrid attention: one shared key=value head (MQA) over a sliding window of recent tokens,
+  /// plus, with LayerSpec::compress_ratio > 0, a KV cache compressed ratio:1 (CSA at 4 with a lightning
+  /// indexer choosing the top-k entries, HCA at 128 attended densely).
+  CompressedMqa,
+  None,  ///< no token mixer: an FFN-only block (Nemotron-H's MLP and MoE blocks)
+};
+
+/// The shape of one GQA layer where it differs from the model-wide heads, kv_heads and head_dim
+/// (MiMo-V2-Flash's sliding-window layers, Gemma 4's global layers).
+struct GqaShape {
+  std::int64_t heads = 0;       ///< query heads
+  std::int64_t kv_heads = 0;    ///< key/value heads
+  std::int64_t head_dim = 0;    ///< query and key head width
+  std::int64_t v_head_dim = 0;  ///< value (and attention output) head width
+  /// Gemma 4's attention_k_eq_v: no v_proj; the key projection's output also serves as the value (it is
+  /// normalised differently and not rotated, so the cache still holds keys and values).
+  bool k_is_v = false;
+  bool sinks = false;  ///< one learned sink logit per query head (gpt-oss, MiMo-V2-Flash's sliding layers)
 };
 
 /// One decoder layer.
@@ -33,6 +50,11 @@ struct LayerSpec {
   /// MLA with a lightning indexer (index_heads > 0): whether this layer runs its own indexer (GLM-5.2's
   /// "shared" layers reuse the previous layer's top-k and hold none).
   bool indexer = true;
+  /// GQA layers whose shape is not the model's (see GqaShape); nullopt: the model-wide one.
+  std::optional<GqaShape> shape;
+  /// CompressedMqa layers (DeepSeek-V4 compress_ratios): tokens per compressed KV entry; 0 = the sliding
+  /// window alone.
+  std::int64_t compress_ratio = 0;
 };
 
 /// Multi-head latent attention dimensions (DeepSeek-V2/V3/V3.2, Kimi-K2).
@@ -70,6 +92,21 @@ struct Mamba2Dims {
   double conv_state_element_bytes = 2;  ///< the conv state's element size (the model's dtype; bf16 = 2)
 };
 
+/// DeepSeek-V4's attention dimensions (the release's inference/model.py classes Attention, Compressor,
+/// Indexer; config.json keys in parentheses).
+struct CompressedMqaDims {
+  std::int64_t q_lora_rank = 0;     ///< q latent width (q_lora_rank)
+  std::int64_t head_dim = 0;        ///< width of every query head and of the one shared key=value head (head_dim)
+  std::int64_t o_groups = 0;        ///< output projection groups (o_groups)
+  std::int64_t o_lora_rank = 0;     ///< per-group output latent width (o_lora_rank)
+  std::int64_t window = 0;          ///< uncompressed recent tokens every layer attends to (sliding_window)
+  std::int64_t index_heads = 0;     ///< lightning-indexer query heads of the ratio-4 layers (index_n_heads)
+  std::int64_t index_head_dim = 0;  ///< (index_head_dim)
+  std::int64_t index_topk = 0;      ///< compressed entries a ratio-4 layer attends to (index_topk)
+  /// Manifold-constrained hyper-connections (hc_mult): the residual stream is hc_mult copies of h wide.
+  std::int64_t hc_mult = 0;
+};
+
 /// Published parameter counts, as the model's authors state them, with the convention they count by.
 struct PublishedParams {
   double total = 0;   ///< parameters
@@ -104,7 +141,9 @@ struct Architecture {
   bool qk_norm_full_width = false;
   bool attention_output_gate = false;  ///< Qwen3-Next/3.5 gated attention: q_proj is 2x wide
   bool attention_sinks = false;        ///< gpt-oss: one learned sink per head
+  std::int64_t v_head_dim = 0;         ///< GQA value head width; 0 = head_dim
   MlaDims mla;
+  CompressedMqaDims cmqa;
   DeltaNetDims delta;
   Mamba2Dims mamba;
 
@@ -117,6 +156,11 @@ struct Architecture {
   std::int64_t dense_ffn = 0;       ///< intermediate size of dense FFN layers
   bool router_bias = false;         ///< gpt-oss router bias; DeepSeek e_score_correction_bias
   bool expert_bias = false;         ///< gpt-oss expert biases (2I + h per expert)
+  /// Gemma 4's router: a per-channel input scale (h) and a per-expert output scale (E) besides its h·E matrix.
+  bool router_scales = false;
+  /// RMSNorms of width h per layer beyond one before each mixer and FFN (Gemma 4: post-attention, post-FFN
+  /// and the MoE branch's three).
+  std::int64_t extra_layer_norms = 0;
   /// Every FFN (routed and shared experts, dense layers) is SwiGLU: gate, up and down, 3·h·I. false: up and
   /// down only, 2·h·I (Nemotron-H's relu² MLPs and experts).
   bool gated_ffn = true;
@@ -142,13 +186,18 @@ struct ComponentParams {
   std::int64_t routed_experts = 0;  ///< all routed experts of all layers
   std::int64_t shared_experts = 0;  ///< shared experts (+ their gates)
   std::int64_t dense_ffn = 0;       ///< dense FFN layers
-  std::int64_t norms = 0;           ///< per-layer norms and the final norm
+  /// per-layer norms and the final norm (and DeepSeek-V4's hyper-connection mixing weights, see architecture.cpp)
+  std::int64_t norms = 0;
   std::int64_t embedding = 0;
   std::int64_t lm_head = 0;  ///< 0 when tied to the embedding
   [[nodiscard]] std::int64_t total() const {
     return attention + router + routed_experts + shared_experts + dense_ffn + norms + embedding + lm_head;
   }
 };
+
+/// The shape of a GQA layer: its own (LayerSpec::shape) or the model-wide heads, kv_heads, head_dim,
+/// v_head_dim (0: head_dim) and attention_sinks.
+GqaShape gqa_shape(const Architecture& a, const LayerSpec& layer);
 
 /// Parameters per component (models_and_routing.md §A.3).
 ComponentParams parameter_counts(const Architecture& a);
@@ -169,6 +218,13 @@ std::int64_t non_expert_layer_params(const Architecture& a);
 /// summed over layers: 4·nq·hd·min(ctx, window) per GQA layer, the absorbed-MLA form for MLA, 0 for
 /// Gated DeltaNet (its per-token cost is O(1) and counted in its projections).
 units::Flops attention_context_flops(const Architecture& a, std::int64_t context);
+
+/// The slope of attention_context_flops: FLOPs each further token of context adds, window caps aside (what
+/// cost::layer_parts scales with the context, per window). Equal to attention_context_flops(a, 1) but for
+/// DeepSeek-V4's compressed layers, where it counts only what grows with the context (an HCA layer's
+/// attention over its compressed entries, a CSA layer's indexer scores); their uncompressed window and a CSA
+/// layer's top-k entries are constants it leaves out.
+units::Flops attention_flops_per_context_token(const Architecture& a);
 
 /// KV-cache bytes one token of context adds over all layers, at `bytes_per_element` (2 for bf16).
 /// GQA: 2·nkv·hd per layer (sliding-window layers included; they stop growing at the window);
