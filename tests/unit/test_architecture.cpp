@@ -33,7 +33,7 @@ const std::vector<std::string> kZooIds = {
     "mixtral-8x7b",    "mixtral-8x22b",      "tinymistral-6x248m", "dbrx-instruct", "qwen3-30b-a3b",
     "qwen3-235b-a22b", "qwen3-next-80b-a3b", "qwen3.5-397b-a17b",  "deepseek-v3",   "kimi-k2",
     "glm-4.5",         "gpt-oss-20b",        "gpt-oss-120b",       "olmoe-1b-7b",   "llama-3.1-8b",
-    "llama-3.1-70b",   "llama-3.1-405b",     "qwen2.5-coder-7b",
+    "llama-3.1-70b",   "llama-3.1-405b",     "qwen2.5-coder-7b",   "llama-2-7b",
 };
 
 struct Expected {
@@ -80,12 +80,15 @@ const std::vector<Expected> kExpected = {
     // Qwen2.5-Coder-7B: 2·152064·3584 embedding and head + 28 × (q,k,v,o with q/k/v biases + 3·3584·18944
     // + 2 norms) + the final norm; KV 2·4·128·2 B × 28 layers.
     {"qwen2.5-coder-7b", 7615616512, 7615616512, 0, 57344, true, Match::Within1Pct, Match::Within1Pct},
+    // Llama-2-7B: 2·32000·4096 embedding and head + 32 × (4·4096² attention + 3·4096·11008 + 2 norms) + the
+    // final norm; no GQA, so KV 2·32·128·2 B × 32 layers.
+    {"llama-2-7b", 6738415616, 6738415616, 0, 524288, true, Match::Within1Pct, Match::Within1Pct},
 };
 
 // ---- Zoo -------------------------------------------------------------------------------------------------
 
 // Scenario: list the zoo. Expectation: exactly the 17 ids of the brief, family by family.
-TEST(Zoo, HasTheEighteenModelsInOrder) { EXPECT_EQ(zoo_ids(), kZooIds); }
+TEST(Zoo, HasTheNineteenModelsInOrder) { EXPECT_EQ(zoo_ids(), kZooIds); }
 
 // Scenario: every zoo entry came through parse_hf_config. Expectation: its family is the config's
 // model_type, it has one LayerSpec per layer, names and sources are filled.
