@@ -381,6 +381,34 @@ std::string name_from_path(const std::string& source) {
   return path.has_stem() ? path.stem().string() : source;
 }
 
+/// The format the checkpoint stores, which moesim sizes it at by default (`--precision checkpoint`): from
+/// quantization_config (transformers' HfQuantizer configs) and a text model's expert_dtype; empty: none given.
+std::string checkpoint_precision(const json::Node& root, const Fields& text) {
+  std::string stored;
+  if (auto q = root.optional_child("quantization_config")) {
+    const std::string method = q->optional_string("quant_method").value_or("");
+    if (method == "mxfp4") {
+      // gpt-oss: MXFP4 for the MoE experts; modules_to_not_convert (attention, router, embedding, LM head)
+      // stay bf16 (openai/gpt-oss-* config.json; transformers' Mxfp4Config).
+      stored = "mxfp4/bf16";
+    } else if (method == "fp8") {
+      // DeepSeek-V3's fp8 with 128x128 block scales (weight_block_size): 0.002 bit/weight of scales.
+      stored = "fp8";
+    } else if ((method == "awq" || method == "gptq") && q->raw().value("bits", nlohmann::json()) == 4 &&
+               q->raw().value("group_size", nlohmann::json()) == 128) {
+      stored = "int4_g128";
+    } else {
+      stored = "?" + (method.empty() ? std::string("(none)") : method);
+    }
+  }
+  // DeepSeek-V4 stores its routed experts in FP4 (expert_dtype "fp4": e2m1 values with a ue8m0 scale per 32,
+  // the MXFP4 layout) and every other weight as quantization_config says (fp8).
+  if (text.optional_string("expert_dtype").value_or("") == "fp4") {
+    stored = "mxfp4/" + (stored.empty() ? std::string("bf16") : stored);
+  }
+  return stored;
+}
+
 }  // namespace
 
 std::vector<std::string> supported_families() {
@@ -516,29 +544,7 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
   if (info->text_config && !text.present("tie_word_embeddings")) {
     a.tie_embeddings = top.flag("tie_word_embeddings", false);
   }
-  // quantization_config (transformers' HfQuantizer configs): the format the checkpoint stores, which moesim
-  // sizes it at by default (`--precision checkpoint`).
-  if (auto q = root.optional_child("quantization_config")) {
-    const std::string method = q->optional_string("quant_method").value_or("");
-    if (method == "mxfp4") {
-      // gpt-oss: MXFP4 for the MoE experts; modules_to_not_convert (attention, router, embedding, LM head)
-      // stay bf16 (openai/gpt-oss-* config.json; transformers' Mxfp4Config).
-      a.checkpoint_precision = "mxfp4/bf16";
-    } else if (method == "fp8") {
-      // DeepSeek-V3's fp8 with 128x128 block scales (weight_block_size): 0.002 bit/weight of scales.
-      a.checkpoint_precision = "fp8";
-    } else if ((method == "awq" || method == "gptq") && q->raw().value("bits", nlohmann::json()) == 4 &&
-               q->raw().value("group_size", nlohmann::json()) == 128) {
-      a.checkpoint_precision = "int4_g128";
-    } else {
-      a.checkpoint_precision = "?" + (method.empty() ? std::string("(none)") : method);
-    }
-  }
-  // DeepSeek-V4 stores its routed experts in FP4 (expert_dtype "fp4": e2m1 values with a ue8m0 scale per 32,
-  // the MXFP4 layout) and every other weight as quantization_config says (fp8).
-  if (text.optional_string("expert_dtype").value_or("") == "fp4") {
-    a.checkpoint_precision = "mxfp4/" + (a.checkpoint_precision.empty() ? std::string("bf16") : a.checkpoint_precision);
-  }
+  a.checkpoint_precision = checkpoint_precision(root, text);
 
   MOESIM_CHECK(static_cast<std::int64_t>(a.layer_specs.size()) == a.layers, "layer specs do not cover the layers");
   check_size(a, source);
