@@ -78,8 +78,13 @@ nlohmann::json read_mlx_lm(const std::filesystem::path& path) {
   std::int64_t prompt_tokens = 0;
   double prompt_rate = 0;
   std::size_t prompt_line = 0, runs = 0;
+  std::string previous;        // the last non-empty line
+  std::size_t separators = 0;  // "==========" lines so far: generate() prints one before and one after the text
   for (std::size_t i = 0; i < lines.size(); ++i) {
     const std::string l = trim(lines[i]);
+    const std::string before = previous;
+    if (!l.empty()) previous = l;
+    if (l == "==========") ++separators;
     const std::string where = file + ": line " + std::to_string(i + 1);
     if (l.starts_with("[batch_generate]"))
       throw UserError(where + ": \"" + text::one_line(l) +
@@ -87,6 +92,11 @@ nlohmann::json read_mlx_lm(const std::filesystem::path& path) {
     const bool is_prompt = l.starts_with("Prompt:"), is_gen = l.starts_with("Generation:");
     if (!is_prompt && !is_gen) continue;  // the generated text, "==========", "Peak memory: ..."
     const auto figures = tokens_at_rate(trim(std::string_view(l).substr(is_prompt ? 7 : 11)));
+    // Where mlx-lm prints its figures (the Prompt line after the "==========" that closes the text, or at
+    // the top of a file of figures alone; the Generation line after a Prompt line) a line that does not
+    // parse is an error; elsewhere it is generated text that happens to start so.
+    const bool in_place = is_prompt ? before.empty() || (before == "==========" && separators % 2 == 0) : have_prompt;
+    if (!figures && !in_place) continue;
     if (!figures)
       throw UserError(where + ": \"" + text::one_line(l) + "\" is not mlx-lm's \"" +
                       (is_prompt ? "Prompt" : "Generation") + ": <tokens> tokens, <rate> tokens-per-sec\"" + fix);

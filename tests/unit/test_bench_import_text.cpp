@@ -41,6 +41,17 @@ TEST(CalibrateBenchText, MlxLmRunsAsLlamaBenchTests) {
   EXPECT_DOUBLE_EQ(t[5].at("avg_ts").get<double>(), 71.35);
 }
 
+// Generated text that starts like a figure line is text, not a figure nor an error.
+TEST(CalibrateBenchText, MlxLmGeneratedTextIsSkipped) {
+  const nlohmann::json t = read_mlx_lm(write("mlx-text.txt",
+                                             "==========\nPrompt: write a haiku\nGeneration: of models, fast\n"
+                                             "==========\nPrompt: 12 tokens, 50.000 tokens-per-sec\n"
+                                             "Generation: 8 tokens, 20.000 tokens-per-sec\nPeak memory: 1.000 GB\n"));
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].at("line"), 5);
+  EXPECT_DOUBLE_EQ(t[1].at("avg_ts").get<double>(), 20.0);
+}
+
 TEST(CalibrateBenchText, MlxLmBadInputNamesTheLine) {
   const std::string e = moesim::test::error_of(
       [] { (void)read_mlx_lm(write("mlx-gen-first.txt", "text\nGeneration: 3 tokens, 1.0 tokens-per-sec\n")); });
