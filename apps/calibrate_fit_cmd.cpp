@@ -54,6 +54,13 @@ po::options_description describe_fit_options() {
     ("llama-bench", po::value<std::vector<std::string>>()->composing(),
      "instead of --measured: a llama-bench output file (`-o json`, or its default markdown table) of --model on "
      "--hw; fits the runtime's bandwidth efficiency, attention factor and per-kernel cost (repeatable)")
+    ("mlx-lm", po::value<std::vector<std::string>>()->composing(),
+     "instead of --measured: `mlx_lm.generate --verbose` output (its Prompt: and Generation: lines; several runs "
+     "may be concatenated) of --model on --hw, with --precision; fitted as --llama-bench's pp and tg tests "
+     "(repeatable)")
+    ("llama-batched-bench", po::value<std::vector<std::string>>()->composing(),
+     "instead of --measured: llama-batched-bench's table with its main: line, of --model on --hw, with --precision; "
+     "B = 1 rows fitted as --llama-bench's pp and tg tests, B > 1 rows predicted (batched decode) (repeatable)")
     ("vllm-serving", po::value<std::vector<std::string>>()->composing(),
      "instead of --measured: a vLLM benchmark_serving.py --save-result JSON of --model on --hw; fits the runtime's "
      "step_overhead and request_overhead to its mean TTFT and TPOT (repeatable: each file is also predicted by "
@@ -64,13 +71,15 @@ po::options_description describe_fit_options() {
     ("input-len", po::value<std::int64_t>(), "with --vllm-latency: its --input-len (default 32, the script's)")
     ("output-len", po::value<std::int64_t>(), "with --vllm-latency: its --output-len (default 128, the script's)")
     ("batch-size", po::value<std::int64_t>(), "with --vllm-latency: its --batch-size (default 8, the script's)")
-    ("model", po::value<std::string>(), "with --llama-bench / --vllm-serving: the zoo id or config.json of the model run")
-    ("hw", po::value<std::string>(), "with --llama-bench / --vllm-serving: the node profile of the machine that ran it")
-    ("runtime", po::value<std::string>(), "with --llama-bench / --vllm-serving: the runtime, a name (llama.cpp-metal, "
+    ("model", po::value<std::string>(), "with an import (--llama-bench, --mlx-lm, --vllm-serving, ...): the zoo id or config.json of the model run")
+    ("hw", po::value<std::string>(), "with an import (--llama-bench, --mlx-lm, --vllm-serving, ...): the node profile of the machine that ran it")
+    ("runtime", po::value<std::string>(), "with an import (--llama-bench, --mlx-lm, --vllm-serving, ...): the runtime, a name (llama.cpp-metal, "
                                           "vllm) or a runtime profile (id or path) to start from and add to")
     ("tp", po::value<std::int64_t>(), "with --vllm-serving: tensor-parallel devices of the run (default 1)")
-    ("precision", po::value<std::string>(), "with --vllm-serving: the weights' precision of the run (default bf16)")
-    ("source", po::value<std::string>(), "with --llama-bench / --vllm-serving: where the measurements come from (a "
+    ("precision", po::value<std::string>(), "with --vllm-serving: the weights' precision of the run (default bf16); "
+                                            "with --mlx-lm / --llama-batched-bench (required): the weights' format, "
+                                            "e.g. q4 (MLX 4-bit), q4_k_m, q8_0, bf16")
+    ("source", po::value<std::string>(), "with an import (--llama-bench, --mlx-lm, --vllm-serving, ...): where the measurements come from (a "
                                          "URL; default the files)");
   // clang-format on
   return desc;
@@ -226,13 +235,16 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
           args, desc, vm, out,
           "usage: moesim calibrate fit --measured runs.json [options]\n"
           "       moesim calibrate fit --llama-bench FILE --model M --hw NODE --runtime NAME --out runtime.json\n"
+          "       moesim calibrate fit --mlx-lm FILE | --llama-batched-bench FILE --precision P --model M --hw NODE "
+          "--runtime NAME --out runtime.json\n"
           "       moesim calibrate fit --vllm-serving FILE [--vllm-serving FILE ...] --model M --hw NODE "
           "--runtime NAME|PROFILE [--tp N] --out runtime.json\n"
           "       moesim calibrate fit --vllm-latency FILE [--input-len N --output-len N --batch-size N] "
           "--model M --hw NODE --runtime NAME|PROFILE --out runtime.json",
           fit_footer()))
     return 0;
-  if (vm.count("llama-bench") || vm.count("vllm-serving") || vm.count("vllm-latency")) {
+  if (vm.count("llama-bench") || vm.count("mlx-lm") || vm.count("llama-batched-bench") || vm.count("vllm-serving") ||
+      vm.count("vllm-latency")) {
     if (vm.count("measured"))
       throw UserError(
           "give --measured (moesim's measured-runs file) or --llama-bench / --vllm-serving (a runtime's "

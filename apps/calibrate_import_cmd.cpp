@@ -1,8 +1,9 @@
-// `moesim calibrate fit --llama-bench FILE / --vllm-serving FILE`: a runtime profile fitted to the outputs
-// people already produce with their runtimes' own benchmarks (issue 20; calibrate/FIT.md). llama-bench
-// runs go through calibrate::run_llama_bench (the same predictions and fit as `validate --llama-bench
-// --fit`); vLLM serving benchmarks through calibrate::fit_vllm_serving. The runtime profile written by
-// --out is what `--runtime PATH` of every command reads.
+// `moesim calibrate fit --llama-bench / --mlx-lm / --llama-batched-bench / --vllm-serving / --vllm-latency FILE`:
+// a runtime profile fitted to the outputs people already produce with their runtimes' own benchmarks (issue
+// 20; calibrate/FIT.md). llama-bench runs, mlx_lm.generate's figures and llama-batched-bench's table go
+// through calibrate::run_llama_bench (the same predictions and fit as `validate --llama-bench --fit`); vLLM
+// serving benchmarks through calibrate::fit_vllm_serving. The runtime profile written by --out is what
+// `--runtime PATH` of every command reads.
 
 #include <boost/program_options.hpp>
 #include <cmath>
@@ -30,7 +31,7 @@ namespace {
 
 std::string required(const po::variables_map& vm, const char* flag, const char* what) {
   if (!vm.count(flag))
-    throw UserError(std::string("--") + flag + " is required with --llama-bench / --vllm-serving: " + what);
+    throw UserError(std::string("--") + flag + " is required with --llama-bench / --mlx-lm / --vllm-serving: " + what);
   return vm[flag].as<std::string>();
 }
 
@@ -81,8 +82,16 @@ void check_import_flags(const po::variables_map& vm) {
       throw UserError(std::string("--") + flag +
                       " belongs to --measured fits; --llama-bench / --vllm-serving fit "
                       "a runtime profile's own figures");
-  if (!vm.count("vllm-serving") && !vm.count("vllm-latency") && (vm.count("tp") || vm.count("precision")))
-    throw UserError("--tp and --precision describe a vLLM run; give --vllm-serving or --vllm-latency too");
+  const bool text_import = vm.count("mlx-lm") || vm.count("llama-batched-bench");
+  if (!vm.count("vllm-serving") && !vm.count("vllm-latency") &&
+      (vm.count("tp") || (vm.count("precision") && !text_import)))
+    throw UserError(
+        "--tp and --precision describe a vLLM run (--precision also an --mlx-lm or --llama-batched-bench one); "
+        "give --vllm-serving or --vllm-latency too");
+  if (text_import && !vm.count("precision"))
+    throw UserError(std::string(vm.count("mlx-lm") ? "--mlx-lm" : "--llama-batched-bench") +
+                    " output does not name the weights' format: give --precision (e.g. q4 for an MLX 4-bit "
+                    "model, q4_k_m or q8_0 for a GGUF, bf16)");
   if (vm.count("vllm-serving") && vm.count("vllm-latency"))
     throw UserError(
         "--vllm-serving fits step_overhead and request_overhead, --vllm-latency step_overhead alone: "
@@ -124,20 +133,39 @@ nlohmann::json llama_bench_rows_json(const calibrate::ValidationResult& r, const
   return rows;
 }
 
-/// --llama-bench: the runtime's decode figures fitted to the files, the same path as `validate --llama-bench
-/// --fit` (calibrate::run_llama_bench): one fit per runtime.
+/// The benchmark-output options read as llama-bench tests (calibrate::LlamaBenchImport::format), and the
+/// key of each in the profile's calibration block.
+struct BenchOption {
+  const char* flag;
+  const char* format;
+  const char* key;
+};
+constexpr BenchOption kBenchOptions[] = {{"llama-bench", "llama-bench", "llama_bench"},
+                                         {"mlx-lm", "mlx-lm", "mlx_lm"},
+                                         {"llama-batched-bench", "llama-batched-bench", "llama_batched_bench"}};
+
+/// --llama-bench, --mlx-lm, --llama-batched-bench: the runtime's decode (and prefill) figures fitted to the
+/// files, the same path as `validate --llama-bench --fit` (calibrate::run_llama_bench): one fit per runtime.
 model::RuntimeProfile fit_llama_bench(const po::variables_map& vm, ImportRun& run, std::ostream& out,
                                       nlohmann::json& calibration) {
   std::vector<std::filesystem::path> files;
   std::vector<calibrate::LlamaBenchImport> imports;
-  for (const auto& f : vm["llama-bench"].as<std::vector<std::string>>()) {
-    calibrate::LlamaBenchImport in;
-    in.model = run.model_id;
-    in.hw = run.hw;
-    in.runtime = run.runtime_name;
-    if (vm.count("source")) in.source = vm["source"].as<std::string>();
-    files.emplace_back(f);
-    imports.push_back(in);
+  std::vector<std::string> flags, keys;
+  for (const BenchOption& b : kBenchOptions) {
+    if (!vm.count(b.flag)) continue;
+    flags.push_back(std::string("--") + b.flag);
+    keys.emplace_back(b.key);
+    for (const auto& f : vm[b.flag].as<std::vector<std::string>>()) {
+      calibrate::LlamaBenchImport in;
+      in.model = run.model_id;
+      in.hw = run.hw;
+      in.runtime = run.runtime_name;
+      in.format = b.format;
+      if (vm.count("precision")) in.precision = vm["precision"].as<std::string>();
+      if (vm.count("source")) in.source = vm["source"].as<std::string>();
+      files.emplace_back(f);
+      imports.push_back(in);
+    }
   }
   calibrate::ValidationOptions o;
   o.fit = true;
@@ -146,26 +174,31 @@ model::RuntimeProfile fit_llama_bench(const po::variables_map& vm, ImportRun& ru
   out << "\n";
   if (r.fits.empty())
     throw UserError(files.front().string() +
-                    ": no batch-1 decode (tg) test of a dense model to fit a runtime to "
-                    "(an MoE model's rows are predictions, not calibration); run llama-bench with -n on a dense "
-                    "model, e.g. -p 0 -n 128 -d 0,4096");
+                    ": no batch-1 decode figure of a dense model to fit a runtime to (an MoE model's rows are "
+                    "predictions, not calibration); run the benchmark on a dense model (llama-bench -p 0 -n 128 "
+                    "-d 0,4096; llama-batched-bench -npl 1; mlx_lm.generate with --max-tokens 128)");
   const calibrate::ValidationFit& fit = r.fits.front();
   model::RuntimeProfile rp = fit.profile;
-  rp.origin = "moesim calibrate fit --llama-bench";
+  rp.origin = "moesim calibrate fit " + text::join(flags);
   run.existing = true;
   // Each row of the class with its datasheet, fitted and (decode calibration rows) leave-one-out figures.
   const nlohmann::json rows = llama_bench_rows_json(r, fit);
   std::vector<std::string> names;
   names.reserve(files.size());
   for (const auto& f : files) names.push_back(f.string());
-  calibration["llama_bench"] = {{"files", names}, {"rows", rows}};
+  const std::string key = keys.size() == 1 ? keys.front() : "benchmarks";
+  calibration[key] = {{"files", names}, {"rows", rows}};
+  nlohmann::json not_used = nlohmann::json::object();
+  for (const auto& [why, n] : r.skipped) not_used[why] = n;
+  if (!not_used.empty()) calibration[key]["not_used"] = not_used;
   if (fit.loo_errors.empty())
-    calibration["llama_bench"]["leave_one_out"] =
+    calibration[key]["leave_one_out"] =
         "none of its own: leave-one-out holds out one (model, format) configuration at a time and needs three "
-        "of them (calibrate/src/validation_detail.hpp kMinConfigurations); run llama-bench on more models or formats";
-  const std::string src = "fitted by `moesim calibrate fit --llama-bench` to " + std::to_string(fit.calibration_rows) +
-                          " batch-1 decode tests of " + text::join(names) + run.source_note + ", " + run.prov.day +
-                          ", moesim " + run.prov.commit;
+        "of them (calibrate/src/validation_detail.hpp kMinConfigurations); run the benchmark on more models or "
+        "formats";
+  const std::string src = "fitted by `moesim calibrate fit " + text::join(flags) + "` to " +
+                          std::to_string(fit.calibration_rows) + " batch-1 decode tests of " + text::join(names) +
+                          run.source_note + ", " + run.prov.day + ", moesim " + run.prov.commit;
   // The fit (calibrate::run_llama_bench) gives the three decode figures: their source is this command's.
   rp.bandwidth_efficiency->source = rp.attention_factor->source = rp.kernel_overhead->source = src;
   return rp;
@@ -335,8 +368,9 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
   run.source_note = vm.count("source") ? " (" + vm["source"].as<std::string>() + ")" : std::string();
   nlohmann::json calibration = {{"provenance", calibrate::to_json(run.prov)}};
 
-  model::RuntimeProfile rp = vm.count("llama-bench") ? fit_llama_bench(vm, run, out, calibration)
-                                                     : base_runtime(run.runtime_name, run.node, &run.existing);
+  const bool bench = vm.count("llama-bench") || vm.count("mlx-lm") || vm.count("llama-batched-bench");
+  model::RuntimeProfile rp =
+      bench ? fit_llama_bench(vm, run, out, calibration) : base_runtime(run.runtime_name, run.node, &run.existing);
   const calibrate::ServingImport vin = vllm_import(vm, run, rp);
   if (vm.count("vllm-latency")) fit_latency_files(vm, vin, run, rp, out, calibration);
   if (vm.count("vllm-serving")) fit_serving_files(vm, vin, run, rp, out, calibration);

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_import_detail.hpp"
 #include "moesim/calibrate/bench_import.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/fd_io.hpp"
@@ -23,21 +24,8 @@
 namespace moesim::calibrate {
 namespace {
 
-std::string trim(std::string_view s) {
-  std::size_t b = 0, e = s.size();
-  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
-  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
-  return std::string(s.substr(b, e - b));
-}
-
-/// The cells of a markdown row "| a | b |" (without the outer pipes), trimmed.
-std::vector<std::string> cells(const std::string& line) {
-  std::string body = trim(line);
-  if (body.size() >= 2 && body.front() == '|' && body.back() == '|') body = body.substr(1, body.size() - 2);
-  std::vector<std::string> out;
-  for (const auto& c : text::split(body, '|')) out.push_back(trim(c));
-  return out;
-}
+using bench_import_detail::cells;
+using bench_import_detail::trim;
 
 std::int64_t whole(std::string_view s, const std::string& where, const std::string& test) {
   std::int64_t v = 0;
@@ -78,9 +66,7 @@ nlohmann::json markdown_tests(const std::string& text, const std::string& file) 
     const std::string l = trim(lines[j]);
     if (l.empty() || l.front() != '|') break;  // the table ends (the "build:" line follows it)
     const std::vector<std::string> c = cells(l);
-    if (std::all_of(c.begin(), c.end(),
-                    [](const std::string& x) { return !x.empty() && x.find_first_not_of("-:") == std::string::npos; }))
-      continue;  // the separator row
+    if (bench_import_detail::separator_row(c)) continue;
     const std::string where = file + ": line " + std::to_string(j + 1);
     if (c.size() != header.size())
       throw UserError(where + ": " + std::to_string(c.size()) + " columns where the header has " +

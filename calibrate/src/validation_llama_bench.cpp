@@ -44,9 +44,38 @@ std::string llama_bench_precision(const std::string& model_type, const std::stri
   }
 }
 
+/// The file as llama-bench's tests, by the benchmark that wrote it.
+nlohmann::json read_tests(const std::filesystem::path& path, const LlamaBenchImport& in) {
+  if (in.format == "mlx-lm") return read_mlx_lm(path);
+  if (in.format == "llama-batched-bench") return read_llama_batched_bench(path);
+  MOESIM_CHECK(in.format == "llama-bench", "a benchmark format calibrate/bench_import.hpp reads");
+  return read_llama_bench(path);  // -o json, or the default markdown table
+}
+
+/// The precision of the weights of test `n`: its model_type's (llama-bench), else the import's --precision.
+std::string test_precision(const json::Node& n, const LlamaBenchImport& in, const std::string& where,
+                           std::string& format) {
+  if (n.has("model_type")) {
+    const std::string model_type = n.string("model_type");
+    format = model_type.substr(model_type.find(' ', model_type.find(' ') + 1) + 1);
+    return llama_bench_precision(model_type, where);
+  }
+  if (in.precision.empty())
+    throw UserError(where + ": " + in.format +
+                    " output does not name the weights' format; give it with --precision (e.g. q4 for an MLX "
+                    "4-bit model, q4_k_m or q8_0 for a GGUF)");
+  try {
+    format = model::precision(in.precision).name;
+  } catch (const UserError& e) {
+    throw UserError(std::string("--precision: ") + e.what());
+  }
+  return format;
+}
+
 std::vector<ValidationRow> llama_bench_rows(const std::filesystem::path& path, const LlamaBenchImport& in,
-                                            std::map<std::string, std::string>& formats) {
-  const nlohmann::json doc = read_llama_bench(path);  // -o json, or the default markdown table
+                                            std::map<std::string, std::string>& formats,
+                                            std::map<std::string, std::int64_t>& skipped) {
+  const nlohmann::json doc = read_tests(path, in);
   const json::Node root(doc, path.string());
   if (!doc.is_array())
     throw root.error("is not llama-bench's JSON output (an array of tests; write it with `llama-bench -o json`)");
@@ -54,31 +83,41 @@ std::vector<ValidationRow> llama_bench_rows(const std::filesystem::path& path, c
   std::vector<ValidationRow> out;
   std::size_t i = 0;
   for (const auto& t : doc) {
+    if (t.is_object() && t.contains("skip")) {  // a figure the reader says is not used, and why
+      ++skipped[t["skip"].get<std::string>()];
+      continue;
+    }
     const json::Node n(t, path.string() + ": $[" + std::to_string(i) + "]");
-    const std::string where = path.string() + ": test " + std::to_string(i);
+    // The text formats say the line each test comes from; a JSON file its index.
+    const std::string where =
+        path.string() + (t.is_object() && t.contains("line") ? ": line " + std::to_string(t["line"].get<std::int64_t>())
+                                                             : ": test " + std::to_string(i));
     ++i;
     // The fields of llama.cpp's llama-bench JSON printer (the same names as its SQL output:
     // scripts/compare-llama-bench.py LLAMA_BENCH_DB_FIELDS); the rest are kept out of the fit.
-    const std::string model_type = n.string("model_type");
     const std::int64_t prompt = n.integer("n_prompt"), gen = n.integer("n_gen");
     const std::int64_t depth = n.has("n_depth") ? n.integer("n_depth") : 0;
+    // llama-batched-bench's B > 1 rows: B sequences of n_prompt tokens decoded n_gen steps together.
+    const std::int64_t seqs = n.has("n_seqs") ? n.integer("n_seqs") : 1;
     const double ts = n.number("avg_ts");
     if (!(ts > 0) || !std::isfinite(ts)) throw n.error("avg_ts", "must be a positive tokens/s figure");
-    if ((prompt > 0) == (gen > 0))
+    if (seqs < 1 || (seqs > 1 && gen < 1)) throw n.error("n_seqs", "must be 1, or more with n_gen > 0");
+    if (seqs == 1 && (prompt > 0) == (gen > 0))
       throw UserError(where + ": n_prompt " + std::to_string(prompt) + " and n_gen " + std::to_string(gen) +
                       ": a pp test has only n_prompt, a tg test only n_gen (pg tests mix both and are not read)");
     ValidationRow r;
-    r.format = model_type.substr(model_type.find(' ', model_type.find(' ') + 1) + 1);
-    formats[r.format] = llama_bench_precision(model_type, where);
-    r.id = (gen > 0 ? "tg" + std::to_string(gen) : "pp" + std::to_string(prompt)) +
-           (depth > 0 ? "@d" + std::to_string(depth) : std::string()) + "-" + formats[r.format];
+    const std::string precision = test_precision(n, in, where, r.format);
+    formats[r.format] = precision;
+    r.id = n.has("id") ? n.string("id")
+                       : (gen > 0 ? "tg" + std::to_string(gen) : "pp" + std::to_string(prompt)) +
+                             (depth > 0 ? "@d" + std::to_string(depth) : std::string()) + "-" + formats[r.format];
     r.role = arch.is_moe() ? "prediction" : "calibration";
     r.model = in.model;
     r.hardware = in.hw;
     r.hw_family = "user";
     r.runtime = in.runtime;
     r.devices = 1;
-    r.batch = 1;
+    r.batch = seqs;
     r.prompt = prompt;
     r.output = gen;
     r.depth = depth;
@@ -93,7 +132,7 @@ std::vector<ValidationRow> llama_bench_rows(const std::filesystem::path& path, c
     r.unit = "tokens/s";
     r.measured = ts;
     r.source_url = in.source.empty() ? path.string() : in.source;
-    r.line = static_cast<std::int64_t>(i);
+    r.line = n.has("line") ? n.integer("line") : static_cast<std::int64_t>(i);
     out.push_back(std::move(r));
   }
   if (out.empty()) throw root.error("holds no tests");
@@ -107,25 +146,32 @@ ValidationResult run_llama_bench(const std::vector<std::filesystem::path>& files
   MOESIM_CHECK(files.size() == imports.size(), "one import description per llama-bench file");
   validation_detail::Mapping m;
   std::vector<ValidationRow> rows;
+  std::map<std::string, std::int64_t> skipped;
   for (std::size_t f = 0; f < files.size(); ++f) {
-    // llama-bench is llama.cpp: its GGUF matmuls use no FP8 or FP4 tensor cores (validation/mapping.json's
-    // "runtimes" says why), whatever name the user gives the runtime.
-    m.native_dtypes[imports[f].runtime] = {{},
-                                           "llama.cpp ggml/src/ggml-cuda/mmq.cuh and ggml-metal: GGUF weights are "
-                                           "dequantised into int8 (CUDA MMQ) or half (Metal) tiles"};
-    m.prompt_chunk[imports[f].runtime] = {512, "llama-bench's default n_ubatch (llama.cpp tools/llama-bench)"};
-    m.checkpoint_formats[imports[f].runtime] = {{{"mxfp4/bf16", "mxfp4/q8_0"}},
-                                                "llama.cpp runs gpt-oss from a GGUF whose non-expert tensors are Q8_0 "
-                                                "(ggml-org/gpt-oss-*-GGUF, 11.27 / 59.02 GiB)"};
+    const std::string& runtime = imports[f].runtime;
+    if (imports[f].format == "mlx-lm") {
+      m.prompt_chunk[runtime] = {2048, "mlx-lm's prefill_step_size default (mlx_lm/generate.py generate_step)"};
+    } else {
+      // llama-bench is llama.cpp: its GGUF matmuls use no FP8 or FP4 tensor cores (validation/mapping.json's
+      // "runtimes" says why), whatever name the user gives the runtime.
+      m.native_dtypes[runtime] = {{},
+                                  "llama.cpp ggml/src/ggml-cuda/mmq.cuh and ggml-metal: GGUF weights are "
+                                  "dequantised into int8 (CUDA MMQ) or half (Metal) tiles"};
+      m.prompt_chunk[runtime] = {512, "llama-bench's default n_ubatch (llama.cpp tools/llama-bench)"};
+      m.checkpoint_formats[runtime] = {{{"mxfp4/bf16", "mxfp4/q8_0"}},
+                                       "llama.cpp runs gpt-oss from a GGUF whose non-expert tensors are Q8_0 "
+                                       "(ggml-org/gpt-oss-*-GGUF, 11.27 / 59.02 GiB)"};
+    }
     const model::NodeProfile node = model::load_node(imports[f].hw);
     if (std::none_of(m.hardware.begin(), m.hardware.end(),
                      [&](const validation_detail::Mapping::Hw& h) { return h.hw == node.id; }))
       m.hardware.push_back({imports[f].hw, 1, node.id});
-    for (auto& r : llama_bench_rows(files[f], imports[f], m.formats)) rows.push_back(std::move(r));
+    for (auto& r : llama_bench_rows(files[f], imports[f], m.formats, skipped)) rows.push_back(std::move(r));
   }
   ValidationResult r;
   r.table = files.front();
   validation_detail::run_rows(r, rows, m, o);
+  for (const auto& [why, n] : skipped) r.skipped[why] += n;
   return r;
 }
 

@@ -136,6 +136,31 @@ std::vector<CatalogueCase> calibrate_cases() {
        "llama.cpp-metal --out {d}/lb.json",
        {"bench.md", "line 3", "t/s"},
        {"lb.json"}},
+      {"mlx_lm.generate output with a bad Generation rate",
+       "calibrate fit --mlx-lm {d}/mlx-badrate.txt --precision q4 --model llama-3.1-8b --hw mac-studio-m2-ultra-192 "
+       "--runtime mlx --out {d}/mx.json",
+       {"mlx-badrate.txt", "line 3", "Generation", "tokens-per-sec", "--verbose"},
+       {"mx.json"}},
+      {"mlx_lm.generate output cut after its Prompt line",
+       "calibrate fit --mlx-lm {d}/mlx-cut.txt --precision q4 --model llama-3.1-8b --hw mac-studio-m2-ultra-192 "
+       "--runtime mlx --out {d}/mx2.json",
+       {"mlx-cut.txt", "line 2", "no Generation line"},
+       {"mx2.json"}},
+      {"mlx_lm.generate output without --precision",
+       "calibrate fit --mlx-lm {d}/mlx-cut.txt --model llama-3.1-8b --hw mac-studio-m2-ultra-192 --runtime mlx "
+       "--out {d}/mx3.json",
+       {"--mlx-lm", "--precision", "q4"},
+       {"mx3.json"}},
+      {"llama-batched-bench table without its main: line",
+       "calibrate fit --llama-batched-bench {d}/bb-nomain.txt --precision q8_0 --model llama-3.1-8b --hw "
+       "mac-studio-m2-ultra-192 --runtime llama.cpp-metal --out {d}/bb.json",
+       {"bb-nomain.txt", "line 1", "main: n_kv_max", "n_ubatch"},
+       {"bb.json"}},
+      {"llama-batched-bench table with a bad S_TG cell",
+       "calibrate fit --llama-batched-bench {d}/bb-badcell.txt --precision q8_0 --model llama-3.1-8b --hw "
+       "mac-studio-m2-ultra-192 --runtime llama.cpp-metal --out {d}/bb2.json",
+       {"bb-badcell.txt", "line 5", "S_TG t/s", "-nan"},
+       {"bb2.json"}},
       {"unknown kernel dtype", "calibrate kernels --dtypes f64 --out {d}/k.json", {"--dtypes", "f64"}, {"k.json"}},
       {"unit-less array size",
        "calibrate memory --array-size 5 --out {d}/m.json",
@@ -218,6 +243,22 @@ void write_catalogue_inputs(const Scratch& s) {
   s.write("bench.md",
           "| model | size | params | backend | ngl | test | t/s |\n| --- | --: | --: | --- | --: | --: | --: |\n"
           "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | tg32 | many |\n");
+  s.write("mlx-badrate.txt",
+          "==========\nPrompt: 25 tokens, 180.302 tokens-per-sec\n"
+          "Generation: 100 tokens, fast tokens-per-sec\nPeak memory: 5.123 GB\n");
+  s.write("mlx-cut.txt", "==========\nPrompt: 25 tokens, 180.302 tokens-per-sec\n");
+  const std::string bb_table =
+      "|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |\n"
+      "|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|\n";
+  s.write("bb-nomain.txt", bb_table +
+                               "|   512 |     32 |    1 |    544 |    0.337 |  1518.90 |    0.405 |    79.04 "
+                               "|    0.742 |   733.22 |\n");
+  s.write("bb-badcell.txt",
+          "main: n_kv_max = 4096, n_batch = 2048, n_ubatch = 512, flash_attn = 0, is_pp_shared = 0, "
+          "n_gpu_layers = 99, n_threads = 16, n_threads_batch = 16\n\n" +
+              bb_table +
+              "|   512 |     32 |    1 |    544 |    0.337 |  1518.90 |    0.405 |     -nan "
+              "|    0.742 |   733.22 |\n");
   // Found by fuzzing: a number beyond a double escaped the JSON readers as an uncaught exception (exit 1).
   s.write("huge-number.json", R"({"model": "dbrx-instruct", "nodes": 1e400})");
   s.write("empty-axis.json", R"({"models": [], "hw": ["dgx-h100"]})");

@@ -78,7 +78,8 @@ TEST(GoldenDocs, BashCompletesCommandsPartsAndEachCommandsFlags) {
   EXPECT_EQ(complete("moesim help cal", 2), "calibrate\n");
   EXPECT_EQ(complete("moesim calibrate fi", 2), "fit\n");
   EXPECT_EQ(complete("moesim serve --goo", 2), "--goodput\n");
-  EXPECT_EQ(complete("moesim calibrate fit --llama-b", 3), "--llama-bench\n");
+  EXPECT_EQ(complete("moesim calibrate fit --llama-b", 3), "--llama-bench\n--llama-batched-bench\n");
+  EXPECT_EQ(complete("moesim calibrate fit --mlx", 3), "--mlx-lm\n");
   // serve's flags are not offered after estimate.
   EXPECT_EQ(complete("moesim estimate --goo", 2), "\n");
 }

@@ -128,11 +128,18 @@ struct LlamaBenchImport {
   std::string hw;       ///< node profile id or path of the machine
   std::string runtime;  ///< e.g. llama.cpp-metal
   std::string source;   ///< where the measurement comes from (default: the file)
+  /// Which benchmark wrote the file: "llama-bench" (-o json or its table), "mlx-lm" (mlx_lm.generate
+  /// --verbose) or "llama-batched-bench" (calibrate/bench_import.hpp reads each as llama-bench tests).
+  std::string format = "llama-bench";
+  /// The weights' precision (model::precision) where the output does not name it (mlx-lm,
+  /// llama-batched-bench); llama-bench's model_type names it.
+  std::string precision;
 };
 
 /// The tests of llama-bench JSON files (tg: batch-1 decode at n_depth, pp: batch-1 prefill; the weight
-/// format from model_type) predicted and, with o.fit, fitted like the table's rows. UserError naming the
-/// file and test for a file llama-bench did not write.
+/// format from model_type), or of the other formats LlamaBenchImport::format names (llama-batched-bench's
+/// B > 1 rows: batched decode, predicted, not fitted; their S_PP listed in `skipped`) predicted and, with o.fit, fitted
+/// like the table's rows. UserError naming the file and test for a file llama-bench did not write.
 ValidationResult run_llama_bench(const std::vector<std::filesystem::path>& files,
                                  const std::vector<LlamaBenchImport>& imports, const ValidationOptions& o = {});
 

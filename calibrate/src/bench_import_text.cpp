@@ -1,0 +1,253 @@
+// The text outputs of mlx-lm's and llama.cpp's own benchmarks read as llama-bench tests
+// (calibrate/bench_import.hpp), so one import path (calibrate::run_llama_bench) predicts and fits them.
+//
+// mlx_lm.generate --verbose (the default of `mlx_lm.generate` and `python -m mlx_lm generate`): after the
+// generated text and a "==========" line, mlx_lm/generate.py generate() prints (ml-explore/mlx-lm commit
+// d78bf58e217c904ec282ed8da9b947491f78c022)
+//   Prompt: {prompt_tokens} tokens, {prompt_tps:.3f} tokens-per-sec
+//   Generation: {generation_tokens} tokens, {generation_tps:.3f} tokens-per-sec
+//   Peak memory: {peak_memory:.3f} GB
+// where stream_generate() times the prompt (prefill_step_size 2048 tokens a step, up to the first token)
+// and the generated tokens apart. batch_generate() prints the same lines prefixed "[batch_generate] ",
+// totals over a batch of prompts: refused.
+//
+// llama-batched-bench (ggml-org/llama.cpp tools/batched-bench/batched-bench.cpp, commit
+// 0a1f01792b770ef0f41729956665880e109b2660) prints
+//   main: n_kv_max = %d, n_batch = %d, n_ubatch = %d, flash_attn = %d, is_pp_shared = %d, n_gpu_layers = %d,
+//         n_threads = %u, n_threads_batch = %u                                    (one line)
+//   |%6s | %6s | %4s | %6s | %8s | %8s | %8s | %8s | %8s | %8s |   PP, TG, B, N_KV, T_PP s, S_PP t/s, T_TG s,
+//                                                                     S_TG t/s, T s, S t/s
+//   |%6s-|-%6s-|-...                                                  (dashes)
+//   |%6d | %6d | %4d | %6d | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |   one row per (PP, TG, B)
+// S_PP = B * PP / T_PP (PP / T_PP with is_pp_shared), S_TG = B * TG / T_TG: each of the TG steps decodes
+// one token of all B sequences at position PP + i.
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_import_detail.hpp"
+#include "moesim/calibrate/bench_import.hpp"
+#include "moesim/model/error.hpp"
+#include "moesim/model/fd_io.hpp"
+#include "moesim/model/text.hpp"
+
+namespace moesim::calibrate {
+namespace {
+
+using bench_import_detail::trim;
+
+/// The whole of `s` as a number of type T, or nullopt.
+template <typename T>
+std::optional<T> number(std::string_view s) {
+  T v{};
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+/// "<N> tokens, <X> tokens-per-sec" (after "Prompt: " or "Generation: "): {N, X}, or nullopt.
+std::optional<std::pair<std::int64_t, double>> tokens_at_rate(std::string_view s) {
+  const auto comma = s.find(" tokens, ");
+  const std::string_view suffix = " tokens-per-sec";
+  if (comma == std::string_view::npos || !s.ends_with(suffix)) return std::nullopt;
+  const auto n = number<std::int64_t>(s.substr(0, comma));
+  const auto rate = number<double>(s.substr(comma + 9, s.size() - suffix.size() - comma - 9));
+  if (!n || !rate || *n < 1 || !(*rate > 0) || !std::isfinite(*rate)) return std::nullopt;
+  return std::make_pair(*n, *rate);
+}
+
+}  // namespace
+
+nlohmann::json read_mlx_lm(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  const std::string text = read_input_file(path, 4.0, "reading it as mlx_lm.generate output");
+  const std::vector<std::string> lines = text::split(text, '\n');
+  const std::string fix =
+      "; give the lines `mlx_lm.generate --verbose True` prints after the text, as it printed them "
+      "(\"Prompt: N tokens, X tokens-per-sec\", then \"Generation: N tokens, X tokens-per-sec\")";
+  nlohmann::json out = nlohmann::json::array();
+  // The run's Prompt line (tokens, tokens/s, line), until its Generation line; plain values, as GCC 12
+  // sees an optional pair as maybe uninitialised here.
+  bool have_prompt = false;
+  std::int64_t prompt_tokens = 0;
+  double prompt_rate = 0;
+  std::size_t prompt_line = 0, runs = 0;
+  std::string previous;        // the last non-empty line
+  std::size_t separators = 0;  // "==========" lines so far: generate() prints one before and one after the text
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string l = trim(lines[i]);
+    const std::string before = previous;
+    if (!l.empty()) previous = l;
+    if (l == "==========") ++separators;
+    const std::string where = file + ": line " + std::to_string(i + 1);
+    if (l.starts_with("[batch_generate]"))
+      throw UserError(where + ": \"" + text::one_line(l) +
+                      "\" is batch_generate's total over a batch of prompts, not one request's figures" + fix);
+    const bool is_prompt = l.starts_with("Prompt:"), is_gen = l.starts_with("Generation:");
+    if (!is_prompt && !is_gen) continue;  // the generated text, "==========", "Peak memory: ..."
+    const auto figures = tokens_at_rate(trim(std::string_view(l).substr(is_prompt ? 7 : 11)));
+    // Where mlx-lm prints its figures (the Prompt line after the "==========" that closes the text, or at
+    // the top of a file of figures alone; the Generation line after a Prompt line) a line that does not
+    // parse is an error; elsewhere it is generated text that happens to start so.
+    const bool in_place = is_prompt ? before.empty() || (before == "==========" && separators % 2 == 0) : have_prompt;
+    if (!figures && !in_place) continue;
+    if (!figures)
+      throw UserError(where + ": \"" + text::one_line(l) + "\" is not mlx-lm's \"" +
+                      (is_prompt ? "Prompt" : "Generation") + ": <tokens> tokens, <rate> tokens-per-sec\"" + fix);
+    if (is_prompt) {
+      if (have_prompt)
+        throw UserError(file + ": line " + std::to_string(prompt_line) +
+                        ": a Prompt line with no Generation line after it (a run cut short?)" + fix);
+      have_prompt = true;
+      prompt_tokens = figures->first;
+      prompt_rate = figures->second;
+      prompt_line = i + 1;
+      continue;
+    }
+    if (!have_prompt) throw UserError(where + ": a Generation line with no Prompt line before it" + fix);
+    ++runs;
+    const std::string run = "run" + std::to_string(runs) + "-";
+    // Prefill: the prompt at depth 0. Decode: the generated tokens after the prompt, as llama-bench's
+    // tg at n_depth = the prompt (the validation rows' mean context: depth + generated / 2).
+    out.push_back({{"id", run + "pp" + std::to_string(prompt_tokens)},
+                   {"n_prompt", prompt_tokens},
+                   {"n_gen", 0},
+                   {"n_depth", 0},
+                   {"avg_ts", prompt_rate},
+                   {"line", prompt_line}});
+    out.push_back({{"id", run + "tg" + std::to_string(figures->first) + "@d" + std::to_string(prompt_tokens)},
+                   {"n_prompt", 0},
+                   {"n_gen", figures->first},
+                   {"n_depth", prompt_tokens},
+                   {"avg_ts", figures->second},
+                   {"line", i + 1}});
+    have_prompt = false;
+  }
+  if (have_prompt)
+    throw UserError(file + ": line " + std::to_string(prompt_line) +
+                    ": a Prompt line with no Generation line after it (a run cut short?)" + fix);
+  if (out.empty()) throw UserError(file + ": no \"Prompt: N tokens, X tokens-per-sec\" line" + fix);
+  return out;
+}
+
+namespace {
+
+/// The "main: n_kv_max = ..., n_ubatch = ..., is_pp_shared = ..." line's settings by name.
+std::map<std::string, std::int64_t> batched_bench_settings(const std::string& line, const std::string& where) {
+  std::map<std::string, std::int64_t> out;
+  for (const auto& part : text::split(line.substr(line.find("n_kv_max")), ',')) {
+    const auto eq = part.find('=');
+    const auto v = eq == std::string::npos ? std::nullopt : number<std::int64_t>(trim(part.substr(eq + 1)));
+    if (!v)
+      throw UserError(
+          where + ": \"" + text::one_line(trim(part)) +
+          "\" is not llama-batched-bench's \"<setting> = <integer>\"; give its main: line as it printed it");
+    out[trim(part.substr(0, eq))] = *v;
+  }
+  if (!out.count("n_ubatch") || out.at("n_ubatch") < 1 || out.at("n_ubatch") > (std::int64_t{1} << 24))
+    throw UserError(where + ": the main: line gives no n_ubatch from 1 to 16777216 (the prompt's micro-batch)");
+  return out;
+}
+
+/// One row of llama-batched-bench's table as llama-bench tests (bench_import.hpp read_llama_batched_bench).
+void batched_bench_row(const std::vector<std::string>& header, const std::vector<std::string>& c,
+                       const std::map<std::string, std::int64_t>& settings, const std::string& where, std::size_t line,
+                       nlohmann::json& out) {
+  const auto cell = [&](const char* name) -> const std::string& {
+    return c[static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin())];
+  };
+  const auto whole = [&](const char* name, std::int64_t min) {
+    const auto v = number<std::int64_t>(cell(name));
+    if (!v || *v < min || *v > (std::int64_t{1} << 30))
+      throw UserError(where + ", column " + name + ": \"" + text::one_line(cell(name)) + "\" is not a count from " +
+                      std::to_string(min) + "; was the table edited?");
+    return *v;
+  };
+  const auto rate = [&](const char* name) {
+    const auto v = number<double>(cell(name));
+    if (!v || !(*v > 0) || !std::isfinite(*v))
+      throw UserError(where + ", column " + name + ": \"" + text::one_line(cell(name)) +
+                      "\" is not a positive tokens/s figure; was the table edited?");
+    return *v;
+  };
+  const std::int64_t pp = whole("PP", 0), tg = whole("TG", 0), b = whole("B", 1);
+  const std::string id = "pp" + std::to_string(pp) + "-tg" + std::to_string(tg) + "-b" + std::to_string(b);
+  const std::int64_t ubatch = settings.at("n_ubatch");
+  if (b == 1 && pp > 0)  // batch-1 prefill: PP tokens from an empty cache, n_ubatch at a time
+    out.push_back({{"id", id + ":prefill"},
+                   {"n_prompt", pp},
+                   {"n_gen", 0},
+                   {"n_depth", 0},
+                   {"avg_ts", rate("S_PP t/s")},
+                   {"n_ubatch", ubatch},
+                   {"line", line}});
+  if (b > 1 && pp > 0)
+    out.push_back({{"skip",
+                    "llama-batched-bench S_PP at B > 1 (B prompts prefilled in one batch): not used, moesim "
+                    "prices batch-1 prefill only"}});
+  if (tg > 0)  // decode: TG steps after the prompt, B sequences each (batch 1: llama-bench's tg at n_depth PP)
+    out.push_back({{"id", id + ":decode"},
+                   {"n_prompt", b > 1 ? pp : 0},
+                   {"n_gen", tg},
+                   {"n_depth", b > 1 ? 0 : pp},
+                   {"n_seqs", b},
+                   {"avg_ts", rate("S_TG t/s")},
+                   {"n_ubatch", ubatch},
+                   {"line", line}});
+}
+
+}  // namespace
+
+nlohmann::json read_llama_batched_bench(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  const std::string text = read_input_file(path, 4.0, "reading it as llama-batched-bench output");
+  const std::vector<std::string> lines = text::split(text, '\n');
+  std::optional<std::map<std::string, std::int64_t>> settings;  // the last main: line's
+  std::vector<std::string> header;                              // the current table's
+  nlohmann::json out = nlohmann::json::array();
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const std::string l = trim(lines[i]);
+    const std::string where = file + ": line " + std::to_string(i + 1);
+    if (l.find("n_kv_max =") != std::string::npos && l.find("n_ubatch") != std::string::npos) {
+      settings = batched_bench_settings(l, where);
+      continue;
+    }
+    if (l.empty() || l.front() != '|') {
+      header.clear();  // a table ends (llama_perf_context_print's lines follow it)
+      continue;
+    }
+    const std::vector<std::string> c = bench_import_detail::cells(l);
+    if (header.empty()) {
+      for (const char* name : {"PP", "TG", "B", "S_PP t/s", "S_TG t/s"})
+        if (std::find(c.begin(), c.end(), name) == c.end())
+          throw UserError(where + ": the table has no \"" + name +
+                          "\" column; give llama-batched-bench's own table (| PP | TG | B | N_KV | T_PP s | S_PP t/s "
+                          "| T_TG s | S_TG t/s | T s | S t/s |)");
+      if (!settings)
+        throw UserError(
+            where +
+            ": no \"main: n_kv_max = ..., n_ubatch = ...\" line above the table; give llama-batched-bench's "
+            "output from that line down (its n_ubatch is the prompt's micro-batch)");
+      header = c;
+      continue;
+    }
+    if (bench_import_detail::separator_row(c)) continue;
+    if (c.size() != header.size())
+      throw UserError(where + ": " + std::to_string(c.size()) + " columns where the header has " +
+                      std::to_string(header.size()) + "; was the table cut or edited?");
+    batched_bench_row(header, c, *settings, where, i + 1, out);
+  }
+  if (std::none_of(out.begin(), out.end(), [](const nlohmann::json& t) { return t.contains("id"); }))
+    throw UserError(file +
+                    ": no llama-batched-bench table (| PP | TG | B | ... | S_TG t/s | T s | S t/s |); give its "
+                    "output as it printed it, from the main: line down");
+  return out;
+}
+
+}  // namespace moesim::calibrate

@@ -1,0 +1,113 @@
+// mlx_lm.generate's figures and llama-batched-bench's table read as llama-bench tests
+// (calibrate/bench_import.hpp read_mlx_lm, read_llama_batched_bench), on the fixtures under tests/data/.
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "../test_support.hpp"
+#include "moesim/calibrate/bench_import.hpp"
+
+namespace {
+
+using moesim::calibrate::read_llama_batched_bench;
+using moesim::calibrate::read_mlx_lm;
+
+const std::string kData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/";
+
+std::string write(const std::string& name, const std::string& text) {
+  const std::string path = testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// Per run a prefill (the prompt at depth 0) and a decode (the generated tokens after the prompt), with the
+// line each figure stands on.
+TEST(CalibrateBenchText, MlxLmRunsAsLlamaBenchTests) {
+  const nlohmann::json t = read_mlx_lm(kData + "mlx-lm/m2-ultra-llama-3.1-8b-4bit.txt");
+  ASSERT_EQ(t.size(), 6u);
+  EXPECT_EQ(t[0].at("id"), "run1-pp25");
+  EXPECT_EQ(t[0].at("n_prompt"), 25);
+  EXPECT_EQ(t[0].at("n_gen"), 0);
+  EXPECT_DOUBLE_EQ(t[0].at("avg_ts").get<double>(), 180.302);
+  EXPECT_EQ(t[0].at("line"), 5);
+  EXPECT_EQ(t[3].at("id"), "run2-tg256@d2048");
+  EXPECT_EQ(t[3].at("n_prompt"), 0);
+  EXPECT_EQ(t[3].at("n_gen"), 256);
+  EXPECT_EQ(t[3].at("n_depth"), 2048);
+  EXPECT_DOUBLE_EQ(t[3].at("avg_ts").get<double>(), 84.112);
+  EXPECT_DOUBLE_EQ(t[5].at("avg_ts").get<double>(), 71.35);
+}
+
+// Generated text that starts like a figure line is text, not a figure nor an error.
+TEST(CalibrateBenchText, MlxLmGeneratedTextIsSkipped) {
+  const nlohmann::json t = read_mlx_lm(write("mlx-text.txt",
+                                             "==========\nPrompt: write a haiku\nGeneration: of models, fast\n"
+                                             "==========\nPrompt: 12 tokens, 50.000 tokens-per-sec\n"
+                                             "Generation: 8 tokens, 20.000 tokens-per-sec\nPeak memory: 1.000 GB\n"));
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].at("line"), 5);
+  EXPECT_DOUBLE_EQ(t[1].at("avg_ts").get<double>(), 20.0);
+}
+
+TEST(CalibrateBenchText, MlxLmBadInputNamesTheLine) {
+  const std::string e = moesim::test::error_of(
+      [] { (void)read_mlx_lm(write("mlx-gen-first.txt", "text\nGeneration: 3 tokens, 1.0 tokens-per-sec\n")); });
+  EXPECT_NE(e.find("line 2"), std::string::npos) << e;
+  EXPECT_NE(e.find("no Prompt line"), std::string::npos) << e;
+  const std::string b = moesim::test::error_of(
+      [] { (void)read_mlx_lm(write("mlx-batch.txt", "[batch_generate] Prompt: 3 tokens, 1.0 tokens-per-sec\n")); });
+  EXPECT_NE(b.find("batch_generate"), std::string::npos) << b;
+  const std::string none = moesim::test::error_of([] { (void)read_mlx_lm(write("mlx-none.txt", "hello\n")); });
+  EXPECT_NE(none.find("--verbose"), std::string::npos) << none;
+}
+
+// B = 1: prefill and decode at depth PP; B > 1: batched decode (n_seqs) and a note for its S_PP; every
+// test carries the main: line's n_ubatch.
+TEST(CalibrateBenchText, BatchedBenchRowsAsLlamaBenchTests) {
+  const nlohmann::json t = read_llama_batched_bench(kData + "llama-batched-bench/qwen2.5-coder-7b-q8_0-metal.txt");
+  std::size_t prefill = 0, decode = 0, batched = 0, skipped = 0;
+  for (const auto& x : t) {
+    if (x.contains("skip")) {
+      ++skipped;
+      continue;
+    }
+    EXPECT_EQ(x.at("n_ubatch"), 2048);
+    if (x.at("n_gen") == 0) {
+      ++prefill;
+    } else if (x.at("n_seqs") == 1) {
+      ++decode;
+    } else {
+      ++batched;
+    }
+  }
+  EXPECT_EQ(prefill, 2u);
+  EXPECT_EQ(decode, 2u);
+  EXPECT_EQ(batched, 4u);
+  EXPECT_EQ(skipped, 4u);
+  EXPECT_EQ(t[0].at("id"), "pp512-tg32-b1:prefill");
+  EXPECT_DOUBLE_EQ(t[0].at("avg_ts").get<double>(), 1518.90);
+  EXPECT_EQ(t[1].at("n_depth"), 512);
+  EXPECT_DOUBLE_EQ(t[1].at("avg_ts").get<double>(), 79.04);
+  EXPECT_EQ(t[1].at("line"), 6);
+}
+
+TEST(CalibrateBenchText, BatchedBenchBadInputNamesTheLine) {
+  const std::string header =
+      "|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |\n";
+  const std::string e = moesim::test::error_of([&] {
+    (void)read_llama_batched_bench(write(
+        "bb-cols.txt", "main: n_kv_max = 1, n_batch = 1, n_ubatch = 512\n" + header + "|---|---|\n| 512 | 32 | 1 |\n"));
+  });
+  EXPECT_NE(e.find("line 4"), std::string::npos) << e;
+  EXPECT_NE(e.find("columns"), std::string::npos) << e;
+  const std::string u = moesim::test::error_of([&] {
+    (void)read_llama_batched_bench(write("bb-ub.txt", "main: n_kv_max = 1, n_batch = 1, n_ubatch = x\n" + header));
+  });
+  EXPECT_NE(u.find("line 1"), std::string::npos) << u;
+  EXPECT_NE(u.find("n_ubatch"), std::string::npos) << u;
+}
+
+}  // namespace
