@@ -48,6 +48,7 @@ enum class Family {
   MimoV2Flash,
   Gemma4,
   DeepseekV4,
+  Phimoe,
 };
 
 struct FamilyInfo {
@@ -96,6 +97,9 @@ constexpr FamilyInfo kFamilies[] = {
     {"gemma4", "Gemma4ForConditionalGeneration", Family::Gemma4, true},
     {"gemma4_text", "Gemma4ForCausalLM", Family::Gemma4},
     {"deepseek_v4", "DeepseekV4ForCausalLM", Family::DeepseekV4},
+    // Phi-3.5-MoE: architectures[0] is transformers' class name (PhimoeForCausalLM); the release's remote code
+    // spells it PhiMoEForCausalLM, which only matters for a config without model_type.
+    {"phimoe", "PhimoeForCausalLM", Family::Phimoe},
 };
 
 std::vector<std::string> model_types() {
@@ -115,6 +119,18 @@ void parse_mixtral(const Fields& f, Architecture& a) {
   const auto kinds =
       layer_kinds(f, a.layers, [&](std::int64_t) { return sliding ? LayerKind::Sliding : LayerKind::Full; });
   a.layer_specs = make_layers(f, kinds, false, all_layers(a.layers, true));
+}
+
+// Phi-3.5-MoE (transformers modeling_phimoe.py): Mixtral's layout (num_local_experts SwiGLU experts of
+// intermediate_size in every layer, a bias-free router, every layer full attention unless sliding_window),
+// but each of the two per-layer norms and the final norm is an nn.LayerNorm with a bias (2h, not h);
+// attention_bias puts a bias on q, k, v and o (LlamaAttention), lm_head_bias one on the untied LM head.
+void parse_phimoe(const Fields& f, Architecture& a) {
+  parse_mixtral(f, a);
+  a.norm_bias = true;
+  a.attention_bias = f.flag("attention_bias", false);
+  a.attention_out_bias = a.attention_bias;
+  a.lm_head_bias = !a.tie_embeddings && f.flag("lm_head_bias", false);
 }
 
 void parse_dbrx(const Fields& f, Architecture& a) {
@@ -539,6 +555,9 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
       break;
     case Family::DeepseekV4:
       parse_deepseek_v4(text, a);
+      break;
+    case Family::Phimoe:
+      parse_phimoe(text, a);
       break;
   }
   if (info->text_config && !text.present("tie_word_embeddings")) {

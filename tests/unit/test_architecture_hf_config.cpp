@@ -50,10 +50,10 @@ TEST(HfConfig, UnsupportedModelTypeListsFamilies) {
         "kimi_k2",      "glm4_moe",      "gpt_oss",       "olmoe",        "llama",          "qwen2",
         "qwen2_moe",    "qwen3",         "deepseek_v2",   "deepseek_v32", "llama4",         "llama4_text",
         "qwen3_vl_moe", "minimax_m2",    "glm4_moe_lite", "glm_moe_dsa",  "hunyuan_v1_moe", "hunyuan",
-        "nemotron_h",   "mimo_v2_flash", "gemma4",        "gemma4_text",  "deepseek_v4"}) {
+        "nemotron_h",   "mimo_v2_flash", "gemma4",        "gemma4_text",  "deepseek_v4",    "phimoe"}) {
     EXPECT_NE(msg.find(t), std::string::npos) << t << " missing from: " << msg;
   }
-  EXPECT_EQ(supported_families().size(), 29u);
+  EXPECT_EQ(supported_families().size(), 30u);
 }
 
 // Scenario: hidden_size missing, flat (Mixtral) and nested (Qwen3.5 text_config). Expectation: UserError

@@ -87,6 +87,10 @@ struct RealConfig {
 //    activated; DeepSeek-V4-Pro: 1.6T, 49B). Flash: total 284.33B; active 13.27B without the input embedding
 //    (DeepSeek's convention, as for V2-Lite), which rounds to 13B. Pro: total 1573.0B, which rounds to 1.6T
 //    (1.7% under); active 48.85B without the embedding.
+//  - Phi-3.5-MoE (phi-3.5-moe: written from transformers' PhimoeConfig defaults, not the released file; see
+//    the README): 41.9B total, 6.6B active (https://huggingface.co/microsoft/Phi-3.5-MoE-instruct, "16x3.8B
+//    parameters with 6.6B active parameters when using 2 experts"; 41.9B / 42B total as quoted in the README).
+//    Total 41.87B (−0.06%); active 6.64B with embedding and head (+0.6%).
 const std::vector<RealConfig> kRealConfigs = {
     {"qwen1.5-moe-a2.7b", "qwen2_moe", 14315784192, 2689173504, 14.3e9, 3, 2.7e9, 2, "incl_embedding_and_head",
      Match::Within1Pct, Match::Within1Pct},
@@ -124,6 +128,8 @@ const std::vector<RealConfig> kRealConfigs = {
      Match::Within1Pct, Match::Rounds},
     {"deepseek-v4-pro", "deepseek_v4", 1572997202915, 49779082211, 1.6e12, 2, 49e9, 2, "excl_embedding", Match::Rounds,
      Match::Within1Pct},
+    {"phi-3.5-moe", "phimoe", 41872793600, 6640640000, 41.9e9, 3, 6.6e9, 2, "incl_embedding_and_head",
+     Match::Within1Pct, Match::Within1Pct},
 };
 
 std::string real_config_path(const char* dir) {
@@ -151,6 +157,26 @@ TEST(HfConfig, RealConfigsOfNewFamiliesMeetTheirCards) {
           << "active " << active << " vs published " << r.published_active;
     }
   }
+}
+
+// Scenario: Phi-3.5-MoE (phimoe). Expectation: Mixtral's layout (16 experts of 6400, top-2, every layer MoE)
+// with LayerNorms: two per layer and the final one, each a weight and a bias of 4096 = 2·2·4096·32 + 2·4096;
+// no attention or LM-head bias in the defaults it is written from.
+TEST(HfConfig, PhimoeNormsAreLayerNorms) {
+  const Architecture a = load_model(real_config_path("phi-3.5-moe"));
+  EXPECT_EQ(moe_layer_count(a), 32);
+  EXPECT_EQ(a.routed_experts, 16);
+  EXPECT_EQ(a.expert_ffn, 6400);
+  EXPECT_TRUE(a.norm_bias);
+  EXPECT_EQ(parameter_counts(a).norms, 2 * 2 * 4096 * 32 + 2 * 4096);
+  EXPECT_EQ(parameter_counts(a).lm_head, 32064 * 4096);
+  // attention_bias and lm_head_bias, where a file sets them, add q/k/v/o biases (4096 + 1024 + 1024 + 4096
+  // per layer, LlamaAttention) and a vocab-wide LM-head bias.
+  nlohmann::json c = json::load_file(real_config_path("phi-3.5-moe"));
+  c["attention_bias"] = true;
+  c["lm_head_bias"] = true;
+  const Architecture b = parse_hf_config(c, "phimoe.json");
+  EXPECT_EQ(parameter_counts(b).total() - parameter_counts(a).total(), 32 * (4096 + 1024 + 1024 + 4096) + 32064);
 }
 
 // Scenario: the Qwen3 cards' non-embedding figures (0.6B: 0.44B tied; 8B: 6.95B untied). Expectation:
