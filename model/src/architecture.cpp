@@ -275,12 +275,13 @@ ComponentParams parameter_counts(const Architecture& a) {
                    std::to_string(a.layers) + " layers");
   ComponentParams c;
   const std::int64_t h = a.hidden;
+  const std::int64_t norm = a.norm_bias ? 2 * h : h;  // a LayerNorm's weight and bias, or an RMSNorm's weight
   for (const LayerSpec& layer : a.layer_specs) {
     MOESIM_CHECK(layer.ffn || !layer.moe, "a layer without an FFN marked MoE");
     c.attention += attention_params(a, layer);
     // §A.3 "Norms: 2h" (input and post-attention norm of every layer); a Nemotron-H block has one norm
     // before its single mixer or FFN.
-    c.norms += ((layer.attention != AttentionType::None ? 1 : 0) + (layer.ffn ? 1 : 0) + a.extra_layer_norms) * h;
+    c.norms += ((layer.attention != AttentionType::None ? 1 : 0) + (layer.ffn ? 1 : 0) + a.extra_layer_norms) * norm;
     // DeepSeek-V4's manifold-constrained hyper-connections (inference/model.py class Block: hc_attn_* and
     // hc_ffn_*): per sub-layer a mixing matrix hc_fn of (2 + n)·n rows by n·h, its base (2 + n)·n and 3
     // scales, n = hc_mult. They sit with the norms: like them, small per-token work on the residual stream.
@@ -298,12 +299,12 @@ ComponentParams parameter_counts(const Architecture& a) {
     }
   }
   // §A.3 "Whole model: L·layer + 2·V·h (embedding + untied LM head) + h (final norm)".
-  c.norms += h;
+  c.norms += norm;
   // DeepSeek-V4's head merges the n residual copies (inference/model.py class Transformer: hc_head_fn n·(n·h),
   // hc_head_base n, hc_head_scale 1).
   if (a.cmqa.hc_mult > 0) c.norms += a.cmqa.hc_mult * a.cmqa.hc_mult * h + a.cmqa.hc_mult + 1;
   c.embedding = a.vocab * h;
-  c.lm_head = a.tie_embeddings ? 0 : a.vocab * h;
+  c.lm_head = a.tie_embeddings ? 0 : a.vocab * h + (a.lm_head_bias ? a.vocab : 0);
   return c;
 }
 
@@ -327,7 +328,7 @@ std::int64_t active_parameters(const Architecture& a, std::string_view conventio
 std::int64_t non_expert_layer_params(const Architecture& a) {
   const ComponentParams c = parameter_counts(a);
   // The final norm (h) belongs to the model, not to a layer (header contract).
-  return c.attention + c.router + c.shared_experts + c.dense_ffn + (c.norms - a.hidden);
+  return c.attention + c.router + c.shared_experts + c.dense_ffn + (c.norms - (a.norm_bias ? 2 : 1) * a.hidden);
 }
 
 units::Flops attention_context_flops(const Architecture& a, std::int64_t context) {

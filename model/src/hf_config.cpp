@@ -48,6 +48,8 @@ enum class Family {
   MimoV2Flash,
   Gemma4,
   DeepseekV4,
+  Phimoe,
+  Ernie45Moe,
 };
 
 struct FamilyInfo {
@@ -96,6 +98,10 @@ constexpr FamilyInfo kFamilies[] = {
     {"gemma4", "Gemma4ForConditionalGeneration", Family::Gemma4, true},
     {"gemma4_text", "Gemma4ForCausalLM", Family::Gemma4},
     {"deepseek_v4", "DeepseekV4ForCausalLM", Family::DeepseekV4},
+    // Phi-3.5-MoE: architectures[0] is transformers' class name (PhimoeForCausalLM); the release's remote code
+    // spells it PhiMoEForCausalLM, which only matters for a config without model_type.
+    {"phimoe", "PhimoeForCausalLM", Family::Phimoe},
+    {"ernie4_5_moe", "Ernie4_5_MoeForCausalLM", Family::Ernie45Moe},
 };
 
 std::vector<std::string> model_types() {
@@ -115,6 +121,49 @@ void parse_mixtral(const Fields& f, Architecture& a) {
   const auto kinds =
       layer_kinds(f, a.layers, [&](std::int64_t) { return sliding ? LayerKind::Sliding : LayerKind::Full; });
   a.layer_specs = make_layers(f, kinds, false, all_layers(a.layers, true));
+}
+
+// Phi-3.5-MoE (transformers modeling_phimoe.py): Mixtral's layout (num_local_experts SwiGLU experts of
+// intermediate_size in every layer, a bias-free router, every layer full attention unless sliding_window),
+// but each of the two per-layer norms and the final norm is an nn.LayerNorm with a bias (2h, not h);
+// attention_bias puts a bias on q, k, v and o (LlamaAttention), lm_head_bias one on the untied LM head.
+void parse_phimoe(const Fields& f, Architecture& a) {
+  parse_mixtral(f, a);
+  a.norm_bias = true;
+  a.attention_bias = f.flag("attention_bias", false);
+  a.attention_out_bias = a.attention_bias;
+  a.lm_head_bias = !a.tie_embeddings && f.flag("lm_head_bias", false);
+}
+
+// ERNIE-4.5 MoE (transformers modeling_ernie4_5_moe.py): GQA without q/k norms; layer i is MoE when
+// (i + 1) % moe_layer_interval == 0 and moe_layer_start_index <= i <= moe_layer_end_index (-1: the last
+// layer), else a dense SwiGLU FFN of intermediate_size. A MoE layer holds moe_num_experts experts of
+// moe_intermediate_size (top moe_k), a bias-free router plus moe_statics.e_score_correction_bias (E), and
+// its moe_num_shared_experts shared experts as one MLP of moe_intermediate_size × that number (counted as
+// that many experts of moe_intermediate_size: the same weights).
+void parse_ernie4_5_moe(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  a.tie_embeddings = f.flag("tie_word_embeddings", true);  // Ernie4_5_MoeConfig's default
+  if (f.flag("use_bias", false)) {
+    throw f.error("use_bias",
+                  "is true: biases on every projection (attention, experts, dense and shared MLPs, "
+                  "LM head) are not modelled for ERNIE-4.5; the released models set it false");
+  }
+  read_experts(f, a, "moe_num_experts", "moe_k", "moe_intermediate_size");
+  a.router_bias = true;
+  a.shared_experts = f.optional_integer("moe_num_shared_experts", "number of shared experts", 0).value_or(0);
+  if (a.shared_experts > 0) a.shared_ffn = a.expert_ffn;
+  const std::int64_t start = f.optional_integer("moe_layer_start_index", "first MoE layer", 0).value_or(0);
+  std::int64_t end = f.optional_integer("moe_layer_end_index", "last MoE layer", -1).value_or(-1);
+  if (end == -1) end = a.layers - 1;
+  const std::int64_t interval = f.optional_dim("moe_layer_interval", "MoE layer interval").value_or(1);
+  std::vector<bool> moe(static_cast<std::size_t>(a.layers));
+  for (std::int64_t i = 0; i < a.layers; ++i) {
+    moe[static_cast<std::size_t>(i)] = (i + 1) % interval == 0 && i >= start && i <= end;
+  }
+  read_dense_ffn(f, a, moe);
+  const auto kinds = layer_kinds(f, a.layers, [](std::int64_t) { return LayerKind::Full; });
+  a.layer_specs = make_layers(f, kinds, false, moe);
 }
 
 void parse_dbrx(const Fields& f, Architecture& a) {
@@ -539,6 +588,12 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
       break;
     case Family::DeepseekV4:
       parse_deepseek_v4(text, a);
+      break;
+    case Family::Phimoe:
+      parse_phimoe(text, a);
+      break;
+    case Family::Ernie45Moe:
+      parse_ernie4_5_moe(text, a);
       break;
   }
   if (info->text_config && !text.present("tie_word_embeddings")) {

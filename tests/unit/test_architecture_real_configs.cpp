@@ -87,6 +87,14 @@ struct RealConfig {
 //    activated; DeepSeek-V4-Pro: 1.6T, 49B). Flash: total 284.33B; active 13.27B without the input embedding
 //    (DeepSeek's convention, as for V2-Lite), which rounds to 13B. Pro: total 1573.0B, which rounds to 1.6T
 //    (1.7% under); active 48.85B without the embedding.
+//  - Phi-3.5-MoE (phi-3.5-moe: written from transformers' PhimoeConfig defaults, not the released file; see
+//    the README): 41.9B total, 6.6B active (https://huggingface.co/microsoft/Phi-3.5-MoE-instruct, "16x3.8B
+//    parameters with 6.6B active parameters when using 2 experts"; 41.9B / 42B total as quoted in the README).
+//    Total 41.87B (−0.06%); active 6.64B with embedding and head (+0.6%).
+//  - ERNIE-4.5-21B-A3B (ernie-4.5-21b-a3b: written from transformers' Ernie4_5_MoeConfig defaults; see the
+//    README): the card's "21 billion total parameters with 3 billion activated parameters per token". Total
+//    21.83B, which Baidu's "21B" truncates (3.9% over; the name's "21B" is the truncation, as Qwen's "30B" for
+//    30.5B); active 3.35B with the tied embedding (3.09B without), which "3B" rounds.
 const std::vector<RealConfig> kRealConfigs = {
     {"qwen1.5-moe-a2.7b", "qwen2_moe", 14315784192, 2689173504, 14.3e9, 3, 2.7e9, 2, "incl_embedding_and_head",
      Match::Within1Pct, Match::Within1Pct},
@@ -124,6 +132,10 @@ const std::vector<RealConfig> kRealConfigs = {
      Match::Within1Pct, Match::Rounds},
     {"deepseek-v4-pro", "deepseek_v4", 1572997202915, 49779082211, 1.6e12, 2, 49e9, 2, "excl_embedding", Match::Rounds,
      Match::Within1Pct},
+    {"phi-3.5-moe", "phimoe", 41872793600, 6640640000, 41.9e9, 3, 6.6e9, 2, "incl_embedding_and_head",
+     Match::Within1Pct, Match::Within1Pct},
+    {"ernie-4.5-21b-a3b", "ernie4_5_moe", 21825437888, 3352150208, 21e9, 2, 3e9, 1, "incl_embedding_and_head",
+     Match::Truncates, Match::Rounds},
 };
 
 std::string real_config_path(const char* dir) {
@@ -151,6 +163,51 @@ TEST(HfConfig, RealConfigsOfNewFamiliesMeetTheirCards) {
           << "active " << active << " vs published " << r.published_active;
     }
   }
+}
+
+// Scenario: Phi-3.5-MoE (phimoe). Expectation: Mixtral's layout (16 experts of 6400, top-2, every layer MoE)
+// with LayerNorms: two per layer and the final one, each a weight and a bias of 4096 = 2·2·4096·32 + 2·4096;
+// no attention or LM-head bias in the defaults it is written from.
+TEST(HfConfig, PhimoeNormsAreLayerNorms) {
+  const Architecture a = load_model(real_config_path("phi-3.5-moe"));
+  EXPECT_EQ(moe_layer_count(a), 32);
+  EXPECT_EQ(a.routed_experts, 16);
+  EXPECT_EQ(a.expert_ffn, 6400);
+  EXPECT_TRUE(a.norm_bias);
+  EXPECT_EQ(parameter_counts(a).norms, 2 * 2 * 4096 * 32 + 2 * 4096);
+  EXPECT_EQ(parameter_counts(a).lm_head, 32064 * 4096);
+  // attention_bias and lm_head_bias, where a file sets them, add q/k/v/o biases (4096 + 1024 + 1024 + 4096
+  // per layer, LlamaAttention) and a vocab-wide LM-head bias.
+  nlohmann::json c = json::load_file(real_config_path("phi-3.5-moe"));
+  c["attention_bias"] = true;
+  c["lm_head_bias"] = true;
+  const Architecture b = parse_hf_config(c, "phimoe.json");
+  EXPECT_EQ(parameter_counts(b).total() - parameter_counts(a).total(), 32 * (4096 + 1024 + 1024 + 4096) + 32064);
+}
+
+// Scenario: ERNIE-4.5-21B-A3B (ernie4_5_moe). Expectation: layer 0 dense (moe_layer_start_index 1, an FFN of
+// 12288), layers 1-27 MoE with 64 experts of 1536 (top 6), the two shared experts as 2 × 1536 always active,
+// a router with its e_score_correction_bias, a tied embedding; use_bias is refused (not modelled).
+TEST(HfConfig, Ernie45MoeLayout) {
+  const Architecture a = load_model(real_config_path("ernie-4.5-21b-a3b"));
+  EXPECT_FALSE(a.layer_specs[0].moe);
+  EXPECT_EQ(moe_layer_count(a), 27);
+  EXPECT_EQ(a.dense_ffn, 12288);
+  EXPECT_EQ(a.expert_ffn, 1536);
+  EXPECT_EQ(a.top_k, 6);
+  EXPECT_EQ(a.shared_experts, 2);
+  EXPECT_EQ(a.shared_ffn, 1536);
+  EXPECT_TRUE(a.router_bias);
+  EXPECT_TRUE(a.tie_embeddings);
+  EXPECT_EQ(parameter_counts(a).router, 27 * (2560 * 64 + 64));
+  EXPECT_EQ(parameter_counts(a).dense_ffn, 3 * 2560 * 12288);
+  // moe_layer_interval 2 from layer 1 on: layers 1, 3, ..., 27 (i + 1 even) are MoE.
+  nlohmann::json c = json::load_file(real_config_path("ernie-4.5-21b-a3b"));
+  c["moe_layer_interval"] = 2;
+  EXPECT_EQ(moe_layer_count(parse_hf_config(c, "e.json")), 14);
+  c["use_bias"] = true;
+  const std::string msg = user_error([&] { (void)parse_hf_config(c, "e.json"); });
+  EXPECT_NE(msg.find("e.json: $.use_bias: is true"), std::string::npos) << msg;
 }
 
 // Scenario: the Qwen3 cards' non-embedding figures (0.6B: 0.44B tied; 8B: 6.95B untied). Expectation:

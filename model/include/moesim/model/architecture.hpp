@@ -161,6 +161,10 @@ struct Architecture {
   /// RMSNorms of width h per layer beyond one before each mixer and FFN (Gemma 4: post-attention, post-FFN
   /// and the MoE branch's three).
   std::int64_t extra_layer_norms = 0;
+  /// Every norm is a LayerNorm with a bias (weight and bias, 2h) rather than an RMSNorm (h): Phi-3.5-MoE.
+  bool norm_bias = false;
+  /// The untied LM head has a bias of vocab entries (Phi-3.5-MoE's lm_head_bias).
+  bool lm_head_bias = false;
   /// Every FFN (routed and shared experts, dense layers) is SwiGLU: gate, up and down, 3·h·I. false: up and
   /// down only, 2·h·I (Nemotron-H's relu² MLPs and experts).
   bool gated_ffn = true;
