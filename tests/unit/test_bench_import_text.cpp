@@ -18,7 +18,7 @@ using moesim::calibrate::read_mlx_lm;
 const std::string kData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/";
 
 std::string write(const std::string& name, const std::string& text) {
-  const std::string path = testing::TempDir() + name;
+  std::string path = testing::TempDir() + name;
   std::ofstream(path) << text;
   return path;
 }
