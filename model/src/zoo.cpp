@@ -28,10 +28,26 @@ namespace {
 /// Listing order of the zoo: by family, small to large within a family. Files not named here follow in
 /// alphabetical order, so adding a file never needs a code change.
 constexpr std::string_view kZooOrder[] = {
-    "mixtral-8x7b",    "mixtral-8x22b",      "tinymistral-6x248m", "dbrx-instruct", "qwen3-30b-a3b",
-    "qwen3-235b-a22b", "qwen3-next-80b-a3b", "qwen3.5-397b-a17b",  "deepseek-v3",   "kimi-k2",
-    "glm-4.5",         "gpt-oss-20b",        "gpt-oss-120b",       "olmoe-1b-7b",   "llama-3.1-8b",
-    "llama-3.1-70b",   "llama-3.1-405b",     "qwen2.5-coder-7b",
+    "mixtral-8x7b",
+    "mixtral-8x22b",
+    "tinymistral-6x248m",
+    "dbrx-instruct",
+    "qwen3-30b-a3b",
+    "qwen3-235b-a22b",
+    "qwen3-next-80b-a3b",
+    "qwen3.5-397b-a17b",
+    "deepseek-v3",
+    "kimi-k2",
+    "glm-4.5",
+    "gpt-oss-20b",
+    "gpt-oss-120b",
+    "olmoe-1b-7b",
+    "llama-4-scout-17b-16e",
+    "llama-4-maverick-17b-128e",
+    "llama-3.1-8b",
+    "llama-3.1-70b",
+    "llama-3.1-405b",
+    "qwen2.5-coder-7b",
 };
 
 constexpr std::string_view kConventions[] = {"incl_embedding_and_head", "excl_embedding", "excl_embedding_and_head"};
