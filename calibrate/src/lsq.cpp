@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -91,38 +92,106 @@ LineFit fit_line(const std::vector<double>& x, const std::vector<double>& y, con
 
 namespace moesim::calibrate {
 
-std::vector<double> nonnegative_least_squares(const Matrix& a, const std::vector<double>& b) {
-  MOESIM_CHECK(a.cols <= 8, "nonnegative_least_squares enumerates column subsets: at most 8 columns");
-  MOESIM_CHECK(b.size() == a.rows, "nonnegative_least_squares: b must have one entry per row of A");
-  std::vector<double> best(a.cols, 0.0);
-  double best_residual = 0;
-  for (std::size_t i = 0; i < a.rows; ++i) best_residual += b[i] * b[i];  // x = 0
-  if (a.rows == 0) return best;
-  for (std::size_t mask = 1; mask < (std::size_t{1} << a.cols); ++mask) {
-    std::vector<std::size_t> cols;
-    for (std::size_t c = 0; c < a.cols; ++c)
-      if (mask & (std::size_t{1} << c)) cols.push_back(c);
-    Matrix sub(a.rows, cols.size());
-    for (std::size_t r = 0; r < a.rows; ++r)
-      for (std::size_t j = 0; j < cols.size(); ++j) sub(r, j) = a(r, cols[j]);
-    const LeastSquares s = least_squares(sub, b);
-    if (s.rank < cols.size()) continue;  // these columns cannot be told apart by the rows
-    bool feasible = true;
-    for (const double v : s.x) feasible = feasible && v >= 0;
-    if (!feasible) continue;
-    double residual = 0;
-    for (std::size_t r = 0; r < a.rows; ++r) {
-      double fit = 0;
-      for (std::size_t j = 0; j < cols.size(); ++j) fit += sub(r, j) * s.x[j];
-      residual += (fit - b[r]) * (fit - b[r]);
-    }
-    if (residual < best_residual) {
-      best_residual = residual;
-      std::fill(best.begin(), best.end(), 0.0);
-      for (std::size_t j = 0; j < cols.size(); ++j) best[cols[j]] = s.x[j];
-    }
+namespace {
+
+/// A x − b.
+std::vector<double> residual_of(const Matrix& a, const std::vector<double>& x, const std::vector<double>& b) {
+  std::vector<double> r(a.rows);
+  for (std::size_t i = 0; i < a.rows; ++i) {
+    double v = -b[i];
+    for (std::size_t c = 0; c < a.cols; ++c) v += a(i, c) * x[c];
+    r[i] = v;
   }
-  return best;
+  return r;
+}
+
+/// The unconstrained least-squares solution on the columns `p` (the others 0); nullopt where those columns
+/// cannot be told apart by the rows.
+std::optional<std::vector<double>> solve_on(const Matrix& a, const std::vector<double>& b,
+                                            const std::vector<std::size_t>& p) {
+  Matrix sub(a.rows, p.size());
+  for (std::size_t r = 0; r < a.rows; ++r)
+    for (std::size_t j = 0; j < p.size(); ++j) sub(r, j) = a(r, p[j]);
+  const LeastSquares s = least_squares(sub, b);
+  if (s.rank < p.size()) return std::nullopt;
+  std::vector<double> z(a.cols, 0.0);
+  for (std::size_t j = 0; j < p.size(); ++j) z[p[j]] = s.x[j];
+  return z;
+}
+
+}  // namespace
+
+std::vector<double> nonnegative_least_squares(const Matrix& in, const std::vector<double>& b) {
+  MOESIM_CHECK(b.size() == in.rows, "nonnegative_least_squares: b must have one entry per row of A");
+  std::vector<double> x(in.cols, 0.0);
+  if (in.rows == 0 || in.cols == 0) return x;
+  // Lawson and Hanson's active-set method (Solving Least Squares Problems, 1974, ch. 23, algorithm NNLS):
+  // columns enter the passive set P by the largest gradient −Aᵀ(Ax − b); where the unconstrained solution
+  // on P has a component <= 0, x moves toward it until the first one reaches 0 and leaves P. The problem
+  // is convex, so the point where no column outside P has a positive gradient is the optimum. The columns
+  // are scaled to unit norm first (a fit's columns differ by orders of magnitude: seconds per byte beside
+  // kernel counts), so that one tolerance serves them all; x is scaled back at the end.
+  Matrix a = in;
+  std::vector<double> norm(a.cols, 0.0);
+  for (std::size_t c = 0; c < a.cols; ++c) {
+    for (std::size_t i = 0; i < a.rows; ++i) norm[c] += a(i, c) * a(i, c);
+    norm[c] = std::sqrt(norm[c]);
+    if (norm[c] > 0)
+      for (std::size_t i = 0; i < a.rows; ++i) a(i, c) /= norm[c];
+  }
+  double b_norm = 0;
+  for (double v : b) b_norm += v * v;
+  const double tol = 1e-12 * std::max(std::sqrt(b_norm), 1e-300);
+  std::vector<bool> passive(a.cols, false), barred(a.cols, false);
+  const std::size_t max_iterations = 30 * a.cols + 30;
+  for (std::size_t it = 0; it < max_iterations; ++it) {
+    const std::vector<double> r = residual_of(a, x, b);
+    std::size_t t = a.cols;
+    double best = tol;
+    for (std::size_t c = 0; c < a.cols; ++c) {
+      if (passive[c] || barred[c]) continue;
+      double w = 0;
+      for (std::size_t i = 0; i < a.rows; ++i) w -= a(i, c) * r[i];
+      if (w > best) {
+        best = w;
+        t = c;
+      }
+    }
+    if (t == a.cols) break;
+    passive[t] = true;
+    bool entered = false;
+    for (std::size_t inner = 0; inner < max_iterations; ++inner) {
+      std::vector<std::size_t> p;
+      for (std::size_t c = 0; c < a.cols; ++c)
+        if (passive[c]) p.push_back(c);
+      const std::optional<std::vector<double>> z = solve_on(a, b, p);
+      if (!z) {
+        // The entering column is a combination of those in P: it cannot lower the residual; never again.
+        passive[t] = false;
+        barred[t] = true;
+        break;
+      }
+      bool positive = true;
+      for (std::size_t c : p) positive = positive && (*z)[c] > 0;
+      if (positive) {
+        x = *z;
+        entered = true;
+        break;
+      }
+      double alpha = 1.0;
+      for (std::size_t c : p)
+        if ((*z)[c] <= 0) alpha = std::min(alpha, x[c] / (x[c] - (*z)[c]));
+      for (std::size_t c = 0; c < a.cols; ++c) x[c] += alpha * ((*z)[c] - x[c]);
+      for (std::size_t c : p)
+        if (x[c] <= 1e-15 * std::max(1.0, std::abs((*z)[c]))) {
+          x[c] = 0;
+          passive[c] = false;
+        }
+    }
+    if (entered) std::fill(barred.begin(), barred.end(), false);
+  }
+  for (std::size_t c = 0; c < x.size(); ++c) x[c] = norm[c] > 0 ? x[c] / norm[c] : 0.0;
+  return x;
 }
 
 }  // namespace moesim::calibrate

@@ -166,3 +166,40 @@ TEST(Lsq, NonNegativeLeastSquaresKeepsTheSignConstraint) {
   }
   EXPECT_NEAR(y[0], ab / aa, 1e-12);
 }
+
+// Many columns (a joint fit's: two per machine and one shared): b = A x* with x* >= 0 holding zeros gives
+// x* back; with a column whose coefficient must be negative, the optimum holds it at 0 and the rest meet
+// the KKT conditions: every column at 0 has a gradient Aᵀ(b − Ax) <= 0, every positive one 0.
+TEST(Lsq, NonNegativeLeastSquaresManyColumns) {
+  constexpr std::size_t kRows = 40, kCols = 13;
+  calibrate::Matrix a(kRows, kCols);
+  std::vector<double> truth(kCols, 0.0);
+  for (std::size_t c = 0; c < kCols; ++c) truth[c] = c % 3 == 0 ? 0.0 : 0.5 + static_cast<double>(c);
+  std::vector<double> b(kRows, 0.0);
+  for (std::size_t i = 0; i < kRows; ++i)
+    for (std::size_t c = 0; c < kCols; ++c) {
+      a(i, c) = std::fmod(std::sin(static_cast<double>(i * kCols + c) * 12.9898) * 43758.5453, 1.0) + 1.0;
+      b[i] += a(i, c) * truth[c];
+    }
+  const auto x = calibrate::nonnegative_least_squares(a, b);
+  for (std::size_t c = 0; c < kCols; ++c) EXPECT_NEAR(x[c], truth[c], 1e-8) << c;
+
+  std::vector<double> pulled = b;
+  for (std::size_t i = 0; i < kRows; ++i) pulled[i] -= 30.0 * a(i, 1);  // x1 would be 1.5 − 30 < 0
+  const auto y = calibrate::nonnegative_least_squares(a, pulled);
+  std::vector<double> r(kRows);
+  for (std::size_t i = 0; i < kRows; ++i) {
+    r[i] = pulled[i];
+    for (std::size_t c = 0; c < kCols; ++c) r[i] -= a(i, c) * y[c];
+  }
+  EXPECT_EQ(y[1], 0.0);
+  for (std::size_t c = 0; c < kCols; ++c) {
+    EXPECT_GE(y[c], 0.0);
+    double g = 0;
+    for (std::size_t i = 0; i < kRows; ++i) g += a(i, c) * r[i];
+    if (y[c] > 0)
+      EXPECT_NEAR(g, 0.0, 1e-7) << c;
+    else
+      EXPECT_LE(g, 1e-7) << c;
+  }
+}

@@ -44,10 +44,8 @@ LineFit fit_line(const std::vector<double>& x, const std::vector<double>& y, con
 
 namespace moesim::calibrate {
 
-/// min |A x - b|_2 subject to x >= 0, for a few columns (at most 8): every subset of columns is solved
-/// unconstrained (least_squares) and the best whose solution is non-negative wins; columns left out are 0.
-/// Exact for the small fits it serves (a runtime's two or three costs), where an iterative NNLS would be
-/// more code than the 2^cols solves it saves. UserError-free: an empty or all-zero A gives x = 0.
+/// min |A x - b|_2 subject to x >= 0 (Lawson and Hanson's active-set NNLS): the columns left at 0 are
+/// those whose gradient at the optimum points outward. UserError-free: an empty or all-zero A gives x = 0.
 std::vector<double> nonnegative_least_squares(const Matrix& a, const std::vector<double>& b);
 
 }  // namespace moesim::calibrate
