@@ -263,6 +263,7 @@ int cmd_hw(const Args& args, std::ostream& out) {
       nlohmann::json host = nlohmann::json::object();  // serving host costs, when the profile has them
       if (!r.step_overhead.source.empty()) host["step_overhead"] = s(std::optional(r.step_overhead), "s");
       if (!r.request_overhead.source.empty()) host["request_overhead"] = s(std::optional(r.request_overhead), "s");
+      if (!r.sequence_overhead.source.empty()) host["sequence_overhead"] = s(std::optional(r.sequence_overhead), "s");
       j["runtimes"].push_back({{"id", r.id},
                                {"runtime", r.runtime},
                                {"hw", r.hw},

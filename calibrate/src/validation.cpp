@@ -90,18 +90,26 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
     for (auto& p : r.rows)
       if (p.predicted) classes[{p.hw, p.row.runtime}].push_back(&p);
     std::vector<std::vector<ValidationPrediction*>*> fitted_members;
-    std::vector<double> pooled_decode, pooled_prefill, pooled_max_load;
+    std::vector<MaxLoadClass> max_load;
     for (auto& [key, members] : classes) {
       ValidationFit f;
       f.hw = key.first;
       f.runtime = key.second;
-      fit_class(members, f, m);
+      MaxLoadClass ml;
+      ml.fit = r.fits.size();
+      fit_class(members, f, m, &ml);
       if (f.calibration_rows == 0 && f.max_load_rows == 0) continue;
+      if (!ml.cal.empty()) max_load.push_back(std::move(ml));
+      r.fits.push_back(f);
+      fitted_members.push_back(&members);
+    }
+    // A runtime's host time per sequence and step is one figure over all its machines: fitted jointly.
+    fit_max_load_jointly(max_load, r.fits);
+    std::vector<double> pooled_decode, pooled_prefill, pooled_max_load;
+    for (const ValidationFit& f : r.fits) {
       pooled_decode.insert(pooled_decode.end(), f.loo_errors.begin(), f.loo_errors.end());
       pooled_max_load.insert(pooled_max_load.end(), f.max_load_loo_errors.begin(), f.max_load_loo_errors.end());
       pooled_prefill.insert(pooled_prefill.end(), f.prefill_loo_errors.begin(), f.prefill_loo_errors.end());
-      r.fits.push_back(f);
-      fitted_members.push_back(&members);
     }
     for (std::size_t i = 0; i < r.fits.size(); ++i)
       apply_fit(*fitted_members[i], r.fits[i], m, pooled_decode, pooled_prefill, pooled_max_load);

@@ -44,6 +44,13 @@ struct Mapping {
   /// that have one (hwprofiles/runtimes/<name>@<hw>.json): the rows' figure before the fit, and the
   /// figures the class's rows do not fit (a max-load class's kernel overhead) come from it.
   std::map<std::string, model::Sourced<std::string>> base_runtime;
+  /// runtime -> the KV cache's element type of the runs that used another than the model's 16 bits: the
+  /// first rule whose given fields (checkpoint, runtime version, format) all equal the row's applies.
+  struct KvRule {
+    std::optional<std::string> hf_repo, runtime_version, format;
+    std::string dtype, source;
+  };
+  std::map<std::string, std::vector<KvRule>> kv_cache_dtype;
 };
 
 // validation_mapping.cpp: DIR/mapping.json and DIR/measurements.csv.
@@ -54,6 +61,8 @@ std::vector<ValidationRow> read_rows(const std::filesystem::path& path);
 double decode_b1(const ValidationPrediction& p, const model::NodeProfile& node,
                  std::optional<std::int64_t> context = std::nullopt);
 std::optional<double> figure(const ValidationPrediction& p, const model::NodeProfile& node);
+std::optional<double> max_load_throughput(const ValidationPrediction& p, const model::NodeProfile& node,
+                                          double* sequence_steps = nullptr);
 std::optional<model::RuntimeProfile> base_runtime(const Mapping& m, const std::string& runtime, const std::string& hw);
 model::NodeProfile base_node(const Mapping& m, const std::string& runtime, const std::string& hw);
 void predict(ValidationPrediction& p, const Mapping& m);
@@ -62,8 +71,33 @@ void predict(ValidationPrediction& p, const Mapping& m);
 /// without one has too little left to say how far it carries (2 leaves one configuration per fit).
 constexpr std::size_t kMinConfigurations = 3;
 
+/// A max-load row's time per output token split by the two efficiencies a runtime profile carries and its
+/// host time per sequence and engine step s: T(b, c, s) = bandwidth / b + compute / c + sequences · s +
+/// rest, from three serving-simulator runs at (b, c) = (1, 1), (1/2, 1) and (1, 1/2), s = 0: halving one
+/// efficiency doubles its part, so each difference from T(1, 1) is that part; `sequences` is the (1, 1)
+/// run's sequences summed over its engine steps per output token (each step's host time grows by s per
+/// sequence it holds; the batches a closed loop at full KV cache forms do not depend on the step's time).
+/// Exact where every kernel group stays memory- or compute-bound across the three runs; where one
+/// changes sides the split is the local linearisation the fit needs.
+struct MaxLoadTerms {
+  double bandwidth = 0, compute = 0, sequences = 0, rest = 0;
+};
+
+/// A max-load class's calibration rows and their split (fit_class fills it), for the joint fit of its
+/// runtime: each class's two efficiencies and one sequence_overhead shared by the runtime's classes.
+struct MaxLoadClass {
+  std::size_t fit = 0;  ///< index of the class's ValidationFit
+  std::vector<ValidationPrediction*> cal;
+  std::vector<MaxLoadTerms> terms;
+  std::vector<double> time;  ///< measured s per output token
+};
+
 // validation_fit.cpp: the runtime of each (node profile, runtime) class fitted to its calibration rows.
-void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m);
+/// A class with max-load calibration rows and no batch-1 decode ones is split into `max_load` (when given)
+/// and fitted by fit_max_load_jointly with the runtime's other such classes.
+void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m,
+               MaxLoadClass* max_load = nullptr);
+void fit_max_load_jointly(std::vector<MaxLoadClass>& classes, std::vector<ValidationFit>& fits);
 void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m,
                const std::vector<double>& pooled_decode, const std::vector<double>& pooled_prefill,
                const std::vector<double>& pooled_max_load);

@@ -2,6 +2,8 @@
 // rows (batch-1 decode and prefill, or max load), its rows priced with it, and their intervals.
 
 #include <algorithm>
+#include <array>
+#include <map>
 #include <set>
 
 #include "moesim/calibrate/lsq.hpp"
@@ -54,19 +56,26 @@ double fitted_seconds(const ValidationFit& f, const DecodeTerms& t) {
 
 /// x >= 0 minimising Σ ((x·terms_i − time_i) / time_i)²: relative errors, so that a 70B model's seconds do
 /// not outweigh an 8B model's milliseconds (nonnegative_least_squares over the three costs).
-ValidationFit solve(const std::vector<DecodeTerms>& terms, const std::vector<double>& time) {
-  Matrix a(terms.size(), 3);
+/// With `kernels` false the cost per kernel is left at 0: rows of one configuration (a model in a format at
+/// several context depths) read the same bytes with the same kernels, so the two columns are one and the
+/// rows cannot split them.
+ValidationFit solve(const std::vector<DecodeTerms>& terms, const std::vector<double>& time, bool kernels = true) {
+  Matrix a(terms.size(), kernels ? 3 : 2);
   std::vector<double> ones(terms.size(), 1.0);
   for (std::size_t i = 0; i < terms.size(); ++i) {
     a(i, 0) = terms[i].weights / time[i];
     a(i, 1) = terms[i].context / time[i];
-    a(i, 2) = terms[i].kernels / time[i];
+    if (kernels) a(i, 2) = terms[i].kernels / time[i];
   }
   const std::vector<double> x = nonnegative_least_squares(a, ones);
   ValidationFit f;
   f.efficiency = x[0] > 0 ? 1.0 / x[0] : 1.0;
   f.context_factor = x[1];
-  f.kernel_overhead = x[2];
+  f.kernel_overhead = kernels ? x[2] : 0.0;
+  if (x[0] == 0)
+    f.note =
+        "the fit gives the weights' reads no weight (the other costs explain the rows better): their "
+        "efficiency is undetermined and kept at 1";
   return f;
 }
 
@@ -121,42 +130,11 @@ double solve_compute(const std::vector<PrefillTerms>& terms, const std::vector<d
   return den > 0 ? std::max(num / den, 1e-3) : 1.0;
 }
 
-/// A max-load row's time per output token split by the two efficiencies a runtime profile carries:
-/// T(b, c) = bandwidth / b + compute / c + rest, from three serving-simulator runs at (b, c) = (1, 1),
-/// (1/2, 1) and (1, 1/2): halving one efficiency doubles its part, so each difference from T(1, 1) is that
-/// part. Exact where every kernel group stays memory- or compute-bound across the three runs; where one
-/// changes sides the split is the local linearisation the fit needs.
-struct MaxLoadTerms {
-  double bandwidth = 0, compute = 0, rest = 0;
-};
-
 /// `base` with the runtime `rp` applied at bandwidth efficiency `b` and compute efficiency `c`.
 model::NodeProfile with_efficiencies(const model::NodeProfile& base, model::RuntimeProfile rp, double b, double c) {
   rp.bandwidth_efficiency = model::Sourced<double>{b, "max-load split"};
   rp.compute_efficiency = model::Sourced<double>{c, "max-load split"};
   return model::apply_runtime(base, rp);
-}
-
-/// x = (1/b, 1/c) >= 0 minimising Σ ((bandwidth_i x0 + compute_i x1 + rest_i − time_i) / time_i)² over
-/// the rows not `skip`ped (nonnegative_least_squares on relative errors, as solve() for batch-1 decode).
-std::vector<double> solve_max_load(const std::vector<MaxLoadTerms>& terms, const std::vector<double>& time,
-                                   const std::vector<bool>& skip) {
-  std::vector<std::size_t> use;
-  for (std::size_t i = 0; i < terms.size(); ++i)
-    if (skip.empty() || !skip[i]) use.push_back(i);
-  Matrix a(use.size(), 2);
-  std::vector<double> b(use.size());
-  for (std::size_t k = 0; k < use.size(); ++k) {
-    const std::size_t i = use[k];
-    a(k, 0) = terms[i].bandwidth / time[i];
-    a(k, 1) = terms[i].compute / time[i];
-    b[k] = 1.0 - terms[i].rest / time[i];
-  }
-  return nonnegative_least_squares(a, b);
-}
-
-double max_load_seconds(const std::vector<double>& x, const MaxLoadTerms& t) {
-  return t.bandwidth * x[0] + t.compute * x[1] + t.rest;
 }
 
 /// The efficiency a fitted inverse gives: 1 / x, or `fallback` where the fit put no weight on the part
@@ -174,11 +152,11 @@ model::RuntimeProfile& name_profile(ValidationFit& fit, const std::string& what)
   return rp;
 }
 
-/// Fits a (node profile, runtime) class with no batch-1 decode rows to its dense max-load rows: the
-/// runtime's bandwidth and compute efficiency (RuntimeProfile; the rest of the node profile as shipped),
-/// with leave-one-configuration-out errors for the intervals of its MoE max-load rows.
+/// Splits the dense max-load rows of a (node profile, runtime) class with no batch-1 decode rows into `out`
+/// for fit_max_load_jointly (the runtime's bandwidth and compute efficiency on this node and its host time
+/// per sequence and step; the rest of the node profile as shipped).
 void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const model::NodeProfile& base,
-                  const std::optional<model::RuntimeProfile>& base_rt) {
+                  const std::optional<model::RuntimeProfile>& base_rt, MaxLoadClass* out) {
   model::RuntimeProfile& rp = name_profile(fit, "dense max-load measurements");
   // The figures max-load rows do not fit: the base runtime's where it gives them (with their source), else
   // the node profile's own (0 per kernel and per layer, attention at its roofline, when it has none).
@@ -205,8 +183,9 @@ void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, 
   for (auto* p : rows) {
     if (p->row.role != "calibration" || p->kind != "max-load" || !p->predicted) continue;
     std::optional<double> t11, tb, tc;
+    double sequences = 0;
     try {
-      t11 = figure(*p, unit);
+      t11 = max_load_throughput(*p, unit, &sequences);
       tb = figure(*p, slow_memory);
       tc = figure(*p, slow_compute);
     } catch (const UserError&) {
@@ -216,40 +195,101 @@ void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, 
     MaxLoadTerms t;
     t.bandwidth = std::max(0.0, 1.0 / *tb - 1.0 / *t11);
     t.compute = std::max(0.0, 1.0 / *tc - 1.0 / *t11);
+    t.sequences = sequences;
     t.rest = std::max(0.0, 1.0 / *t11 - t.bandwidth - t.compute);
     cal.push_back(p);
     terms.push_back(t);
     time.push_back(1.0 / p->row.measured);
   }
   fit.max_load_rows = static_cast<std::int64_t>(cal.size());
-  if (cal.empty()) return;
-  const std::vector<double> x = solve_max_load(terms, time, {});
-  fit.efficiency = efficiency_of(x[0], 1.0);
-  fit.compute_efficiency = efficiency_of(x[1], 1.0);
-  if (x[0] == 0 || x[1] == 0)
-    fit.note = "the max-load rows leave an efficiency undetermined (the fit gives its part no weight): kept at 1";
   std::set<std::string> configs;
   for (const auto* p : cal) configs.insert(configuration(*p));
   fit.max_load_configurations = static_cast<std::int64_t>(configs.size());
+  if (out) {
+    out->cal = std::move(cal);
+    out->terms = std::move(terms);
+    out->time = std::move(time);
+  }
+}
+
+/// The fitted max-load figures of one class: inverse bandwidth and compute efficiency, and the runtime's
+/// sequence_overhead (s), shared by its classes.
+struct JointFit {
+  std::vector<std::array<double, 2>> inverse;  ///< per class of the group
+  double sequence_overhead = 0;
+};
+
+/// x >= 0 minimising Σ ((bandwidth_i / b_k + compute_i / c_k + sequences_i · s + rest_i − time_i) / time_i)²
+/// over every row of the group's classes k (nonnegative_least_squares on relative errors, as solve() for
+/// batch-1 decode) but those `held` (of class `held_class`): each class its own efficiencies, one s for the
+/// runtime. The columns separate on the perf-overview's datasets: the bandwidth part per output token falls
+/// with the batch and grows with the context, the compute part grows with the prompt per output token
+/// (2048/128 against 128/2048), the sequences part is about one step per output token; the host time per
+/// sequence is the runtime's own, so the classes of small models (where it is a large share) fix it for
+/// those of large ones (where it is not).
+JointFit solve_joint(const std::vector<MaxLoadClass*>& group, std::size_t held_class, const std::vector<bool>& held) {
+  std::size_t n = 0;
+  for (std::size_t k = 0; k < group.size(); ++k)
+    for (std::size_t i = 0; i < group[k]->cal.size(); ++i)
+      if (k != held_class || held.empty() || !held[i]) ++n;
+  const std::size_t shared = 2 * group.size();
+  Matrix a(n, shared + 1);
+  std::vector<double> b(n);
+  std::size_t row = 0;
+  for (std::size_t k = 0; k < group.size(); ++k) {
+    const MaxLoadClass& c = *group[k];
+    for (std::size_t i = 0; i < c.cal.size(); ++i) {
+      if (k == held_class && !held.empty() && held[i]) continue;
+      a(row, 2 * k) = c.terms[i].bandwidth / c.time[i];
+      a(row, 2 * k + 1) = c.terms[i].compute / c.time[i];
+      a(row, shared) = c.terms[i].sequences / c.time[i];
+      b[row] = 1.0 - c.terms[i].rest / c.time[i];
+      ++row;
+    }
+  }
+  const std::vector<double> x = nonnegative_least_squares(a, b);
+  JointFit f;
+  for (std::size_t k = 0; k < group.size(); ++k) f.inverse.push_back({x[2 * k], x[2 * k + 1]});
+  f.sequence_overhead = x[shared];
+  return f;
+}
+
+double max_load_seconds(const JointFit& f, std::size_t k, const MaxLoadTerms& t) {
+  return t.bandwidth * f.inverse[k][0] + t.compute * f.inverse[k][1] + t.sequences * f.sequence_overhead + t.rest;
+}
+
+/// Writes class `k`'s share of the group's joint fit into its ValidationFit and runtime profile, with the
+/// leave-one-configuration-out errors of its rows (each configuration's rows predicted by the joint fit
+/// without them).
+void finish_max_load(const std::vector<MaxLoadClass*>& group, std::size_t k, const JointFit& all, ValidationFit& fit,
+                     std::size_t group_rows) {
+  const MaxLoadClass& c = *group[k];
+  model::RuntimeProfile& rp = fit.profile;
+  fit.efficiency = efficiency_of(all.inverse[k][0], 1.0);
+  fit.compute_efficiency = efficiency_of(all.inverse[k][1], 1.0);
+  fit.sequence_overhead = all.sequence_overhead;
+  if (all.inverse[k][0] == 0 || all.inverse[k][1] == 0)
+    fit.note = "the max-load rows leave an efficiency undetermined (the fit gives its part no weight): kept at 1";
   if (fit.efficiency > 1.0)
     fit.note += std::string(fit.note.empty() ? "" : "; ") +
                 "bandwidth efficiency above 1: the simulated max-load rows spend more time than measured outside the "
                 "memory-bound part (collectives, compute), and the fit takes it out of the part it may scale";
   // From two configurations each one's rows are out of sample for the fit of the other: enough for the
   // pooled range of the classes too small for their own (apply_fit), as the MoE rows are for every fit.
-  fit.max_load_loo_errors = loo_by_configuration(cal, 2, [&](const std::vector<bool>& held) {
-    const std::vector<double> xi = solve_max_load(terms, time, held);
+  fit.max_load_loo_errors = loo_by_configuration(c.cal, 2, [&](const std::vector<bool>& held) {
+    const JointFit xi = solve_joint(group, k, held);
     std::vector<double> e;
-    for (std::size_t j = 0; j < cal.size(); ++j)
-      if (held[j]) e.push_back(time[j] / max_load_seconds(xi, terms[j]) - 1.0);
+    for (std::size_t j = 0; j < c.cal.size(); ++j)
+      if (held[j]) e.push_back(c.time[j] / max_load_seconds(xi, k, c.terms[j]) - 1.0);
     return e;
   });
   std::string ids;
-  for (const auto* p : cal) ids += (ids.empty() ? "" : ", ") + p->row.id;
-  const std::string source = "fitted by `moesim validate --table validation --fit` to " + std::to_string(cal.size()) +
+  for (const auto* p : c.cal) ids += (ids.empty() ? "" : ", ") + p->row.id;
+  const std::string source = "fitted by `moesim validate --table validation --fit` to " + std::to_string(c.cal.size()) +
                              " dense max-load output-throughput rows of validation/measurements.csv (" + ids +
                              "), time per output token = bandwidth part / efficiency + compute part / compute "
-                             "efficiency + the rest, each part from the serving simulator";
+                             "efficiency + sequence-steps per output token x sequence_overhead + the rest, each "
+                             "part from the serving simulator";
   // A runtime profile's efficiencies are at most 1.5 (model::load_runtime refuses more, as a figure no
   // runtime reaches): beyond it the fit is saying the simulator's other costs are high, and the profile
   // (which prices every fitted row) keeps the bound.
@@ -258,6 +298,13 @@ void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, 
     fit.note += std::string(fit.note.empty() ? "" : "; ") + "the runtime profile holds its efficiencies at 1.5";
   rp.bandwidth_efficiency = model::Sourced<double>{std::min(fit.efficiency, kMaxEfficiency), source};
   rp.compute_efficiency = model::Sourced<double>{std::min(fit.compute_efficiency, kMaxEfficiency), source};
+  rp.sequence_overhead = model::Sourced<units::Duration>{
+      units::seconds(all.sequence_overhead),
+      "fitted by `moesim validate --table validation --fit` jointly to the " + std::to_string(group_rows) +
+          " dense max-load rows of " + std::to_string(group.size()) + " (node profile, " + fit.runtime +
+          ") classes of validation/measurements.csv, each class with its own two efficiencies and this one host "
+          "time per sequence and engine step (the runtime's, whatever the GPU; the class's own share: " +
+          ids + ")"};
   rp.calibration_rows = fit.max_load_rows;
 }
 
@@ -269,7 +316,7 @@ void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, 
 /// those fixed. Every row of the class (prefill and batched decode too) is then priced with the fitted
 /// runtime. Intervals come from leave-one-configuration-out errors; `pooled` stands in for a class with too
 /// few configurations to have its own.
-void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m) {
+void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m, MaxLoadClass* max_load) {
   model::NodeProfile base = base_node(m, fit.runtime, fit.hw);
   if (auto nd = m.native_dtypes.find(fit.runtime); nd != m.native_dtypes.end()) {
     fit.profile.native_dtypes = nd->second;
@@ -289,17 +336,26 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   fit.calibration_rows = static_cast<std::int64_t>(cal.size());
   if (cal.empty()) {
     // A runtime measured only at max load (TensorRT-LLM's perf-overview): its two efficiencies from those.
-    fit_max_load(rows, fit, base, base_runtime(m, fit.runtime, fit.hw));
+    fit_max_load(rows, fit, base, base_runtime(m, fit.runtime, fit.hw), max_load);
     return;
   }
+  std::set<std::string> configs;
+  for (const auto* p : cal) configs.insert(configuration(*p));
+  const bool kernels = configs.size() > 1;
   {
-    const ValidationFit all = solve(terms, time);
+    const ValidationFit all = solve(terms, time, kernels);
     fit.efficiency = all.efficiency;
     fit.context_factor = all.context_factor;
     fit.kernel_overhead = all.kernel_overhead;
+    fit.note = all.note;
   }
+  if (!kernels)
+    fit.note += std::string(fit.note.empty() ? "" : "; ") + "one configuration (" + *configs.begin() +
+                "): its rows read the same bytes with the same kernels, so the fit cannot split them and takes the "
+                "weights' efficiency alone, no cost per kernel";
   if (fit.efficiency > 1.0)
-    fit.note = "the runtime reads faster than the profile's bandwidth: the profile's figure is low";
+    fit.note += std::string(fit.note.empty() ? "" : "; ") +
+                "the runtime reads faster than the profile's bandwidth: the profile's figure is low";
   fit.loo_errors = loo_by_configuration(cal, kMinConfigurations, [&](const std::vector<bool>& held) {
     std::vector<DecodeTerms> ti;
     std::vector<double> yi;
@@ -382,6 +438,20 @@ std::optional<std::pair<double, double>> error_range(const std::vector<double>& 
 }
 
 }  // namespace
+
+/// The max-load classes' fits: per runtime, every class's rows in one least-squares problem (solve_joint),
+/// then each class's figures, profile and leave-one-configuration-out errors.
+void fit_max_load_jointly(std::vector<MaxLoadClass>& classes, std::vector<ValidationFit>& fits) {
+  std::map<std::string, std::vector<MaxLoadClass*>> by_runtime;
+  for (auto& c : classes)
+    if (!c.cal.empty()) by_runtime[fits[c.fit].runtime].push_back(&c);
+  for (const auto& [runtime, group] : by_runtime) {
+    const JointFit all = solve_joint(group, group.size(), {});
+    std::size_t rows = 0;
+    for (const auto* c : group) rows += c->cal.size();
+    for (std::size_t k = 0; k < group.size(); ++k) finish_max_load(group, k, all, fits[group[k]->fit], rows);
+  }
+}
 
 /// Prices every row of the class with its fitted runtime. Decode rows (batch 1 and batched) take the
 /// decode interval, prefill rows the prefill one: the class's own leave-one-configuration-out range, or

@@ -46,6 +46,27 @@ model::Sourced<std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t>> pa
   return {out, item.string("source")};
 }
 
+/// runtimes.<runtime>.kv_cache_dtype: [{"hf_repo"?, "runtime_version"?, "format"?, "dtype", "source"}, ...],
+/// each rule naming at least one of the three row fields it matches and a KV element type a serve scenario
+/// takes (scenario::kv_cache_bytes).
+std::vector<Mapping::KvRule> parse_kv_cache_rules(const json::Node& rt) {
+  std::vector<Mapping::KvRule> out;
+  for (const auto& e : rt.elements("kv_cache_dtype")) {
+    e.expect_only({"hf_repo", "runtime_version", "format", "dtype", "source"});
+    Mapping::KvRule r;
+    if (e.has("hf_repo")) r.hf_repo = e.string("hf_repo");
+    if (e.has("runtime_version")) r.runtime_version = e.string("runtime_version");
+    if (e.has("format")) r.format = e.string("format");
+    if (!r.hf_repo && !r.runtime_version && !r.format)
+      throw e.error("matches every row; name the hf_repo, runtime_version or format it is for");
+    r.dtype = e.string("dtype");
+    e.resolving("dtype", [&] { return scenario::kv_cache_bytes(r.dtype, 2.0); });
+    r.source = e.string("source");
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 }  // namespace
 
 Mapping read_mapping(const std::filesystem::path& path) {
@@ -75,8 +96,9 @@ Mapping read_mapping(const std::filesystem::path& path) {
     for (const auto& item : f->raw().items()) {
       const std::string& k = item.key();
       const json::Node rt = f->child(k);
-      rt.expect_only(
-          {"native_dtypes", "prompt_chunk", "checkpoint_formats", "scheduler", "max_load_requests", "base_runtime"});
+      rt.expect_only({"native_dtypes", "prompt_chunk", "checkpoint_formats", "scheduler", "max_load_requests",
+                      "base_runtime", "kv_cache_dtype"});
+      if (rt.has("kv_cache_dtype")) m.kv_cache_dtype[k] = parse_kv_cache_rules(rt);
       if (rt.has("scheduler") != rt.has("max_load_requests"))
         throw rt.error("gives one of scheduler and max_load_requests; a max-load benchmark needs both");
       if (rt.has("scheduler"))
@@ -137,6 +159,12 @@ std::vector<ValidationRow> read_rows(const std::filesystem::path& path) {
                     value = col("value"), unit = col("unit"), url = col("source_url");
   const auto locator_at = std::find(t.header.begin(), t.header.end(), "locator");
   const auto step_at = std::find(t.header.begin(), t.header.end(), "step_tokens");
+  const auto optional_column = [&](const char* name) -> std::optional<std::size_t> {
+    const auto at = std::find(t.header.begin(), t.header.end(), name);
+    if (at == t.header.end()) return std::nullopt;
+    return static_cast<std::size_t>(at - t.header.begin());
+  };
+  const auto repo_at = optional_column("hf_repo"), version_at = optional_column("runtime_version");
   std::vector<ValidationRow> out;
   for (std::size_t i = 0; i < t.rows.size(); ++i) {
     const auto& c = t.rows[i];
@@ -155,6 +183,8 @@ std::vector<ValidationRow> read_rows(const std::filesystem::path& path) {
     r.unit = c[unit];
     r.source_url = c[url];
     if (locator_at != t.header.end()) r.locator = c[static_cast<std::size_t>(locator_at - t.header.begin())];
+    if (repo_at) r.hf_repo = c[*repo_at];
+    if (version_at) r.runtime_version = c[*version_at];
     r.devices = optional_count(c[devices], where + ", devices").value_or(1);
     r.batch = optional_count(c[batch], where + ", batch");
     r.prompt = optional_count(c[prompt], where + ", prompt_tokens");

@@ -54,7 +54,8 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
            "leave-one-configuration-out (model, format); a class of fewer than "
         << validation_detail::kMinConfigurations << " configurations takes the range pooled over all classes:\n";
     Table f({"hw", "runtime", "rows", "bandwidth efficiency", "context x", "per kernel us", "decode error range",
-             "prefill rows", "compute efficiency", "prefill error range", "max-load rows", "max-load error range"});
+             "prefill rows", "compute efficiency", "prefill error range", "max-load rows", "per sequence-step us",
+             "max-load error range"});
     auto range = [](const std::vector<double>& own, double lo, double hi) {
       if (!own.empty()) {
         const auto [a, b] = std::minmax_element(own.begin(), own.end());
@@ -75,6 +76,7 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
                  x.prefill_range ? range(x.prefill_loo_errors, x.prefill_range->first, x.prefill_range->second)
                                  : std::string("-"),
                  std::to_string(x.max_load_rows),
+                 max_load ? text::printf("%.2f", x.sequence_overhead * 1e6) : std::string("-"),
                  x.max_load_range ? range(x.max_load_configurations >=
                                                   static_cast<std::int64_t>(validation_detail::kMinConfigurations)
                                               ? x.max_load_loo_errors
@@ -114,6 +116,7 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
       j["kind"] = p.kind;
       j["hw"] = p.hw;
       j["precision"] = p.precision;
+      if (!p.kv_cache_dtype.empty()) j["kv_cache_dtype"] = p.kv_cache_dtype;
       j["instrument"] = p.instrument;
       j["predicted"] = metric("predicted", *p.predicted, p.row.unit);
       j["error"] = metric("error", p.error(), "fraction");
@@ -155,6 +158,7 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
          {"loo_errors", f.loo_errors},
          {"compute_efficiency", metric("compute_efficiency", f.compute_efficiency, "fraction of peak FLOP/s")},
          {"max_load_rows", f.max_load_rows},
+         {"sequence_overhead", metric("sequence_overhead", f.sequence_overhead, "s")},
          {"max_load_loo_errors", f.max_load_loo_errors},
          {"note", f.note}});
   return {{"table", r.table.string()}, {"rows", rows}, {"summaries", sums}, {"fits", fits}};
@@ -175,6 +179,7 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
   // The serving host costs, when fitted (`calibrate fit --vllm-serving`); absent, they read as 0.
   if (!r.step_overhead.source.empty()) j["step_overhead"] = duration(r.step_overhead);
   if (!r.request_overhead.source.empty()) j["request_overhead"] = duration(r.request_overhead);
+  if (!r.sequence_overhead.source.empty()) j["sequence_overhead"] = duration(r.sequence_overhead);
   if (r.native_dtypes) j["native_dtypes"] = {{"value", r.native_dtypes->value}, {"source", r.native_dtypes->source}};
   if (r.checkpoint_formats)
     j["checkpoint_formats"] = {{"value", r.checkpoint_formats->value}, {"source", r.checkpoint_formats->source}};

@@ -33,11 +33,14 @@ nlohmann::json burst_scheduler(const std::string& kind, std::int64_t seqs, std::
 }
 
 /// The serve scenario of `requests` requests all sent at time 0 (a closed loop of as many users, no gap
-/// between them), each `prompt` tokens in and `output` out, under `scheduler`, on `devices` devices of
-/// hw's node as tp × pp (the rest of the node idle).
-ServeScenario burst_scenario(const std::string& model, const std::string& hw, std::int64_t devices, std::int64_t pp,
-                             const std::string& prec, std::int64_t requests, std::int64_t prompt, std::int64_t output,
-                             const nlohmann::json& scheduler) {
+/// between them), each `prompt` tokens in and `output` out, under `scheduler`: `p`'s model, precision and
+/// KV-cache type on its row's devices of its node as tp × pp (the rest of the node idle).
+ServeScenario burst_scenario(const ValidationPrediction& p, std::int64_t requests, std::int64_t prompt,
+                             std::int64_t output, const nlohmann::json& scheduler) {
+  const std::string& model = p.model;
+  const std::string& hw = p.hw;
+  const std::string& prec = p.precision;
+  const std::int64_t devices = p.row.devices, pp = p.pp;
   ServeScenario sc;
   sc.doc = {{"description", "validation row"},
             {"model", model},
@@ -53,6 +56,7 @@ ServeScenario burst_scenario(const std::string& model, const std::string& hw, st
               {"prompt", prompt},
               {"output", output}}},
             {"generate", {{"tokens", 8192}, {"seed", 1}}}};
+  if (!p.kv_cache_dtype.empty()) sc.doc["kv_cache_dtype"] = p.kv_cache_dtype;
   sc.source = "validation";
   return sc;
 }
@@ -72,12 +76,9 @@ ServeRun run_burst(const ServeScenario& sc, const model::NodeProfile* node) {
 
 /// One serve run of `users` requests arriving at once, each `prompt` tokens in and `output` out, the engine
 /// stepping at most `step_tokens` tokens, with the `scheduler` kind.
-ServeRun serve_burst(const std::string& model, const std::string& hw, std::int64_t devices, const std::string& prec,
-                     std::int64_t users, std::int64_t prompt, std::int64_t output, std::int64_t step_tokens,
-                     const std::string& scheduler, const model::NodeProfile* node = nullptr) {
-  return run_burst(burst_scenario(model, hw, devices, 1, prec, users, prompt, output,
-                                  burst_scheduler(scheduler, users, step_tokens)),
-                   node);
+ServeRun serve_burst(const ValidationPrediction& p, std::int64_t users, std::int64_t prompt, std::int64_t output,
+                     std::int64_t step_tokens, const std::string& scheduler, const model::NodeProfile* node) {
+  return run_burst(burst_scenario(p, users, prompt, output, burst_scheduler(scheduler, users, step_tokens)), node);
 }
 
 /// Simulated requests of a max-load run, per sequence the KV cache holds at once: trtllm-bench reports
@@ -88,12 +89,17 @@ ServeRun serve_burst(const std::string& model, const std::string& hw, std::int64
 /// 0.6% on average, 11% at most (a 4-GPU Mixtral row).
 constexpr std::int64_t kMaxLoadWaves = 2;
 
+}  // namespace
+
 /// A max-load row's output tokens/s: `p.requests` requests (at most kMaxLoadWaves × the concurrency the KV
 /// cache and max_num_seqs admit) of the row's prompt and output queued at once under the runtime's
-/// scheduler; total output tokens / the time from the first arrival to the last completion.
-std::optional<double> max_load_throughput(const ValidationPrediction& p, const model::NodeProfile& node) {
+/// scheduler; total output tokens / the time from the first arrival to the last completion. With
+/// `sequence_steps`, also the run's sequences summed over its engine steps per output token: the growth of
+/// the time per output token with the runtime's sequence_overhead (s per sequence and step).
+std::optional<double> max_load_throughput(const ValidationPrediction& p, const model::NodeProfile& node,
+                                          double* sequence_steps) {
   const std::int64_t prompt = p.row.prompt.value_or(1), output = std::max<std::int64_t>(p.row.output.value_or(1), 1);
-  ServeScenario sc = burst_scenario(p.model, p.hw, p.row.devices, p.pp, p.precision, 1, prompt, output, p.scheduler);
+  ServeScenario sc = burst_scenario(p, 1, prompt, output, p.scheduler);
   const sim::MemoryPlan memory = scenario::serve_memory_plan(sc);
   const sim::SchedulerConfig scheduler = scenario::read_scheduler(json::Node(p.scheduler, "scheduler"));
   const std::int64_t per_request = (prompt + output + scheduler.block_size - 1) / scheduler.block_size;
@@ -103,11 +109,14 @@ std::optional<double> max_load_throughput(const ValidationPrediction& p, const m
   sc.doc["workload"]["users"] = requests;
   sc.doc["workload"]["requests"] = requests;
   const ServeRun run = run_burst(sc, &node);
-  if (run.result.output_throughput > 0) return run.result.output_throughput;
-  return std::nullopt;
+  if (!(run.result.output_throughput > 0) || !(run.result.duration > 0)) return std::nullopt;
+  if (sequence_steps) {
+    double sum = 0;
+    for (const sim::StepRecord& s : run.result.steps) sum += s.sequences;
+    *sequence_steps = sum / (run.result.output_throughput * run.result.duration);
+  }
+  return run.result.output_throughput;
 }
-
-}  // namespace
 
 /// Batch-1 decode tokens/s of `p`'s configuration on `node`: the analytic model as `moesim estimate` runs
 /// it on one node (every expert local, so E[active] = top-k), at the generated tokens' mean context with
@@ -138,15 +147,14 @@ std::optional<double> figure(const ValidationPrediction& p, const model::NodePro
   if (p.kind == "max-load") return max_load_throughput(p, node);
   if (p.kind == "prefill b1") {
     // The runtime's prompt chunk: every chunk reads the weights (all of a MoE layer's touched experts) again.
-    const ServeRun run = serve_burst(p.model, p.hw, r.devices, p.precision, 1,
-                                     std::max<std::int64_t>(depth + prompt, 1), 1, p.step_tokens, "chunked", &node);
+    const ServeRun run =
+        serve_burst(p, 1, std::max<std::int64_t>(depth + prompt, 1), 1, p.step_tokens, "chunked", &node);
     double seconds = run.result.ttft.median;
     if (depth > 0) {
       // llama-bench's pp at n_depth times the prompt's chunks after `depth` tokens are in the cache: the
       // chunks are computed in order, so that is the prefill of depth + prompt less the prefill of depth
       // (for chunk-aligned depths, as llama-bench's are: exact).
-      const ServeRun before =
-          serve_burst(p.model, p.hw, r.devices, p.precision, 1, depth, 1, p.step_tokens, "chunked", &node);
+      const ServeRun before = serve_burst(p, 1, depth, 1, p.step_tokens, "chunked", &node);
       seconds -= before.result.ttft.median;
     }
     if (seconds > 0) return static_cast<double>(prompt) / seconds;
@@ -158,8 +166,8 @@ std::optional<double> figure(const ValidationPrediction& p, const model::NodePro
   // Every prompt prefilled first (vLLM's continuous batching gives prefills the step; the step holds all
   // of them), then decode steps of all `batch` sequences, as llama-batched-bench times them apart.
   const std::int64_t context = std::max<std::int64_t>(depth + prompt, 1);
-  const ServeRun run = serve_burst(p.model, p.hw, r.devices, p.precision, *r.batch, context,
-                                   std::max<std::int64_t>(output, 2), context * *r.batch, "continuous", &node);
+  const ServeRun run =
+      serve_burst(p, *r.batch, context, std::max<std::int64_t>(output, 2), context * *r.batch, "continuous", &node);
   if (run.result.itl.median > 0) return static_cast<double>(*r.batch) / run.result.itl.median;
   return std::nullopt;
 }
@@ -267,6 +275,14 @@ void predict(ValidationPrediction& p, const Mapping& m) {
   }
   p.hw = hw->hw;
   p.precision = fmt->second;
+  if (auto rules = m.kv_cache_dtype.find(r.runtime); rules != m.kv_cache_dtype.end()) {
+    const auto matches = [&](const Mapping::KvRule& k) {
+      return (!k.hf_repo || *k.hf_repo == r.hf_repo) &&
+             (!k.runtime_version || *k.runtime_version == r.runtime_version) && (!k.format || *k.format == r.format);
+    };
+    const auto rule = std::find_if(rules->second.begin(), rules->second.end(), matches);
+    if (rule != rules->second.end()) p.kv_cache_dtype = rule->dtype;
+  }
   if (p.kind == "max-load" && !max_load_setup(p, m.max_load.at(r.runtime))) {
     p.kind.clear();
     return;

@@ -130,7 +130,7 @@ NodeProfile parse_node(const json::Node& n, std::string origin) {
                                        std::move(origin));
   const json::Node d = n.child("devices");
   d.expect_only({"count", "name", "memory", "memory_bandwidth", "peak_flops", "kernel_overhead", "layer_overhead",
-                 "dequant_overhead", "efficiency", "step_overhead", "request_overhead", "notes"});
+                 "dequant_overhead", "efficiency", "step_overhead", "request_overhead", "sequence_overhead", "notes"});
   p.devices.count = d.integer("count", 1);
   p.devices.name = d.optional_string("name").value_or("");
   p.devices.memory = optional_sourced<Dimension::Bytes>(d, "memory");
@@ -165,6 +165,7 @@ NodeProfile parse_node(const json::Node& n, std::string origin) {
   p.devices.layer_overhead = optional_sourced<Dimension::Time>(d, "layer_overhead", true);
   p.devices.step_overhead = optional_sourced<Dimension::Time>(d, "step_overhead", true);
   p.devices.request_overhead = optional_sourced<Dimension::Time>(d, "request_overhead", true);
+  p.devices.sequence_overhead = optional_sourced<Dimension::Time>(d, "sequence_overhead", true);
   if (auto q = d.optional_child("dequant_overhead")) {
     for (const auto& [name, v] : q->raw().items()) {
       (void)v;
@@ -463,14 +464,14 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
       n, "runtime",
       {"id", "kind", "name", "runtime", "hw", "bandwidth_efficiency", "attention_factor", "kernel_overhead",
        "layer_overhead", "compute_efficiency", "native_dtypes", "checkpoint_formats", "step_overhead",
-       "request_overhead", "prediction_interval", "calibration", "notes"},
+       "request_overhead", "sequence_overhead", "prediction_interval", "calibration", "notes"},
       std::move(origin));
   p.runtime = n.string("runtime");
   p.hw = n.string("hw");
   // Every figure is optional (one not given leaves the node's own), but a profile must give one.
-  static constexpr std::array<std::string_view, 9> kFigures = {
-      "bandwidth_efficiency", "attention_factor",   "kernel_overhead", "layer_overhead",  "compute_efficiency",
-      "native_dtypes",        "checkpoint_formats", "step_overhead",   "request_overhead"};
+  static constexpr std::array<std::string_view, 10> kFigures = {
+      "bandwidth_efficiency", "attention_factor",   "kernel_overhead", "layer_overhead",   "compute_efficiency",
+      "native_dtypes",        "checkpoint_formats", "step_overhead",   "request_overhead", "sequence_overhead"};
   if (std::none_of(kFigures.begin(), kFigures.end(), [&](std::string_view k) { return n.has(k); })) {
     std::vector<std::string> keys(kFigures.begin(), kFigures.end());
     throw n.error("gives no figure, so it would change nothing; give at least one of " + text::join(keys) +
@@ -482,6 +483,7 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
   p.layer_overhead = optional_sourced<Dimension::Time>(n, "layer_overhead", true);
   if (n.has("step_overhead")) p.step_overhead = sourced<Dimension::Time>(n, "step_overhead", true);
   if (n.has("request_overhead")) p.request_overhead = sourced<Dimension::Time>(n, "request_overhead", true);
+  if (n.has("sequence_overhead")) p.sequence_overhead = sourced<Dimension::Time>(n, "sequence_overhead", true);
   if (n.has("compute_efficiency")) p.compute_efficiency = sourced_ratio(n, "compute_efficiency", 1.5);
   if (auto d = n.optional_child("native_dtypes")) p.native_dtypes = parse_native_dtypes(*d);
   if (auto f = n.optional_child("checkpoint_formats")) p.checkpoint_formats = parse_checkpoint_formats(*f);
@@ -552,6 +554,7 @@ NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime) {
   if (runtime.attention_factor) node.devices.attention_factor = runtime.attention_factor;
   if (!runtime.step_overhead.source.empty()) node.devices.step_overhead = runtime.step_overhead;
   if (!runtime.request_overhead.source.empty()) node.devices.request_overhead = runtime.request_overhead;
+  if (!runtime.sequence_overhead.source.empty()) node.devices.sequence_overhead = runtime.sequence_overhead;
   if (runtime.native_dtypes) node.devices.native_dtypes = runtime.native_dtypes;
   return node;
 }

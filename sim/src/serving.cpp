@@ -44,6 +44,11 @@ class ServingEngine final : public EventHandler {
     // in the request's TTFT. Both 0 when the profile has none: then nothing below changes.
     if (c_.node->devices.step_overhead) step_overhead_ = to_sim_time(c_.node->devices.step_overhead->value);
     if (c_.node->devices.request_overhead) request_overhead_ = to_sim_time(c_.node->devices.request_overhead->value);
+    if (c_.node->devices.sequence_overhead) sequence_overhead_ = to_sim_time(c_.node->devices.sequence_overhead->value);
+    if (sequence_overhead_ > SimTime{})
+      r_.assumptions.push_back("every engine step adds the runtime's host time sequence_overhead " +
+                               units::format(c_.node->devices.sequence_overhead->value) + " per sequence it holds (" +
+                               c_.node->devices.sequence_overhead->source + ")");
     if (step_overhead_ > SimTime{})
       r_.assumptions.push_back("every engine step adds the runtime's host time step_overhead " +
                                units::format(c_.node->devices.step_overhead->value) + " (" +
@@ -162,9 +167,11 @@ class ServingEngine final : public EventHandler {
     const StepCost& cost = cost_.cost(batch, c_.trace);
     // Through the pipeline: stage s starts when the batch arrives and the stage is free.
     const SimTime now = sim_.now();
-    // The step's host time (step_overhead, see the constructor) comes first: scheduling this batch and
-    // processing the previous one's outputs hold the engine before stage 0 can start.
-    SimTime t = now + step_overhead_;
+    // The step's host time (step_overhead, and sequence_overhead per sequence of the batch, see the
+    // constructor) comes first: scheduling this batch and processing the previous one's outputs hold the
+    // engine before stage 0 can start.
+    const SimTime host = step_overhead_ + sequence_overhead_ * static_cast<std::int64_t>(batch.size());
+    SimTime t = now + host;
     SimTime stage0_end{};
     for (std::size_t s = 0; s < stage_free_.size(); ++s) {
       if (s > 0) t += cost.transfer[s - 1];
@@ -193,7 +200,8 @@ class ServingEngine final : public EventHandler {
     sim_.schedule(stage0_end, handler_, kStageFree);
     StepRecord rec;
     rec.start = to_seconds(now);
-    rec.duration = to_seconds(cost.stage[0] + step_overhead_);
+    rec.duration = to_seconds(cost.stage[0] + host);
+    rec.sequences = static_cast<std::int32_t>(batch.size());
     rec.decode = decodes;
     rec.prefill_tokens = prefill;
     rec.waiting = static_cast<std::int32_t>(sched_.waiting());
@@ -275,8 +283,8 @@ class ServingEngine final : public EventHandler {
   Scheduler sched_;
   Simulation sim_;
   std::uint32_t handler_ = 0;
-  SimTime step_overhead_{}, request_overhead_{};  ///< the runtime's host costs (0: none)
-  std::vector<std::vector<Entry>> batches_;       ///< in flight, by slot
+  SimTime step_overhead_{}, request_overhead_{}, sequence_overhead_{};  ///< the runtime's host costs (0: none)
+  std::vector<std::vector<Entry>> batches_;                             ///< in flight, by slot
   std::vector<SimTime> stage_free_;
   bool stage0_busy_ = false;
   std::int64_t total_ = 0, sent_ = 0, completed_ = 0;

@@ -175,6 +175,10 @@ TEST(GoldenValidateTable, BadTablesAreRefusedWithFileLineAndFix) {
        "prompt 1 / output 1 is listed twice"},
       {"", R"({"runtimes": {"trt": {"base_runtime": {"value": "no-such-runtime", "source": "s"}}}})",
        "$.runtimes.trt.base_runtime.value: 'no-such-runtime' is no built-in runtime"},
+      {"", R"({"runtimes": {"trt": {"kv_cache_dtype": [{"dtype": "fp8", "source": "s"}]}}})",
+       "$.runtimes.trt.kv_cache_dtype[0]: matches every row; name the hf_repo, runtime_version or format"},
+      {"", R"({"runtimes": {"trt": {"kv_cache_dtype": [{"format": "FP8", "dtype": "fp7", "source": "s"}]}}})",
+       "$.runtimes.trt.kv_cache_dtype[0].dtype:"},
   };
   for (const auto& c : cases) {
     write_table(s, c.rows, c.mapping);
@@ -351,6 +355,37 @@ TEST(GoldenValidateTable, MaxLoadRowsAreServedAndFitted) {
   EXPECT_LT(profile.at("bandwidth_efficiency").at("value").get<double>() *
                 profile.at("compute_efficiency").at("value").get<double>(),
             1.0);
+}
+
+// mapping.json's runtimes.<runtime>.kv_cache_dtype: the first rule whose fields (checkpoint, runtime
+// version, format) all equal the row's sets the KV cache's element type of its run. Two rows alike but for
+// their checkpoint: the one an fp8 rule matches holds twice the tokens in the same cache and reads half
+// the bytes per token, so with long outputs it serves more (the other keeps the model's 16-bit cache).
+TEST(GoldenValidateTable, KvCacheRulesSetTheRunsCacheType) {
+  const Scratch s("moesim_validate_table");
+  const std::string mapping = R"({
+    "hardware": [{"hardware": "H100", "devices": 1, "hw": "h100-sxm"}],
+    "formats": {"FP8": "fp8"},
+    "runtimes": {"trt": {
+      "scheduler": {"value": {"kind": "chunked", "capacity": "guaranteed-no-evict", "max_num_seqs": 2048,
+                              "max_num_batched_tokens": 8192, "gpu_memory_utilization": 0.9}, "source": "test"},
+      "max_load_requests": {"value": [{"prompt": 128, "output": 2048, "requests": 3000}], "source": "test"},
+      "kv_cache_dtype": [{"hf_repo": "org/fp8-kv", "runtime_version": "1.0", "dtype": "fp8", "source": "test"}]}}
+  })";
+  std::string rows;
+  for (const char* repo : {"org/fp8-kv", "org/other"})
+    rows += std::string("r-") + repo + ",calibration,llama-3.1-8b," + repo +
+            ",FP8,H100,nvidia-datacenter,1,trt,1.0,,128,2048,0,output_throughput_tokens_per_s,1000,tokens/s,"
+            "https://example.org,TP1\n";
+  write_table(s, rows, mapping);
+  const moesim::test::Run r = s.moesim("validate --table " + s.path() + " --json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& fp8 = j.at("rows").at(0);
+  const auto& other = j.at("rows").at(1);
+  EXPECT_EQ(fp8.value("kv_cache_dtype", ""), "fp8") << fp8.dump();
+  EXPECT_FALSE(other.contains("kv_cache_dtype")) << other.dump();
+  EXPECT_GT(metric_value(fp8, "predicted"), 1.2 * metric_value(other, "predicted"));
 }
 
 // A user's own `llama-bench -o json` runs (tests/data/llama-bench/, llama.cpp's JSON fields): tg tests are

@@ -135,6 +135,25 @@ TEST(ServingHostCosts, OneRequestPaysThemExactly) {
   EXPECT_NEAR(req.tpot, base.tpot, 1e-12);
 }
 
+// Four requests sent at once, alike: after their prefills every engine step decodes all four, so the
+// runtime's sequence_overhead s (host time per sequence and step, a runtime profile's) adds 4 s to each
+// inter-token gap (within 1%: the steps around the prefills hold fewer), where step_overhead adds its
+// figure once per step whatever the batch.
+TEST(ServingHostCosts, SequenceOverheadIsPaidPerSequenceOfAStep) {
+  ServingImport in = h100_import();
+  VllmServingResult four;
+  four.path = "four";
+  four.num_prompts = four.completed = 4;
+  four.input_lens = {512, 512, 512, 512};
+  four.output_lens = {64, 64, 64, 64};
+  const auto base = replay_vllm_serving(four, in, 0.0, 0.0);
+  const double s = 0.0007;
+  in.runtime.sequence_overhead = {moesim::units::seconds(s), "test"};
+  const auto per_sequence = replay_vllm_serving(four, in, 0.0, 0.0);
+  EXPECT_NEAR(per_sequence.tpot, base.tpot + 4 * s, 0.01 * 4 * s);
+  EXPECT_GT(per_sequence.ttft, base.ttft);
+}
+
 // Round trip: results the simulator itself produced with known host costs are fitted back to them.
 TEST(ServingFit, RecoversKnownHostCosts) {
   const ServingImport in = h100_import();

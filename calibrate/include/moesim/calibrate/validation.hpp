@@ -37,6 +37,9 @@ namespace moesim::calibrate {
 struct ValidationRow {
   std::string id, role, model, format, hardware, hw_family, runtime, metric, unit, source_url;
   std::string locator;  ///< where in the source (optional column): a max-load row's "TP2,PP2" plan
+  /// The checkpoint and the runtime's version as the source names them (optional columns `hf_repo`,
+  /// `runtime_version`): mapping.json's KV-cache rules match on them.
+  std::string hf_repo, runtime_version;
   std::int64_t devices = 1;
   std::optional<std::int64_t> batch, prompt, output, depth;
   /// Tokens the runtime computed per forward pass as the source printed it (llama.cpp's n_ubatch, optional
@@ -56,6 +59,9 @@ struct ValidationPrediction {
   /// benchmark's request count for the row's prompt/output, and the plan's pipeline stages (tp = devices / pp).
   nlohmann::json scheduler;
   std::int64_t requests = 0, pp = 1;
+  /// The KV cache's element type the run used (mapping.json's runtimes.<runtime>.kv_cache_dtype, a serve
+  /// scenario's kv_cache_dtype); empty: the model's own 16-bit cache.
+  std::string kv_cache_dtype;
   std::optional<double> predicted;  ///< in the row's unit, with the shipped (datasheet) profiles
   std::string skipped;              ///< why not expressed (when !predicted)
   /// With the runtime fitted to the calibration rows of its (node profile, runtime) class (--fit), and
@@ -86,6 +92,7 @@ struct ValidationFit {
   /// efficiency fitted to the dense max-load rows, their leave-one-configuration-out errors, and the range
   /// the MoE rows' intervals take (own or pooled).
   std::int64_t max_load_rows = 0, max_load_configurations = 0;
+  double sequence_overhead = 0;  ///< max-load: the runtime's host time per sequence and engine step, s
   /// Each configuration's rows predicted by the fit of the others (from 2 configurations: the range pooled
   /// over classes takes them; a class's own range needs kMinConfigurations).
   std::vector<double> max_load_loo_errors;

@@ -97,9 +97,13 @@ struct DeviceSpec {
   /// every engine step outside the GPU's kernels (vLLM's engine loop runs the scheduler, the sampler's
   /// host side and the detokeniser on the CPU between GPU steps, vllm/v1/engine/core.py step()), added
   /// to each serving-simulator step. `request_overhead`: host time of each request before it reaches the
-  /// scheduler (the API server's tokenisation and admission), added to its TTFT. Absent: 0.
+  /// scheduler (the API server's tokenisation and admission), added to its TTFT. `sequence_overhead`: host
+  /// time per sequence in an engine step (each running request's share of the loop's per-request work:
+  /// TensorRT-LLM's PyExecutor and vLLM's update_from_output walk the scheduled requests every iteration),
+  /// added to the step once per sequence it holds. Absent: 0.
   std::optional<Sourced<units::Duration>> step_overhead;
   std::optional<Sourced<units::Duration>> request_overhead;
+  std::optional<Sourced<units::Duration>> sequence_overhead;
   /// The low-precision tensor-core types ("fp8", "int8", "fp4") the runtime's matmuls use for weights in
   /// those formats; a format whose type is not listed is dequantised into the 16-bit path. Set by a runtime
   /// profile (apply_runtime). Absent: every type the profile gives a peak for.
@@ -215,6 +219,9 @@ struct RuntimeProfile {
   /// node's own, if any).
   Sourced<units::Duration> step_overhead;     ///< per engine step
   Sourced<units::Duration> request_overhead;  ///< per request, before its first prefill
+  /// Per sequence in each engine step (DeviceSpec::sequence_overhead), fitted by `moesim validate --fit` to
+  /// dense max-load rows.
+  Sourced<units::Duration> sequence_overhead;
   /// Compute-bound matmuls (prefill, large batches) run at this fraction of the node's peak FLOP rate
   /// (absent: the node profile's own compute bands).
   std::optional<Sourced<double>> compute_efficiency;

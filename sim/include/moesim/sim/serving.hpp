@@ -215,6 +215,7 @@ struct StepRecord {
   double duration = 0;  ///< stage 0 (the whole step when pp = 1)
   std::int32_t decode = 0;
   std::int32_t prefill_tokens = 0;
+  std::int32_t sequences = 0;  ///< sequences in the step (decoding, or prefilling a chunk)
   std::int32_t waiting = 0;
   std::int32_t running = 0;
   double kv_used = 0;  ///< fraction of KV blocks in use
