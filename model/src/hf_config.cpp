@@ -50,6 +50,7 @@ enum class Family {
   DeepseekV4,
   Phimoe,
   Ernie45Moe,
+  GraniteMoe,
 };
 
 struct FamilyInfo {
@@ -102,6 +103,7 @@ constexpr FamilyInfo kFamilies[] = {
     // spells it PhiMoEForCausalLM, which only matters for a config without model_type.
     {"phimoe", "PhimoeForCausalLM", Family::Phimoe},
     {"ernie4_5_moe", "Ernie4_5_MoeForCausalLM", Family::Ernie45Moe},
+    {"granitemoe", "GraniteMoeForCausalLM", Family::GraniteMoe},
 };
 
 std::vector<std::string> model_types() {
@@ -164,6 +166,23 @@ void parse_ernie4_5_moe(const Fields& f, Architecture& a) {
   read_dense_ffn(f, a, moe);
   const auto kinds = layer_kinds(f, a.layers, [](std::int64_t) { return LayerKind::Full; });
   a.layer_specs = make_layers(f, kinds, false, moe);
+}
+
+/// Granite 3.x MoE (transformers modeling_granitemoe.py, GraniteMoeDecoderLayer): GQA with head_dim h/nq and
+/// biases on q, k, v and o only with attention_bias (GraniteMoeAttention); every layer MoE with
+/// num_local_experts SwiGLU experts of intermediate_size (GraniteMoeParallelExperts: input_linear E × 2I × h
+/// holds gate and up, output_linear E × h × I the down projection: 3·h·I each), top num_experts_per_tok, a
+/// bias-free router (GraniteMoeTopKGating: h·E); two RMSNorms per layer; no shared expert. Its
+/// embedding_multiplier, residual_multiplier, attention_multiplier and logits_scaling scale activations and
+/// hold no weights, so they move no bytes.
+void parse_granitemoe(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  a.attention_bias = f.flag("attention_bias", false);
+  a.attention_out_bias = a.attention_bias;
+  read_experts(f, a, "num_local_experts", "num_experts_per_tok", "intermediate_size");
+  // Every layer attends to the whole context: GraniteMoeConfig has neither sliding_window nor layer_types.
+  a.layer_specs = make_layers(f, std::vector<LayerKind>(static_cast<std::size_t>(a.layers), LayerKind::Full), false,
+                              all_layers(a.layers, true));
 }
 
 void parse_dbrx(const Fields& f, Architecture& a) {
@@ -594,6 +613,9 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
       break;
     case Family::Ernie45Moe:
       parse_ernie4_5_moe(text, a);
+      break;
+    case Family::GraniteMoe:
+      parse_granitemoe(text, a);
       break;
   }
   if (info->text_config && !text.present("tie_word_embeddings")) {
