@@ -414,7 +414,11 @@ void check_size(const Architecture& a, const std::string& source) {
   const Mamba2Dims& m = a.mamba;
   const double mamba = d(m.heads) * d(m.head_dim) * (3.0 * d(a.hidden) + d(m.state_size)) +
                        2.0 * d(m.groups) * d(m.state_size) * (d(a.hidden) + d(m.conv_kernel));
-  const double estimate = d(a.layers) * (per_layer + mamba) + 2.0 * d(a.vocab) * d(a.hidden);
+  // Mamba-1: in_proj, out_proj, x_proj, dt_proj and A (architecture.cpp mamba1_params), d_inner wide each.
+  const Mamba1Dims& m1 = a.mamba1;
+  const double mamba1 =
+      d(m1.inner) * (3.0 * d(a.hidden) + 2.0 * d(m1.dt_rank) + 3.0 * d(m1.state_size) + d(m1.conv_kernel));
+  const double estimate = d(a.layers) * (per_layer + mamba + mamba1) + 2.0 * d(a.vocab) * d(a.hidden);
   if (estimate > 1e17) {
     throw UserError(source + ": the dimensions imply about " + text::printf("%.3g", estimate) +
                     " parameters, far beyond any model; check hidden_size, the layer count and the expert sizes");
