@@ -51,6 +51,7 @@ enum class Family {
   Phimoe,
   Ernie45Moe,
   GraniteMoe,
+  Jamba,
 };
 
 struct FamilyInfo {
@@ -104,6 +105,7 @@ constexpr FamilyInfo kFamilies[] = {
     {"phimoe", "PhimoeForCausalLM", Family::Phimoe},
     {"ernie4_5_moe", "Ernie4_5_MoeForCausalLM", Family::Ernie45Moe},
     {"granitemoe", "GraniteMoeForCausalLM", Family::GraniteMoe},
+    {"jamba", "JambaForCausalLM", Family::Jamba},
 };
 
 std::vector<std::string> model_types() {
@@ -620,6 +622,9 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
       break;
     case Family::GraniteMoe:
       parse_granitemoe(text, a);
+      break;
+    case Family::Jamba:
+      parse_jamba(text, a);
       break;
   }
   if (info->text_config && !text.present("tie_word_embeddings")) {

@@ -100,6 +100,9 @@ struct RealConfig {
 //    README): the card's architecture table, "# Parameters ... 3.3B", "# Active Parameters ... 800M". Total
 //    3.299B (−0.04%); active 882.9M with the tied embedding, 807.4M without it (+0.9%): IBM's 800M leaves the
 //    embedding out, as DeepSeek's figures do.
+//  - AI21-Jamba-1.5-Mini (jamba-1.5-mini; see the README): the card's "Jamba 1.5 Mini (12B active/52B total)" (the
+//    Jamba-v0.1 card and transformers' Jamba docs give the same for v0.1, whose architecture 1.5-Mini keeps).
+//    Total 51.57B (−0.8%); active 12.11B with embedding and head (+0.9%).
 const std::vector<RealConfig> kRealConfigs = {
     {"qwen1.5-moe-a2.7b", "qwen2_moe", 14315784192, 2689173504, 14.3e9, 3, 2.7e9, 2, "incl_embedding_and_head",
      Match::Within1Pct, Match::Within1Pct},
@@ -142,6 +145,8 @@ const std::vector<RealConfig> kRealConfigs = {
     {"ernie-4.5-21b-a3b", "ernie4_5_moe", 21825437888, 3352150208, 21e9, 2, 3e9, 1, "incl_embedding_and_head",
      Match::Truncates, Match::Rounds},
     {"granite-3.0-3b-a800m", "granitemoe", 3298793472, 882874368, 3.3e9, 2, 0.8e9, 1, "excl_embedding",
+     Match::Within1Pct, Match::Within1Pct},
+    {"jamba-1.5-mini", "jamba", 51570323328, 12110311296, 52e9, 2, 12e9, 2, "incl_embedding_and_head",
      Match::Within1Pct, Match::Within1Pct},
 };
 
