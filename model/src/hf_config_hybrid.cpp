@@ -129,7 +129,8 @@ void parse_jamba(const Fields& f, Architecture& a) {
   }
   const auto [attn_period, attn_offset] = jamba_period(f, "attn", 8, 4);
   const auto [expert_period, expert_offset] = jamba_period(f, "expert", 2, 1);
-  const std::int64_t experts = f.optional_dim("num_experts", "number of routed experts").value_or(16);
+  // JambaConfig.layers_num_experts: with num_experts 1 every FFN is a plain MLP.
+  const std::int64_t experts = f.dim("num_experts", "number of experts per MoE layer (1: no MoE layers)");
   if (experts > 1) read_experts(f, a, "num_experts", "num_experts_per_tok", "intermediate_size");
   std::vector<bool> moe;
   bool any_mamba = false;

@@ -122,7 +122,7 @@ TEST(HfFamilies, JambaOptions) {
 
 // Scenario: Jamba configs that moesim would count wrong. Expectation: one error naming the file and the
 // field: an attention offset not below its period, a sliding window, a dt rank that is neither a number nor
-// "auto".
+// "auto", a missing expert count (1 would mean no MoE layers, so it is not guessed).
 TEST(HfFamilies, JambaRefusesWhatItCannotCount) {
   nlohmann::json c = json::load_file(config_path("jamba-1.5-mini"));
   c["attn_layer_offset"] = 8;
@@ -136,6 +136,10 @@ TEST(HfFamilies, JambaRefusesWhatItCannotCount) {
   c["mamba_dt_rank"] = "wide";
   msg = user_error([&] { (void)parse_hf_config(c, "j.json"); });
   EXPECT_NE(msg.find("j.json: $.mamba_dt_rank: is \"wide\""), std::string::npos) << msg;
+  c = json::load_file(config_path("jamba-1.5-mini"));
+  c.erase("num_experts");
+  msg = user_error([&] { (void)parse_hf_config(c, "j.json"); });
+  EXPECT_NE(msg.find("j.json: $.num_experts: is missing"), std::string::npos) << msg;
 }
 
 // Scenario: the kernels of Nemotron-H's single-part blocks (kKernels: attention 8, router 3, FFN 4, combine
