@@ -81,6 +81,14 @@ std::vector<MatrixShape> model_matrix_shapes(const model::Architecture& a) {
     add("mamba.in_proj", 2 * inner + 2 * m.groups * m.state_size + m.heads, h);
     add("mamba.out_proj", h, inner);
   }
+  if (kinds.count(model::AttentionType::Mamba1)) {
+    // model/src/architecture.cpp mamba1_params: in_proj (x, z), x_proj (dt, B, C), dt_proj and out_proj.
+    const auto& m = a.mamba1;
+    add("mamba1.in_proj", 2 * m.inner, h);
+    add("mamba1.x_proj", m.dt_rank + 2 * m.state_size, m.inner);
+    add("mamba1.dt_proj", m.inner, m.dt_rank);
+    add("mamba1.out_proj", h, m.inner);
+  }
   // Nemotron-H's FFNs have no gate (w1): up (v1) and down (w2) only.
   const bool gate = a.gated_ffn;
   if (a.is_moe()) {

@@ -95,6 +95,28 @@ std::int64_t mamba2_params(const Architecture& a) {
   return p;
 }
 
+/// One Mamba-1 mixer (Gu & Dao 2023, arXiv:2312.00752 §3.4; state-spaces/mamba mamba_ssm/modules/mamba_simple.py,
+/// whose tensors transformers' JambaMambaMixer keeps), with d_inner channels, N = state_size, R = dt_rank:
+///   in_proj  h·2·d_inner                 (x and the gate z; + 2·d_inner bias with proj_bias)
+///   conv1d   d_inner·kernel              (depthwise; + d_inner bias with conv_bias)
+///   x_proj   d_inner·(R + 2·N)           (dt, B and C from x; no bias)
+///   dt_proj  R·d_inner + d_inner         (always with its bias, the dt bias)
+///   A_log    d_inner·N; D d_inner; out_proj d_inner·h (+ h bias with proj_bias)
+///   Jamba's dt, B and C RMSNorms: R + 2·N.
+std::int64_t mamba1_params(const Architecture& a) {
+  const std::int64_t h = a.hidden;
+  const Mamba1Dims& m = a.mamba1;
+  const std::int64_t in_proj = h * 2 * m.inner;
+  const std::int64_t x_proj = m.inner * (m.dt_rank + 2 * m.state_size);
+  const std::int64_t dt_proj = m.dt_rank * m.inner + m.inner;
+  std::int64_t p =
+      in_proj + m.inner * m.conv_kernel + x_proj + dt_proj + m.inner * m.state_size + m.inner + m.inner * h;
+  if (m.conv_bias) p += m.inner;
+  if (m.proj_bias) p += 2 * m.inner + h;
+  if (m.dt_bc_norms) p += m.dt_rank + 2 * m.state_size;
+  return p;
+}
+
 /// One DeepSeek-V4 Compressor (inference/model.py class Compressor) producing entries of width `width`:
 /// wkv and wgate h·w' each and the position bias ape ratio·w', w' = 2·width for the overlapping ratio-4
 /// compressor and width otherwise, plus its RMSNorm (width).
@@ -134,6 +156,8 @@ std::int64_t attention_params(const Architecture& a, const LayerSpec& layer) {
       return delta_net_params(a);
     case AttentionType::Mamba2:
       return mamba2_params(a);
+    case AttentionType::Mamba1:
+      return mamba1_params(a);
     case AttentionType::None:
       return 0;
   }
@@ -161,7 +185,7 @@ std::int64_t shared_expert_params(const Architecture& a) {
 
 /// Elements per token of the KV cache of one layer (§A.4 "KV cache per token"): GQA nkv·(hd + vd) (k and
 /// v), MLA kv_lora_rank + qk_rope_head_dim (the compressed latent plus the shared rotary key), Gated DeltaNet
-/// and Mamba-2 none (their state does not grow with context). DeepSeek-V4: its window layers hold the one
+/// and Mamba-1/2 none (their state does not grow with context). DeepSeek-V4: its window layers hold the one
 /// key=value head (hd); a compressed layer grows by hd/ratio per token (one entry per ratio tokens), a
 /// ratio-4 layer also by di/4 for its indexer's compressed keys; the 128-token uncompressed window those
 /// layers also keep is a constant, added by kv_bytes_at_context (kv_window_elements).
@@ -181,6 +205,7 @@ double kv_elements_per_token(const Architecture& a, const LayerSpec& layer) {
     }
     case AttentionType::GatedDeltaNet:
     case AttentionType::Mamba2:
+    case AttentionType::Mamba1:
     case AttentionType::None:
       return 0;
   }
@@ -208,7 +233,7 @@ std::int64_t attended_tokens(const LayerSpec& layer, std::int64_t context) {
 /// rotary key plus 2·nh·kv_lora for the weighted sum of latents; DeepSeek-V4 4·nh·hd over its one key=value
 /// head; 0 for the recurrent mixers (§A.4: O(1) in ctx, the state update is in the projections' FLOPs; for
 /// Mamba-2 the scan's ~6·heads·head_dim·N FLOPs per token are not counted: about 4% of Nemotron-3-Nano's
-/// mixer FLOPs).
+/// mixer FLOPs; for Mamba-1 the scan's ~6·d_inner·N, under 1% of Jamba's 2·105M mixer FLOPs per token).
 double flops_per_attended_token(const Architecture& a, const LayerSpec& layer) {
   switch (layer.attention) {
     case AttentionType::Gqa: {
@@ -222,6 +247,7 @@ double flops_per_attended_token(const Architecture& a, const LayerSpec& layer) {
       return 4.0 * static_cast<double>(a.heads * a.cmqa.head_dim);
     case AttentionType::GatedDeltaNet:
     case AttentionType::Mamba2:
+    case AttentionType::Mamba1:
     case AttentionType::None:
       return 0;
   }
@@ -387,9 +413,11 @@ units::Bytes recurrent_state_bytes(const Architecture& a) {
   const std::int64_t conv_state = conv_channels * std::max<std::int64_t>(d.conv_kernel - 1, 0);
   std::int64_t layers = 0;
   std::int64_t mamba_layers = 0;
+  std::int64_t mamba1_layers = 0;
   for (const LayerSpec& layer : a.layer_specs) {
     layers += layer.attention == AttentionType::GatedDeltaNet ? 1 : 0;
     mamba_layers += layer.attention == AttentionType::Mamba2 ? 1 : 0;
+    mamba1_layers += layer.attention == AttentionType::Mamba1 ? 1 : 0;
   }
   constexpr double kFp32Bytes = 4.0;
   // Mamba-2 (mamba_ssm/modules/mamba2.py allocate_inference_cache; vLLM's MambaMixer2 state shapes): an SSM
@@ -400,8 +428,16 @@ units::Bytes recurrent_state_bytes(const Architecture& a) {
                              static_cast<double>((m.heads * m.head_dim + 2 * m.groups * m.state_size) *
                                                  std::max<std::int64_t>(m.conv_kernel - 1, 0)) *
                                  m.conv_state_element_bytes;
+  // Mamba-1 (vLLM MambaStateShapeCalculator.mamba1_state_shape): an SSM state of d_inner × N and a conv state
+  // holding the last (kernel − 1) inputs of the d_inner conv channels (transformers' Jamba cache keeps all
+  // kernel inputs, one more than the kernel needs).
+  const Mamba1Dims& m1 = a.mamba1;
+  const double mamba1_state =
+      static_cast<double>(m1.inner * m1.state_size) * m1.ssm_state_element_bytes +
+      static_cast<double>(m1.inner * std::max<std::int64_t>(m1.conv_kernel - 1, 0)) * m1.conv_state_element_bytes;
   return units::bytes(static_cast<double>(layers * (delta_state + conv_state)) * kFp32Bytes +
-                      static_cast<double>(mamba_layers) * mamba_state);
+                      static_cast<double>(mamba_layers) * mamba_state +
+                      static_cast<double>(mamba1_layers) * mamba1_state);
 }
 
 }  // namespace moesim::model

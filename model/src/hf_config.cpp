@@ -50,6 +50,8 @@ enum class Family {
   DeepseekV4,
   Phimoe,
   Ernie45Moe,
+  GraniteMoe,
+  Jamba,
 };
 
 struct FamilyInfo {
@@ -102,6 +104,8 @@ constexpr FamilyInfo kFamilies[] = {
     // spells it PhiMoEForCausalLM, which only matters for a config without model_type.
     {"phimoe", "PhimoeForCausalLM", Family::Phimoe},
     {"ernie4_5_moe", "Ernie4_5_MoeForCausalLM", Family::Ernie45Moe},
+    {"granitemoe", "GraniteMoeForCausalLM", Family::GraniteMoe},
+    {"jamba", "JambaForCausalLM", Family::Jamba},
 };
 
 std::vector<std::string> model_types() {
@@ -164,6 +168,23 @@ void parse_ernie4_5_moe(const Fields& f, Architecture& a) {
   read_dense_ffn(f, a, moe);
   const auto kinds = layer_kinds(f, a.layers, [](std::int64_t) { return LayerKind::Full; });
   a.layer_specs = make_layers(f, kinds, false, moe);
+}
+
+/// Granite 3.x MoE (transformers modeling_granitemoe.py, GraniteMoeDecoderLayer): GQA with head_dim h/nq and
+/// biases on q, k, v and o only with attention_bias (GraniteMoeAttention); every layer MoE with
+/// num_local_experts SwiGLU experts of intermediate_size (GraniteMoeParallelExperts: input_linear E × 2I × h
+/// holds gate and up, output_linear E × h × I the down projection: 3·h·I each), top num_experts_per_tok, a
+/// bias-free router (GraniteMoeTopKGating: h·E); two RMSNorms per layer; no shared expert. Its
+/// embedding_multiplier, residual_multiplier, attention_multiplier and logits_scaling scale activations and
+/// hold no weights, so they move no bytes.
+void parse_granitemoe(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  a.attention_bias = f.flag("attention_bias", false);
+  a.attention_out_bias = a.attention_bias;
+  read_experts(f, a, "num_local_experts", "num_experts_per_tok", "intermediate_size");
+  // Every layer attends to the whole context: GraniteMoeConfig has neither sliding_window nor layer_types.
+  a.layer_specs = make_layers(f, std::vector<LayerKind>(static_cast<std::size_t>(a.layers), LayerKind::Full), false,
+                              all_layers(a.layers, true));
 }
 
 void parse_dbrx(const Fields& f, Architecture& a) {
@@ -395,7 +416,11 @@ void check_size(const Architecture& a, const std::string& source) {
   const Mamba2Dims& m = a.mamba;
   const double mamba = d(m.heads) * d(m.head_dim) * (3.0 * d(a.hidden) + d(m.state_size)) +
                        2.0 * d(m.groups) * d(m.state_size) * (d(a.hidden) + d(m.conv_kernel));
-  const double estimate = d(a.layers) * (per_layer + mamba) + 2.0 * d(a.vocab) * d(a.hidden);
+  // Mamba-1: in_proj, out_proj, x_proj, dt_proj and A (architecture.cpp mamba1_params), d_inner wide each.
+  const Mamba1Dims& m1 = a.mamba1;
+  const double mamba1 =
+      d(m1.inner) * (3.0 * d(a.hidden) + 2.0 * d(m1.dt_rank) + 3.0 * d(m1.state_size) + d(m1.conv_kernel));
+  const double estimate = d(a.layers) * (per_layer + mamba + mamba1) + 2.0 * d(a.vocab) * d(a.hidden);
   if (estimate > 1e17) {
     throw UserError(source + ": the dimensions imply about " + text::printf("%.3g", estimate) +
                     " parameters, far beyond any model; check hidden_size, the layer count and the expert sizes");
@@ -594,6 +619,12 @@ Architecture parse_hf_config(const nlohmann::json& config, const std::string& so
       break;
     case Family::Ernie45Moe:
       parse_ernie4_5_moe(text, a);
+      break;
+    case Family::GraniteMoe:
+      parse_granitemoe(text, a);
+      break;
+    case Family::Jamba:
+      parse_jamba(text, a);
       break;
   }
   if (info->text_config && !text.present("tie_word_embeddings")) {

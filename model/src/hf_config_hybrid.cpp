@@ -1,7 +1,8 @@
 // Hugging Face config.json readers of the hybrid families, whose layers are not all attention: Qwen3-Next
-// and Qwen3.5 (Gated DeltaNet), Nemotron-H (Mamba-2). Dispatch: hf_config.cpp.
+// and Qwen3.5 (Gated DeltaNet), Nemotron-H (Mamba-2), Jamba (Mamba-1). Dispatch: hf_config.cpp.
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "hf_fields.hpp"
@@ -67,7 +68,83 @@ LayerSpec nemotron_block(const Fields& f, const std::string& where, const std::s
   return s;
 }
 
+/// A JambaConfig period and offset pair (attn_layer_* or expert_layer_*): layer i has the kind when
+/// i % period == offset. JambaConfig._check_supported_offset refuses an offset that is not below its period.
+std::pair<std::int64_t, std::int64_t> jamba_period(const Fields& f, const std::string& what, std::int64_t period,
+                                                   std::int64_t offset) {
+  const std::string period_key = what + "_layer_period";
+  const std::string offset_key = what + "_layer_offset";
+  period = f.optional_dim(period_key, what + " layer period").value_or(period);
+  offset = f.optional_integer(offset_key, what + " layer offset", 0).value_or(offset);
+  if (offset >= period) {
+    throw f.error(offset_key, "is " + std::to_string(offset) + ", not below " + period_key + " " +
+                                  std::to_string(period) + "; the offset must be smaller than the period");
+  }
+  return {period, offset};
+}
+
+/// Jamba's Mamba-1 mixer dimensions (JambaConfig; JambaMambaMixer.__init__).
+Mamba1Dims jamba_mamba(const Fields& f, std::int64_t hidden) {
+  Mamba1Dims m;
+  m.inner = f.optional_dim("mamba_expand", "Mamba expansion factor").value_or(2) * hidden;
+  m.state_size = f.optional_dim("mamba_d_state", "Mamba state width N").value_or(16);
+  m.conv_kernel = f.optional_dim("mamba_d_conv", "Mamba causal conv width").value_or(4);
+  // JambaConfig: mamba_dt_rank "auto" (its default) is ceil(hidden_size / 16).
+  m.dt_rank = (hidden + 15) / 16;
+  if (f.present("mamba_dt_rank") && f.node().raw()["mamba_dt_rank"].is_string()) {
+    const std::string rank = *f.optional_string("mamba_dt_rank");
+    if (rank != "auto") {
+      throw f.error("mamba_dt_rank",
+                    "is \"" + rank + "\"; write a positive integer or \"auto\" (ceil(hidden_size / 16))");
+    }
+  } else if (f.present("mamba_dt_rank")) {
+    m.dt_rank = f.dim("mamba_dt_rank", "Mamba dt projection rank");
+  }
+  m.conv_bias = f.flag("mamba_conv_bias", true);
+  m.proj_bias = f.flag("mamba_proj_bias", false);
+  m.dt_bc_norms = true;  // JambaMambaMixer: dt_layernorm, b_layernorm, c_layernorm
+  // The conv state is kept in the model's dtype and the SSM state in mamba_ssm_cache_dtype, itself the model's
+  // dtype when unset (vLLM MambaStateDtypeCalculator.mamba1_state_dtype with its "auto" default; transformers'
+  // HybridMambaAttentionDynamicCache allocates both in the model's dtype).
+  m.conv_state_element_bytes = dtype_bytes(f, f.present("dtype") ? "dtype" : "torch_dtype", 2);
+  m.ssm_state_element_bytes = dtype_bytes(f, "mamba_ssm_cache_dtype", m.conv_state_element_bytes);
+  return m;
+}
+
 }  // namespace
+
+/// Jamba (transformers modeling_jamba.py: JambaAttentionDecoderLayer, JambaMambaDecoderLayer; JambaConfig's
+/// layers_block_type and layers_num_experts). Every layer holds an RMSNorm before its mixer and one before its
+/// FFN. Layer i's mixer is GQA attention (JambaAttention: head_dim h/nq, no biases) when i % attn_layer_period
+/// == attn_layer_offset, else a Mamba-1 mixer; its FFN is an MoE of num_experts SwiGLU experts of
+/// intermediate_size (top num_experts_per_tok, a bias-free router) when i % expert_layer_period ==
+/// expert_layer_offset and num_experts > 1, else a SwiGLU MLP of intermediate_size. A sliding window (null in
+/// every release) is refused rather than guessed.
+void parse_jamba(const Fields& f, Architecture& a) {
+  read_standard(f, a);
+  if (f.present("sliding_window")) {
+    throw f.error("sliding_window",
+                  "is set, but moesim models Jamba's attention over the whole context (null in every "
+                  "release); set it to null");
+  }
+  const auto [attn_period, attn_offset] = jamba_period(f, "attn", 8, 4);
+  const auto [expert_period, expert_offset] = jamba_period(f, "expert", 2, 1);
+  // JambaConfig.layers_num_experts: with num_experts 1 every FFN is a plain MLP.
+  const std::int64_t experts = f.dim("num_experts", "number of experts per MoE layer (1: no MoE layers)");
+  if (experts > 1) read_experts(f, a, "num_experts", "num_experts_per_tok", "intermediate_size");
+  std::vector<bool> moe;
+  bool any_mamba = false;
+  for (std::int64_t i = 0; i < a.layers; ++i) {
+    LayerSpec s;
+    s.attention = i % attn_period == attn_offset ? AttentionType::Gqa : AttentionType::Mamba1;
+    s.moe = experts > 1 && i % expert_period == expert_offset;
+    any_mamba |= s.attention == AttentionType::Mamba1;
+    moe.push_back(s.moe);
+    a.layer_specs.push_back(s);
+  }
+  read_dense_ffn(f, a, moe);
+  if (any_mamba) a.mamba1 = jamba_mamba(f, a.hidden);
+}
 
 /// Nemotron-H (the checkpoints' modeling_nemotron_h.py; transformers NemotronHForCausalLM). Each of the
 /// num_hidden_layers blocks holds one RMSNorm and ONE mixer: a Mamba-2 mixer, GQA attention (biases only with

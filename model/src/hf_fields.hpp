@@ -252,6 +252,8 @@ void parse_deepseek(const Fields& f, Architecture& a, const DeepseekVariant& var
 void parse_qwen3_next(const Fields& f, Architecture& a);
 /// Nemotron-H: Mamba-2, attention, MLP and MoE blocks (hf_config_hybrid.cpp).
 void parse_nemotron_h(const Fields& f, Architecture& a);
+/// Jamba: Mamba-1 and attention layers, MoE and dense FFNs (hf_config_hybrid.cpp).
+void parse_jamba(const Fields& f, Architecture& a);
 
 /// MiMo-V2-Flash (hf_config_gqa_moe.cpp).
 void parse_mimo_v2_flash(const Fields& f, Architecture& a);

@@ -219,7 +219,8 @@ LayerParts layer_parts(const model::Architecture& a, const model::Precision& wei
     p.windows.push_back({window, model::kv_bytes_per_token(sub, 1.0).base() / L,
                          model::attention_flops_per_context_token(sub).base() / L});
   }
-  // Gated DeltaNet layers read and write their fixed recurrent state every token (sequence(), twice).
+  // Recurrent layers (Gated DeltaNet, Mamba-1, Mamba-2) read and write their fixed state every token
+  // (sequence(), twice).
   p.state_bytes = model::recurrent_state_bytes(a).base() / L;
   return p;
 }

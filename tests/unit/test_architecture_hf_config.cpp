@@ -46,14 +46,14 @@ TEST(HfConfig, UnsupportedModelTypeListsFamilies) {
   EXPECT_NE(msg.find("$.model_type"), std::string::npos) << msg;
   EXPECT_NE(msg.find("bert"), std::string::npos) << msg;
   for (const char* t :
-       {"mixtral",     "dbrx",           "qwen3_moe",   "qwen3_next",  "qwen3_5_moe",   "deepseek_v3", "kimi_k2",
-        "glm4_moe",    "gpt_oss",        "olmoe",       "llama",       "qwen2",         "qwen2_moe",   "qwen3",
-        "deepseek_v2", "deepseek_v32",   "llama4",      "llama4_text", "qwen3_vl_moe",  "minimax_m2",  "glm4_moe_lite",
-        "glm_moe_dsa", "hunyuan_v1_moe", "hunyuan",     "nemotron_h",  "mimo_v2_flash", "gemma4",      "gemma4_text",
-        "deepseek_v4", "phimoe",         "ernie4_5_moe"}) {
+       {"mixtral",     "dbrx",           "qwen3_moe",    "qwen3_next",  "qwen3_5_moe",   "deepseek_v3", "kimi_k2",
+        "glm4_moe",    "gpt_oss",        "olmoe",        "llama",       "qwen2",         "qwen2_moe",   "qwen3",
+        "deepseek_v2", "deepseek_v32",   "llama4",       "llama4_text", "qwen3_vl_moe",  "minimax_m2",  "glm4_moe_lite",
+        "glm_moe_dsa", "hunyuan_v1_moe", "hunyuan",      "nemotron_h",  "mimo_v2_flash", "gemma4",      "gemma4_text",
+        "deepseek_v4", "phimoe",         "ernie4_5_moe", "granitemoe",  "jamba"}) {
     EXPECT_NE(msg.find(t), std::string::npos) << t << " missing from: " << msg;
   }
-  EXPECT_EQ(supported_families().size(), 31u);
+  EXPECT_EQ(supported_families().size(), 33u);
 }
 
 // Scenario: hidden_size missing, flat (Mixtral) and nested (Qwen3.5 text_config). Expectation: UserError

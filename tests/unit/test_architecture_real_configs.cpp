@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../test_support.hpp"
@@ -95,6 +96,13 @@ struct RealConfig {
 //    README): the card's "21 billion total parameters with 3 billion activated parameters per token". Total
 //    21.83B, which Baidu's "21B" truncates (3.9% over; the name's "21B" is the truncation, as Qwen's "30B" for
 //    30.5B); active 3.35B with the tied embedding (3.09B without), which "3B" rounds.
+//  - Granite-3.0-3B-A800M (granite-3.0-3b-a800m, ibm-granite/granite-3.0-3b-a800m-instruct's config.json; see the
+//    README): the card's architecture table, "# Parameters ... 3.3B", "# Active Parameters ... 800M". Total
+//    3.299B (−0.04%); active 882.9M with the tied embedding, 807.4M without it (+0.9%): IBM's 800M leaves the
+//    embedding out, as DeepSeek's figures do.
+//  - AI21-Jamba-1.5-Mini (jamba-1.5-mini; see the README): the card's "Jamba 1.5 Mini (12B active/52B total)" (the
+//    Jamba-v0.1 card and transformers' Jamba docs give the same for v0.1, whose architecture 1.5-Mini keeps).
+//    Total 51.57B (−0.8%); active 12.11B with embedding and head (+0.9%).
 const std::vector<RealConfig> kRealConfigs = {
     {"qwen1.5-moe-a2.7b", "qwen2_moe", 14315784192, 2689173504, 14.3e9, 3, 2.7e9, 2, "incl_embedding_and_head",
      Match::Within1Pct, Match::Within1Pct},
@@ -136,6 +144,10 @@ const std::vector<RealConfig> kRealConfigs = {
      Match::Within1Pct, Match::Within1Pct},
     {"ernie-4.5-21b-a3b", "ernie4_5_moe", 21825437888, 3352150208, 21e9, 2, 3e9, 1, "incl_embedding_and_head",
      Match::Truncates, Match::Rounds},
+    {"granite-3.0-3b-a800m", "granitemoe", 3298793472, 882874368, 3.3e9, 2, 0.8e9, 1, "excl_embedding",
+     Match::Within1Pct, Match::Within1Pct},
+    {"jamba-1.5-mini", "jamba", 51570323328, 12110311296, 52e9, 2, 12e9, 2, "incl_embedding_and_head",
+     Match::Within1Pct, Match::Within1Pct},
 };
 
 std::string real_config_path(const char* dir) {
@@ -208,6 +220,52 @@ TEST(HfConfig, Ernie45MoeLayout) {
   c["use_bias"] = true;
   const std::string msg = user_error([&] { (void)parse_hf_config(c, "e.json"); });
   EXPECT_NE(msg.find("e.json: $.use_bias: is true"), std::string::npos) << msg;
+}
+
+// Scenario: Granite-3.0-3B-A800M (granitemoe). Expectation: GQA of 24 query heads and 8 KV heads of 1536/24 =
+// 64 (no head_dim key), every one of the 32 layers MoE with 40 SwiGLU experts of 512 (3·1536·512 = 2,359,296
+// each) top-8, a bias-free router (1536·40), no shared expert, the embedding tied to the LM head. By hand, per
+// layer: attention 1536·(1536 + 2·512) + 1536·1536 = 6,291,456. attention_bias puts a bias on q, k, v and o:
+// 1536 + 512 + 512 + 1536 = 4,096 more per layer.
+TEST(HfConfig, GraniteMoeLayout) {
+  const Architecture a = load_model(real_config_path("granite-3.0-3b-a800m"));
+  EXPECT_EQ(a.head_dim, 64);
+  EXPECT_EQ(a.kv_heads, 8);
+  EXPECT_EQ(moe_layer_count(a), 32);
+  EXPECT_EQ(a.routed_experts, 40);
+  EXPECT_EQ(a.top_k, 8);
+  EXPECT_EQ(params_per_routed_expert(a), 2359296);
+  EXPECT_EQ(a.shared_experts, 0);
+  EXPECT_FALSE(a.router_bias);
+  const ComponentParams c = parameter_counts(a);
+  EXPECT_EQ(c.attention, 32LL * 6291456);
+  EXPECT_EQ(c.router, 32LL * 1536 * 40);
+  EXPECT_EQ(c.lm_head, 0);  // tied
+  nlohmann::json j = json::load_file(real_config_path("granite-3.0-3b-a800m"));
+  j["attention_bias"] = true;
+  EXPECT_EQ(parameter_counts(parse_hf_config(j, "g.json")).attention - c.attention, 32LL * 4096);
+}
+
+// Scenario (issue 21): Granite's variants with another architecture under their own model_type: granitemoeshared
+// (a shared expert beside the routed ones) and granitemoehybrid (Mamba-2 layers). Expectation: refused, and no
+// hint toward granitemoe, whose reader would drop the shared expert or the Mamba layers; a renamed model_type
+// over the GraniteMoe class itself is pointed at granitemoe.
+TEST(HfConfig, GraniteVariantsGetNoHintTowardGraniteMoe) {
+  nlohmann::json c = json::load_file(real_config_path("granite-3.0-3b-a800m"));
+  for (const auto& [type, arch] : {std::pair{"granitemoeshared", "GraniteMoeSharedForCausalLM"},
+                                   std::pair{"granitemoehybrid", "GraniteMoeHybridForCausalLM"}}) {
+    c["model_type"] = type;
+    c["architectures"] = {arch};
+    const std::string msg = user_error([&] { (void)parse_hf_config(c, "g.json"); });
+    EXPECT_NE(msg.find(std::string("g.json: $.model_type: is \"") + type + "\", an unsupported model family"),
+              std::string::npos)
+        << msg;
+    EXPECT_EQ(msg.find("set model_type"), std::string::npos) << msg;
+  }
+  c["model_type"] = "my_granite";
+  c["architectures"] = {"GraniteMoeForCausalLM"};
+  const std::string msg = user_error([&] { (void)parse_hf_config(c, "g.json"); });
+  EXPECT_NE(msg.find("is the model class of model_type \"granitemoe\""), std::string::npos) << msg;
 }
 
 // Scenario: the Qwen3 cards' non-embedding figures (0.6B: 0.44B tied; 8B: 6.95B untied). Expectation:

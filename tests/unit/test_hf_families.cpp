@@ -1,4 +1,4 @@
-// Readers of the families added for issue 21 beyond the first twelve (Hunyuan, GLM-5, Nemotron-H), each on
+// Readers of the families added for issue 21 beyond the first twelve (Hunyuan, GLM-5, Nemotron-H, Jamba), each on
 // its real config.json (tests/data/hf_configs, sources in its README). Their totals and active counts against
 // the published figures are in HfConfig.RealConfigsOfNewFamiliesMeetTheirCards (test_architecture.cpp).
 
@@ -61,6 +61,85 @@ TEST(HfFamilies, NemotronHBlocksAndMamba2State) {
   EXPECT_NEAR(static_cast<double>(active_parameters(a, "excl_embedding")), 3.2e9, 0.01 * 3.2e9);
   // An ungated expert is two matrices at bf16: 2 × 2688·1856 × 2 B.
   EXPECT_DOUBLE_EQ(routed_expert_bytes(a, precision("bf16")).base(), 2.0 * 2688 * 1856 * 2);
+}
+
+// Scenario: AI21-Jamba-1.5-Mini (jamba), 32 layers. Expectation, by hand:
+//  - attention at i % 8 == 4 (layers 4, 12, 20, 28), the other 28 Mamba-1; MoE at i % 2 == 1 (16 layers, 16
+//    experts of 14336 top-2), the other 16 a dense SwiGLU MLP of 14336; every layer 2 RMSNorms.
+//  - Mamba-1 mixer (d_inner 2·4096 = 8192, N 16, kernel 4, dt_rank 256): in_proj 4096·16384 = 67,108,864; conv
+//    8192·4 + 8192 bias = 40,960; x_proj 8192·(256 + 32) = 2,359,296; dt_proj 256·8192 + 8192 = 2,105,344; A_log
+//    8192·16 = 131,072; D 8192; out_proj 8192·4096 = 33,554,432; dt/B/C norms 256 + 16 + 16 = 288 → 105,308,448.
+//  - attention (32 heads, 8 KV heads of 128, no biases): 4096·(4096 + 2·1024) + 4096·4096 = 41,943,040.
+//  - state per sequence (bf16, vLLM's shapes): 28 × (SSM 8192·16·2 B + conv 8192·3·2 B) = 28 × 311,296 =
+//    8,716,288 B; KV per token: 4 layers × 2·8·128 × 2 B = 16,384 B.
+TEST(HfFamilies, JambaLayersAndMamba1State) {
+  const Architecture a = load_model(config_path("jamba-1.5-mini"));
+  int mamba = 0, attention = 0;
+  for (std::size_t i = 0; i < a.layer_specs.size(); ++i) {
+    const LayerSpec& l = a.layer_specs[i];
+    EXPECT_EQ(l.attention, i % 8 == 4 ? AttentionType::Gqa : AttentionType::Mamba1) << "layer " << i;
+    EXPECT_EQ(l.moe, i % 2 == 1) << "layer " << i;
+    EXPECT_TRUE(l.ffn);
+    mamba += l.attention == AttentionType::Mamba1 ? 1 : 0;
+    attention += l.attention == AttentionType::Gqa ? 1 : 0;
+  }
+  EXPECT_EQ(mamba, 28);
+  EXPECT_EQ(attention, 4);
+  EXPECT_EQ(a.mamba1.dt_rank, 256);
+  const ComponentParams c = parameter_counts(a);
+  EXPECT_EQ(c.attention, 28LL * 105308448 + 4LL * 41943040);
+  EXPECT_EQ(c.norms, 32LL * 2 * 4096 + 4096);
+  EXPECT_EQ(c.router, 16LL * 4096 * 16);
+  EXPECT_EQ(c.dense_ffn, 16LL * 3 * 4096 * 14336);
+  EXPECT_EQ(c.routed_experts, 16LL * 16 * 3 * 4096 * 14336);
+  EXPECT_DOUBLE_EQ(recurrent_state_bytes(a).base(), 8716288.0);
+  EXPECT_DOUBLE_EQ(kv_bytes_per_token(a).base(), 16384.0);
+  // Only the 4 attention layers' score and value products grow with the context: 4 × 4·32·128 per token.
+  EXPECT_DOUBLE_EQ(attention_flops_per_context_token(a).base(), 4.0 * 4 * 32 * 128);
+  // The step cost reads and writes the state of each layer (its average over the 32 layers) every token.
+  EXPECT_DOUBLE_EQ(cost::layer_parts(a, precision("bf16")).state_bytes, 8716288.0 / 32);
+}
+
+// Scenario: Jamba's configurable parts. Expectation: mamba_dt_rank "auto" is ceil(4096 / 16) = 256, the
+// release's value, so the counts do not move; an SSM cache in float32 doubles the SSM state (28 × 8192·16·2 B
+// more); num_experts 1 makes every FFN a dense MLP (JambaConfig.layers_num_experts).
+TEST(HfFamilies, JambaOptions) {
+  const nlohmann::json base = json::load_file(config_path("jamba-1.5-mini"));
+  const Architecture a = parse_hf_config(base, "j.json");
+  nlohmann::json c = base;
+  c["mamba_dt_rank"] = "auto";
+  EXPECT_EQ(parameter_counts(parse_hf_config(c, "j.json")).total(), parameter_counts(a).total());
+  c = base;
+  c["mamba_ssm_cache_dtype"] = "float32";
+  EXPECT_DOUBLE_EQ(recurrent_state_bytes(parse_hf_config(c, "j.json")).base() - recurrent_state_bytes(a).base(),
+                   28.0 * 8192 * 16 * 2);
+  c = base;
+  c["num_experts"] = 1;
+  const Architecture dense = parse_hf_config(c, "j.json");
+  EXPECT_FALSE(dense.is_moe());
+  EXPECT_EQ(parameter_counts(dense).dense_ffn, 32LL * 3 * 4096 * 14336);
+}
+
+// Scenario: Jamba configs that moesim would count wrong. Expectation: one error naming the file and the
+// field: an attention offset not below its period, a sliding window, a dt rank that is neither a number nor
+// "auto", a missing expert count (1 would mean no MoE layers, so it is not guessed).
+TEST(HfFamilies, JambaRefusesWhatItCannotCount) {
+  nlohmann::json c = json::load_file(config_path("jamba-1.5-mini"));
+  c["attn_layer_offset"] = 8;
+  std::string msg = user_error([&] { (void)parse_hf_config(c, "j.json"); });
+  EXPECT_NE(msg.find("j.json: $.attn_layer_offset: is 8, not below attn_layer_period 8"), std::string::npos) << msg;
+  c = json::load_file(config_path("jamba-1.5-mini"));
+  c["sliding_window"] = 4096;
+  msg = user_error([&] { (void)parse_hf_config(c, "j.json"); });
+  EXPECT_NE(msg.find("j.json: $.sliding_window: is set"), std::string::npos) << msg;
+  c = json::load_file(config_path("jamba-1.5-mini"));
+  c["mamba_dt_rank"] = "wide";
+  msg = user_error([&] { (void)parse_hf_config(c, "j.json"); });
+  EXPECT_NE(msg.find("j.json: $.mamba_dt_rank: is \"wide\""), std::string::npos) << msg;
+  c = json::load_file(config_path("jamba-1.5-mini"));
+  c.erase("num_experts");
+  msg = user_error([&] { (void)parse_hf_config(c, "j.json"); });
+  EXPECT_NE(msg.find("j.json: $.num_experts: is missing"), std::string::npos) << msg;
 }
 
 // Scenario: the kernels of Nemotron-H's single-part blocks (kKernels: attention 8, router 3, FFN 4, combine

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -70,6 +71,27 @@ TEST(CalibrateKernels, MlaShapes) {
   }
   EXPECT_TRUE(q_a);
   EXPECT_TRUE(kv_b);
+}
+
+// Jamba's Mamba-1 mixer (d_inner 8192, dt_rank 256, N 16) is measured by its own projections: in_proj 16384 ×
+// 4096 (x and z), x_proj 288 × 8192 (dt, B, C), dt_proj 8192 × 256 and out_proj 4096 × 8192.
+TEST(CalibrateKernels, Mamba1Shapes) {
+  const auto shapes = model_matrix_shapes(
+      model::load_model(std::string(MOESIM_SOURCE_DIR) + "/tests/data/hf_configs/jamba-1.5-mini/config.json"));
+  const struct {
+    const char* role;
+    std::int64_t rows, cols;
+  } want[] = {{"mamba1.in_proj", 16384, 4096},
+              {"mamba1.x_proj", 288, 8192},
+              {"mamba1.dt_proj", 8192, 256},
+              {"mamba1.out_proj", 4096, 8192}};
+  for (const auto& w : want) {
+    const auto it = std::find_if(shapes.begin(), shapes.end(),
+                                 [&](const MatrixShape& s) { return s.roles.find(w.role) != std::string::npos; });
+    ASSERT_NE(it, shapes.end()) << w.role;
+    EXPECT_EQ(it->rows, w.rows) << w.role;
+    EXPECT_EQ(it->cols, w.cols) << w.role;
+  }
 }
 
 TEST(CalibrateKernels, ParseShapes) {

@@ -20,6 +20,7 @@ enum class AttentionType {
   Mla,            ///< DeepSeek multi-head latent attention (compressed KV cache)
   GatedDeltaNet,  ///< Qwen3-Next/3.5 linear attention: a fixed recurrent state, no KV cache
   Mamba2,         ///< Mamba-2 selective state-space mixer (Nemotron-H): a fixed recurrent state, no KV cache
+  Mamba1,         ///< Mamba-1 selective state-space mixer (Jamba): a fixed recurrent state, no KV cache
   /// DeepSeek-V4's hybrid attention: one shared key=value head (MQA) over a sliding window of recent tokens,
   /// plus, with LayerSpec::compress_ratio > 0, a KV cache compressed ratio:1 (CSA at 4 with a lightning
   /// indexer choosing the top-k entries, HCA at 128 attended densely).
@@ -92,6 +93,22 @@ struct Mamba2Dims {
   double conv_state_element_bytes = 2;  ///< the conv state's element size (the model's dtype; bf16 = 2)
 };
 
+/// Mamba-1 mixer dimensions (Jamba; Gu & Dao 2023, arXiv:2312.00752, reference implementation state-spaces/mamba
+/// mamba_ssm/modules/mamba_simple.py, whose layout transformers' JambaMambaMixer keeps). Unlike Mamba-2, every
+/// one of the d_inner channels has its own A row of state_size entries and its own dt.
+struct Mamba1Dims {
+  std::int64_t inner = 0;        ///< d_inner = mamba_expand · hidden_size
+  std::int64_t state_size = 0;   ///< N, the state width per channel (mamba_d_state)
+  std::int64_t conv_kernel = 0;  ///< causal depthwise conv width (mamba_d_conv)
+  std::int64_t dt_rank = 0;      ///< rank of the dt projection (mamba_dt_rank; "auto": ceil(hidden / 16))
+  bool conv_bias = true;         ///< mamba_conv_bias
+  bool proj_bias = false;        ///< in_proj/out_proj biases (mamba_proj_bias)
+  /// Jamba's RMSNorms on dt (dt_rank wide), B and C (state_size each) inside the mixer.
+  bool dt_bc_norms = false;
+  double ssm_state_element_bytes = 2;   ///< the SSM state's element size (the model's dtype unless configured)
+  double conv_state_element_bytes = 2;  ///< the conv state's element size (the model's dtype; bf16 = 2)
+};
+
 /// DeepSeek-V4's attention dimensions (the release's inference/model.py classes Attention, Compressor,
 /// Indexer; config.json keys in parentheses).
 struct CompressedMqaDims {
@@ -146,6 +163,7 @@ struct Architecture {
   CompressedMqaDims cmqa;
   DeltaNetDims delta;
   Mamba2Dims mamba;
+  Mamba1Dims mamba1;
 
   std::int64_t routed_experts = 0;  ///< 0 for a dense model
   std::int64_t top_k = 0;
@@ -237,7 +255,8 @@ units::Bytes kv_bytes_per_token(const Architecture& a, double bytes_per_element 
 /// KV-cache bytes for a sequence of `context` tokens (sliding-window layers capped at their window).
 units::Bytes kv_bytes_at_context(const Architecture& a, std::int64_t context, double bytes_per_element = 2.0);
 /// Fixed recurrent state per sequence: Gated DeltaNet layers in fp32 (delta state + conv state), Mamba-2
-/// layers their SSM state (heads·head_dim·N at mamba.ssm_state_element_bytes) plus their conv state.
+/// layers their SSM state (heads·head_dim·N at mamba.ssm_state_element_bytes) plus their conv state, Mamba-1
+/// layers their SSM state (d_inner·N at mamba1.ssm_state_element_bytes) plus their conv state.
 units::Bytes recurrent_state_bytes(const Architecture& a);
 
 /// Parses a Hugging Face config.json (any supported family, see supported_families()). `source` names

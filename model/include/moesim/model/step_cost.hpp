@@ -177,7 +177,7 @@ struct LayerParts {
   double dense_params = 0, dense_bytes = 0;    ///< dense FFN layers and shared experts, averaged over all layers
   double head_params = 0, head_bytes = 0;      ///< the LM head (the embedding when tied)
   double expert_params = 0, expert_bytes = 0;  ///< one routed expert, one layer
-  double state_bytes = 0;                      ///< Gated DeltaNet recurrent state, fp32, per layer (averaged)
+  double state_bytes = 0;                      ///< recurrent state (DeltaNet, Mamba-1/2), per layer (averaged)
   bool ffn_on_moe_layers = false;              ///< shared experts run beside the routed ones
   std::vector<Window> windows;                 ///< grouped by sliding window: a step costs O(sequences × windows)
 };
