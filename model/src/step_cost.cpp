@@ -268,6 +268,9 @@ void LayerCosts::init(const LayerParts& p, const model::Precision& weights, cons
   if (node.devices.kernel_overhead) kernel_overhead_ = node.devices.kernel_overhead->value.base();
   if (node.devices.layer_overhead) layer_overhead_ = node.devices.layer_overhead->value.base();
   if (node.devices.step_overhead) step_overhead_ = node.devices.step_overhead->value.base();
+  // A step of one sequence also pays the runtime's host time per sequence (the serving simulator adds it
+  // once per sequence of a step: the same figure at batch 1).
+  if (node.devices.sequence_overhead) step_overhead_ += node.devices.sequence_overhead->value.base();
 
   const double peak = path_.has_peak ? node.peak(path_.dtype).value.base() : std::numeric_limits<double>::infinity();
   const double bandwidth = node.bandwidth().value.base();

@@ -263,9 +263,9 @@ TEST(StepCost, RuntimeNativeDtypesPickTheComputePath) {
 
 namespace {
 
-// Scenario: a runtime's host time per engine step. Expectation: batch-1 decode runs one step per token, so
-// the analytic time per token grows by exactly the step overhead (the decode and serving simulators agree
-// with it: tests/oracle/test_three_way_oracle.cpp).
+// Scenario: a runtime's host time per engine step and per sequence of a step. Expectation: batch-1 decode
+// runs one step of one sequence per token, so the analytic time per token grows by exactly the two (the
+// decode and serving simulators agree with it: tests/oracle/test_three_way_oracle.cpp).
 TEST(StepCost, StepOverheadIsPaidOncePerDecodedToken) {
   const model::Architecture a = model::load_model("mixtral-8x7b");
   model::NodeProfile node = model::load_node("h100-sxm");
@@ -280,6 +280,9 @@ TEST(StepCost, StepOverheadIsPaidOncePerDecodedToken) {
   const double before = model::estimate_decode(s).time.base();
   node.devices.step_overhead = model::Sourced<units::Duration>{units::seconds(3e-3), "test"};
   EXPECT_NEAR(model::estimate_decode(s).time.base() - before, 3e-3, 1e-12);
+  // The host time per sequence of a step (sequence_overhead) is paid once more: a batch-1 step holds one.
+  node.devices.sequence_overhead = model::Sourced<units::Duration>{units::seconds(2e-4), "test"};
+  EXPECT_NEAR(model::estimate_decode(s).time.base() - before, 3.2e-3, 1e-12);
 }
 
 }  // namespace

@@ -224,7 +224,8 @@ class LayerCosts {
 
   [[nodiscard]] double kernel_overhead() const { return kernel_overhead_; }
   [[nodiscard]] double layer_overhead() const { return layer_overhead_; }
-  /// The runtime's host time per engine step (devices.step_overhead): at batch-1 decode, once per token.
+  /// The runtime's host time of an engine step of one sequence (devices.step_overhead + sequence_overhead):
+  /// at batch-1 decode, once per token.
   [[nodiscard]] double step_overhead() const { return step_overhead_; }
   [[nodiscard]] const ComputePath& path() const { return path_; }
   [[nodiscard]] double expert_bytes() const { return expert_bytes_; }    ///< one expert, one layer, this device
