@@ -9,6 +9,7 @@
 #include "moesim/calibrate/lsq.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/hardware.hpp"
+#include "moesim/model/text.hpp"
 #include "validation_detail.hpp"
 
 namespace moesim::calibrate {
@@ -102,32 +103,57 @@ std::vector<double> loo_by_configuration(const std::vector<ValidationPrediction*
   return errors;
 }
 
-/// Prefill's time split by one compute efficiency e: T(e) = rest + compute / e, from two runs of the
-/// serving simulator (e = 1 and e = 1/2: their difference is the compute-bound part). Exact where a
-/// kernel group stays compute-bound at both, the case of a prompt of hundreds of tokens.
+/// Prefill's time split by a compute efficiency e and an attention factor f: T(e, f) = rest + gemm / e +
+/// attention · f / e, from three runs of the serving simulator ((e, f) = (1, 1), (1/2, 1) and (1, 2): their
+/// differences are the compute-bound parts). Exact where a kernel group stays compute-bound in all three,
+/// the case of a prompt of hundreds of tokens.
 struct PrefillTerms {
-  double rest = 0, compute = 0;
+  double rest = 0, gemm = 0, attention = 0;
 };
 
-model::NodeProfile with_compute_efficiency(model::NodeProfile node, double e, const std::string& source) {
+model::NodeProfile with_compute_efficiency(model::NodeProfile node, double e, double attention_factor,
+                                           const std::string& source) {
   model::EfficiencyTable t = node.devices.efficiency.value_or(model::EfficiencyTable{});
   t.compute.assign(1, {units::bytes(0), units::bytes(1e18), e, 0});
   if (t.source.empty()) t.source = source;
   node.devices.efficiency = t;
+  node.devices.prefill_attention_factor = model::Sourced<double>{attention_factor, source};
   return node;
 }
 
-/// x >= 0 minimising Σ ((rest_i + x·compute_i − time_i) / time_i)²: the inverse compute efficiency.
-double solve_compute(const std::vector<PrefillTerms>& terms, const std::vector<double>& time,
-                     const std::vector<bool>& skip) {
-  double num = 0, den = 0;
-  for (std::size_t i = 0; i < terms.size(); ++i) {
-    if (!skip.empty() && skip[i]) continue;
-    const double c = terms[i].compute / time[i];
-    num += c * (1.0 - terms[i].rest / time[i]);
-    den += c * c;
+/// The attention's share of a class's prefill rows (of their compute-bound time at the peak) must vary this
+/// much (max − min) for the rows to split the attention FLOPs from the GEMMs; below it the factor stays 1.
+constexpr double kMinAttentionSpread = 0.10;
+
+bool attention_separable(const std::vector<PrefillTerms>& terms) {
+  double lo = 1, hi = 0;
+  for (const auto& t : terms) {
+    const double share = t.gemm + t.attention > 0 ? t.attention / (t.gemm + t.attention) : 0.0;
+    lo = std::min(lo, share);
+    hi = std::max(hi, share);
   }
-  return den > 0 ? std::max(num / den, 1e-3) : 1.0;
+  return hi - lo >= kMinAttentionSpread;
+}
+
+/// (x, z) >= 0 minimising Σ ((rest_i + x·gemm_i + z·attention_i − time_i) / time_i)²: x = 1 / e, z = f / e.
+/// With `attention` false, z = x (f = 1): one column, the whole compute-bound time.
+std::pair<double, double> solve_prefill(const std::vector<PrefillTerms>& terms, const std::vector<double>& time,
+                                        const std::vector<bool>& skip, bool attention) {
+  std::vector<std::size_t> used;
+  for (std::size_t i = 0; i < terms.size(); ++i)
+    if (skip.empty() || !skip[i]) used.push_back(i);
+  Matrix a(used.size(), attention ? 2 : 1);
+  std::vector<double> b(used.size());
+  for (std::size_t r = 0; r < used.size(); ++r) {
+    const std::size_t i = used[r];
+    a(r, 0) = (terms[i].gemm + (attention ? 0.0 : terms[i].attention)) / time[i];
+    if (attention) a(r, 1) = terms[i].attention / time[i];
+    b[r] = 1.0 - terms[i].rest / time[i];
+  }
+  const std::vector<double> x = used.empty() ? std::vector<double>(2, 1.0) : nonnegative_least_squares(a, b);
+  const double inverse_e = std::max(x[0], 1e-3);
+  // f below 0.1 (attention FLOPs ten times faster than the GEMMs) is no kernel: the fit's noise.
+  return {inverse_e, attention ? std::max(x[1], 0.1 * inverse_e) : inverse_e};
 }
 
 /// `base` with the runtime `rp` applied at bandwidth efficiency `b` and compute efficiency `c`.
@@ -391,40 +417,54 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   rp.calibration_rows = fit.calibration_rows;
   const model::NodeProfile decode_node = model::apply_runtime(base, rp);
 
-  // Prefill: the compute efficiency, with the decode figures in place.
+  // Prefill: the compute efficiency and the attention factor, with the decode figures in place.
   std::vector<ValidationPrediction*> pcal;
   std::vector<PrefillTerms> pterms;
   std::vector<double> ptime;
-  const model::NodeProfile half = with_compute_efficiency(decode_node, 0.5, "two-point split");
-  const model::NodeProfile full = with_compute_efficiency(decode_node, 1.0, "two-point split");
+  const std::string split = "three-point split";
+  const model::NodeProfile unit = with_compute_efficiency(decode_node, 1.0, 1.0, split);
+  const model::NodeProfile half = with_compute_efficiency(decode_node, 0.5, 1.0, split);
+  const model::NodeProfile slow_attention = with_compute_efficiency(decode_node, 1.0, 2.0, split);
   for (auto* p : rows) {
     if (p->row.role != "calibration" || p->kind != "prefill b1" || !p->predicted) continue;
-    const auto t1 = figure(*p, full), t2 = figure(*p, half);
-    if (!t1 || !t2) continue;
+    const auto t1 = figure(*p, unit), t2 = figure(*p, half), t3 = figure(*p, slow_attention);
+    if (!t1 || !t2 || !t3) continue;
     const double prompt = static_cast<double>(p->row.prompt.value_or(1));
     PrefillTerms t;
-    t.compute = std::max(0.0, prompt / *t2 - prompt / *t1);
-    t.rest = std::max(0.0, prompt / *t1 - t.compute);
+    t.attention = std::max(0.0, prompt / *t3 - prompt / *t1);
+    t.gemm = std::max(0.0, prompt / *t2 - prompt / *t1 - t.attention);
+    t.rest = std::max(0.0, prompt / *t1 - t.gemm - t.attention);
     pcal.push_back(p);
     pterms.push_back(t);
     ptime.push_back(prompt / p->row.measured);
   }
   if (!pcal.empty()) {
-    fit.compute_efficiency = 1.0 / solve_compute(pterms, ptime, {});
+    const bool attention = attention_separable(pterms);
+    const auto [x, z] = solve_prefill(pterms, ptime, {}, attention);
+    fit.compute_efficiency = 1.0 / x;
+    fit.prefill_attention_factor = z / x;
     fit.prefill_rows = static_cast<std::int64_t>(pcal.size());
     fit.prefill_loo_errors = loo_by_configuration(pcal, kMinConfigurations, [&](const std::vector<bool>& held) {
-      const double x = solve_compute(pterms, ptime, held);
+      const auto [xi, zi] = solve_prefill(pterms, ptime, held, attention);
       std::vector<double> e;
       for (std::size_t j = 0; j < pcal.size(); ++j)
-        if (held[j]) e.push_back(ptime[j] / (pterms[j].rest + x * pterms[j].compute) - 1.0);
+        if (held[j]) e.push_back(ptime[j] / (pterms[j].rest + xi * pterms[j].gemm + zi * pterms[j].attention) - 1.0);
       return e;
     });
     std::string pids;
     for (const auto* p : pcal) pids += (pids.empty() ? "" : ", ") + p->row.id;
-    rp.compute_efficiency = model::Sourced<double>{
-        std::min(fit.compute_efficiency, 1.5),
+    const std::string psource =
         "fitted by `moesim validate --table validation --fit` to " + std::to_string(pcal.size()) +
-            " dense batch-1 prefill rows of validation/measurements.csv (" + pids + "), the decode figures fixed"};
+        " dense batch-1 prefill rows of validation/measurements.csv (" + pids + "), the decode figures fixed";
+    rp.compute_efficiency = model::Sourced<double>{std::min(fit.compute_efficiency, 1.5), psource};
+    if (attention) {
+      rp.prefill_attention_factor = model::Sourced<double>{std::min(fit.prefill_attention_factor, 1000.0), psource};
+    } else {
+      fit.note += std::string(fit.note.empty() ? "" : "; ") +
+                  "the prefill rows' attention share varies too little (under " +
+                  text::printf("%.0f", 100 * kMinAttentionSpread) +
+                  " points) to split the attention FLOPs from the GEMMs: prefill attention at the compute efficiency";
+    }
   }
 }
 

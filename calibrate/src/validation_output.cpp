@@ -48,14 +48,15 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
   }
   if (!r.fits.empty()) {
     out << "runtimes fitted to the calibration rows (batch-1 decode: time = weights' roofline / efficiency + "
-           "context roofline x factor + kernels x overhead; then batch-1 prefill: compute-bound time / compute "
-           "efficiency; a class measured only at max load: time per output token = memory-bound part / bandwidth "
+           "context roofline x factor + kernels x overhead; then batch-1 prefill: GEMMs' compute-bound time / compute "
+           "efficiency + attention FLOPs' compute-bound time x attention factor / compute efficiency; a class measured "
+           "only at max load: time per output token = memory-bound part / bandwidth "
            "efficiency + compute-bound part / compute efficiency + the rest). Error ranges: "
            "leave-one-configuration-out (model, format); a class of fewer than "
         << validation_detail::kMinConfigurations << " configurations takes the range pooled over all classes:\n";
     Table f({"hw", "runtime", "rows", "bandwidth efficiency", "context x", "per kernel us", "decode error range",
-             "prefill rows", "compute efficiency", "prefill error range", "max-load rows", "per sequence-step us",
-             "max-load error range"});
+             "prefill rows", "compute efficiency", "prefill attention x", "prefill error range", "max-load rows",
+             "per sequence-step us", "max-load error range"});
     auto range = [](const std::vector<double>& own, double lo, double hi) {
       if (!own.empty()) {
         const auto [a, b] = std::minmax_element(own.begin(), own.end());
@@ -73,6 +74,7 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
                           : range(x.loo_errors, rp.error_low, rp.interval_source.empty() ? -1.0 : rp.error_high),
                  std::to_string(x.prefill_rows),
                  x.prefill_rows > 0 || max_load ? text::printf("%.3f", x.compute_efficiency) : std::string("-"),
+                 rp.prefill_attention_factor ? text::printf("%.2f", x.prefill_attention_factor) : std::string("-"),
                  x.prefill_range ? range(x.prefill_loo_errors, x.prefill_range->first, x.prefill_range->second)
                                  : std::string("-"),
                  std::to_string(x.max_load_rows),
@@ -157,6 +159,8 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
          {"kernel_overhead", metric("kernel_overhead", f.kernel_overhead, "s")},
          {"loo_errors", f.loo_errors},
          {"compute_efficiency", metric("compute_efficiency", f.compute_efficiency, "fraction of peak FLOP/s")},
+         {"prefill_attention_factor",
+          metric("prefill_attention_factor", f.prefill_attention_factor, "x the attention FLOPs' compute roofline")},
          {"max_load_rows", f.max_load_rows},
          {"sequence_overhead", metric("sequence_overhead", f.sequence_overhead, "s")},
          {"max_load_loo_errors", f.max_load_loo_errors},
@@ -174,6 +178,9 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
     j["bandwidth_efficiency"] = {{"value", r.bandwidth_efficiency->value}, {"source", r.bandwidth_efficiency->source}};
   if (r.attention_factor)
     j["attention_factor"] = {{"value", r.attention_factor->value}, {"source", r.attention_factor->source}};
+  if (r.prefill_attention_factor)
+    j["prefill_attention_factor"] = {{"value", r.prefill_attention_factor->value},
+                                     {"source", r.prefill_attention_factor->source}};
   if (r.kernel_overhead) j["kernel_overhead"] = duration(*r.kernel_overhead);
   if (r.layer_overhead) j["layer_overhead"] = duration(*r.layer_overhead);
   // The serving host costs, when fitted (`calibrate fit --vllm-serving`); absent, they read as 0.

@@ -462,16 +462,17 @@ namespace {
 RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
   auto p = profile_header<RuntimeProfile>(
       n, "runtime",
-      {"id", "kind", "name", "runtime", "hw", "bandwidth_efficiency", "attention_factor", "kernel_overhead",
-       "layer_overhead", "compute_efficiency", "native_dtypes", "checkpoint_formats", "step_overhead",
-       "request_overhead", "sequence_overhead", "prediction_interval", "calibration", "notes"},
+      {"id", "kind", "name", "runtime", "hw", "bandwidth_efficiency", "attention_factor", "prefill_attention_factor",
+       "kernel_overhead", "layer_overhead", "compute_efficiency", "native_dtypes", "checkpoint_formats",
+       "step_overhead", "request_overhead", "sequence_overhead", "prediction_interval", "calibration", "notes"},
       std::move(origin));
   p.runtime = n.string("runtime");
   p.hw = n.string("hw");
   // Every figure is optional (one not given leaves the node's own), but a profile must give one.
-  static constexpr std::array<std::string_view, 10> kFigures = {
-      "bandwidth_efficiency", "attention_factor",   "kernel_overhead", "layer_overhead",   "compute_efficiency",
-      "native_dtypes",        "checkpoint_formats", "step_overhead",   "request_overhead", "sequence_overhead"};
+  static constexpr std::array<std::string_view, 11> kFigures = {
+      "bandwidth_efficiency", "attention_factor", "prefill_attention_factor", "kernel_overhead", "layer_overhead",
+      "compute_efficiency",   "native_dtypes",    "checkpoint_formats",       "step_overhead",   "request_overhead",
+      "sequence_overhead"};
   if (std::none_of(kFigures.begin(), kFigures.end(), [&](std::string_view k) { return n.has(k); })) {
     std::vector<std::string> keys(kFigures.begin(), kFigures.end());
     throw n.error("gives no figure, so it would change nothing; give at least one of " + text::join(keys) +
@@ -479,6 +480,8 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
   }
   if (n.has("bandwidth_efficiency")) p.bandwidth_efficiency = sourced_ratio(n, "bandwidth_efficiency", 1.5);
   if (n.has("attention_factor")) p.attention_factor = sourced_ratio(n, "attention_factor", 1000.0);
+  if (n.has("prefill_attention_factor"))
+    p.prefill_attention_factor = sourced_ratio(n, "prefill_attention_factor", 1000.0);
   p.kernel_overhead = optional_sourced<Dimension::Time>(n, "kernel_overhead", true);
   p.layer_overhead = optional_sourced<Dimension::Time>(n, "layer_overhead", true);
   if (n.has("step_overhead")) p.step_overhead = sourced<Dimension::Time>(n, "step_overhead", true);
@@ -552,6 +555,7 @@ NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime) {
   if (runtime.kernel_overhead) node.devices.kernel_overhead = runtime.kernel_overhead;
   if (runtime.layer_overhead) node.devices.layer_overhead = runtime.layer_overhead;
   if (runtime.attention_factor) node.devices.attention_factor = runtime.attention_factor;
+  if (runtime.prefill_attention_factor) node.devices.prefill_attention_factor = runtime.prefill_attention_factor;
   if (!runtime.step_overhead.source.empty()) node.devices.step_overhead = runtime.step_overhead;
   if (!runtime.request_overhead.source.empty()) node.devices.request_overhead = runtime.request_overhead;
   if (!runtime.sequence_overhead.source.empty()) node.devices.sequence_overhead = runtime.sequence_overhead;

@@ -291,9 +291,12 @@ void LayerCosts::init(const LayerParts& p, const model::Precision& weights, cons
   // runtime's attention kernels may take a multiple of that roofline (devices.attention_factor: fitted to
   // batch-1 decode, where reading the cache is the whole cost). The attention FLOPs (prefill's QK^T and PV,
   // which FlashAttention-style kernels run near the matmul rate: Dao et al. 2022) run at the attention
-  // block's compute rate.
+  // block's compute rate, or a multiple of its time where the runtime's kernels are not that
+  // (devices.prefill_attention_factor: fitted to dense prefill after a context depth).
   const double attention = node.devices.attention_factor ? node.devices.attention_factor->value : 1.0;
-  kv_rate_ = Rate{bandwidth / attention, attn_rate_.peak};
+  const double attention_flops =
+      node.devices.prefill_attention_factor ? node.devices.prefill_attention_factor->value : 1.0;
+  kv_rate_ = Rate{bandwidth / attention, attn_rate_.peak / attention_flops};
 }
 
 double LayerCosts::attention(double tokens, const SeqWork& w) const {

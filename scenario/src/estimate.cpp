@@ -312,6 +312,9 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
       gives.push_back("matmuls at " + text::printf("%.1f%%", 100.0 * rt.compute_efficiency->value) + " of the peak");
     if (rt.attention_factor)
       gives.push_back("attention " + text::printf("%.2f", rt.attention_factor->value) + " x its roofline");
+    if (rt.prefill_attention_factor)
+      gives.push_back("prefill attention " + text::printf("%.2f", rt.prefill_attention_factor->value) +
+                      " x its compute roofline");
     if (rt.kernel_overhead) gives.push_back(units::format(rt.kernel_overhead->value) + " per kernel");
     if (rt.layer_overhead) gives.push_back(units::format(rt.layer_overhead->value) + " per layer");
     out << "runtime    " << rt.runtime << " ("
@@ -475,6 +478,9 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
       j["compute_efficiency"] = sourced_json(rt.compute_efficiency->value, "fraction", rt.compute_efficiency->source);
     if (rt.attention_factor)
       j["attention_factor"] = sourced_json(rt.attention_factor->value, "x roofline", rt.attention_factor->source);
+    if (rt.prefill_attention_factor)
+      j["prefill_attention_factor"] =
+          sourced_json(rt.prefill_attention_factor->value, "x compute roofline", rt.prefill_attention_factor->source);
     if (rt.kernel_overhead)
       j["kernel_overhead"] = sourced_json(rt.kernel_overhead->value.base(), "s", rt.kernel_overhead->source);
     if (rt.layer_overhead)

@@ -103,11 +103,13 @@ TEST(RuntimeProfile, ComputeEfficiencyAloneKeepsTheMemoryBands) {
 TEST(RuntimeProfile, EveryFigureGivenReplacesEveryFigure) {
   const RuntimeFile f(R"("bandwidth_efficiency": {"value": 0.8, "source": "t"},
                          "attention_factor": {"value": 2.5, "source": "t"},
+                         "prefill_attention_factor": {"value": 3.7, "source": "t"},
                          "kernel_overhead": {"value": "7us", "source": "t"},
                          "layer_overhead": {"value": "0us", "source": "t"})");
   const NodeProfile n = apply_runtime(measured_h100(), f.load());
   EXPECT_DOUBLE_EQ(n.devices.efficiency->memory.at(0).value, 0.8);
   EXPECT_DOUBLE_EQ(n.devices.attention_factor->value, 2.5);
+  EXPECT_DOUBLE_EQ(n.devices.prefill_attention_factor->value, 3.7);
   EXPECT_DOUBLE_EQ(n.devices.kernel_overhead->value.base(), 7e-6);
   EXPECT_DOUBLE_EQ(n.devices.layer_overhead->value.base(), 0.0);
 }

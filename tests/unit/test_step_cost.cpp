@@ -286,3 +286,32 @@ TEST(StepCost, StepOverheadIsPaidOncePerDecodedToken) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace moesim;
+
+// A runtime's prefill attention factor (devices.prefill_attention_factor) multiplies the time of the
+// attention FLOPs over the context, and only those: Mixtral on one H100, a chunk of 2048 tokens after
+// 32k cached ones is compute-bound in its attention (QK^T and PV), so its attention time is 3x with a
+// factor of 3; a decode step (one token, memory-bound on the KV reads) and the experts do not move.
+TEST(StepCost, PrefillAttentionFactorScalesTheAttentionFlopsOnly) {
+  const model::Architecture a = model::load_model("mixtral-8x7b");
+  const model::NodeProfile h100 = model::load_node("h100-sxm");
+  model::NodeProfile slow = h100;
+  slow.devices.prefill_attention_factor = model::Sourced<double>{3.0, "test"};
+  const cost::LayerCosts base(a, model::precision("bf16"), h100, {}, 2.0);
+  const cost::LayerCosts scaled(a, model::precision("bf16"), slow, {}, 2.0);
+  const cost::SeqWork chunk = base.sequence(32768, 2048);
+  const cost::SeqWork none{};
+  const double weights = base.attention(2048, none);
+  ASSERT_GT(chunk.flops / base.memory_rate().peak, chunk.kv_bytes / base.memory_rate().bw);  // compute-bound
+  EXPECT_NEAR(scaled.attention(2048, chunk) - weights, 3.0 * (base.attention(2048, chunk) - weights),
+              1e-9 * base.attention(2048, chunk));
+  EXPECT_DOUBLE_EQ(scaled.attention(2048, none), weights);
+  const cost::SeqWork token = base.sequence(32768, 1);
+  EXPECT_DOUBLE_EQ(scaled.attention(1, token), base.attention(1, token));
+  EXPECT_DOUBLE_EQ(scaled.expert(4096), base.expert(4096));
+}
+
+}  // namespace

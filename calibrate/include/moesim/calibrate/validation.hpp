@@ -85,6 +85,9 @@ struct ValidationFit {
   std::vector<double> loo_errors;    ///< leave-one-configuration-out: predicted / measured − 1 of each decode row
   std::vector<std::string> loo_ids;  ///< the row id of each loo_errors entry (in the same order)
   double compute_efficiency = 1;     ///< prefill: achieved / peak FLOP rate (fitted when the class has prefill rows)
+  /// prefill: the attention FLOPs over the context take this × their compute roofline (fitted where the
+  /// class's prefill rows vary the attention's share enough to split it; else 1)
+  double prefill_attention_factor = 1;
   std::int64_t prefill_rows = 0;
   std::vector<double> prefill_loo_errors;                  ///< leave-one-configuration-out errors of the prefill rows
   std::optional<std::pair<double, double>> prefill_range;  ///< the prefill interval's errors (own or pooled)

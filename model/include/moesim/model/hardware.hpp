@@ -89,10 +89,13 @@ struct DeviceSpec {
   std::map<std::string, Sourced<double>> dequant_overhead;
   /// Measured efficiency bands (absent: the roofline at 100% of the peaks, and the simulator says so).
   std::optional<EfficiencyTable> efficiency;
-  /// The KV-cache reads and attention FLOPs over the context take this many times their roofline (a
-  /// runtime's attention kernels at small batch are far from it). Set by a runtime profile
-  /// (apply_runtime), never by the hardware's own. Absent: 1.
+  /// The KV-cache reads over the context take this many times their roofline (a runtime's attention
+  /// kernels at small batch are far from it). Set by a runtime profile (apply_runtime), never by the
+  /// hardware's own. Absent: 1.
   std::optional<Sourced<double>> attention_factor;
+  /// The attention FLOPs over the context (QK^T and PV: what long-context prefill spends its time on) take
+  /// this many times the attention block's compute roofline. Set by a runtime profile. Absent: 1.
+  std::optional<Sourced<double>> prefill_attention_factor;
   /// Serving host costs (issue 20), set by a runtime profile (apply_runtime). `step_overhead`: host time of
   /// every engine step outside the GPU's kernels (vLLM's engine loop runs the scheduler, the sampler's
   /// host side and the detokeniser on the CPU between GPU steps, vllm/v1/engine/core.py step()), added
@@ -210,8 +213,11 @@ struct RuntimeProfile {
   std::string origin;
   std::string runtime;  ///< "llama.cpp-metal", "vllm", ...
   std::string hw;       ///< the node profile it belongs to (fitted or written for); refused on any other
-  std::optional<Sourced<double>> bandwidth_efficiency;      ///< weights are read at this fraction of memory_bandwidth
-  std::optional<Sourced<double>> attention_factor;          ///< KV and attention take this × their roofline
+  std::optional<Sourced<double>> bandwidth_efficiency;  ///< weights are read at this fraction of memory_bandwidth
+  std::optional<Sourced<double>> attention_factor;      ///< KV reads take this × their roofline
+  /// The attention FLOPs over the context take this × their compute roofline (DeviceSpec::
+  /// prefill_attention_factor), fitted to dense prefill rows after a context depth or of long prompts.
+  std::optional<Sourced<double>> prefill_attention_factor;
   std::optional<Sourced<units::Duration>> kernel_overhead;  ///< per kernel launched (DeviceSpec::kernel_overhead)
   std::optional<Sourced<units::Duration>> layer_overhead;   ///< per decoder layer (DeviceSpec::layer_overhead)
   /// Serving host costs (DeviceSpec::step_overhead, request_overhead), fitted by `moesim calibrate fit
