@@ -271,6 +271,7 @@ int cmd_hw(const Args& args, std::ostream& out) {
                                {"compute_efficiency", ratio(r.compute_efficiency)},
                                {"attention_factor", ratio(r.attention_factor)},
                                {"prefill_attention_factor", ratio(r.prefill_attention_factor)},
+                               {"expert_token_tile", ratio(r.expert_token_tile)},
                                {"kernel_overhead", s(r.kernel_overhead, "s")},
                                {"layer_overhead", s(r.layer_overhead, "s")},
                                {"calibration_rows", r.calibration_rows}});

@@ -348,6 +348,10 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
     fit.profile.native_dtypes = nd->second;
     base.devices.native_dtypes = nd->second;
   }
+  if (auto tile = m.expert_token_tile.find(fit.runtime); tile != m.expert_token_tile.end()) {
+    fit.profile.expert_token_tile = tile->second;
+    base.devices.expert_token_tile = tile->second;
+  }
   if (auto cf = m.checkpoint_formats.find(fit.runtime); cf != m.checkpoint_formats.end())
     fit.profile.checkpoint_formats = cf->second;
   std::vector<ValidationPrediction*> cal;

@@ -178,6 +178,9 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
     j["bandwidth_efficiency"] = {{"value", r.bandwidth_efficiency->value}, {"source", r.bandwidth_efficiency->source}};
   if (r.attention_factor)
     j["attention_factor"] = {{"value", r.attention_factor->value}, {"source", r.attention_factor->source}};
+  if (r.expert_token_tile)
+    j["expert_token_tile"] = {{"value", static_cast<std::int64_t>(r.expert_token_tile->value)},
+                              {"source", r.expert_token_tile->source}};
   if (r.prefill_attention_factor)
     j["prefill_attention_factor"] = {{"value", r.prefill_attention_factor->value},
                                      {"source", r.prefill_attention_factor->source}};

@@ -425,6 +425,15 @@ Sourced<double> sourced_ratio(const json::Node& n, std::string_view key, double 
 
 }  // namespace
 
+Sourced<double> parse_expert_token_tile(const json::Node& item) {
+  item.expect_only({"value", "source"});
+  const std::int64_t tile = item.integer("value", 1);
+  if (tile > 65536) throw item.error("value", "is " + std::to_string(tile) + " tokens; a kernel tile is at most 65536");
+  std::string source = item.string("source");
+  if (source.empty()) throw item.error("source", "is empty; name the kernel source the tile comes from");
+  return {static_cast<double>(tile), std::move(source)};
+}
+
 Sourced<std::vector<std::string>> parse_native_dtypes(const json::Node& d) {
   d.expect_only({"value", "source"});
   Sourced<std::vector<std::string>> v;
@@ -460,19 +469,35 @@ Sourced<std::map<std::string, std::string>> parse_checkpoint_formats(const json:
 namespace {
 
 RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
-  auto p = profile_header<RuntimeProfile>(
-      n, "runtime",
-      {"id", "kind", "name", "runtime", "hw", "bandwidth_efficiency", "attention_factor", "prefill_attention_factor",
-       "kernel_overhead", "layer_overhead", "compute_efficiency", "native_dtypes", "checkpoint_formats",
-       "step_overhead", "request_overhead", "sequence_overhead", "prediction_interval", "calibration", "notes"},
-      std::move(origin));
+  auto p = profile_header<RuntimeProfile>(n, "runtime",
+                                          {"id",
+                                           "kind",
+                                           "name",
+                                           "runtime",
+                                           "hw",
+                                           "bandwidth_efficiency",
+                                           "attention_factor",
+                                           "prefill_attention_factor",
+                                           "expert_token_tile",
+                                           "kernel_overhead",
+                                           "layer_overhead",
+                                           "compute_efficiency",
+                                           "native_dtypes",
+                                           "checkpoint_formats",
+                                           "step_overhead",
+                                           "request_overhead",
+                                           "sequence_overhead",
+                                           "prediction_interval",
+                                           "calibration",
+                                           "notes"},
+                                          std::move(origin));
   p.runtime = n.string("runtime");
   p.hw = n.string("hw");
   // Every figure is optional (one not given leaves the node's own), but a profile must give one.
-  static constexpr std::array<std::string_view, 11> kFigures = {
+  static constexpr std::array<std::string_view, 12> kFigures = {
       "bandwidth_efficiency", "attention_factor", "prefill_attention_factor", "kernel_overhead", "layer_overhead",
       "compute_efficiency",   "native_dtypes",    "checkpoint_formats",       "step_overhead",   "request_overhead",
-      "sequence_overhead"};
+      "sequence_overhead",    "expert_token_tile"};
   if (std::none_of(kFigures.begin(), kFigures.end(), [&](std::string_view k) { return n.has(k); })) {
     std::vector<std::string> keys(kFigures.begin(), kFigures.end());
     throw n.error("gives no figure, so it would change nothing; give at least one of " + text::join(keys) +
@@ -480,6 +505,7 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
   }
   if (n.has("bandwidth_efficiency")) p.bandwidth_efficiency = sourced_ratio(n, "bandwidth_efficiency", 1.5);
   if (n.has("attention_factor")) p.attention_factor = sourced_ratio(n, "attention_factor", 1000.0);
+  if (n.has("expert_token_tile")) p.expert_token_tile = parse_expert_token_tile(n.child("expert_token_tile"));
   if (n.has("prefill_attention_factor"))
     p.prefill_attention_factor = sourced_ratio(n, "prefill_attention_factor", 1000.0);
   p.kernel_overhead = optional_sourced<Dimension::Time>(n, "kernel_overhead", true);
@@ -556,6 +582,7 @@ NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime) {
   if (runtime.layer_overhead) node.devices.layer_overhead = runtime.layer_overhead;
   if (runtime.attention_factor) node.devices.attention_factor = runtime.attention_factor;
   if (runtime.prefill_attention_factor) node.devices.prefill_attention_factor = runtime.prefill_attention_factor;
+  if (runtime.expert_token_tile) node.devices.expert_token_tile = runtime.expert_token_tile;
   if (!runtime.step_overhead.source.empty()) node.devices.step_overhead = runtime.step_overhead;
   if (!runtime.request_overhead.source.empty()) node.devices.request_overhead = runtime.request_overhead;
   if (!runtime.sequence_overhead.source.empty()) node.devices.sequence_overhead = runtime.sequence_overhead;

@@ -268,6 +268,7 @@ void LayerCosts::init(const LayerParts& p, const model::Precision& weights, cons
   if (node.devices.kernel_overhead) kernel_overhead_ = node.devices.kernel_overhead->value.base();
   if (node.devices.layer_overhead) layer_overhead_ = node.devices.layer_overhead->value.base();
   if (node.devices.step_overhead) step_overhead_ = node.devices.step_overhead->value.base();
+  if (node.devices.expert_token_tile) expert_token_tile_ = node.devices.expert_token_tile->value;
   // A step of one sequence also pays the runtime's host time per sequence (the serving simulator adds it
   // once per sequence of a step: the same figure at batch 1).
   if (node.devices.sequence_overhead) step_overhead_ += node.devices.sequence_overhead->value.base();
@@ -315,6 +316,16 @@ double LayerCosts::router(double tokens) const {
 
 double LayerCosts::expert(double tokens) const {
   return roofline(expert_bytes_, tokens * 2.0 * expert_params_ / moe_tp_, expert_rate_, path_.dequant);
+}
+
+double LayerCosts::expert_compute_tokens(double n, double step_tokens) const {
+  if (expert_token_tile_ <= 0 || n <= 0) return n;
+  // A tile's token columns are computed whether the expert has tokens for them or not: llama.cpp's CUDA
+  // MMQ picks mmq_x for MUL_MAT_ID from the step's whole token count (ncols_max = ne12), up to 128, and
+  // loops over each expert's tokens in mmq_x columns; Metal's kernel_mul_mm_id runs 32 token columns per
+  // threadgroup (runtime profiles cite the kernel source of their tile).
+  const double tile = std::min(expert_token_tile_, std::max(step_tokens, 1.0));
+  return std::ceil(n / tile) * tile;
 }
 
 double LayerCosts::expert_group(ExpertExecution mode, double distinct, double routed) const {

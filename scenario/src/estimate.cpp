@@ -315,6 +315,8 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
     if (rt.prefill_attention_factor)
       gives.push_back("prefill attention " + text::printf("%.2f", rt.prefill_attention_factor->value) +
                       " x its compute roofline");
+    if (rt.expert_token_tile)
+      gives.push_back("expert GEMMs in tiles of " + text::printf("%.0f", rt.expert_token_tile->value) + " tokens");
     if (rt.kernel_overhead) gives.push_back(units::format(rt.kernel_overhead->value) + " per kernel");
     if (rt.layer_overhead) gives.push_back(units::format(rt.layer_overhead->value) + " per layer");
     out << "runtime    " << rt.runtime << " ("
@@ -478,6 +480,8 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
       j["compute_efficiency"] = sourced_json(rt.compute_efficiency->value, "fraction", rt.compute_efficiency->source);
     if (rt.attention_factor)
       j["attention_factor"] = sourced_json(rt.attention_factor->value, "x roofline", rt.attention_factor->source);
+    if (rt.expert_token_tile)
+      j["expert_token_tile"] = sourced_json(rt.expert_token_tile->value, "tokens", rt.expert_token_tile->source);
     if (rt.prefill_attention_factor)
       j["prefill_attention_factor"] =
           sourced_json(rt.prefill_attention_factor->value, "x compute roofline", rt.prefill_attention_factor->source);

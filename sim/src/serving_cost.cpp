@@ -70,8 +70,10 @@ CostModel::CostModel(const ServingConfig& c, const ParallelPlan& p, std::vector<
     boundaries_.push_back(b);
   }
   if (c.streaming) streamer_.emplace(*c.streaming, moe_layers(), a_.routed_experts);
+  // Per-expert token counts: for EP's busiest device, sequential experts, streaming, and a runtime whose
+  // expert GEMM pads each expert's tokens to a tile.
   need_counts_ = p.moe_ep > 1 || c.experts == ExpertExecution::Sequential ||
-                 c.experts == ExpertExecution::SequentialRouted || c.streaming.has_value();
+                 c.experts == ExpertExecution::SequentialRouted || c.streaming.has_value() || lc_.pads_expert_tokens();
   if (a_.is_moe()) {
     counts_.assign(static_cast<std::size_t>(a_.routed_experts), 0);
     seen_.reserve(static_cast<std::size_t>(a_.routed_experts));
@@ -260,19 +262,21 @@ CostModel::MoeCost CostModel::moe_cost(const std::vector<Entry>& batch, const Ro
   } else {
     double worst = 0;
     double worst_tokens = 0;
+    const double step_tokens = routed_ / static_cast<double>(a_.top_k);
     for (std::int64_t g = 0; g < ep; ++g) {
-      double t = 0, d = 0, tokens = 0;
+      double t = 0, d = 0, tokens = 0, computed = 0;
       for (std::int64_t x = g * local; x < (g + 1) * local; ++x) {
         const double n = counts_[static_cast<std::size_t>(x)];
         tokens += n;
+        computed += lc_.expert_compute_tokens(n, step_tokens);
         if (n == 0 && c_.experts != ExpertExecution::Sequential) continue;
         d += 1;
         if (c_.experts == ExpertExecution::Sequential || c_.experts == ExpertExecution::SequentialRouted) {
-          t += lc_.expert(n) + lc_.expert_kernels_time(c_.experts, 1);
+          t += lc_.expert(lc_.expert_compute_tokens(n, step_tokens)) + lc_.expert_kernels_time(c_.experts, 1);
         }
       }
       if (c_.experts == ExpertExecution::Fused || c_.experts == ExpertExecution::Parallel)
-        t = lc_.expert_group(c_.experts, d, tokens);
+        t = lc_.expert_group(c_.experts, d, computed);
       worst = std::max(worst, t);
       worst_tokens = std::max(worst_tokens, tokens);
     }

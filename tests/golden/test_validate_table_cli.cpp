@@ -179,6 +179,12 @@ TEST(GoldenValidateTable, BadTablesAreRefusedWithFileLineAndFix) {
        "$.runtimes.trt.kv_cache_dtype[0]: matches every row; name the hf_repo, runtime_version or format"},
       {"", R"({"runtimes": {"trt": {"kv_cache_dtype": [{"format": "FP8", "dtype": "fp7", "source": "s"}]}}})",
        "$.runtimes.trt.kv_cache_dtype[0].dtype:"},
+      {"", R"({"runtimes": {"cuda": {"expert_token_tile": {"value": 0, "source": "s"}}}})",
+       "$.runtimes.cuda.expert_token_tile.value:"},
+      {"", R"({"runtimes": {"cuda": {"expert_token_tile": {"value": 100000, "source": "s"}}}})",
+       "$.runtimes.cuda.expert_token_tile.value: is 100000 tokens; a kernel tile is at most 65536"},
+      {"", R"({"runtimes": {"cuda": {"expert_token_tile": {"value": 128, "source": ""}}}})",
+       "$.runtimes.cuda.expert_token_tile.source: is empty; name the kernel source"},
   };
   for (const auto& c : cases) {
     write_table(s, c.rows, c.mapping);

@@ -12,6 +12,7 @@
 
 #include "moesim/model/hardware.hpp"
 #include "moesim/scenario/estimate.hpp"
+#include "moesim/scenario/serve.hpp"
 
 namespace moesim::model {
 namespace {
@@ -21,9 +22,10 @@ namespace fs = std::filesystem;
 /// A runtime profile written to a scratch file (removed at the end) and loaded from it, as `--runtime PATH`.
 class RuntimeFile {
  public:
-  explicit RuntimeFile(const std::string& figures)
-      : path_(fs::temp_directory_path() / ("moesim_runtime_" + std::to_string(::getpid()) + "_" +
-                                           ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json")) {
+  explicit RuntimeFile(const std::string& figures, const std::string& suffix = "")
+      : path_(fs::temp_directory_path() /
+              ("moesim_runtime_" + std::to_string(::getpid()) + "_" +
+               ::testing::UnitTest::GetInstance()->current_test_info()->name() + suffix + ".json")) {
     std::ofstream(path_) << R"({"id": "test@h100-sxm", "kind": "runtime", "runtime": "test", "hw": "h100-sxm", )"
                          << figures << "}";
   }
@@ -31,6 +33,7 @@ class RuntimeFile {
   RuntimeFile(const RuntimeFile&) = delete;
   RuntimeFile& operator=(const RuntimeFile&) = delete;
   [[nodiscard]] RuntimeProfile load() const { return load_runtime(path_.string()); }
+  [[nodiscard]] std::string path() const { return path_.string(); }
 
  private:
   fs::path path_;
@@ -187,6 +190,33 @@ TEST(RuntimeProfile, SeedOverheadsMovedFromTheNodeToTheRuntime) {
     const double charged = seed.kernels * seed.kernel_overhead + seed.layers * seed.layer_overhead.value_or(0.0);
     EXPECT_NEAR(1.0 / seeded - 1.0 / alone, charged, 1e-12);
   }
+}
+
+// A runtime's expert token tile reaches the serving simulator: Qwen3-30B-A3B (128 experts, 8 per token)
+// prefilled on one H100 in 8192-token chunks gives each expert about 512 tokens a chunk, and its expert
+// GEMMs are compute-bound; with (hypothetical) tiles of 384 tokens each expert computes two whole tiles,
+// 768 tokens, so the prefill takes longer, but less than twice as long; a decode step (one token,
+// memory-bound) does not move.
+TEST(RuntimeProfile, ExpertTokenTilePadsTheServingSimulatorsExpertGemms) {
+  const RuntimeFile tiled(R"("expert_token_tile": {"value": 384, "source": "t"})", "_tiled");
+  const RuntimeFile none(R"("attention_factor": {"value": 1, "source": "t"})", "_none");
+  EXPECT_DOUBLE_EQ(apply_runtime(load_node("h100-sxm"), tiled.load()).devices.expert_token_tile->value, 384);
+  auto run = [&](const RuntimeFile& rt, int prompt, int output) {
+    scenario::ServeScenario s;
+    s.doc = {{"model", "qwen3-30b-a3b"},
+             {"hw", "h100-sxm"},
+             {"precision", "bf16"},
+             {"runtime", rt.path()},
+             {"scheduler", {{"kind", "chunked"}, {"max_num_seqs", 1}, {"max_num_batched_tokens", 8192}}},
+             {"workload",
+              {{"arrival", "uniform"}, {"rate", "1/s"}, {"requests", 1}, {"prompt", prompt}, {"output", output}}}};
+    return scenario::run_serve(s).result;
+  };
+  const auto base = run(none, 16384, 2);
+  const auto tiles = run(tiled, 16384, 2);
+  EXPECT_GT(tiles.ttft.mean, 1.1 * base.ttft.mean);
+  EXPECT_LT(tiles.ttft.mean, 2.0 * base.ttft.mean);
+  EXPECT_NEAR(run(tiled, 16, 64).tpot.mean, run(none, 16, 64).tpot.mean, 1e-12);
 }
 
 }  // namespace

@@ -315,3 +315,29 @@ TEST(StepCost, PrefillAttentionFactorScalesTheAttentionFlopsOnly) {
 }
 
 }  // namespace
+
+namespace {
+
+using namespace moesim;
+
+// A runtime's expert token tile (devices.expert_token_tile): an expert given n of a step's N tokens
+// computes ceil(n / t)·t of them, t = min(tile, N); no tile, no padding.
+TEST(StepCost, ExpertTokenTilePadsEachExpertsTokens) {
+  const model::Architecture a = model::load_model("qwen3-30b-a3b");
+  const model::NodeProfile h100 = model::load_node("h100-sxm");
+  model::NodeProfile tiled = h100;
+  tiled.devices.expert_token_tile = model::Sourced<double>{128, "test"};
+  const cost::LayerCosts plain(a, model::precision("bf16"), h100, {}, 2.0);
+  const cost::LayerCosts padded(a, model::precision("bf16"), tiled, {}, 2.0);
+  EXPECT_FALSE(plain.pads_expert_tokens());
+  EXPECT_TRUE(padded.pads_expert_tokens());
+  EXPECT_DOUBLE_EQ(plain.expert_compute_tokens(5, 2048), 5);
+  EXPECT_DOUBLE_EQ(padded.expert_compute_tokens(5, 2048), 128);
+  EXPECT_DOUBLE_EQ(padded.expert_compute_tokens(129, 2048), 256);
+  EXPECT_DOUBLE_EQ(padded.expert_compute_tokens(256, 2048), 256);
+  EXPECT_DOUBLE_EQ(padded.expert_compute_tokens(0, 2048), 0);
+  EXPECT_DOUBLE_EQ(padded.expert_compute_tokens(3, 8), 8);  // a step of 8 tokens: tiles of 8
+  EXPECT_DOUBLE_EQ(padded.expert_compute_tokens(1, 1), 1);
+}
+
+}  // namespace

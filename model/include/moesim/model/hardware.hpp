@@ -111,6 +111,10 @@ struct DeviceSpec {
   /// those formats; a format whose type is not listed is dequantised into the 16-bit path. Set by a runtime
   /// profile (apply_runtime). Absent: every type the profile gives a peak for.
   std::optional<Sourced<std::vector<std::string>>> native_dtypes;
+  /// The runtime's grouped expert GEMM computes each expert's tokens of a step in tiles of this many
+  /// (llama.cpp's MUL_MAT_ID kernels): an expert given n of a step's N tokens computes ceil(n / t)·t of
+  /// them, t = min(tile, N). Set by a runtime profile. Absent: no padding.
+  std::optional<Sourced<double>> expert_token_tile;
 };
 
 /// How the device driver keeps weight buffers resident (Apple's Metal "wiring", seed 000 §3.2): a buffer
@@ -233,6 +237,8 @@ struct RuntimeProfile {
   std::optional<Sourced<double>> compute_efficiency;
   /// The tensor-core types its matmuls use for low-precision weights (devices.native_dtypes); absent: all.
   std::optional<Sourced<std::vector<std::string>>> native_dtypes;
+  /// Tokens per tile of its grouped expert GEMM (DeviceSpec::expert_token_tile), from the kernel's source.
+  std::optional<Sourced<double>> expert_token_tile;
   /// How the runtime stores a checkpoint's declared format ("mxfp4/bf16" -> "mxfp4/q8_0": llama.cpp runs
   /// gpt-oss from a GGUF with the non-expert tensors in Q8_0): the default precision under this runtime.
   std::optional<Sourced<std::map<std::string, std::string>>> checkpoint_formats;
@@ -248,6 +254,8 @@ struct RuntimeProfile {
 /// A runtime's native_dtypes item ({"value": ["int8"], "source": "..."}), as runtime profiles and
 /// validation/mapping.json give it. UserError naming the JSON path for anything else.
 Sourced<std::vector<std::string>> parse_native_dtypes(const moesim::json::Node& item);
+/// A runtime's expert_token_tile item ({"value": 128, "source": "..."}): a whole number of tokens, 1-65536.
+Sourced<double> parse_expert_token_tile(const moesim::json::Node& item);
 /// A runtime's checkpoint_formats item ({"value": {"mxfp4/bf16": "mxfp4/q8_0"}, "source": "..."}); every
 /// name must be a precision. UserError naming the JSON path otherwise.
 Sourced<std::map<std::string, std::string>> parse_checkpoint_formats(const moesim::json::Node& item);

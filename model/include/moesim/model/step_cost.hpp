@@ -208,6 +208,7 @@ class LayerCosts {
   /// One routed expert's roofline for `tokens` routed to it (its kernels' overhead not included).
   [[nodiscard]] double expert(double tokens) const;
   /// `distinct` experts over `routed` token-expert pairs as one grouped kernel set: fused or parallel.
+  /// `routed` is what the kernels compute: the pairs themselves, or expert_compute_tokens() of each.
   [[nodiscard]] double expert_group(ExpertExecution mode, double distinct, double routed) const;
   /// The LM head for `samples` sampled tokens, its kernel included.
   [[nodiscard]] double head(double samples) const;
@@ -221,6 +222,14 @@ class LayerCosts {
   /// Launch overhead of the experts of one MoE layer run `mode` over `distinct` experts (parallel: the
   /// part that does not overlap is decided by expert_group, which includes it).
   [[nodiscard]] double expert_kernels_time(ExpertExecution mode, double distinct) const;
+
+  /// The tokens the runtime's expert GEMM computes for an expert given `n` of a step's `step_tokens`:
+  /// n, or n rounded up to whole tiles of min(devices.expert_token_tile, step_tokens) where the runtime
+  /// gives a tile.
+  [[nodiscard]] double expert_compute_tokens(double n, double step_tokens) const;
+  /// Whether the runtime pads each expert's tokens to a tile (the serving simulator then counts tokens per
+  /// expert).
+  [[nodiscard]] bool pads_expert_tokens() const { return expert_token_tile_ > 0; }
 
   [[nodiscard]] double kernel_overhead() const { return kernel_overhead_; }
   [[nodiscard]] double layer_overhead() const { return layer_overhead_; }
@@ -247,6 +256,7 @@ class LayerCosts {
   double attn_params_ = 0, attn_bytes_ = 0, router_params_ = 0, router_bytes_ = 0;
   double dense_params_ = 0, dense_bytes_ = 0, head_params_ = 0, head_bytes_ = 0;
   double expert_params_ = 0, expert_bytes_ = 0, state_bytes_ = 0;
+  double expert_token_tile_ = 0;  ///< devices.expert_token_tile, tokens (0: none)
   double kernel_overhead_ = 0, layer_overhead_ = 0, step_overhead_ = 0;
   Rate attn_rate_, router_rate_, dense_rate_, head_rate_, expert_rate_, kv_rate_;
 };
