@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "moesim/model/analytic.hpp"
@@ -291,53 +292,59 @@ namespace {
 
 using namespace moesim;
 
+/// One model on one H100 at bf16 priced twice: with the node profile as it is, and with one runtime
+/// figure of its devices changed.
+struct BeforeAfter {
+  BeforeAfter(const char* model, const std::function<void(model::DeviceSpec&)>& change)
+      : a(model::load_model(model)),
+        node(model::load_node("h100-sxm")),
+        changed([&] {
+          model::NodeProfile n = node;
+          change(n.devices);
+          return n;
+        }()),
+        before(a, model::precision("bf16"), node, {}, 2.0),
+        after(a, model::precision("bf16"), changed, {}, 2.0) {}
+  model::Architecture a;
+  model::NodeProfile node, changed;
+  cost::LayerCosts before, after;
+};
+
 // A runtime's prefill attention factor (devices.prefill_attention_factor) multiplies the time of the
 // attention FLOPs over the context, and only those: Mixtral on one H100, a chunk of 2048 tokens after
 // 32k cached ones is compute-bound in its attention (QK^T and PV), so its attention time is 3x with a
 // factor of 3; a decode step (one token, memory-bound on the KV reads) and the experts do not move.
 TEST(StepCost, PrefillAttentionFactorScalesTheAttentionFlopsOnly) {
-  const model::Architecture a = model::load_model("mixtral-8x7b");
-  const model::NodeProfile h100 = model::load_node("h100-sxm");
-  model::NodeProfile slow = h100;
-  slow.devices.prefill_attention_factor = model::Sourced<double>{3.0, "test"};
-  const cost::LayerCosts base(a, model::precision("bf16"), h100, {}, 2.0);
-  const cost::LayerCosts scaled(a, model::precision("bf16"), slow, {}, 2.0);
-  const cost::SeqWork chunk = base.sequence(32768, 2048);
+  const BeforeAfter c("mixtral-8x7b", [](model::DeviceSpec& d) {
+    d.prefill_attention_factor = model::Sourced<double>{3.0, "test"};
+  });
+  const cost::SeqWork chunk = c.before.sequence(32768, 2048);
   const cost::SeqWork none{};
-  const double weights = base.attention(2048, none);
-  ASSERT_GT(chunk.flops / base.memory_rate().peak, chunk.kv_bytes / base.memory_rate().bw);  // compute-bound
-  EXPECT_NEAR(scaled.attention(2048, chunk) - weights, 3.0 * (base.attention(2048, chunk) - weights),
-              1e-9 * base.attention(2048, chunk));
-  EXPECT_DOUBLE_EQ(scaled.attention(2048, none), weights);
-  const cost::SeqWork token = base.sequence(32768, 1);
-  EXPECT_DOUBLE_EQ(scaled.attention(1, token), base.attention(1, token));
-  EXPECT_DOUBLE_EQ(scaled.expert(4096), base.expert(4096));
+  const double weights = c.before.attention(2048, none);
+  ASSERT_GT(chunk.flops / c.before.memory_rate().peak, chunk.kv_bytes / c.before.memory_rate().bw);  // compute-bound
+  EXPECT_NEAR(c.after.attention(2048, chunk) - weights, 3.0 * (c.before.attention(2048, chunk) - weights),
+              1e-9 * c.before.attention(2048, chunk));
+  EXPECT_DOUBLE_EQ(c.after.attention(2048, none), weights);
+  const cost::SeqWork token = c.before.sequence(32768, 1);
+  EXPECT_DOUBLE_EQ(c.after.attention(1, token), c.before.attention(1, token));
+  EXPECT_DOUBLE_EQ(c.after.expert(4096), c.before.expert(4096));
 }
-
-}  // namespace
-
-namespace {
-
-using namespace moesim;
 
 // A runtime's expert token tile (devices.expert_token_tile): an expert given n of a step's N tokens
 // computes ceil(n / t)·t of them, t = min(tile, N); no tile, no padding.
 TEST(StepCost, ExpertTokenTilePadsEachExpertsTokens) {
-  const model::Architecture a = model::load_model("qwen3-30b-a3b");
-  const model::NodeProfile h100 = model::load_node("h100-sxm");
-  model::NodeProfile tiled = h100;
-  tiled.devices.expert_token_tile = model::Sourced<double>{128, "test"};
-  const cost::LayerCosts plain(a, model::precision("bf16"), h100, {}, 2.0);
-  const cost::LayerCosts padded(a, model::precision("bf16"), tiled, {}, 2.0);
-  EXPECT_FALSE(plain.pads_expert_tokens());
-  EXPECT_TRUE(padded.pads_expert_tokens());
-  EXPECT_DOUBLE_EQ(plain.expert_compute_tokens(5, 2048), 5);
-  EXPECT_DOUBLE_EQ(padded.expert_compute_tokens(5, 2048), 128);
-  EXPECT_DOUBLE_EQ(padded.expert_compute_tokens(129, 2048), 256);
-  EXPECT_DOUBLE_EQ(padded.expert_compute_tokens(256, 2048), 256);
-  EXPECT_DOUBLE_EQ(padded.expert_compute_tokens(0, 2048), 0);
-  EXPECT_DOUBLE_EQ(padded.expert_compute_tokens(3, 8), 8);  // a step of 8 tokens: tiles of 8
-  EXPECT_DOUBLE_EQ(padded.expert_compute_tokens(1, 1), 1);
+  const BeforeAfter c("qwen3-30b-a3b", [](model::DeviceSpec& d) {
+    d.expert_token_tile = model::Sourced<double>{128, "test"};
+  });
+  EXPECT_FALSE(c.before.pads_expert_tokens());
+  EXPECT_TRUE(c.after.pads_expert_tokens());
+  EXPECT_DOUBLE_EQ(c.before.expert_compute_tokens(5, 2048), 5);
+  EXPECT_DOUBLE_EQ(c.after.expert_compute_tokens(5, 2048), 128);
+  EXPECT_DOUBLE_EQ(c.after.expert_compute_tokens(129, 2048), 256);
+  EXPECT_DOUBLE_EQ(c.after.expert_compute_tokens(256, 2048), 256);
+  EXPECT_DOUBLE_EQ(c.after.expert_compute_tokens(0, 2048), 0);
+  EXPECT_DOUBLE_EQ(c.after.expert_compute_tokens(3, 8), 8);  // a step of 8 tokens: tiles of 8
+  EXPECT_DOUBLE_EQ(c.after.expert_compute_tokens(1, 1), 1);
 }
 
 }  // namespace
