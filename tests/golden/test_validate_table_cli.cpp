@@ -199,32 +199,36 @@ TEST(GoldenValidateTable, BadTablesAreRefusedWithFileLineAndFix) {
 // predictions are fitted with the profile's own figures (bandwidth efficiency 1, the KV and attention
 // roofline x 1, no kernel overhead on the M2 Ultra profile), every fitted figure equals the datasheet
 // one, and the leave-one-out errors are 0. The fit is over the three costs the shared cost model splits a
-// decode token into, so this holds only if that split adds up to the estimate.
+// decode token into, so this holds only if that split adds up to the estimate. The same for prefill, after
+// a context depth and without: its compute efficiency and attention factor split the prefill rows exactly
+// (the attention factor 1, the profile's own).
 TEST(GoldenValidateTable, FitRecoversTheProfileFromItsOwnPredictions) {
   const Scratch s("moesim_validate_table");
-  // First the datasheet predictions of four dense rows (two formats, two depths) and an MoE row.
-  const char* shapes[][4] = {{"a", "F16", "0", "calibration"},
-                             {"b", "F16", "8192", "calibration"},
-                             {"c", "Q8_0", "0", "calibration"},
-                             {"d", "Q8_0", "4096", "calibration"}};
+  // First the datasheet predictions of four dense decode rows (two formats, two depths), two dense prefill
+  // rows (2048 tokens, empty and after 16k) and an MoE row.
+  const char* shapes[][5] = {
+      {"a", "F16", "0", "calibration", "0,128"},  {"b", "F16", "8192", "calibration", "0,128"},
+      {"c", "Q8_0", "0", "calibration", "0,128"}, {"d", "Q8_0", "4096", "calibration", "0,128"},
+      {"p", "F16", "0", "calibration", "2048,0"}, {"q", "F16", "16384", "calibration", "2048,0"}};
   auto table = [&](const std::vector<double>& values, double moe) {
     std::string rows;
-    for (std::size_t i = 0; i < 4; ++i)
+    for (std::size_t i = 0; i < 6; ++i)
       rows += std::string(shapes[i][0]) + "," + shapes[i][3] + ",meta-llama/Meta-Llama-3-8B,," + shapes[i][1] +
-              ",M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128," + shapes[i][2] + ",decode_tokens_per_s," +
-              std::to_string(values[i]) + ",tokens/s,https://example.org,l\n";
+              ",M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1," + shapes[i][4] + "," + shapes[i][2] +
+              (i < 4 ? ",decode_tokens_per_s," : ",prefill_tokens_per_s,") + std::to_string(values[i]) +
+              ",tokens/s,https://example.org,l\n";
     rows +=
         "m,prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
         "decode_tokens_per_s," +
         std::to_string(moe) + ",tokens/s,https://example.org,l\n";
     write_table(s, rows);
   };
-  table({10, 10, 10, 10}, 10);
+  table({10, 10, 10, 10, 100, 100}, 10);
   const moesim::test::Run first = s.moesim("validate --table " + s.path() + " --json --quiet");
   ASSERT_EQ(first.code, 0) << first.err;
   const auto j1 = nlohmann::json::parse(first.out);
   std::vector<double> own;
-  for (std::size_t i = 0; i < 4; ++i) own.push_back(metric_value(j1.at("rows").at(i), "predicted"));
+  for (std::size_t i = 0; i < 6; ++i) own.push_back(metric_value(j1.at("rows").at(i), "predicted"));
   table(own, 10);
   const moesim::test::Run fit = s.moesim("validate --table " + s.path() + " --json --quiet --fit");
   ASSERT_EQ(fit.code, 0) << fit.err;
@@ -234,6 +238,7 @@ TEST(GoldenValidateTable, FitRecoversTheProfileFromItsOwnPredictions) {
   EXPECT_NEAR(f.at("efficiency").at("value").get<double>(), 1.0, 1e-4);
   EXPECT_NEAR(f.at("context_factor").at("value").get<double>(), 1.0, 1e-3);
   EXPECT_NEAR(f.at("kernel_overhead").at("value").get<double>(), 0.0, 1e-9);
+  EXPECT_NEAR(f.at("prefill_attention_factor").at("value").get<double>(), 1.0, 1e-3);
   for (const auto& e : f.at("loo_errors")) EXPECT_NEAR(e.get<double>(), 0.0, 1e-4);
   for (const auto& row : j.at("rows")) {
     ASSERT_TRUE(row.contains("fitted")) << row.dump();
