@@ -32,6 +32,7 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
     ("csv", po::value<std::string>(), "write every row (predicted or why not) to this CSV file")
     ("plot", po::value<std::string>(), "write the plot of predicted against measured (fitted figures with their intervals as error bars) into this new directory: validation.png, .svg, .csv, .gp")
     ("json", "print the result as JSON (every figure with its unit)")
+    ("threads", po::value<unsigned>(), "worker threads for the rows' simulations and the classes' fits (default: all cores; the result is the same for any count)")
     ("quiet", "no progress line on stderr");
   // clang-format on
   po::variables_map vm;
@@ -66,6 +67,10 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
   calibrate::ValidationOptions o;
   if (vm.count("role")) o.role = vm["role"].as<std::string>();
   o.fit = vm.count("fit") > 0;
+  if (vm.count("threads")) {
+    o.threads = vm["threads"].as<unsigned>();
+    if (o.threads == 0) throw UserError("--threads 0: give at least 1 (or leave it out for all cores)");
+  }
   o.progress = [&](std::size_t done, std::size_t total) { progress.count("validate", done, total, "rows"); };
   if (vm.count("table") == vm.count("llama-bench"))
     throw UserError("give --table DIR (the public table) or --llama-bench MODEL=FILE (your own runs), one of them");

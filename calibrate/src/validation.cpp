@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "moesim/model/error.hpp"
+#include "moesim/model/parallel.hpp"
 #include "validation_detail.hpp"
 
 namespace moesim::calibrate {
@@ -78,30 +79,39 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
     p.row = row;
     r.rows.push_back(std::move(p));
   }
-  for (std::size_t i = 0; i < r.rows.size(); ++i) {
-    predict(r.rows[i], m);
-    if (!r.rows[i].predicted)
-      ++r.skipped[r.rows[i].skipped.starts_with("refused") ? "refused by moesim" : r.rows[i].skipped];
-    if (o.progress) o.progress(i + 1, r.rows.size());
-  }
+  // Each row alone (its own simulations, its own fields): on every worker thread.
+  model::parallel_for(
+      r.rows.size(), o.threads, [&](std::size_t i) { predict(r.rows[i], m); },
+      [&](std::size_t done) {
+        if (o.progress) o.progress(done, r.rows.size());
+      });
+  for (const auto& p : r.rows)
+    if (!p.predicted) ++r.skipped[p.skipped.starts_with("refused") ? "refused by moesim" : p.skipped];
   if (o.fit) {
     // One fit per (node profile, runtime): a runtime's efficiency is its own on each machine.
     std::map<std::pair<std::string, std::string>, std::vector<ValidationPrediction*>> classes;
     for (auto& p : r.rows)
       if (p.predicted) classes[{p.hw, p.row.runtime}].push_back(&p);
+    // Each class alone (its rows, its fit), on every worker thread; then kept in the classes' order.
+    std::vector<std::pair<const std::pair<std::string, std::string>, std::vector<ValidationPrediction*>>*> all;
+    all.reserve(classes.size());
+    for (auto& c : classes) all.push_back(&c);
+    std::vector<ValidationFit> class_fits(all.size());
+    std::vector<MaxLoadClass> class_max_load(all.size());
+    model::parallel_for(all.size(), o.threads, [&](std::size_t k) {
+      class_fits[k].hw = all[k]->first.first;
+      class_fits[k].runtime = all[k]->first.second;
+      fit_class(all[k]->second, class_fits[k], m, &class_max_load[k]);
+    });
     std::vector<std::vector<ValidationPrediction*>*> fitted_members;
     std::vector<MaxLoadClass> max_load;
-    for (auto& [key, members] : classes) {
-      ValidationFit f;
-      f.hw = key.first;
-      f.runtime = key.second;
-      MaxLoadClass ml;
-      ml.fit = r.fits.size();
-      fit_class(members, f, m, &ml);
+    for (std::size_t k = 0; k < all.size(); ++k) {
+      const ValidationFit& f = class_fits[k];
       if (f.calibration_rows == 0 && f.max_load_rows == 0) continue;
-      if (!ml.cal.empty()) max_load.push_back(std::move(ml));
+      class_max_load[k].fit = r.fits.size();
+      if (!class_max_load[k].cal.empty()) max_load.push_back(std::move(class_max_load[k]));
       r.fits.push_back(f);
-      fitted_members.push_back(&members);
+      fitted_members.push_back(&all[k]->second);
     }
     // A runtime's host time per sequence and step is one figure over all its machines: fitted jointly.
     fit_max_load_jointly(max_load, r.fits);
@@ -111,8 +121,9 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
       pooled_max_load.insert(pooled_max_load.end(), f.max_load_loo_errors.begin(), f.max_load_loo_errors.end());
       pooled_prefill.insert(pooled_prefill.end(), f.prefill_loo_errors.begin(), f.prefill_loo_errors.end());
     }
-    for (std::size_t i = 0; i < r.fits.size(); ++i)
+    model::parallel_for(r.fits.size(), o.threads, [&](std::size_t i) {
       apply_fit(*fitted_members[i], r.fits[i], m, pooled_decode, pooled_prefill, pooled_max_load);
+    });
     batched_intervals(fitted_members);
   }
   // Per role × kind, then per role × kind × hardware family × runtime; datasheet, then fitted.

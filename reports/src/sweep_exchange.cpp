@@ -1,12 +1,9 @@
 // Running a stage over the points: threads within a process, and the exchange of each point's results
 // between MPI ranks (SweepComm), serialised so that a gathered result equals a local one bit for bit.
 #include <algorithm>
-#include <atomic>
-#include <exception>
-#include <mutex>
-#include <thread>
 
 #include "moesim/model/error.hpp"
+#include "moesim/model/parallel.hpp"
 #include "moesim/reports/sweep.hpp"
 #include "sweep_detail.hpp"
 
@@ -84,43 +81,16 @@ void run_stage(const char* stage, const std::vector<std::int64_t>& todo, std::ve
   std::vector<std::int64_t> mine;
   for (std::size_t k = 0; k < todo.size(); ++k)
     if (static_cast<int>(k % static_cast<std::size_t>(comm.size)) == comm.rank) mine.push_back(todo[k]);
-  unsigned threads = o.threads ? o.threads : std::max(1u, std::thread::hardware_concurrency());
-  threads = static_cast<unsigned>(std::min<std::size_t>(threads, std::max<std::size_t>(1, mine.size())));
-  std::atomic<std::size_t> next{0}, done{0};
-  std::atomic<bool> stop{false};
-  std::mutex progress_mutex;
-  std::exception_ptr failure;
-  const auto worker = [&] {
-    for (;;) {
-      if (stop.load()) return;
-      const std::size_t k = next.fetch_add(1);
-      if (k >= mine.size()) return;
-      try {
-        work(points[static_cast<std::size_t>(mine[k])]);
-      } catch (...) {
-        std::lock_guard lock(progress_mutex);
-        if (!failure) failure = std::current_exception();
-        stop = true;
-        return;
-      }
-      const std::size_t d = done.fetch_add(1) + 1;
-      if (o.progress) {
-        std::lock_guard lock(progress_mutex);
-        o.progress(stage, d, mine.size());
-      }
-      if (o.cancelled && o.cancelled()) stop = true;
-    }
-  };
-  if (threads <= 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < threads; ++t) pool.emplace_back(worker);
-    for (auto& t : pool) t.join();
-  }
-  if (failure) std::rethrow_exception(failure);
+  std::size_t finished = 0;
+  model::parallel_for(
+      mine.size(), o.threads, [&](std::size_t k) { work(points[static_cast<std::size_t>(mine[k])]); },
+      [&](std::size_t d) {
+        finished = d;
+        if (o.progress) o.progress(stage, d, mine.size());
+      },
+      [&] { return o.cancelled && o.cancelled(); });
   if (o.cancelled && o.cancelled())
-    throw UserError(std::string("interrupted during the ") + stage + " stage after " + std::to_string(done.load()) +
+    throw UserError(std::string("interrupted during the ") + stage + " stage after " + std::to_string(finished) +
                     " of " + std::to_string(mine.size()) + " points; nothing was written");
   if (comm.size > 1) {
     nlohmann::json local = nlohmann::json::array();

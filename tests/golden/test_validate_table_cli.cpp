@@ -246,6 +246,38 @@ TEST(GoldenValidateTable, FitRecoversTheProfileFromItsOwnPredictions) {
   }
 }
 
+// --threads only spreads the work: rows and classes are each computed alone, so one thread and three give
+// the same output, byte for byte (decode, prefill and a fit over them). 0 threads is refused.
+TEST(GoldenValidateTable, ThreadCountDoesNotChangeTheResult) {
+  const Scratch s("moesim_validate_table");
+  std::string rows;
+  const char* decode[][3] = {{"a", "F16", "0"}, {"b", "F16", "8192"}, {"c", "Q8_0", "0"}, {"d", "Q4_K_M", "512"}};
+  for (const auto& d : decode)
+    rows += std::string(d[0]) + ",calibration,meta-llama/Meta-Llama-3-8B,," + d[1] +
+            ",M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128," + d[2] +
+            ",decode_tokens_per_s,40,tokens/s,https://example.org,l\n";
+  rows +=
+      "p,calibration,meta-llama/Meta-Llama-3-8B,,F16,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,512,0,0,"
+      "prefill_tokens_per_s,900,tokens/s,https://example.org,l\n"
+      "q,calibration,meta-llama/Meta-Llama-3-8B,,F16,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,512,0,8192,"
+      "prefill_tokens_per_s,500,tokens/s,https://example.org,l\n"
+      "m,prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
+      "decode_tokens_per_s,70,tokens/s,https://example.org,l\n"
+      "n,prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,512,0,0,"
+      "prefill_tokens_per_s,1500,tokens/s,https://example.org,l\n";
+  write_table(s, rows);
+  const std::string cmd = "validate --table " + s.path() + " --json --quiet --fit --threads ";
+  const moesim::test::Run one = s.moesim(cmd + "1");
+  const moesim::test::Run three = s.moesim(cmd + "3");
+  ASSERT_EQ(one.code, 0) << one.err;
+  ASSERT_EQ(three.code, 0) << three.err;
+  EXPECT_EQ(one.out, three.out);
+  EXPECT_EQ(nlohmann::json::parse(one.out).at("fits").size(), 1u);
+  const moesim::test::Run none = s.moesim(cmd + "0");
+  EXPECT_EQ(none.code, 2);
+  EXPECT_NE(none.err.find("--threads 0"), std::string::npos) << none.err;
+}
+
 // The fit becomes a runtime profile (--write-runtimes) that `estimate --runtime` applies: the estimate of
 // the held-out MoE row through it is validate's fitted figure, with the same interval.
 TEST(GoldenValidateTable, WrittenRuntimeGivesEstimateTheFittedFigure) {

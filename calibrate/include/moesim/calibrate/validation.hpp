@@ -129,6 +129,9 @@ struct ValidationOptions {
   std::string role;  ///< "calibration", "prediction", or empty for both
   bool fit = false;  ///< fit each (node profile, runtime) class to its calibration rows (ValidationFit)
   std::function<void(std::size_t, std::size_t)> progress;  ///< rows done, rows in all
+  /// Worker threads for the rows' simulations and the classes' fits (0: every core). The result does not
+  /// depend on it: each row and each class is computed alone.
+  unsigned threads = 0;
 };
 
 /// A `llama-bench -o json` file of the user's own machine: which zoo model it ran, on which node profile,
