@@ -107,8 +107,8 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
   double experts = 0;
   if (a.is_moe() && executed > 0) {
     experts = s.experts == cost::ExpertExecution::Fused || s.experts == cost::ExpertExecution::Parallel
-                  ? lc.expert_group(s.experts, executed, executed)
-                  : executed * lc.expert(1) + lc.expert_kernels_time(s.experts, executed);
+                  ? lc.expert_group(s.experts, executed, executed, e_active)
+                  : executed * lc.expert(1, 1) + lc.expert_kernels_time(s.experts, executed);
   }
   // Every decoder layer's attention and (averaged) dense part, the MoE layers' router and experts.
   const double layers = static_cast<double>(a.layers);

@@ -188,6 +188,14 @@ double device_weight_bytes(const model::Architecture& a, const model::ComponentP
   return w + bytes(ends / tp);
 }
 
+double off_chip(double bytes) { return std::max(0.0, bytes - kOnChipActivationBytes); }
+
+double ffn_intermediate_io(const model::Architecture& a, double intermediate) {
+  // Gated (SwiGLU): the up-and-gate GEMM writes 2·I, the activation reads 2·I and writes I, the down GEMM
+  // reads I. Ungated: I; I and I; I.
+  return (a.gated_ffn ? 6.0 : 4.0) * intermediate;
+}
+
 LayerParts layer_parts(const model::Architecture& a, const model::Precision& weights) {
   MOESIM_CHECK(a.layers > 0, "a layer cost needs layers");
   LayerParts p;
@@ -209,6 +217,28 @@ LayerParts layer_parts(const model::Architecture& a, const model::Precision& wei
   if (a.is_moe()) {
     p.expert_params = static_cast<double>(model::params_per_routed_expert(a));
     p.expert_bytes = model::routed_expert_bytes(a, weights).base();
+  }
+  // The activations an FFN's kernels read and write per token: its input and output hidden states (2·hidden)
+  // and its intermediate side (ffn_intermediate_io): the dense FFN layers'
+  // and the shared experts', averaged over the layers; one routed expert's per token routed to it, with
+  // the dispatch that gathers the token's hidden state into its expert's rows and the combine that reads
+  // the expert's output back into the token's (+ 2 hidden).
+  const auto h = static_cast<double>(a.hidden);
+  for (const model::LayerSpec& layer : a.layer_specs) {
+    if (!layer.ffn) continue;
+    if (layer.moe && a.is_moe()) {
+      if (a.shared_experts > 0) {
+        p.dense_io_whole += 2.0 * h / L;
+        p.dense_io_split += ffn_intermediate_io(a, static_cast<double>(a.shared_experts * a.shared_ffn)) / L;
+      }
+    } else {
+      p.dense_io_whole += 2.0 * h / L;
+      p.dense_io_split += ffn_intermediate_io(a, static_cast<double>(a.dense_ffn)) / L;
+    }
+  }
+  if (a.is_moe()) {
+    p.expert_io_whole = 4.0 * h;
+    p.expert_io_split = ffn_intermediate_io(a, static_cast<double>(a.expert_ffn));
   }
   p.ffn_on_moe_layers = a.shared_experts > 0;
   std::map<std::int64_t, std::vector<model::LayerSpec>> by_window;
@@ -261,6 +291,11 @@ void LayerCosts::init(const LayerParts& p, const model::Precision& weights, cons
   expert_params_ = p.expert_params;
   expert_bytes_ = p.expert_bytes / moe_tp_;
   has_ffn_on_moe_layers_ = p.ffn_on_moe_layers;
+  // Activations in 16 bits between kernels (kActivationBytes); the wide side of each FFN split as its
+  // weights are, the hidden states whole on every device (each reads the whole input and writes a whole
+  // partial output before the all-reduce).
+  dense_io_bytes_ = kActivationBytes * (p.dense_io_whole + p.dense_io_split / attn_tp_);
+  expert_io_bytes_ = kActivationBytes * (p.expert_io_whole + p.expert_io_split / moe_tp_);
   kv_scale_ = kv_element_bytes * kv_share(a_, split);
   flops_scale_ = 1.0 / attn_tp_;
   state_bytes_ = p.state_bytes / attn_tp_;
@@ -307,15 +342,17 @@ double LayerCosts::attention(double tokens, const SeqWork& w) const {
 
 double LayerCosts::dense(double tokens) const {
   if (dense_params_ <= 0) return 0;
-  return roofline(dense_bytes_, 2.0 * dense_params_ / attn_tp_ * tokens, dense_rate_, path_.dequant);
+  return roofline(dense_bytes_ + off_chip(tokens * dense_io_bytes_), 2.0 * dense_params_ / attn_tp_ * tokens,
+                  dense_rate_, path_.dequant);
 }
 
 double LayerCosts::router(double tokens) const {
   return roofline(router_bytes_, 2.0 * router_params_ * tokens, router_rate_);
 }
 
-double LayerCosts::expert(double tokens) const {
-  return roofline(expert_bytes_, tokens * 2.0 * expert_params_ / moe_tp_, expert_rate_, path_.dequant);
+double LayerCosts::expert(double computed, double routed) const {
+  return roofline(expert_bytes_ + off_chip(routed * expert_io_bytes_), computed * 2.0 * expert_params_ / moe_tp_,
+                  expert_rate_, path_.dequant);
 }
 
 double LayerCosts::expert_compute_tokens(double n, double step_tokens) const {
@@ -328,11 +365,11 @@ double LayerCosts::expert_compute_tokens(double n, double step_tokens) const {
   return std::ceil(n / tile) * tile;
 }
 
-double LayerCosts::expert_group(ExpertExecution mode, double distinct, double routed) const {
+double LayerCosts::expert_group(ExpertExecution mode, double distinct, double computed, double routed) const {
   MOESIM_CHECK(mode == ExpertExecution::Fused || mode == ExpertExecution::Parallel,
                "expert_group prices grouped execution only");
-  const double work =
-      roofline(distinct * expert_bytes_, routed * 2.0 * expert_params_ / moe_tp_, expert_rate_, path_.dequant);
+  const double work = roofline(distinct * expert_bytes_ + off_chip(routed * expert_io_bytes_),
+                               computed * 2.0 * expert_params_ / moe_tp_, expert_rate_, path_.dequant);
   const double launches = distinct * kKernels.ffn * kernel_overhead_;
   return mode == ExpertExecution::Parallel ? std::max(work, launches) : work + kKernels.ffn * kernel_overhead_;
 }

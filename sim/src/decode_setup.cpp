@@ -97,14 +97,14 @@ void DecodeEngine::setup_costs() {
   switch (cfg_.experts) {
     case cost::ExpertExecution::Sequential:
     case cost::ExpertExecution::SequentialRouted:
-      expert_ = to_sim_time(units::seconds(lc.expert(1) + lc.expert_kernels_time(cfg_.experts, 1)));
+      expert_ = to_sim_time(units::seconds(lc.expert(1, 1) + lc.expert_kernels_time(cfg_.experts, 1)));
       break;
     case cost::ExpertExecution::Fused:
-      expert_ = to_sim_time(units::seconds(lc.expert(1)));
+      expert_ = to_sim_time(units::seconds(lc.expert(1, 1)));
       expert_launch_ = to_sim_time(units::seconds(lc.expert_kernels_time(cfg_.experts, 1)));
       break;
     case cost::ExpertExecution::Parallel:
-      expert_ = to_sim_time(units::seconds(lc.expert_group(cfg_.experts, 1, 1)));
+      expert_ = to_sim_time(units::seconds(lc.expert_group(cfg_.experts, 1, 1, 1)));
       break;
   }
   combine_ = to_sim_time(units::seconds(cost::kKernels.combine * ko));

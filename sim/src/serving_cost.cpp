@@ -272,11 +272,11 @@ CostModel::MoeCost CostModel::moe_cost(const std::vector<Entry>& batch, const Ro
         if (n == 0 && c_.experts != ExpertExecution::Sequential) continue;
         d += 1;
         if (c_.experts == ExpertExecution::Sequential || c_.experts == ExpertExecution::SequentialRouted) {
-          t += lc_.expert(lc_.expert_compute_tokens(n, step_tokens)) + lc_.expert_kernels_time(c_.experts, 1);
+          t += lc_.expert(lc_.expert_compute_tokens(n, step_tokens), n) + lc_.expert_kernels_time(c_.experts, 1);
         }
       }
       if (c_.experts == ExpertExecution::Fused || c_.experts == ExpertExecution::Parallel)
-        t = lc_.expert_group(c_.experts, d, computed);
+        t = lc_.expert_group(c_.experts, d, computed, tokens);
       worst = std::max(worst, t);
       worst_tokens = std::max(worst_tokens, tokens);
     }

@@ -67,7 +67,7 @@ class CostModel {
   };
 
   /// One EP group running `d` distinct experts over all the step's routed tokens, fused or parallel.
-  double fused_expert_time(double d) const { return lc_.expert_group(c_.experts, d, routed_); }
+  double fused_expert_time(double d) const { return lc_.expert_group(c_.experts, d, routed_, routed_); }
 
   inline MoeCost moe_cost(const std::vector<Entry>& batch, const RoutingTrace* trace, std::int64_t layer);
 

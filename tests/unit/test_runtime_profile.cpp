@@ -193,14 +193,15 @@ TEST(RuntimeProfile, SeedOverheadsMovedFromTheNodeToTheRuntime) {
 }
 
 // A runtime's expert token tile reaches the serving simulator: Qwen3-30B-A3B (128 experts, 8 per token)
-// prefilled on one H100 in 8192-token chunks gives each expert about 512 tokens a chunk, and its expert
-// GEMMs are compute-bound; with (hypothetical) tiles of 384 tokens each expert computes two whole tiles,
-// 768 tokens, so the prefill takes longer, but less than twice as long; a decode step (one token,
-// memory-bound) does not move.
+// prefilled on one H100 in 8192-token chunks gives each expert about 512 tokens a chunk; with
+// (hypothetical) tiles of 1024 tokens each expert computes one whole tile, twice its tokens, and its
+// expert GEMMs turn compute-bound (at 512 their FLOPs and their activations' traffic are about even), so
+// the prefill takes longer, but less than twice as long; a decode step (one token, memory-bound) does not
+// move.
 TEST(RuntimeProfile, ExpertTokenTilePadsTheServingSimulatorsExpertGemms) {
-  const RuntimeFile tiled(R"("expert_token_tile": {"value": 384, "source": "t"})", "_tiled");
+  const RuntimeFile tiled(R"("expert_token_tile": {"value": 1024, "source": "t"})", "_tiled");
   const RuntimeFile none(R"("attention_factor": {"value": 1, "source": "t"})", "_none");
-  EXPECT_DOUBLE_EQ(apply_runtime(load_node("h100-sxm"), tiled.load()).devices.expert_token_tile->value, 384);
+  EXPECT_DOUBLE_EQ(apply_runtime(load_node("h100-sxm"), tiled.load()).devices.expert_token_tile->value, 1024);
   auto run = [&](const RuntimeFile& rt, int prompt, int output) {
     scenario::ServeScenario s;
     s.doc = {{"model", "qwen3-30b-a3b"},

@@ -72,20 +72,66 @@ TEST(StepCost, ComputePathPerWeightFormat) {
 
 TEST(StepCost, OneRooflinePerKernelGroupAndOneKernelTable) {
   // Mixtral on one H100 at bf16: one expert is 3 x 4096 x 14336 weights, 352,321,536 B; at 3.35 TB/s its
-  // roofline at one token is the read, 105.17 us; 64 tokens are still memory-bound (ridge ~295 FLOP/B).
+  // roofline at one token is the read, 105.17 us. Each token routed to it moves activations: the dispatch
+  // and combine and the expert's input and output (4 x 4096) and its intermediate side (6 x 14336), 16-bit,
+  // 118,784 B, through DRAM beyond the 4 MB the on-chip cache passes on (one token's stay on chip).
   const model::Architecture a = model::load_model("mixtral-8x7b");
   const model::NodeProfile h100 = model::load_node("h100-sxm");
   const cost::LayerCosts lc(a, model::precision("bf16"), h100, {}, 2.0);
-  EXPECT_DOUBLE_EQ(lc.expert_bytes(), 3.0 * 4096 * 14336 * 2);
-  EXPECT_NEAR(lc.expert(1), 352321536.0 / h100.bandwidth().value.base(), 1e-12);
-  EXPECT_DOUBLE_EQ(lc.expert(64), lc.expert(1));
+  const double bw = h100.bandwidth().value.base();
+  const double weights = 3.0 * 4096 * 14336 * 2, io = 2.0 * (4 * 4096 + 6 * 14336);
+  EXPECT_DOUBLE_EQ(lc.expert_bytes(), weights);
+  EXPECT_NEAR(lc.expert(1, 1), weights / bw, 1e-12);
+  // 64 tokens are still memory-bound (ridge ~295 FLOP/B): 7.6 MB of activations, 3.6 MB of them off chip.
+  ASSERT_EQ(cost::kOnChipActivationBytes, 4e6);
+  EXPECT_NEAR(lc.expert(64, 64), (weights + 64 * io - 4e6) / bw, 1e-12);
+  // Tokens a tile pads (computed, not routed) move no activations.
+  EXPECT_DOUBLE_EQ(lc.expert(64, 1), lc.expert(1, 1));
   // Compute-bound at 4096 tokens: 2 FLOP x 176 M weights x 4096 tokens at the bf16 peak.
-  EXPECT_NEAR(lc.expert(4096), 2.0 * 3 * 4096 * 14336 * 4096 / h100.peak("bf16").value.base(), 1e-12);
+  EXPECT_NEAR(lc.expert(4096, 4096), 2.0 * 3 * 4096 * 14336 * 4096 / h100.peak("bf16").value.base(), 1e-12);
   // Fused: the experts' bytes in one group plus one set of 4 launches (h100-sxm gives no kernel overhead).
-  EXPECT_DOUBLE_EQ(lc.expert_group(cost::ExpertExecution::Fused, 2, 2), 2 * lc.expert(1));
+  EXPECT_DOUBLE_EQ(lc.expert_group(cost::ExpertExecution::Fused, 2, 2, 2), 2 * lc.expert(1, 1));
   // Kernels of a Mixtral layer: attention 8 + router 3 + combine 1, + 2 all-reduces under TP.
   EXPECT_EQ(lc.layer_kernels(a.layer_specs[0], false), 12);
   EXPECT_EQ(lc.layer_kernels(a.layer_specs[0], true), 14);
+}
+
+// The activations an FFN moves (its GEMMs and its activation function read their input and write their
+// output, 16-bit) are bytes of its roofline beyond what the on-chip cache passes on (4 MB). Qwen3-30B-A3B's experts are
+// narrow (768 of a 2048 hidden state) and each token goes to 8: at 65,536 routed tokens on one B200-like FP4 device the
+// activations, 2 B x (4 x 2048 + 6 x 768) per routed token, outweigh the FP4 GEMMs' FLOPs at the ridge. Under 8-way MoE
+// tensor parallelism the intermediate side splits, the hidden states do not; a dense FFN moves its input
+// and output (2 x hidden) and its intermediate side, split over TP.
+TEST(StepCost, FfnActivationsAreBytesOfTheirRoofline) {
+  const model::Architecture a = model::load_model("qwen3-30b-a3b");
+  ASSERT_EQ(a.hidden, 2048);
+  ASSERT_EQ(a.expert_ffn, 768);
+  ASSERT_TRUE(a.gated_ffn);
+  model::NodeProfile b = model::load_node("h100-sxm");
+  b.devices.peak_flops["fp4"] = {units::flops_per_second(9e15), "test"};
+  const cost::LayerCosts lc(a, model::precision("nvfp4"), b, {}, 2.0);
+  const double bw = b.bandwidth().value.base();
+  const double per_routed = 2.0 * (4 * 2048 + 6 * 768);
+  const double routed = 65536, distinct = 128;
+  const double flops = routed * 2.0 * lc.expert_params() / 9e15;
+  const double bytes = distinct * lc.expert_bytes() + routed * per_routed - cost::kOnChipActivationBytes;
+  ASSERT_GT(bytes / bw, flops);  // the activations make it memory-bound
+  EXPECT_NEAR(lc.expert_group(cost::ExpertExecution::Fused, distinct, routed, routed), bytes / bw, 1e-12);
+  // Split 8 ways: each device's experts are 1/8 as wide; the hidden states move whole (1,000 tokens).
+  const cost::LayerCosts tp8(a, model::precision("nvfp4"), b, {8, 8, false}, 2.0);
+  EXPECT_NEAR(tp8.expert(1000, 1000), (lc.expert_bytes() / 8 + 1000 * 2.0 * (4 * 2048 + 6 * 768 / 8.0) - 4e6) / bw,
+              1e-12);
+  // One token's activations stay on chip.
+  EXPECT_NEAR(tp8.expert(1, 1), lc.expert_bytes() / 8 / bw, 1e-12);
+
+  // A dense model's FFN (Llama 3.1 8B: 4096 hidden, 14336 wide): input and output plus the wide side.
+  const model::Architecture d = model::load_model("llama-3.1-8b");
+  const cost::LayerCosts dl(d, model::precision("bf16"), b, {}, 2.0);
+  const cost::LayerCosts dl2(d, model::precision("bf16"), b, {2, 2, false}, 2.0);
+  const double dense_weights = 3.0 * 4096 * 14336 * 2;
+  EXPECT_NEAR(dl.dense(100), (dense_weights + 100 * 2.0 * (2 * 4096 + 6 * 14336) - 4e6) / bw, 1e-12);
+  EXPECT_NEAR(dl2.dense(100), (dense_weights / 2 + 100 * 2.0 * (2 * 4096 + 6 * 14336 / 2.0) - 4e6) / bw, 1e-12);
+  EXPECT_NEAR(dl.dense(1), dense_weights / bw, 1e-12);
 }
 
 // Attention data parallelism: each of the 8 devices attends only its own 8 of 64 sequences. With the
@@ -327,7 +373,7 @@ TEST(StepCost, PrefillAttentionFactorScalesTheAttentionFlopsOnly) {
   EXPECT_DOUBLE_EQ(c.after.attention(2048, none), weights);
   const cost::SeqWork token = c.before.sequence(32768, 1);
   EXPECT_DOUBLE_EQ(c.after.attention(1, token), c.before.attention(1, token));
-  EXPECT_DOUBLE_EQ(c.after.expert(4096), c.before.expert(4096));
+  EXPECT_DOUBLE_EQ(c.after.expert(4096, 4096), c.before.expert(4096, 4096));
 }
 
 // A runtime's expert token tile (devices.expert_token_tile): an expert given n of a step's N tokens

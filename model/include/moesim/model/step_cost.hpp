@@ -20,6 +20,14 @@
 //   - Kernels per layer part: one table (kKernels) counted after the Mixtral MoE block's operators in
 //     seed 001 (Linear, SiLU, Softmax, TopK, GroupBy, Aggregate) and a GQA attention block.
 //   - The experts of one MoE layer on one device run in one of four ways (ExpertExecution, seed 001).
+//   - An FFN's bytes are its weights and the activations its kernels read and write (the same roofline's
+//     bytes; Williams et al. count every byte a kernel moves): per token, its input and output hidden
+//     states and, for the intermediate side, 6 × its width when gated (the up-and-gate GEMM writes 2I, the
+//     activation reads 2I and writes I, the down GEMM reads I), 4 × ungated; a routed expert adds the
+//     dispatch that copies the token into its rows and the combine that reads its output back (2 hidden
+//     more), per token routed to it. 16-bit activations (kActivationBytes). Negligible for a wide FFN (Llama
+//     3.1 8B: ~1,700 FLOPs per byte moved), not for narrow experts with a large top-k (Qwen3-30B-A3B: 768
+//     wide, 8 per token: ~370 FLOPs per byte, below the FP4 ridge of a B200), where it is what costs.
 //   - KV-cache reads and attention FLOPs per sequence: each new token attends to every cached token and
 //     itself, sliding-window layers to at most their window (attended_sum below).
 //   - The weights one device holds (device_weight_bytes): the one memory-fit sum. Each part is split as
@@ -70,6 +78,19 @@ inline constexpr KernelTable kKernels{};
 /// Weight matrices per part, for the efficiency size key.
 inline constexpr double kAttentionMatrices = 4;  ///< q, k, v, o
 inline constexpr double kFfnMatrices = 3;        ///< w1, w3, w2
+/// Bytes of an activation element between kernels: 16-bit (vLLM's and TensorRT-LLM's bf16/fp16 activations;
+/// an FP8 or FP4 GEMM quantises its input inside the GEMM's prologue or a fused kernel).
+inline constexpr double kActivationBytes = 2;
+/// Activations a kernel group passes to the next through the on-chip cache rather than DRAM: a lower bound
+/// of the last-level cache of every device moesim profiles (NVIDIA's L2: A100 40 MB, H100 50 MB in their
+/// architecture whitepapers; Apple's and AMD's system-level caches are tens of MB), taken well below them
+/// because the weights streaming through evict part of it. One decode token's activations of any zoo model
+/// are under 1 MB per layer, so batch-1 decode moves none through DRAM; a max-load step moves gigabytes.
+/// The validation table's summaries move by under half a point for 1 or 32 MB instead (single rows up to
+/// 6 points).
+inline constexpr double kOnChipActivationBytes = 4e6;
+/// The part of `bytes` of activations that goes through DRAM: beyond kOnChipActivationBytes.
+double off_chip(double bytes);
 
 /// The dtype a weight format's matmuls run in on a node, and the dequantisation they pay.
 struct ComputePath {
@@ -177,11 +198,21 @@ struct LayerParts {
   double dense_params = 0, dense_bytes = 0;    ///< dense FFN layers and shared experts, averaged over all layers
   double head_params = 0, head_bytes = 0;      ///< the LM head (the embedding when tied)
   double expert_params = 0, expert_bytes = 0;  ///< one routed expert, one layer
-  double state_bytes = 0;                      ///< recurrent state (DeltaNet, Mamba-1/2), per layer (averaged)
-  bool ffn_on_moe_layers = false;              ///< shared experts run beside the routed ones
-  std::vector<Window> windows;                 ///< grouped by sliding window: a step costs O(sequences × windows)
+  /// Activation elements the FFN kernels read and write per token (2·hidden + ffn_intermediate_io), whole on every
+  /// device (the hidden-state side) and split as the weights are (the intermediate side): the dense FFN layers and
+  /// shared experts averaged over all layers; one routed expert per token routed to it, with its dispatch
+  /// and combine.
+  double dense_io_whole = 0, dense_io_split = 0, expert_io_whole = 0, expert_io_split = 0;
+  double state_bytes = 0;          ///< recurrent state (DeltaNet, Mamba-1/2), per layer (averaged)
+  bool ffn_on_moe_layers = false;  ///< shared experts run beside the routed ones
+  std::vector<Window> windows;     ///< grouped by sliding window: a step costs O(sequences × windows)
 };
 LayerParts layer_parts(const model::Architecture& a, const model::Precision& weights);
+
+/// Activation elements of its intermediate side an FFN of `intermediate` width moves per token: its GEMMs and
+/// its activation function each read their input and write their output (gated: 6·intermediate; ungated:
+/// 4·intermediate). Its hidden-state input and output add 2·hidden.
+double ffn_intermediate_io(const model::Architecture& a, double intermediate);
 
 /// The cost of the parts of a layer on one device, for a model, a weight format, a node and a split.
 /// Per-layer figures are averages over the decoder layers (exact in their sum over the layers); the
@@ -205,11 +236,12 @@ class LayerCosts {
   [[nodiscard]] double dense(double tokens) const;
   /// The router of one MoE layer for `tokens`.
   [[nodiscard]] double router(double tokens) const;
-  /// One routed expert's roofline for `tokens` routed to it (its kernels' overhead not included).
-  [[nodiscard]] double expert(double tokens) const;
+  /// One routed expert's roofline for `routed` tokens routed to it, of which its kernels compute `computed`
+  /// (expert_compute_tokens; the padding moves no activations) (its kernels' overhead not included).
+  [[nodiscard]] double expert(double computed, double routed) const;
   /// `distinct` experts over `routed` token-expert pairs as one grouped kernel set: fused or parallel.
-  /// `routed` is what the kernels compute: the pairs themselves, or expert_compute_tokens() of each.
-  [[nodiscard]] double expert_group(ExpertExecution mode, double distinct, double routed) const;
+  /// `computed` is what the kernels compute: the pairs themselves, or expert_compute_tokens() of each.
+  [[nodiscard]] double expert_group(ExpertExecution mode, double distinct, double computed, double routed) const;
   /// The LM head for `samples` sampled tokens, its kernel included.
   [[nodiscard]] double head(double samples) const;
   /// One sequence's work in one layer for a chunk of n new tokens after `context` cached ones.
@@ -257,6 +289,8 @@ class LayerCosts {
   double dense_params_ = 0, dense_bytes_ = 0, head_params_ = 0, head_bytes_ = 0;
   double expert_params_ = 0, expert_bytes_ = 0, state_bytes_ = 0;
   double expert_token_tile_ = 0;  ///< devices.expert_token_tile, tokens (0: none)
+  double dense_io_bytes_ = 0;     ///< activation bytes the dense FFN moves per token, this device
+  double expert_io_bytes_ = 0;    ///< activation bytes one expert moves per token routed to it, this device
   double kernel_overhead_ = 0, layer_overhead_ = 0, step_overhead_ = 0;
   Rate attn_rate_, router_rate_, dense_rate_, head_rate_, expert_rate_, kv_rate_;
 };

@@ -19,7 +19,8 @@
 //  - Step cost per device and layer (rooflines with the profile's measured efficiency bands,
 //    model::kernel_rates): attention projections, attention over the KV cache (decode: every cached
 //    token's K and V; prefill chunk of n tokens after p cached: 4·nq·hd·(n·p + n(n+1)/2) FLOPs), router,
-//    experts, shared experts or dense FFN, the collectives, the profile's per-kernel and per-layer
+//    experts, shared experts or dense FFN (their weights and the activations each token moves through
+//    them, model/step_cost.hpp), the collectives, the profile's per-kernel and per-layer
 //    overheads; the last stage adds the LM head for the sequences that sample. Quantised weights
 //    (fp8, int8, q4, q2) are dequantised inside the GEMM (seed 003 §FP8): bytes at their precision, FLOPs
 //    at bf16, the compute time scaled by 1 + the profile's devices.dequant_overhead for that precision.
