@@ -40,6 +40,9 @@ struct Mapping {
   struct MaxLoad {
     model::Sourced<nlohmann::json> scheduler;
     model::Sourced<std::map<std::pair<std::int64_t, std::int64_t>, std::int64_t>> requests;
+    /// "trtllm-bench": the scheduler's max_num_seqs and max_num_batched_tokens are the ones trtllm-bench
+    /// derives from each row's model, GPUs and dataset (trtllm_bench_limits); absent: as the scheduler says.
+    std::optional<model::Sourced<std::string>> batch_limits;
   };
   std::map<std::string, MaxLoad> max_load;
   /// runtime -> the name of a hand-written runtime profile laid over the node before the fit, on the nodes

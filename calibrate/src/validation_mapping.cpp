@@ -97,7 +97,7 @@ Mapping read_mapping(const std::filesystem::path& path) {
       const std::string& k = item.key();
       const json::Node rt = f->child(k);
       rt.expect_only({"native_dtypes", "prompt_chunk", "checkpoint_formats", "scheduler", "max_load_requests",
-                      "base_runtime", "kv_cache_dtype", "expert_token_tile"});
+                      "max_load_batch_limits", "base_runtime", "kv_cache_dtype", "expert_token_tile"});
       if (rt.has("expert_token_tile"))
         m.expert_token_tile[k] = model::parse_expert_token_tile(rt.child("expert_token_tile"));
       if (rt.has("kv_cache_dtype")) m.kv_cache_dtype[k] = parse_kv_cache_rules(rt);
@@ -105,7 +105,17 @@ Mapping read_mapping(const std::filesystem::path& path) {
         throw rt.error("gives one of scheduler and max_load_requests; a max-load benchmark needs both");
       if (rt.has("scheduler"))
         m.max_load[k] = {parse_runtime_scheduler(rt.child("scheduler")),
-                         parse_max_load_requests(rt.child("max_load_requests"))};
+                         parse_max_load_requests(rt.child("max_load_requests")), std::nullopt};
+      if (auto b = rt.optional_child("max_load_batch_limits")) {
+        if (!rt.has("scheduler")) throw b->error("needs the runtime's scheduler and max_load_requests beside it");
+        b->expect_only({"value", "source"});
+        const std::string how = b->string("value");
+        if (how != "trtllm-bench")
+          throw b->error("value", "'" + how +
+                                      "' is no batch-limit rule moesim knows; give \"trtllm-bench\" (its dataset "
+                                      "heuristic) or leave the key out (the scheduler's own limits)");
+        m.max_load[k].batch_limits = model::Sourced<std::string>{how, b->string("source")};
+      }
       if (rt.has("checkpoint_formats"))
         m.checkpoint_formats[k] = model::parse_checkpoint_formats(rt.child("checkpoint_formats"));
       if (rt.has("native_dtypes")) m.native_dtypes[k] = model::parse_native_dtypes(rt.child("native_dtypes"));

@@ -209,6 +209,34 @@ bool max_load_setup(ValidationPrediction& p, const Mapping::MaxLoad& ml) {
     }
     p.pp = tp_pp->second;
   }
+  if (ml.batch_limits) {
+    // The benchmark's own limits for this row's model, GPUs and dataset (trtllm_bench_limits): per pipeline
+    // micro-batch, and moesim's max_num_seqs counts the sequences of all of them.
+    const model::Architecture a = model::load_model(p.model);
+    const model::NodeProfile node = model::load_node(p.hw);
+    if (!node.devices.memory) {
+      p.skipped = "max-load: " + p.hw + " gives no devices.memory, which trtllm-bench's batch limits need";
+      return false;
+    }
+    TrtllmBenchInputs in;
+    in.arch = &a;
+    in.weights = &model::precision(p.precision);
+    if (!p.kv_cache_dtype.empty()) in.kv_element_bytes = model::precision(p.kv_cache_dtype).bits_per_weight / 8.0;
+    in.device_memory_gib = node.devices.memory->value.base() / (1024.0 * 1024.0 * 1024.0);
+    in.pp = p.pp;
+    in.tp = std::max<std::int64_t>(p.row.devices / p.pp, 1);
+    in.isl = std::max<std::int64_t>(p.row.prompt.value_or(1), 1);
+    in.osl = std::max<std::int64_t>(p.row.output.value_or(1), 1);
+    if (p.scheduler.contains("gpu_memory_utilization"))
+      in.kv_cache_free_gpu_mem_fraction = p.scheduler["gpu_memory_utilization"].get<double>();
+    const TrtllmBenchLimits l = trtllm_bench_limits(in);
+    if (l.max_batch_size < 1) {
+      p.skipped = "max-load: trtllm-bench would refuse this run (its estimate of the KV cache holds no request)";
+      return false;
+    }
+    p.scheduler["max_num_seqs"] = l.max_batch_size * p.pp;
+    p.scheduler["max_num_batched_tokens"] = l.max_num_tokens;
+  }
   return true;
 }
 

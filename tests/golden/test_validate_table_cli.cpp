@@ -185,6 +185,13 @@ TEST(GoldenValidateTable, BadTablesAreRefusedWithFileLineAndFix) {
        "$.runtimes.cuda.expert_token_tile.value: is 100000 tokens; a kernel tile is at most 65536"},
       {"", R"({"runtimes": {"cuda": {"expert_token_tile": {"value": 128, "source": ""}}}})",
        "$.runtimes.cuda.expert_token_tile.source: is empty; name the kernel source"},
+      {"", R"({"runtimes": {"trt": {"max_load_batch_limits": {"value": "trtllm-bench", "source": "s"}}}})",
+       "$.runtimes.trt.max_load_batch_limits: needs the runtime's scheduler and max_load_requests beside it"},
+      {"",
+       R"({"runtimes": {"trt": {"scheduler": {"value": {"kind": "chunked"}, "source": "s"},
+                                "max_load_requests": {"value": [{"prompt": 1, "output": 1, "requests": 1}], "source": "s"},
+                                "max_load_batch_limits": {"value": "vllm", "source": "s"}}}})",
+       "$.runtimes.trt.max_load_batch_limits.value: 'vllm' is no batch-limit rule moesim knows"},
   };
   for (const auto& c : cases) {
     write_table(s, c.rows, c.mapping);

@@ -29,7 +29,9 @@
 #include <utility>
 #include <vector>
 
+#include "moesim/model/architecture.hpp"
 #include "moesim/model/hardware.hpp"
+#include "moesim/model/precision.hpp"
 #include "moesim/scenario/plot.hpp"
 
 namespace moesim::calibrate {
@@ -173,5 +175,26 @@ void write_validation_csv(const ValidationResult& r, std::ostream& out);
 scenario::PlotSpec validation_plot(const ValidationResult& r);
 /// A fitted runtime as the profile JSON model::load_runtime reads (hwprofiles/runtimes/).
 nlohmann::json runtime_profile_json(const model::RuntimeProfile& r);
+
+/// What trtllm-bench's batch-limit heuristic sees of a run (NVIDIA/TensorRT-LLM tensorrt_llm/bench/build/
+/// tuning.py calc_engine_setting, called by build.py get_benchmark_engine_settings from both `trtllm-bench
+/// build --dataset` and the PyTorch backend's `throughput` without --max_batch_size/--max_num_tokens).
+struct TrtllmBenchInputs {
+  const model::Architecture* arch = nullptr;
+  const model::Precision* weights = nullptr;  ///< the checkpoint's format (its quant_algo)
+  double kv_element_bytes = 2;                ///< the KV cache's (FP8: 1)
+  double device_memory_gib = 0;               ///< one GPU's memory, GiB (get_device_memory)
+  std::int64_t tp = 1, pp = 1;
+  std::int64_t isl = 1, osl = 1;  ///< the dataset's average input and output lengths
+  double kv_cache_free_gpu_mem_fraction = 0.95;
+  bool chunked_prefill = false;  ///< the options file's enable_chunked_prefill (default off)
+};
+/// The limits it sets: max_batch_size (per pipeline micro-batch) and max_num_tokens (per step), 0 where
+/// trtllm-bench would refuse the run (the KV cache holds less than one request).
+struct TrtllmBenchLimits {
+  std::int64_t max_batch_size = 0, max_num_tokens = 0;
+  double kv_cache_max_requests = 0;  ///< the requests it estimates the KV cache holds
+};
+TrtllmBenchLimits trtllm_bench_limits(const TrtllmBenchInputs& in);
 
 }  // namespace moesim::calibrate
