@@ -67,7 +67,7 @@ double decode_b1(const ValidationPrediction& p, const model::NodeProfile& node,
                  std::optional<std::int64_t> context = std::nullopt);
 std::optional<double> figure(const ValidationPrediction& p, const model::NodeProfile& node);
 std::optional<double> max_load_throughput(const ValidationPrediction& p, const model::NodeProfile& node,
-                                          double* sequence_steps = nullptr);
+                                          double* sequence_steps = nullptr, double* engine_steps = nullptr);
 std::optional<model::RuntimeProfile> base_runtime(const Mapping& m, const std::string& runtime, const std::string& hw);
 model::NodeProfile base_node(const Mapping& m, const std::string& runtime, const std::string& hw);
 void predict(ValidationPrediction& p, const Mapping& m);
@@ -86,6 +86,7 @@ constexpr std::size_t kMinConfigurations = 3;
 /// changes sides the split is the local linearisation the fit needs.
 struct MaxLoadTerms {
   double bandwidth = 0, compute = 0, sequences = 0, rest = 0;
+  double steps = 0;  ///< engine steps per output token: each pays the runtime's step_overhead
 };
 
 /// A max-load class's calibration rows and their split (fit_class fills it), for the joint fit of its

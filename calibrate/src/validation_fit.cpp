@@ -179,8 +179,8 @@ model::RuntimeProfile& name_profile(ValidationFit& fit, const std::string& what)
 }
 
 /// Splits the dense max-load rows of a (node profile, runtime) class with no batch-1 decode rows into `out`
-/// for fit_max_load_jointly (the runtime's bandwidth and compute efficiency on this node and its host time
-/// per sequence and step; the rest of the node profile as shipped).
+/// for fit_max_load_jointly (the runtime's bandwidth and compute efficiency on this node and its host times
+/// per engine step and per sequence and step; the rest of the node profile as shipped).
 void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const model::NodeProfile& base,
                   const std::optional<model::RuntimeProfile>& base_rt, MaxLoadClass* out) {
   model::RuntimeProfile& rp = name_profile(fit, "dense max-load measurements");
@@ -209,9 +209,9 @@ void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, 
   for (auto* p : rows) {
     if (p->row.role != "calibration" || p->kind != "max-load" || !p->predicted) continue;
     std::optional<double> t11, tb, tc;
-    double sequences = 0;
+    double sequences = 0, steps = 0;
     try {
-      t11 = max_load_throughput(*p, unit, &sequences);
+      t11 = max_load_throughput(*p, unit, &sequences, &steps);
       tb = figure(*p, slow_memory);
       tc = figure(*p, slow_compute);
     } catch (const UserError&) {
@@ -222,6 +222,7 @@ void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, 
     t.bandwidth = std::max(0.0, 1.0 / *tb - 1.0 / *t11);
     t.compute = std::max(0.0, 1.0 / *tc - 1.0 / *t11);
     t.sequences = sequences;
+    t.steps = steps;
     t.rest = std::max(0.0, 1.0 / *t11 - t.bandwidth - t.compute);
     cal.push_back(p);
     terms.push_back(t);
@@ -239,27 +240,29 @@ void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, 
 }
 
 /// The fitted max-load figures of one class: inverse bandwidth and compute efficiency, and the runtime's
-/// sequence_overhead (s), shared by its classes.
+/// step_overhead and sequence_overhead (s), shared by its classes.
 struct JointFit {
   std::vector<std::array<double, 2>> inverse;  ///< per class of the group
   double sequence_overhead = 0;
+  double step_overhead = 0;
 };
 
-/// x >= 0 minimising Σ ((bandwidth_i / b_k + compute_i / c_k + sequences_i · s + rest_i − time_i) / time_i)²
-/// over every row of the group's classes k (nonnegative_least_squares on relative errors, as solve() for
-/// batch-1 decode) but those `held` (of class `held_class`): each class its own efficiencies, one s for the
-/// runtime. The columns separate on the perf-overview's datasets: the bandwidth part per output token falls
-/// with the batch and grows with the context, the compute part grows with the prompt per output token
-/// (2048/128 against 128/2048), the sequences part is about one step per output token; the host time per
-/// sequence is the runtime's own, so the classes of small models (where it is a large share) fix it for
-/// those of large ones (where it is not).
+/// x >= 0 minimising Σ ((bandwidth_i / b_k + compute_i / c_k + sequences_i · s + steps_i · h + rest_i −
+/// time_i) / time_i)² over every row of the group's classes k (nonnegative_least_squares on relative errors,
+/// as solve() for batch-1 decode) but those `held` (of class `held_class`): each class its own efficiencies,
+/// one s and one h for the runtime. The columns separate on the perf-overview's datasets: the bandwidth part
+/// per output token falls with the batch and grows with the context, the compute part grows with the prompt
+/// per output token (2048/128 against 128/2048), the sequences part is about one step per output token, the
+/// steps part one over the batch; the host times are the runtime's own, so the classes of small models
+/// (where they are a large share) fix them for those of large ones (where they are not): the weights a
+/// class reads per step also fall with the batch, but differ from class to class, where h is shared.
 JointFit solve_joint(const std::vector<MaxLoadClass*>& group, std::size_t held_class, const std::vector<bool>& held) {
   std::size_t n = 0;
   for (std::size_t k = 0; k < group.size(); ++k)
     for (std::size_t i = 0; i < group[k]->cal.size(); ++i)
       if (k != held_class || held.empty() || !held[i]) ++n;
   const std::size_t shared = 2 * group.size();
-  Matrix a(n, shared + 1);
+  Matrix a(n, shared + 2);
   std::vector<double> b(n);
   std::size_t row = 0;
   for (std::size_t k = 0; k < group.size(); ++k) {
@@ -269,6 +272,7 @@ JointFit solve_joint(const std::vector<MaxLoadClass*>& group, std::size_t held_c
       a(row, 2 * k) = c.terms[i].bandwidth / c.time[i];
       a(row, 2 * k + 1) = c.terms[i].compute / c.time[i];
       a(row, shared) = c.terms[i].sequences / c.time[i];
+      a(row, shared + 1) = c.terms[i].steps / c.time[i];
       b[row] = 1.0 - c.terms[i].rest / c.time[i];
       ++row;
     }
@@ -277,11 +281,13 @@ JointFit solve_joint(const std::vector<MaxLoadClass*>& group, std::size_t held_c
   JointFit f;
   for (std::size_t k = 0; k < group.size(); ++k) f.inverse.push_back({x[2 * k], x[2 * k + 1]});
   f.sequence_overhead = x[shared];
+  f.step_overhead = x[shared + 1];
   return f;
 }
 
 double max_load_seconds(const JointFit& f, std::size_t k, const MaxLoadTerms& t) {
-  return t.bandwidth * f.inverse[k][0] + t.compute * f.inverse[k][1] + t.sequences * f.sequence_overhead + t.rest;
+  return t.bandwidth * f.inverse[k][0] + t.compute * f.inverse[k][1] + t.sequences * f.sequence_overhead +
+         t.steps * f.step_overhead + t.rest;
 }
 
 /// Writes class `k`'s share of the group's joint fit into its ValidationFit and runtime profile, with the
@@ -294,6 +300,7 @@ void finish_max_load(const std::vector<MaxLoadClass*>& group, std::size_t k, con
   fit.efficiency = efficiency_of(all.inverse[k][0], 1.0);
   fit.compute_efficiency = efficiency_of(all.inverse[k][1], 1.0);
   fit.sequence_overhead = all.sequence_overhead;
+  fit.step_overhead = all.step_overhead;
   if (all.inverse[k][0] == 0 || all.inverse[k][1] == 0)
     fit.note = "the max-load rows leave an efficiency undetermined (the fit gives its part no weight): kept at 1";
   if (fit.efficiency > 1.0)
@@ -311,11 +318,12 @@ void finish_max_load(const std::vector<MaxLoadClass*>& group, std::size_t k, con
   });
   std::string ids;
   for (const auto* p : c.cal) ids += (ids.empty() ? "" : ", ") + p->row.id;
-  const std::string source = "fitted by `moesim validate --table validation --fit` to " + std::to_string(c.cal.size()) +
-                             " dense max-load output-throughput rows of validation/measurements.csv (" + ids +
-                             "), time per output token = bandwidth part / efficiency + compute part / compute "
-                             "efficiency + sequence-steps per output token x sequence_overhead + the rest, each "
-                             "part from the serving simulator";
+  const std::string source =
+      "fitted by `moesim validate --table validation --fit` to " + std::to_string(c.cal.size()) +
+      " dense max-load output-throughput rows of validation/measurements.csv (" + ids +
+      "), time per output token = bandwidth part / efficiency + compute part / compute "
+      "efficiency + sequence-steps per output token x sequence_overhead + engine steps per output "
+      "token x step_overhead + the rest, each part from the serving simulator";
   // A runtime profile's efficiencies are at most 1.5 (model::load_runtime refuses more, as a figure no
   // runtime reaches): beyond it the fit is saying the simulator's other costs are high, and the profile
   // (which prices every fitted row) keeps the bound.
@@ -324,13 +332,25 @@ void finish_max_load(const std::vector<MaxLoadClass*>& group, std::size_t k, con
     fit.note += std::string(fit.note.empty() ? "" : "; ") + "the runtime profile holds its efficiencies at 1.5";
   rp.bandwidth_efficiency = model::Sourced<double>{std::min(fit.efficiency, kMaxEfficiency), source};
   rp.compute_efficiency = model::Sourced<double>{std::min(fit.compute_efficiency, kMaxEfficiency), source};
-  rp.sequence_overhead = model::Sourced<units::Duration>{
-      units::seconds(all.sequence_overhead),
-      "fitted by `moesim validate --table validation --fit` jointly to the " + std::to_string(group_rows) +
-          " dense max-load rows of " + std::to_string(group.size()) + " (node profile, " + fit.runtime +
-          ") classes of validation/measurements.csv, each class with its own two efficiencies and this one host "
-          "time per sequence and engine step (the runtime's, whatever the GPU; the class's own share: " +
-          ids + ")"};
+  const auto host_source = [&](const std::string& what) {
+    return "fitted by `moesim validate --table validation --fit` jointly to the " + std::to_string(group_rows) +
+           " dense max-load rows of " + std::to_string(group.size()) + " (node profile, " + fit.runtime +
+           ") classes of validation/measurements.csv, each class with its own two efficiencies and the runtime's "
+           "two host times, per engine step and per sequence and engine step (the runtime's, whatever the GPU), "
+           "this one " +
+           what + " (the class's own share: " + ids + ")";
+  };
+  rp.sequence_overhead = model::Sourced<units::Duration>{units::seconds(all.sequence_overhead),
+                                                         host_source("per sequence and engine step")};
+  // The engine loop's own time each step, whatever its batch: the executor schedules the batch, prepares
+  // its inputs, launches the step and reads back its tokens (v1.0's PyTorch backend: class PyExecutor in
+  // tensorrt_llm/_torch/pyexecutor/py_executor.py), as vLLM's engine core does (ServingEngine in
+  // sim/src/serving.cpp).
+  rp.step_overhead = model::Sourced<units::Duration>{
+      units::seconds(all.step_overhead),
+      host_source("per engine step") +
+          "; from max-load rows alone, whose engine steps take tens to hundreds of ms: no batch-1 or "
+          "low-concurrency row of this runtime in the table tests it where it would be a large share of a step"};
   rp.calibration_rows = fit.max_load_rows;
 }
 

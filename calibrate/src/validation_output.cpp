@@ -51,12 +51,13 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
            "context roofline x factor + kernels x overhead; then batch-1 prefill: GEMMs' compute-bound time / compute "
            "efficiency + attention FLOPs' compute-bound time x attention factor / compute efficiency; a class measured "
            "only at max load: time per output token = memory-bound part / bandwidth "
-           "efficiency + compute-bound part / compute efficiency + the rest). Error ranges: "
+           "efficiency + compute-bound part / compute efficiency + sequence-steps x host time per sequence-step + "
+           "engine steps x host time per step + the rest). Error ranges: "
            "leave-one-configuration-out (model, format); a class of fewer than "
         << validation_detail::kMinConfigurations << " configurations takes the range pooled over all classes:\n";
     Table f({"hw", "runtime", "rows", "bandwidth efficiency", "context x", "per kernel us", "decode error range",
              "prefill rows", "compute efficiency", "prefill attention x", "prefill error range", "max-load rows",
-             "per sequence-step us", "max-load error range"});
+             "per sequence-step us", "per step ms", "max-load error range"});
     auto range = [](const std::vector<double>& own, double lo, double hi) {
       if (!own.empty()) {
         const auto [a, b] = std::minmax_element(own.begin(), own.end());
@@ -79,6 +80,7 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
                                  : std::string("-"),
                  std::to_string(x.max_load_rows),
                  max_load ? text::printf("%.2f", x.sequence_overhead * 1e6) : std::string("-"),
+                 max_load ? text::printf("%.2f", x.step_overhead * 1e3) : std::string("-"),
                  x.max_load_range ? range(x.max_load_configurations >=
                                                   static_cast<std::int64_t>(validation_detail::kMinConfigurations)
                                               ? x.max_load_loo_errors
@@ -163,6 +165,7 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
           metric("prefill_attention_factor", f.prefill_attention_factor, "x the attention FLOPs' compute roofline")},
          {"max_load_rows", f.max_load_rows},
          {"sequence_overhead", metric("sequence_overhead", f.sequence_overhead, "s")},
+         {"step_overhead", metric("step_overhead", f.step_overhead, "s")},
          {"max_load_loo_errors", f.max_load_loo_errors},
          {"note", f.note}});
   return {{"table", r.table.string()}, {"rows", rows}, {"summaries", sums}, {"fits", fits}};

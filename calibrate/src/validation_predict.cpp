@@ -95,9 +95,10 @@ constexpr std::int64_t kMaxLoadWaves = 2;
 /// cache and max_num_seqs admit) of the row's prompt and output queued at once under the runtime's
 /// scheduler; total output tokens / the time from the first arrival to the last completion. With
 /// `sequence_steps`, also the run's sequences summed over its engine steps per output token: the growth of
-/// the time per output token with the runtime's sequence_overhead (s per sequence and step).
+/// the time per output token with the runtime's sequence_overhead (s per sequence and step); with
+/// `engine_steps`, its engine steps per output token: the growth with the runtime's step_overhead (s per step).
 std::optional<double> max_load_throughput(const ValidationPrediction& p, const model::NodeProfile& node,
-                                          double* sequence_steps) {
+                                          double* sequence_steps, double* engine_steps) {
   const std::int64_t prompt = p.row.prompt.value_or(1), output = std::max<std::int64_t>(p.row.output.value_or(1), 1);
   ServeScenario sc = burst_scenario(p, 1, prompt, output, p.scheduler);
   const sim::MemoryPlan memory = scenario::serve_memory_plan(sc);
@@ -115,6 +116,8 @@ std::optional<double> max_load_throughput(const ValidationPrediction& p, const m
     for (const sim::StepRecord& s : run.result.steps) sum += s.sequences;
     *sequence_steps = sum / (run.result.output_throughput * run.result.duration);
   }
+  if (engine_steps)
+    *engine_steps = static_cast<double>(run.result.steps.size()) / (run.result.output_throughput * run.result.duration);
   return run.result.output_throughput;
 }
 

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -402,6 +403,12 @@ TEST(GoldenValidateTable, MaxLoadRowsAreServedAndFitted) {
   EXPECT_LE(moe.at("interval").at("low").get<double>(), metric_value(moe, "fitted"));
   EXPECT_GE(moe.at("interval").at("high").get<double>(), metric_value(moe, "fitted"));
   const auto profile = nlohmann::json::parse(slurp(s.path("rt") + "/trt@h100-sxm.json"));
+  // The runtime's two host times, per engine step and per sequence of a step, are fitted with it.
+  for (const char* key : {"step_overhead", "sequence_overhead"}) {
+    ASSERT_TRUE(profile.contains(key)) << key << ": " << profile.dump();
+    EXPECT_NE(profile.at(key).at("source").get<std::string>().find("fitted by"), std::string::npos) << key;
+    EXPECT_GE(metric_value(f, key), 0.0) << key;
+  }
   EXPECT_LT(profile.at("bandwidth_efficiency").at("value").get<double>() *
                 profile.at("compute_efficiency").at("value").get<double>(),
             1.0);
@@ -551,6 +558,22 @@ TEST(GoldenValidateTable, ShippedTableFitRuntimesThresholdsAndPlot) {
     EXPECT_GE(metric_value(sm, "interval_coverage"), 0.80) << sm.dump();
   }
   EXPECT_TRUE(found) << "no fitted summary of the batch-1 decode prediction rows";
+
+  // The other kinds do not meet the targets yet (validation/README.md): their summaries are held at
+  // this commit's levels with a point or two to spare, so a change that loses ground fails here.
+  const std::map<std::string, std::pair<double, double>> held = {
+      {"max-load", {0.165, 0.46}}, {"prefill b1", {0.18, 0.55}}, {"decode batched", {0.165, 0.34}}};
+  std::size_t guarded = 0;
+  for (const auto& sm : j.at("summaries")) {
+    const auto it = held.find(sm.at("kind").get<std::string>());
+    if (it == held.end() || sm.at("basis") != "fitted" || sm.at("role") != "prediction" ||
+        sm.at("hw_family") != "all" || sm.at("runtime") != "all")
+      continue;
+    ++guarded;
+    EXPECT_LE(metric_value(sm, "median_abs_error"), it->second.first) << sm.dump();
+    EXPECT_LE(metric_value(sm, "p90_abs_error"), it->second.second) << sm.dump();
+  }
+  EXPECT_EQ(guarded, held.size());
 
   // Batched decode is fitted to nothing: its interval is the dense batched rows' largest factor either way
   // (value / f .. value * f), which a range taken as it stands (+12 .. +38% at this commit) is not.

@@ -98,6 +98,7 @@ struct ValidationFit {
   /// the MoE rows' intervals take (own or pooled).
   std::int64_t max_load_rows = 0, max_load_configurations = 0;
   double sequence_overhead = 0;  ///< max-load: the runtime's host time per sequence and engine step, s
+  double step_overhead = 0;      ///< max-load: the runtime's host time per engine step, s
   /// Each configuration's rows predicted by the fit of the others (from 2 configurations: the range pooled
   /// over classes takes them; a class's own range needs kMinConfigurations).
   std::vector<double> max_load_loo_errors;
