@@ -7,12 +7,17 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <initializer_list>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -20,16 +25,20 @@
 
 namespace moesim::test {
 
-/// A folder of its own for the running test (prefix, pid, suite and test name), emptied first and removed
-/// at the end; write() puts a file in it byte for byte (CRLF stays CRLF) and returns its path.
+/// A folder of its own for the running test (prefix, suite and test name and a random suffix), made by
+/// mkdtemp: created new and only for this test (never a folder that was there, never through a link), and
+/// removed at the end; write() puts a file in it byte for byte (CRLF stays CRLF) and returns its path.
 class TestDir {
  public:
   explicit TestDir(const std::string& prefix) {
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            (prefix + "_" + std::to_string(::getpid()) + "_" + info->test_suite_name() + "_" + info->name());
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
+    std::string name =
+        prefix + "_" + (info ? std::string(info->test_suite_name()) + "_" + info->name() : "") + "_XXXXXX";
+    std::replace(name.begin(), name.end(), '/', '_');  // a parameterised test's name is Name/0
+    std::string t = (std::filesystem::temp_directory_path() / name).string();
+    if (::mkdtemp(t.data()) == nullptr)
+      throw std::runtime_error("cannot make a test folder from " + t + ": " + std::strerror(errno));
+    path_ = t;
   }
   ~TestDir() {
     std::error_code ec;

@@ -41,10 +41,10 @@ inline const std::string kMpirun =
 inline bool have_mpirun() { return std::system("command -v mpirun >/dev/null 2>&1") == 0; }
 
 /// Runs `moesim <args>` (args are shell words) with stdout and stderr captured in files under `capture`
-/// (default: a folder per test process in the temporary directory).
+/// (default: a folder of the test process's own, made by the first run and removed at exit).
 inline Run run_cli(const std::string& args, const fs::path& capture = {}) {
-  const fs::path dir =
-      capture.empty() ? fs::temp_directory_path() / ("moesim_cli_" + std::to_string(::getpid())) : capture;
+  static const TestDir own("moesim_cli");
+  const fs::path dir = capture.empty() ? own.path() : capture;
   fs::create_directories(dir);
   const std::string cmd =
       std::string(MOESIM_BINARY) + " " + args + " >" + (dir / "out").string() + " 2>" + (dir / "err").string();
@@ -56,17 +56,15 @@ inline Run run_cli(const std::string& args, const fs::path& capture = {}) {
   return r;
 }
 
-/// A temporary file with the given contents; removed at the end of the test.
+/// A temporary file `name` with the given contents, in a folder of its own (TestDir); removed with it.
 class TempFile {
  public:
   TempFile(const std::string& name, const std::string& contents)
-      : path_(fs::temp_directory_path() / ("moesim_test_" + std::to_string(::getpid()) + "_" + name)) {
-    std::ofstream(path_) << contents;
-  }
-  ~TempFile() { fs::remove(path_); }
+      : dir_("moesim_file"), path_(dir_.write(name, contents)) {}
   [[nodiscard]] std::string path() const { return path_.string(); }
 
  private:
+  TestDir dir_;
   fs::path path_;
 };
 
@@ -97,45 +95,40 @@ inline void expect_json_near(const nlohmann::json& got, const nlohmann::json& wa
 /// folder, the captured stdout/stderr of the runs beside it.
 class Scratch {
  public:
-  explicit Scratch(const std::string& prefix)
-      : dir_(fs::temp_directory_path() / (prefix + "_" + std::to_string(::getpid()) + "_" +
-                                          ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::remove_all(dir_);
-    fs::create_directories(dir_ / "out");
-  }
-  ~Scratch() { fs::remove_all(dir_); }
+  explicit Scratch(const std::string& prefix) : dir_(prefix) { fs::create_directories(dir_.path() / "out"); }
   Scratch(const Scratch&) = delete;
   Scratch& operator=(const Scratch&) = delete;
 
   /// The output folder, or a file in it.
   [[nodiscard]] std::string path(const std::string& name = "") const {
-    return name.empty() ? (dir_ / "out").string() : (dir_ / "out" / name).string();
+    return name.empty() ? (dir_.path() / "out").string() : (dir_.path() / "out" / name).string();
   }
   void write(const std::string& name, const std::string& contents) const {
-    std::ofstream(dir_ / "out" / name, std::ios::binary) << contents;
+    std::ofstream(dir_.path() / "out" / name, std::ios::binary) << contents;
   }
   /// Runs `moesim <args>` (shell words) with stdout and stderr captured.
-  [[nodiscard]] Run moesim(const std::string& args) const { return run_cli(args, dir_ / "capture"); }
+  [[nodiscard]] Run moesim(const std::string& args) const { return run_cli(args, dir_.path() / "capture"); }
   /// Runs a shell command line with stdout and stderr captured.
   [[nodiscard]] Run shell(const std::string& cmd) const {
-    const std::string full = cmd + " >" + (dir_ / "capture.out").string() + " 2>" + (dir_ / "capture.err").string();
+    const std::string full =
+        cmd + " >" + (dir_.path() / "capture.out").string() + " 2>" + (dir_.path() / "capture.err").string();
     const int status = std::system(full.c_str());
     Run r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    r.out = slurp(dir_ / "capture.out");
-    r.err = slurp(dir_ / "capture.err");
+    r.out = slurp(dir_.path() / "capture.out");
+    r.err = slurp(dir_.path() / "capture.err");
     return r;
   }
   /// Names of the files in the output folder, sorted.
   [[nodiscard]] std::vector<std::string> files() const {
     std::vector<std::string> v;
-    for (const auto& e : fs::directory_iterator(dir_ / "out")) v.push_back(e.path().filename().string());
+    for (const auto& e : fs::directory_iterator(dir_.path() / "out")) v.push_back(e.path().filename().string());
     std::sort(v.begin(), v.end());
     return v;
   }
 
  private:
-  fs::path dir_;
+  TestDir dir_;
 };
 
 struct BadInput {

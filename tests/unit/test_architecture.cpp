@@ -170,19 +170,14 @@ TEST(Zoo, MissingConfigFileIsNoSuchFile) {
 // Scenario: a user's config.json on disk (TinyMistral's dimensions). Expectation: load_model parses it
 // and the count equals the zoo's TinyMistral, 1,003,072,512 parameters; the id is the path.
 TEST(Zoo, LoadsAConfigFileFromDisk) {
-  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "moesim_arch_test";
-  std::filesystem::create_directories(dir);
-  const std::filesystem::path file = dir / "config.json";
-  {
-    std::ofstream out(file);
-    out << tiny_mixtral().dump(2);
-  }
+  const moesim::test::TestDir scratch("moesim_arch");
+  const std::filesystem::path& dir = scratch.path();
+  const std::filesystem::path file = scratch.write("config.json", tiny_mixtral().dump(2));
   const Architecture a = load_model(file.string());
   EXPECT_EQ(a.id, file.string());
   EXPECT_EQ(parameter_counts(a).total(), 1003072512);
   // A snapshot folder works too: its config.json is read.
   EXPECT_EQ(parameter_counts(load_model(dir.string())).total(), 1003072512);
-  std::filesystem::remove_all(dir);
 }
 
 // ---- Architecture: counts for every zoo model ------------------------------------------------------------

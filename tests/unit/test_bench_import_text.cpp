@@ -17,12 +17,6 @@ using moesim::calibrate::read_mlx_lm;
 
 const std::string kData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/";
 
-std::string write(const std::string& name, const std::string& text) {
-  std::string path = testing::TempDir() + name;
-  std::ofstream(path) << text;
-  return path;
-}
-
 // Per run a prefill (the prompt at depth 0) and a decode (the generated tokens after the prompt), with the
 // line each figure stands on.
 TEST(CalibrateBenchText, MlxLmRunsAsLlamaBenchTests) {
@@ -43,24 +37,28 @@ TEST(CalibrateBenchText, MlxLmRunsAsLlamaBenchTests) {
 
 // Generated text that starts like a figure line is text, not a figure nor an error.
 TEST(CalibrateBenchText, MlxLmGeneratedTextIsSkipped) {
-  const nlohmann::json t = read_mlx_lm(write("mlx-text.txt",
-                                             "==========\nPrompt: write a haiku\nGeneration: of models, fast\n"
-                                             "==========\nPrompt: 12 tokens, 50.000 tokens-per-sec\n"
-                                             "Generation: 8 tokens, 20.000 tokens-per-sec\nPeak memory: 1.000 GB\n"));
+  const moesim::test::TestDir dir("moesim_bench_text");
+  const nlohmann::json t =
+      read_mlx_lm(dir.write("mlx-text.txt",
+                            "==========\nPrompt: write a haiku\nGeneration: of models, fast\n"
+                            "==========\nPrompt: 12 tokens, 50.000 tokens-per-sec\n"
+                            "Generation: 8 tokens, 20.000 tokens-per-sec\nPeak memory: 1.000 GB\n"));
   ASSERT_EQ(t.size(), 2u);
   EXPECT_EQ(t[0].at("line"), 5);
   EXPECT_DOUBLE_EQ(t[1].at("avg_ts").get<double>(), 20.0);
 }
 
 TEST(CalibrateBenchText, MlxLmBadInputNamesTheLine) {
+  const moesim::test::TestDir dir("moesim_bench_text");
   const std::string e = moesim::test::error_of(
-      [] { (void)read_mlx_lm(write("mlx-gen-first.txt", "text\nGeneration: 3 tokens, 1.0 tokens-per-sec\n")); });
+      [&] { (void)read_mlx_lm(dir.write("mlx-gen-first.txt", "text\nGeneration: 3 tokens, 1.0 tokens-per-sec\n")); });
   EXPECT_NE(e.find("line 2"), std::string::npos) << e;
   EXPECT_NE(e.find("no Prompt line"), std::string::npos) << e;
-  const std::string b = moesim::test::error_of(
-      [] { (void)read_mlx_lm(write("mlx-batch.txt", "[batch_generate] Prompt: 3 tokens, 1.0 tokens-per-sec\n")); });
+  const std::string b = moesim::test::error_of([&] {
+    (void)read_mlx_lm(dir.write("mlx-batch.txt", "[batch_generate] Prompt: 3 tokens, 1.0 tokens-per-sec\n"));
+  });
   EXPECT_NE(b.find("batch_generate"), std::string::npos) << b;
-  const std::string none = moesim::test::error_of([] { (void)read_mlx_lm(write("mlx-none.txt", "hello\n")); });
+  const std::string none = moesim::test::error_of([&] { (void)read_mlx_lm(dir.write("mlx-none.txt", "hello\n")); });
   EXPECT_NE(none.find("--verbose"), std::string::npos) << none;
 }
 
@@ -95,16 +93,17 @@ TEST(CalibrateBenchText, BatchedBenchRowsAsLlamaBenchTests) {
 }
 
 TEST(CalibrateBenchText, BatchedBenchBadInputNamesTheLine) {
+  const moesim::test::TestDir dir("moesim_bench_text");
   const std::string header =
       "|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |\n";
   const std::string e = moesim::test::error_of([&] {
-    (void)read_llama_batched_bench(write(
+    (void)read_llama_batched_bench(dir.write(
         "bb-cols.txt", "main: n_kv_max = 1, n_batch = 1, n_ubatch = 512\n" + header + "|---|---|\n| 512 | 32 | 1 |\n"));
   });
   EXPECT_NE(e.find("line 4"), std::string::npos) << e;
   EXPECT_NE(e.find("columns"), std::string::npos) << e;
   const std::string u = moesim::test::error_of([&] {
-    (void)read_llama_batched_bench(write("bb-ub.txt", "main: n_kv_max = 1, n_batch = 1, n_ubatch = x\n" + header));
+    (void)read_llama_batched_bench(dir.write("bb-ub.txt", "main: n_kv_max = 1, n_batch = 1, n_ubatch = x\n" + header));
   });
   EXPECT_NE(u.find("line 1"), std::string::npos) << u;
   EXPECT_NE(u.find("n_ubatch"), std::string::npos) << u;

@@ -17,8 +17,8 @@ using moesim::calibrate::read_llama_bench;
 const std::string kBenchData = std::string(MOESIM_SOURCE_DIR) + "/tests/data/llama-bench/";
 
 std::string error_reading_markdown(const std::string& text) {
-  const std::string path = testing::TempDir() + "moesim_llama_bench_bad.md";
-  std::ofstream(path) << text;
+  const moesim::test::TestDir dir("moesim_llama_bench");
+  const std::string path = dir.write("bad.md", text);
   return moesim::test::error_of([&] { (void)read_llama_bench(path); });
 }
 
@@ -49,8 +49,9 @@ TEST(LlamaBenchMarkdown, RefusesWhatLlamaBenchDidNotWrite) {
             std::string::npos);
   EXPECT_NE(error_reading_markdown("hello\n").find("neither a JSON array nor a markdown table"), std::string::npos);
   // pp+tg and depth are parsed into their parts.
-  const std::string path = testing::TempDir() + "moesim_llama_bench_ok.md";
-  std::ofstream(path) << header << "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | pp512+tg128 @ d4096 | 12.50 ± 0.10 |\n";
+  const moesim::test::TestDir dir("moesim_llama_bench");
+  const std::string path =
+      dir.write("ok.md", header + "| llama 8B F16 | 1 GiB | 8 B | Metal | 99 | pp512+tg128 @ d4096 | 12.50 ± 0.10 |\n");
   const nlohmann::json j = read_llama_bench(path);
   ASSERT_EQ(j.size(), 1u);
   EXPECT_EQ(j[0].at("n_prompt"), 512);

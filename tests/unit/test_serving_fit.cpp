@@ -35,8 +35,8 @@ nlohmann::json fixture(const std::string& name) {
 
 /// `doc` written to a scratch file, read back by read_vllm_serving; the UserError's message or "".
 std::string error_reading_result(const nlohmann::json& doc) {
-  const std::string path = testing::TempDir() + "moesim_vllm_bad.json";
-  std::ofstream(path) << doc.dump();
+  const moesim::test::TestDir dir("moesim_vllm");
+  const std::string path = dir.write("moesim_vllm_bad.json", doc.dump());
   return moesim::test::error_of([&] { (void)read_vllm_serving(path); });
 }
 
@@ -195,10 +195,10 @@ TEST(VllmLatency, ReadsTheOutputJsonAndItsLengths) {
   EXPECT_EQ(c.input_len, 64);
   EXPECT_EQ(c.output_len, 16);
   EXPECT_EQ(c.batch_size, 4);
-  const std::string path = testing::TempDir() + "moesim_vllm_latency.json";
-  std::ofstream(path) << R"({"latencies": [1.0], "percentiles": {"50": 1.0}})";
+  const moesim::test::TestDir dir("moesim_vllm_latency");
+  const std::string path = dir.write("latency.json", R"({"latencies": [1.0], "percentiles": {"50": 1.0}})");
   EXPECT_NE(moesim::test::error_of([&] { (void)read_vllm_latency(path); }).find("avg_latency"), std::string::npos);
-  std::ofstream(path) << R"({"avg_latency": 1.0, "batch_size": 2})";
+  (void)dir.write("latency.json", R"({"avg_latency": 1.0, "batch_size": 2})");
   EXPECT_NE(moesim::test::error_of([&] {
               (void)read_vllm_latency(path, {std::nullopt, std::nullopt, 4});
             }).find("drop --input-len"),
