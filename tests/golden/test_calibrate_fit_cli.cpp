@@ -20,8 +20,8 @@ double run_field(const nlohmann::json& j, const std::string& run, const std::str
 // The criterion: fitted to the 2-node P-L_R-D row of Table 4 alone, the simulator predicts the
 // 3- and 4-node rows' tokens/s (6.5, 7.0) within 10%.
 TEST(GoldenCalibrateFit, TwoNodeRowPredictsThreeAndFourNodesWithinTenPercent) {
-  const fs::path dir = fs::temp_directory_path() / ("moesim_fitcli_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const TestDir scratch("moesim_fitcli");
+  const fs::path& dir = scratch.path();
   const auto out = (dir / "fitted.json").string();
   const auto r = run_cli("calibrate fit --measured " + kRuns + " --runs p-lr-d-2-nodes --no-loo --json --out " + out);
   ASSERT_EQ(r.code, 0) << r.err;
@@ -34,7 +34,6 @@ TEST(GoldenCalibrateFit, TwoNodeRowPredictsThreeAndFourNodesWithinTenPercent) {
   const auto s = run_cli("simulate --nodes 3 --hw " + out + " --nic " + (dir / "fitted.nic.json").string() +
                          " --tokens 100 --json");
   EXPECT_EQ(s.code, 0) << s.err;
-  fs::remove_all(dir);
 }
 
 TEST(GoldenCalibrateFit, BadInputs) {

@@ -42,8 +42,8 @@ TEST(GoldenSimulate, EveryExampleScenario) {
 // The per-token CSV has one row per token plus a header, and its time column adds up; the Chrome trace
 // is valid JSON with compute and NIC spans.
 TEST(GoldenSimulate, PerTokenCsvAndChromeTrace) {
-  const fs::path dir = fs::temp_directory_path() / ("moesim_sim_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const TestDir scratch("moesim_sim");
+  const fs::path& dir = scratch.path();
   const auto csv = (dir / "tokens.csv").string();
   const auto chrome = (dir / "trace.json").string();
   const auto r =
@@ -62,7 +62,6 @@ TEST(GoldenSimulate, PerTokenCsvAndChromeTrace) {
   // 2 tokens x 40 layers x 3 nodes: an attention span and at least one expert span per node and layer.
   EXPECT_GE(compute, 2 * 40 * 3 * 2);
   EXPECT_GE(nic, 2 * 40 * 3 * 2);  // each node sends to 2 peers per layer
-  fs::remove_all(dir);
 }
 
 TEST(BadInputs, Simulate) {
@@ -90,20 +89,19 @@ TEST(BadInputs, Simulate) {
 // A trace recorded for another model is refused before anything runs, naming both shapes.
 // Outputs are checked before the run and written together: an unwritable --chrome-trace leaves no CSV.
 TEST(BadInputs, SimulateWritesAllOutputsOrNone) {
-  const fs::path dir = fs::temp_directory_path() / ("moesim_sim_out_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const TestDir scratch("moesim_sim_out");
+  const fs::path& dir = scratch.path();
   const auto csv = (dir / "t.csv").string();
   expect_bad_input({"chrome trace into a missing directory",
                     "simulate --tokens 5 --per-token " + csv + " --chrome-trace /nonexistent/dir/c.json",
                     {"/nonexistent/dir/c.json", "--chrome-trace"}});
   EXPECT_FALSE(fs::exists(csv));
   EXPECT_TRUE(fs::is_empty(dir)) << "no temporary file may be left either";
-  fs::remove_all(dir);
 }
 
 TEST(BadInputs, SimulateTraceForAnotherModel) {
-  const fs::path dir = fs::temp_directory_path() / ("moesim_sim_bad_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const TestDir scratch("moesim_sim_bad");
+  const fs::path& dir = scratch.path();
   const auto trace = (dir / "mixtral.jsonl").string();
   ASSERT_EQ(run_cli("trace gen --model mixtral-8x7b --tokens 10 --out " + trace).code, 0);
   expect_bad_input({"trace of another model", "simulate --model dbrx-instruct --trace " + trace, {trace}});
@@ -111,7 +109,6 @@ TEST(BadInputs, SimulateTraceForAnotherModel) {
   const auto r = run_cli("simulate --model dbrx-instruct --trace " + trace + " --per-token " + csv);
   EXPECT_EQ(r.code, 2);
   EXPECT_FALSE(fs::exists(csv)) << "a refused run must not leave an output file";
-  fs::remove_all(dir);
 }
 
 }  // namespace

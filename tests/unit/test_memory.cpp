@@ -3,12 +3,12 @@
 // assertions: only that times are positive and the figures are consistent with each other.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "../test_support.hpp"
 #include "moesim/calibrate/efficiency.hpp"
 #include "moesim/calibrate/memory.hpp"
 #include "moesim/model/error.hpp"
@@ -70,10 +70,8 @@ TEST(CalibrateMemory, ProfileLoads) {
   const MemoryResult r = tiny_run();
   const Provenance p = current_provenance("moesim calibrate memory (test)");
   const auto profile = memory_profile_json(r, p, "mem-test");
-  const auto path = std::filesystem::temp_directory_path() / ("moesim_mem_" + std::to_string(::getpid()) + ".json");
-  std::ofstream(path) << profile_text(profile);
-  const auto node = model::load_node(path.string());
-  std::filesystem::remove(path);
+  const moesim::test::TestDir dir("moesim_mem");
+  const auto node = model::load_node(dir.write("mem-test.json", profile_text(profile)).string());
   EXPECT_EQ(node.id, "mem-test");
   EXPECT_NEAR(node.bandwidth().value.base(), r.triad_bandwidth, 1e-5 * r.triad_bandwidth);
   EXPECT_NE(node.bandwidth().source.find("STREAM triad"), std::string::npos);

@@ -3,13 +3,13 @@
 // give only its overheads and keep the node's measured efficiency bands.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <optional>
 #include <string>
 
+#include "../test_support.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/scenario/estimate.hpp"
 #include "moesim/scenario/serve.hpp"
@@ -23,19 +23,17 @@ namespace fs = std::filesystem;
 class RuntimeFile {
  public:
   explicit RuntimeFile(const std::string& figures, const std::string& suffix = "")
-      : path_(fs::temp_directory_path() /
-              ("moesim_runtime_" + std::to_string(::getpid()) + "_" +
-               ::testing::UnitTest::GetInstance()->current_test_info()->name() + suffix + ".json")) {
-    std::ofstream(path_) << R"({"id": "test@h100-sxm", "kind": "runtime", "runtime": "test", "hw": "h100-sxm", )"
-                         << figures << "}";
-  }
-  ~RuntimeFile() { fs::remove(path_); }
+      : dir_("moesim_runtime"),
+        path_(dir_.write(
+            "runtime" + suffix + ".json",
+            R"({"id": "test@h100-sxm", "kind": "runtime", "runtime": "test", "hw": "h100-sxm", )" + figures + "}")) {}
   RuntimeFile(const RuntimeFile&) = delete;
   RuntimeFile& operator=(const RuntimeFile&) = delete;
   [[nodiscard]] RuntimeProfile load() const { return load_runtime(path_.string()); }
   [[nodiscard]] std::string path() const { return path_.string(); }
 
  private:
+  moesim::test::TestDir dir_;
   fs::path path_;
 };
 
