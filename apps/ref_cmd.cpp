@@ -4,6 +4,8 @@
 #include <boost/program_options.hpp>
 #include <functional>
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "moesim/calibrate/progress.hpp"
@@ -78,8 +80,23 @@ int cmd_ref_init(const Args& args, std::ostream& out) {
   return 0;
 }
 
+/// A registry's names as a --help line lists them: "a, b or c".
+template <class Registry>
+std::string names_of(const Registry& registry) {
+  std::vector<std::string> names;
+  for (const auto& x : registry) names.push_back(x.name);
+  if (names.size() < 2) return text::join(names);
+  const std::string last = names.back();
+  names.pop_back();
+  return text::join(names) + " or " + last;
+}
+
 /// Options shared by `ref run` and `validate`.
 void add_run_options(po::options_description& desc) {
+  const std::string strategy_help =
+      names_of(sim::strategies()) + ": their attention placement and balancing (packing does not apply on a CPU)";
+  const std::string attention_help = "override: " + names_of(sim::attention_modes());
+  const std::string balancing_help = "override: " + names_of(sim::balancings());
   // clang-format off
   desc.add_options()
     ("checkpoint", po::value<std::string>(), "checkpoint directory (config.json + safetensors) or a .safetensors file")
@@ -88,10 +105,9 @@ void add_run_options(po::options_description& desc) {
      "without --prompt: this many token ids drawn uniformly from the vocabulary with --seed")
     ("seed", po::value<std::string>()->default_value("1"), "seed of the drawn prompt")
     ("tokens", po::value<std::int64_t>()->default_value(32), "tokens to generate (the first from the prefill)")
-    ("strategy", po::value<std::string>()->default_value("P-LR-D"),
-     "naive, P-LB or P-LR-D: their attention placement and balancing (packing does not apply on a CPU)")
-    ("attention", po::value<std::string>(), "override: centralised or decentralised")
-    ("balancing", po::value<std::string>(), "override: none, busy or lru-fill")
+    ("strategy", po::value<std::string>()->default_value("P-LR-D"), strategy_help.c_str())
+    ("attention", po::value<std::string>(), attention_help.c_str())
+    ("balancing", po::value<std::string>(), balancing_help.c_str())
     ("placement", po::value<std::string>()->default_value("contiguous"), "expert placement over the ranks (as `moesim simulate`)")
     ("groups", po::value<std::int64_t>()->default_value(2), "replicated-groups: number of groups")
     ("placement-file", po::value<std::string>(), "a custom placement JSON")
