@@ -84,6 +84,7 @@ int cmd_ref_init(const Args& args, std::ostream& out) {
 template <class Registry>
 std::string names_of(const Registry& registry) {
   std::vector<std::string> names;
+  names.reserve(registry.size());
   for (const auto& x : registry) names.push_back(x.name);
   if (names.size() < 2) return text::join(names);
   const std::string last = names.back();
