@@ -1,6 +1,7 @@
 // `moesim calibrate kernels | memory | storage`: the microbenchmarks of this machine (calibrate/BENCH.md).
 // This file parses the options, calls calibrate/{kernels,memory,storage}.hpp, prints, and writes the profile.
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -136,7 +137,7 @@ po::options_description describe_kernels_options() {
   // clang-format off
   desc.add_options()
     ("help,h", "show this help")
-    ("model", po::value<std::string>(), "zoo id or config.json whose matrix shapes to measure (default dbrx-instruct)")
+    ("model", po::value<std::string>(), "zoo id or config.json whose matrix shapes to measure (default dbrx-instruct); several, comma-separated, measure each shape once and (cuda) each MoE model's expert chain")
     ("shapes", po::value<std::string>(), "a grid of ROWSxCOLS (outputs x inputs) instead, e.g. 6144x10752,1024x6144")
     ("sizes", po::value<std::string>(), "a grid of square NxN matrices instead, e.g. 512,2048,8192")
     ("dtypes", po::value<std::string>(), "f32, bf16 or both (default f32,bf16; bf16 needs an OpenBLAS built with BUILD_BFLOAT16)")
@@ -155,10 +156,11 @@ po::options_description describe_kernels_options() {
   return desc;
 }
 
-/// The matrices to measure: --shapes, --sizes, else --model's (default dbrx-instruct), whose architecture
-/// `arch` receives.
+/// The matrices to measure: --shapes, --sizes, else those of --model's models (default dbrx-instruct; a
+/// comma list measures every model's shapes once each, a shape two models share once, its roles naming both),
+/// whose architectures `archs` receives.
 void choose_kernel_shapes(const po::variables_map& vm, calibrate::KernelOptions& o,
-                          std::optional<model::Architecture>& arch) {
+                          std::vector<model::Architecture>& archs) {
   if (vm.count("shapes")) {
     o.shapes = calibrate::parse_matrix_shapes(vm["shapes"].as<std::string>(), "--shapes");
     o.shapes_source = "--shapes";
@@ -168,15 +170,30 @@ void choose_kernel_shapes(const po::variables_map& vm, calibrate::KernelOptions&
     }
     o.shapes_source = "--sizes";
   } else {
-    arch = model::load_model(vm.count("model") ? vm["model"].as<std::string>() : "dbrx-instruct");
-    o.shapes = calibrate::model_matrix_shapes(*arch);
-    o.shapes_source = arch->id;
+    const auto ids = text::split(vm.count("model") ? vm["model"].as<std::string>() : "dbrx-instruct", ',');
+    for (const auto& id : ids) {
+      if (id.empty()) throw UserError("--model: an empty model id in the list; give ids separated by commas");
+      archs.push_back(model::load_model(id));
+      const auto& arch = archs.back();
+      for (auto shape : calibrate::model_matrix_shapes(arch)) {
+        if (ids.size() > 1) shape.roles = arch.id + " " + shape.roles;
+        const auto same = std::find_if(o.shapes.begin(), o.shapes.end(), [&](const calibrate::MatrixShape& m) {
+          return m.rows == shape.rows && m.cols == shape.cols;
+        });
+        if (same == o.shapes.end()) {
+          o.shapes.push_back(shape);
+        } else {
+          same->roles += "; " + shape.roles;
+        }
+      }
+      o.shapes_source += (o.shapes_source.empty() ? "" : ",") + arch.id;
+    }
   }
 }
 
 /// --backend cuda: cuBLAS on an NVIDIA GPU at the chosen shapes (and a MoE model's expert chain).
 int run_gpu_kernels_cmd(const po::variables_map& vm, const calibrate::KernelOptions& o,
-                        const std::optional<model::Architecture>& arch, const Args& args, std::ostream& out) {
+                        const std::vector<model::Architecture>& archs, const Args& args, std::ostream& out) {
   calibrate::GpuKernelOptions g;
   g.device = device_of(vm);
   g.shapes = o.shapes;
@@ -197,12 +214,14 @@ int run_gpu_kernels_cmd(const po::variables_map& vm, const calibrate::KernelOpti
     g.memory_bandwidth = memory_bandwidth_flag(vm, "3TB/s");
     g.memory_bandwidth_source = "given with --memory-bandwidth";
   }
-  if (arch && arch->is_moe()) {
+  for (const auto& arch : archs) {
+    if (!arch.is_moe()) continue;
     // The MoE chain: one token's top_k experts, each w1 and v1 (expert_ffn x hidden) then w2.
-    g.expert_shapes = {{"expert.w1", arch->expert_ffn, arch->hidden},
-                       {"expert.v1", arch->expert_ffn, arch->hidden},
-                       {"expert.w2", arch->hidden, arch->expert_ffn}};
-    g.top_k = arch->top_k;
+    g.chains.push_back({arch.id,
+                        {{"expert.w1", arch.expert_ffn, arch.hidden},
+                         {"expert.v1", arch.expert_ffn, arch.hidden},
+                         {"expert.w2", arch.hidden, arch.expert_ffn}},
+                        arch.top_k});
   }
   const auto prov = calibrate::current_provenance(command_line("calibrate kernels", args));
   auto file = open_out(vm);
@@ -385,9 +404,9 @@ int cmd_calibrate_kernels(const Args& args, std::ostream& out) {
   }
   const auto backend = backend_of(vm, {"threads", "quick"}, {"device", "peak-flops"});
   calibrate::KernelOptions o;
-  std::optional<model::Architecture> arch;
-  choose_kernel_shapes(vm, o, arch);
-  if (backend == calibrate::Backend::Cuda) return run_gpu_kernels_cmd(vm, o, arch, args, out);
+  std::vector<model::Architecture> archs;
+  choose_kernel_shapes(vm, o, archs);
+  if (backend == calibrate::Backend::Cuda) return run_gpu_kernels_cmd(vm, o, archs, args, out);
   cpu_kernel_options_from(vm, quick, o);
 
   const auto prov = calibrate::current_provenance(command_line("calibrate kernels", args));

@@ -91,12 +91,12 @@ struct KernelBufferSizes {
 KernelBufferSizes kernel_buffer_sizes(const GpuKernelOptions& o, GpuKernelResult& r) {
   std::int64_t max_batch = *std::max_element(o.batches.begin(), o.batches.end());
   std::size_t largest = 0, max_k = 0, max_m = 0;
-  for (const auto* shapes : {&o.shapes, &o.expert_shapes}) {
-    for (const auto& s : *shapes) {
-      largest = std::max(largest, static_cast<std::size_t>(s.rows * s.cols) * 2);
-      max_k = std::max(max_k, static_cast<std::size_t>(s.cols));
-      max_m = std::max(max_m, static_cast<std::size_t>(s.rows));
-    }
+  std::vector<MatrixShape> all = o.shapes;
+  for (const auto& c : o.chains) all.insert(all.end(), c.expert_shapes.begin(), c.expert_shapes.end());
+  for (const auto& s : all) {
+    largest = std::max(largest, static_cast<std::size_t>(s.rows * s.cols) * 2);
+    max_k = std::max(max_k, static_cast<std::size_t>(s.cols));
+    max_m = std::max(max_m, static_cast<std::size_t>(s.rows));
   }
   std::size_t pool = o.pool_bytes ? o.pool_bytes : std::max<std::size_t>(3 * r.device.l2_bytes, 3 * largest);
   if (pool < 3 * r.device.l2_bytes) {
@@ -147,30 +147,35 @@ cublasStatus_t gemm_16bit(const KernelBench& k, const std::byte* w, cudaDataType
                       k.y.get(), CUDA_R_32F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
-/// Times the GEMV/GEMM of s.dtype, s.shape and s.batch into s.time, each call on the next of `copies` weight
-/// copies `stride` bytes apart in the pool. Returns why it was skipped, if it was.
+/// Calls in a timing graph: every one of the pool's `copies` once (so the weights come from HBM, not L2),
+/// at least 8 and at most 4096 (a 4096-call graph of the smallest matrix still spans more than the L2).
+std::int64_t graph_nodes(std::size_t copies) {
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(copies), 8, 4096);
+}
+
+/// Times the GEMV/GEMM of s.dtype, s.shape and s.batch into s.time (CUDA graph) and s.eager, each call on the next of
+/// `copies` weight copies `stride` bytes apart in the pool. Returns why it was skipped, if it was.
 std::optional<std::string> time_gemm(const GpuKernelOptions& o, const KernelBench& k, GpuKernelSample& s,
                                      std::size_t stride, std::size_t copies) {
   const int m = static_cast<int>(s.shape.rows), kk = static_cast<int>(s.shape.cols), n = static_cast<int>(s.batch);
   std::size_t cursor = 0;
+  const std::int64_t nodes = graph_nodes(copies);
+  std::optional<LtFp8Gemm> fp8;
   if (s.dtype == GpuDtype::Fp8) {
-    const LtFp8Gemm g(k.lt, m, kk, n);
-    if (!g.ok()) return g.error();
-    s.time = time_calls(
-        [&] {
-          const std::byte* w = k.pool.get() + (cursor++ % copies) * stride;
-          ck(g.run(w, k.x.get(), k.y.get(), k.workspace.get(), k.stream), "cublasLtMatmul");
-        },
-        k.stream, o.repeats, o.min_repeat_seconds, &s.calls_per_repeat);
-    return std::nullopt;
+    fp8.emplace(k.lt, m, kk, n);
+    if (!fp8->ok()) return fp8->error();
   }
   const cudaDataType_t type = s.dtype == GpuDtype::Bf16 ? CUDA_R_16BF : CUDA_R_16F;
-  s.time = time_calls(
-      [&] {
-        const std::byte* w = k.pool.get() + (cursor++ % copies) * stride;
-        ck(gemm_16bit(k, w, type, m, n, kk), "cublasGemmEx");
-      },
-      k.stream, o.repeats, o.min_repeat_seconds, &s.calls_per_repeat);
+  const auto call = [&] {
+    const std::byte* w = k.pool.get() + (cursor++ % copies) * stride;
+    if (fp8) {
+      ck(fp8->run(w, k.x.get(), k.y.get(), k.workspace.get(), k.stream), "cublasLtMatmul");
+    } else {
+      ck(gemm_16bit(k, w, type, m, n, kk), "cublasGemmEx");
+    }
+  };
+  s.eager = time_calls(call, k.stream, o.repeats, o.min_repeat_seconds, &s.calls_per_repeat);
+  s.time = time_graph(call, k.stream, nodes, o.repeats, o.min_repeat_seconds);
   return std::nullopt;
 }
 
@@ -233,15 +238,28 @@ GpuLaunchSample measure_launch(int repeats, cudaStream_t stream) {
     }
     l.launch_sync.seconds.push_back(best);
   }
+  const GraphOf g([&] { ck(cuda::launch_empty(stream), "empty kernel"); }, stream, l.launches);
+  g.launch(stream);
+  ck(cudaStreamSynchronize(stream), "graph warm-up");
+  for (int rep = 0; rep < repeats; ++rep) {
+    ck(cudaEventRecord(a.e, stream), "cudaEventRecord");
+    g.launch(stream);
+    ck(cudaEventRecord(b.e, stream), "cudaEventRecord");
+    ck(cudaEventSynchronize(b.e), "cudaEventSynchronize");
+    float ms = 0;
+    ck(cudaEventElapsedTime(&ms, a.e, b.e), "cudaEventElapsedTime");
+    l.in_graph.seconds.push_back(static_cast<double>(ms) * 1e-3 / static_cast<double>(l.launches));
+  }
   return l;
 }
 
-/// The MoE chain: top_k experts' w1, v1, w2 (batch 1) one after another, each from its own place in the
-/// pool, at the first 16-bit dtype measured (r.chains), or a note saying why there is none.
-void measure_moe_chain(const GpuKernelOptions& o, const std::vector<GpuDtype>& dtypes, const KernelBench& k,
-                       GpuKernelResult& r) {
+/// The MoE chains: each model's top_k experts' w1, v1, w2 (batch 1) one after another, each from its own
+/// place in the pool, at the first 16-bit dtype measured, eager and from a CUDA graph (r.chains); or a note
+/// saying why there is none.
+void measure_moe_chains(const GpuKernelOptions& o, const std::vector<GpuDtype>& dtypes, const KernelBench& k,
+                        GpuKernelResult& r) {
   const auto chain_dtype = std::find_if(dtypes.begin(), dtypes.end(), [](GpuDtype d) { return d != GpuDtype::Fp8; });
-  if (o.expert_shapes.empty() || o.top_k < 1) {
+  if (o.chains.empty()) {
     r.notes.push_back("no MoE chain measured: the shapes are not a model's (--model gives the expert shape and top_k)");
     return;
   }
@@ -252,26 +270,33 @@ void measure_moe_chain(const GpuKernelOptions& o, const std::vector<GpuDtype>& d
   const GpuDtype d = *chain_dtype;
   const cudaDataType_t type = d == GpuDtype::Bf16 ? CUDA_R_16BF : CUDA_R_16F;
   fill_operands(k, 2, d == GpuDtype::Bf16, 4321, 98);
-  GpuChainSample c;
-  c.dtype = d;
-  c.top_k = o.top_k;
-  for (std::int64_t e = 0; e < o.top_k; ++e) {
-    for (const auto& s : o.expert_shapes) c.kernels.push_back(s);
+  for (const auto& m : o.chains) {
+    if (m.expert_shapes.empty() || m.top_k < 1) continue;
+    GpuChainSample c;
+    c.model = m.model;
+    c.dtype = d;
+    c.top_k = m.top_k;
+    for (std::int64_t e = 0; e < m.top_k; ++e) {
+      for (const auto& s : m.expert_shapes) c.kernels.push_back(s);
+    }
+    std::size_t slot = 0;
+    for (const auto& s : m.expert_shapes) slot = std::max(slot, static_cast<std::size_t>(s.rows * s.cols) * 2);
+    slot = round_up(slot, 256);
+    const std::size_t slots = std::max<std::size_t>(1, k.size.pool / slot);
+    std::size_t cursor = 0;
+    const auto chain = [&] {
+      for (const auto& s : c.kernels) {
+        const std::byte* w = k.pool.get() + (cursor++ % slots) * slot;
+        ck(gemm_16bit(k, w, type, static_cast<int>(s.rows), 1, static_cast<int>(s.cols)), "cublasGemmEx (MoE chain)");
+      }
+    };
+    c.eager = time_calls(chain, k.stream, o.repeats, o.min_repeat_seconds);
+    // Enough chains in the graph that it cycles through every slot of the pool once.
+    const auto per_chain = static_cast<std::int64_t>(c.kernels.size());
+    c.time =
+        time_graph(chain, k.stream, (graph_nodes(slots) + per_chain - 1) / per_chain, o.repeats, o.min_repeat_seconds);
+    r.chains.push_back(std::move(c));
   }
-  std::size_t slot = 0;
-  for (const auto& s : o.expert_shapes) slot = std::max(slot, static_cast<std::size_t>(s.rows * s.cols) * 2);
-  slot = round_up(slot, 256);
-  const std::size_t slots = std::max<std::size_t>(1, k.size.pool / slot);
-  std::size_t cursor = 0;
-  c.time = time_calls(
-      [&] {
-        for (const auto& s : c.kernels) {
-          const std::byte* w = k.pool.get() + (cursor++ % slots) * slot;
-          ck(gemm_16bit(k, w, type, static_cast<int>(s.rows), 1, static_cast<int>(s.cols)), "cublasGemmEx (MoE chain)");
-        }
-      },
-      k.stream, o.repeats, o.min_repeat_seconds);
-  r.chains.push_back(std::move(c));
 }
 
 GpuKernelResult cuda_gpu_kernels(const GpuKernelOptions& o, Progress& progress) {
@@ -292,14 +317,17 @@ GpuKernelResult cuda_gpu_kernels(const GpuKernelOptions& o, Progress& progress) 
                       DeviceBuffer(size.pool, "the weight pool"),
                       DeviceBuffer(size.x, "the inputs"),
                       DeviceBuffer(size.y, "the outputs"),
-                      DeviceBuffer(kWorkspace, "the cuBLASLt workspace")};
+                      DeviceBuffer(kWorkspace, "the cuBLAS and cuBLASLt workspace")};
+  // A workspace of our own, so that no call allocates one inside a graph capture (cuBLAS guide, "CUDA Graphs
+  // Support": set one with cublasSetWorkspace). cuBLAS and cuBLASLt share it: their calls never overlap.
+  ck(cublasSetWorkspace(k.blas, k.workspace.get(), kWorkspace), "cublasSetWorkspace");
 
   const double total = static_cast<double>(dtypes.size() * o.shapes.size() * o.batches.size()) + 2.0;
   measure_gemms(o, dtypes, k, r, progress, t_start, total);
   progress.update((total - 1.5) / total, "launch overhead");
   r.launch = measure_launch(o.repeats, stream.s);
   progress.update((total - 0.5) / total, "MoE chain");
-  measure_moe_chain(o, dtypes, k, r);
+  measure_moe_chains(o, dtypes, k, r);
 
   fit_gpu_kernels(r, o.peak_flops);
   bool any_measured_peak = false;

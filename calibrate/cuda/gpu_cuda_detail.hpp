@@ -204,6 +204,90 @@ TimeSamples time_calls(F&& call, cudaStream_t stream, int repeats, double min_re
   return t;
 }
 
+/// Owns a stream capture until it ends: a call that throws inside the capture ends it, so that the stream is
+/// usable (and the graph freed) afterwards.
+class Capture {
+ public:
+  explicit Capture(cudaStream_t s) : s_(s) {
+    ck(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+  }
+  ~Capture() {
+    if (!s_) return;
+    cudaGraph_t g = nullptr;
+    (void)cudaStreamEndCapture(s_, &g);
+    if (g) (void)cudaGraphDestroy(g);
+    (void)cudaGetLastError();
+  }
+  Capture(const Capture&) = delete;
+  Capture& operator=(const Capture&) = delete;
+  /// Ends the capture and returns its graph (the caller owns it).
+  cudaGraph_t end() {
+    cudaGraph_t g = nullptr;
+    const cudaStream_t s = s_;
+    s_ = nullptr;
+    ck(cudaStreamEndCapture(s, &g), "cudaStreamEndCapture");
+    return g;
+  }
+
+ private:
+  cudaStream_t s_;
+};
+
+/// An instantiated CUDA graph of `nodes` calls of `call`, captured once on `stream`.
+class GraphOf {
+ public:
+  template <class F>
+  GraphOf(F&& call, cudaStream_t stream, std::int64_t nodes) {
+    Capture capture(stream);
+    for (std::int64_t i = 0; i < nodes; ++i) call();
+    graph_ = capture.end();
+    ck(cudaGraphInstantiate(&exec_, graph_, 0), "cudaGraphInstantiate");
+  }
+  ~GraphOf() {
+    if (exec_) (void)cudaGraphExecDestroy(exec_);
+    if (graph_) (void)cudaGraphDestroy(graph_);
+  }
+  GraphOf(const GraphOf&) = delete;
+  GraphOf& operator=(const GraphOf&) = delete;
+  void launch(cudaStream_t stream) const { ck(cudaGraphLaunch(exec_, stream), "cudaGraphLaunch"); }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+/// Times `call` replayed from a CUDA graph: `nodes` calls captured once (enough that the calls' rotation
+/// through the weight pool is all in the graph), the graph launched once to warm up, then `repeats`
+/// repetitions of as many launches as make one last >= min_repeat_seconds; per-call seconds. The host's
+/// launch cost is gone, as in engines that replay a decode step from a CUDA graph; what stays is the GPU's
+/// kernel time and its gap between a graph's kernels.
+template <class F>
+TimeSamples time_graph(F&& call, cudaStream_t stream, std::int64_t nodes, int repeats, double min_repeat_seconds) {
+  const GraphOf g(call, stream, nodes);
+  Event a, b;
+  g.launch(stream);
+  ck(cudaStreamSynchronize(stream), "graph warm-up");
+  ck(cudaEventRecord(a.e, stream), "cudaEventRecord");
+  g.launch(stream);
+  ck(cudaEventRecord(b.e, stream), "cudaEventRecord");
+  ck(cudaEventSynchronize(b.e), "cudaEventSynchronize");
+  float ms = 0;
+  ck(cudaEventElapsedTime(&ms, a.e, b.e), "cudaEventElapsedTime");
+  const double first = std::max(static_cast<double>(ms) * 1e-3, 1e-7);
+  const auto launches =
+      std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(min_repeat_seconds / first)), 1, 10000);
+  TimeSamples t;
+  for (int rep = 0; rep < repeats; ++rep) {
+    ck(cudaEventRecord(a.e, stream), "cudaEventRecord");
+    for (std::int64_t l = 0; l < launches; ++l) g.launch(stream);
+    ck(cudaEventRecord(b.e, stream), "cudaEventRecord");
+    ck(cudaEventSynchronize(b.e), "cudaEventSynchronize");
+    ck(cudaEventElapsedTime(&ms, a.e, b.e), "cudaEventElapsedTime");
+    t.seconds.push_back(static_cast<double>(ms) * 1e-3 / static_cast<double>(launches * nodes));
+  }
+  return t;
+}
+
 GpuCopySample measure_copy(CopyKind kind, std::size_t size, int repeats, cudaStream_t stream);
 std::size_t round_up(std::size_t v, std::size_t to);
 

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -66,6 +67,28 @@ TEST(CalibrateBenchCli, KernelsTinyRunWritesALoadableProfile) {
   }
 }
 
+// Several models: each shape once, a shape two models share under both names (Mixtral-8x7B and
+// Llama-3.1-8B have the same 4096x4096, 1024x4096, 14336x4096 and 4096x14336 matrices).
+TEST(CalibrateBenchCli, KernelsOfSeveralModelsMeasureEachShapeOnce) {
+  Scratch s("moesim_bench_cli");
+  const auto r = s.moesim(
+      "calibrate kernels --model mixtral-8x7b,llama-3.1-8b --dtypes f32 --batches 1 --threads 1 --repeats 1 "
+      "--memory-bandwidth 10GB/s --pool-size 1MiB --quiet --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  std::map<std::string, std::string> roles;  // "RxC" -> roles
+  for (const auto& smp : doc["calibration"]["kernels"]["samples"]) {
+    const auto& m = smp["shape"];
+    const std::string shape = std::to_string(m["rows"].get<long>()) + "x" + std::to_string(m["cols"].get<long>());
+    EXPECT_EQ(roles.count(shape), 0u) << shape << " measured twice";
+    roles[shape] = m["roles"].get<std::string>();
+  }
+  ASSERT_EQ(roles.count("14336x4096"), 1u) << r.out;
+  EXPECT_NE(roles["14336x4096"].find("mixtral-8x7b"), std::string::npos) << roles["14336x4096"];
+  EXPECT_NE(roles["14336x4096"].find("llama-3.1-8b"), std::string::npos) << roles["14336x4096"];
+  EXPECT_EQ(roles.count("8x4096"), 1u);  // Mixtral's router, Llama's has none
+}
+
 TEST(CalibrateBenchCli, StorageTinyRunWritesALoadableProfileAndRemovesItsFile) {
   Scratch s("moesim_bench_cli");
   fs::create_directories(s.path("disk"));
@@ -121,6 +144,8 @@ TEST(CalibrateBenchCli, BadInputs) {
       {"kernels batches", "calibrate kernels --shapes 8x8 --batches 0", {"--batches"}},
       {"kernels two shape sources", "calibrate kernels --shapes 8x8 --model dbrx-instruct", {"--shapes", "--model"}},
       {"kernels unknown model", "calibrate kernels --model dbrx", {"dbrx-instruct"}},
+      {"kernels empty model in a list", "calibrate kernels --model mixtral-8x7b,", {"--model", "empty"}},
+      {"kernels unknown model in a list", "calibrate kernels --model mixtral-8x7b,dbrx", {"dbrx-instruct"}},
       {"kernels bandwidth unit", "calibrate kernels --shapes 8x8 --memory-bandwidth 12", {"--memory-bandwidth"}},
       {"memory threads", "calibrate memory --threads 0", {"--threads"}},
       {"memory array size", "calibrate memory --array-size 1PiB --threads 1", {"--array-size"}},

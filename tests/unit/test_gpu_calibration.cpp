@@ -4,13 +4,11 @@
 // model::load_node with a unit and a source on every figure. No GPU needed.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 #include <string>
 
+#include "../test_support.hpp"
 #include "moesim/calibrate/gpu.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/hardware.hpp"
@@ -154,10 +152,8 @@ TEST(GpuCalibration, KernelsProfileLoadsWithUnitsAndSources) {
   p.commit = "abc123";
   p.command = "moesim calibrate kernels --backend cuda --peak-flops 1PFLOPS";
   const auto profile = gpu_kernels_profile_json(r, p, "test-gpu");
-  const auto path = std::filesystem::temp_directory_path() / ("moesim_gpu_" + std::to_string(::getpid()) + ".json");
-  std::ofstream(path) << profile_text(profile);
-  const auto node = moesim::model::load_node(path.string());
-  std::filesystem::remove(path);
+  const moesim::test::TestDir dir("moesim_gpu");
+  const auto node = moesim::model::load_node(dir.write("test-gpu.json", profile_text(profile)).string());
   EXPECT_EQ(node.id, "test-gpu");
   EXPECT_EQ(node.devices.name, "NVIDIA Test GPU");
   EXPECT_EQ(node.devices.count, 1);
@@ -203,10 +199,8 @@ TEST(GpuCalibration, MemoryProfileLoadsWithTheCopyAsBandwidth) {
   p.commit = "abc123";
   p.command = "moesim calibrate memory --backend cuda";
   const auto profile = gpu_memory_profile_json(r, p, "test-gpu-mem");
-  const auto path = std::filesystem::temp_directory_path() / ("moesim_gpum_" + std::to_string(::getpid()) + ".json");
-  std::ofstream(path) << profile_text(profile);
-  const auto node = moesim::model::load_node(path.string());
-  std::filesystem::remove(path);
+  const moesim::test::TestDir dir("moesim_gpum");
+  const auto node = moesim::model::load_node(dir.write("test-gpu-mem.json", profile_text(profile)).string());
   EXPECT_EQ(node.devices.count, 2);
   EXPECT_NEAR(node.bandwidth().value.base(), 3e12, 3e12 * 1e-5);
   EXPECT_NE(node.bandwidth().source.find("2 x size"), std::string::npos);
@@ -214,6 +208,53 @@ TEST(GpuCalibration, MemoryProfileLoadsWithTheCopyAsBandwidth) {
   std::ostringstream text;
   print_gpu_memory_report(r, text);
   EXPECT_NE(text.str().find("h2d"), std::string::npos);
+}
+
+// The chains' kernel_overhead is over all of them, a chain of more kernels counting more: 3 kernels 4 us
+// beyond their roofline and 6 kernels 1 us beyond give (12 + 6) / 9 = 2 us. Eager times, where measured,
+// give the eager overhead per kernel and go into the JSON beside the graph times.
+TEST(GpuCalibration, KernelOverheadIsOverEveryChainAndEagerTimesAreKept) {
+  GpuKernelResult r = synthetic_result(true);
+  GpuChainSample small;
+  small.model = "small-moe";
+  small.top_k = 2;
+  const MatrixShape w{"expert.w1", 256, 1024};
+  small.kernels = {w, w, w, w, w, w};
+  small.roofline_seconds = 6e-6;
+  small.time.seconds = {small.roofline_seconds + 6 * 1e-6};
+  EXPECT_FALSE(small.eager_overhead_per_kernel().has_value());
+  small.eager.seconds = {small.roofline_seconds + 6 * 9e-6};
+  ASSERT_TRUE(small.eager_overhead_per_kernel().has_value());
+  EXPECT_NEAR(*small.eager_overhead_per_kernel(), 9e-6, 1e-12);
+  r.chains.push_back(small);
+  std::string how;
+  ASSERT_TRUE(r.kernel_overhead(&how).has_value());
+  EXPECT_NEAR(*r.kernel_overhead(), 2e-6, 1e-12);
+  EXPECT_NE(how.find("small-moe"), std::string::npos) << how;
+  EXPECT_NE(how.find("CUDA graph"), std::string::npos) << how;
+  r.samples.front().eager.seconds = {7e-6};
+  const auto cal = gpu_kernels_calibration_json(r);
+  EXPECT_EQ(cal["samples"][0]["eager_time"]["best"]["unit"], "s");
+  EXPECT_FALSE(cal["samples"][1].contains("eager_time"));
+  EXPECT_EQ(cal["moe_chains"][1]["model"], "small-moe");
+  EXPECT_NEAR(cal["moe_chains"][1]["eager_overhead_per_kernel"]["value"].get<double>(), 9e-6, 1e-12);
+  EXPECT_FALSE(cal["moe_chains"][0].contains("eager_overhead_per_kernel"));
+  std::ostringstream text;
+  print_gpu_kernels_report(r, text);
+  EXPECT_NE(text.str().find("eager us"), std::string::npos) << text.str();
+}
+
+// Without a chain, kernel_overhead is an empty kernel's time in a CUDA graph where that was measured (the
+// GPU's own gap between kernels, as the chains' is), else the back-to-back launch time.
+TEST(GpuCalibration, WithoutAChainTheGraphsEmptyKernelIsTheOverhead) {
+  GpuKernelResult r = synthetic_result(true);
+  r.chains.clear();
+  std::string how;
+  EXPECT_NEAR(*r.kernel_overhead(&how), 2.5e-6, 1e-12);
+  EXPECT_NE(how.find("back to back"), std::string::npos) << how;
+  r.launch->in_graph.seconds = {0.9e-6, 0.8e-6};
+  EXPECT_NEAR(*r.kernel_overhead(&how), 0.8e-6, 1e-12);
+  EXPECT_NE(how.find("CUDA graph"), std::string::npos) << how;
 }
 
 TEST(GpuCalibration, ParsesBackendsDtypesAndPeaks) {

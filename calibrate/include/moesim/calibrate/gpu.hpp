@@ -99,7 +99,12 @@ struct GpuKernelSample {
   std::int64_t batch = 1;
   KernelCost cost;
   std::int64_t calls_per_repeat = 1;
-  TimeSamples time;  ///< per call
+  /// Per call, replayed from a CUDA graph: the GPU's time with the host's launch cost removed, as engines
+  /// that replay CUDA graphs run a decode step. The fits use this one.
+  TimeSamples time;
+  /// Per call, each issued from the host one after another (cuBLAS's host work and the launch included):
+  /// what an eager engine sees. Empty when not measured.
+  TimeSamples eager;
   [[nodiscard]] double bytes_per_second() const { return cost.bytes / time.best(); }
   [[nodiscard]] double flops_per_second() const { return cost.flops / time.best(); }
 };
@@ -124,19 +129,24 @@ struct GpuLaunchSample {
   std::int64_t launches = 0;
   TimeSamples back_to_back;  ///< per launch
   TimeSamples launch_sync;   ///< per launch + synchronize
+  TimeSamples in_graph;      ///< per kernel, `launches` empty kernels replayed from one CUDA graph
 };
 
 /// A chain of small GEMVs as an MoE layer runs them: top_k experts' w1, v1, w2 (batch 1) one after
 /// another on one stream. roofline = Σ max(bytes / memory_bandwidth, FLOPs / peak) of the kernels.
 struct GpuChainSample {
+  std::string model;  ///< whose experts (zoo id)
   GpuDtype dtype = GpuDtype::Bf16;
   std::vector<MatrixShape> kernels;  ///< in launch order
   std::int64_t top_k = 0;
   std::int64_t batch = 1;
-  TimeSamples time;  ///< per chain
+  TimeSamples time;   ///< per chain, replayed from a CUDA graph
+  TimeSamples eager;  ///< per chain, each GEMV issued from the host (empty when not measured)
   double roofline_seconds = 0;
-  /// (best chain time − roofline) / kernels: the time per kernel beyond its roofline.
+  /// (best chain time − roofline) / kernels: the time per kernel beyond its roofline, in a CUDA graph.
   [[nodiscard]] double overhead_per_kernel() const;
+  /// The same for the eager chain: the GPU's gap plus the host's launch cost; nullopt when not measured.
+  [[nodiscard]] std::optional<double> eager_overhead_per_kernel() const;
 };
 
 /// One NCCL collective over every GPU (one process, ncclCommInitAll): `bytes` per GPU.
@@ -167,9 +177,14 @@ struct GpuKernelOptions {
   /// The reference of the memory bands; 0: the D2D copy measured first.
   double memory_bandwidth = 0;
   std::string memory_bandwidth_source;
-  /// The MoE chain: the expert's matrices (w1, v1, w2) and top_k; empty: no chain (noted).
-  std::vector<MatrixShape> expert_shapes;
-  std::int64_t top_k = 0;
+  /// An MoE chain to measure: one model's expert matrices (w1, v1, w2) and top_k.
+  struct Chain {
+    std::string model;
+    std::vector<MatrixShape> expert_shapes;
+    std::int64_t top_k = 0;
+  };
+  /// One per MoE model of --model, in its order; empty: no chain (noted).
+  std::vector<Chain> chains;
 };
 
 struct GpuKernelResult {
@@ -195,7 +210,7 @@ struct GpuKernelResult {
 
   /// The best GEMM (batch > 1) of dtype `d`, or null.
   [[nodiscard]] const GpuKernelSample* best_gemm(GpuDtype d) const;
-  /// devices.kernel_overhead: the MoE chain's time per kernel beyond the roofline (the first chain; at
+  /// devices.kernel_overhead: the MoE chains' time per kernel beyond the roofline (over every chain; at
   /// least 0), else the back-to-back empty-kernel launch time; nullopt when neither was measured.
   [[nodiscard]] std::optional<double> kernel_overhead(std::string* how = nullptr) const;
 };
