@@ -311,18 +311,22 @@ void LayerCosts::init(const LayerParts& p, const model::Precision& weights, cons
   const double peak = path_.has_peak ? node.peak(path_.dtype).value.base() : std::numeric_limits<double>::infinity();
   const double bandwidth = node.bandwidth().value.base();
   // The one size rule: the bytes of one weight matrix of the kernel on this device.
+  // A part the model does not have (no dense FFN in an all-MoE model, no router in a dense one) moves no
+  // bytes: no band is looked up for it, and no note says its size lies outside them.
   auto rate = [&](double matrix_bytes, const char* what) {
-    if (!node.devices.efficiency) return Rate{bandwidth, peak};
+    if (!node.devices.efficiency || matrix_bytes <= 0) return Rate{bandwidth, peak};
     const model::KernelRates kr =
         model::kernel_rates(node, units::flops_per_second(peak), units::bytes(matrix_bytes), what);
     if (!kr.note.empty()) note(notes, kr.note);
     return Rate{kr.bandwidth.base(), kr.peak.base()};
   };
+  bare_rate_ = Rate{bandwidth, peak};
+  if (const auto& t = node.devices.efficiency; t && (t->memory.size() > 1 || t->compute.size() > 1)) size_bands_ = *t;
   attn_rate_ = rate(attn_bytes_ / kAttentionMatrices, "attention");
-  router_rate_ = rate(std::max(router_bytes_, 1.0), "router");
-  dense_rate_ = rate(std::max(dense_bytes_ / kFfnMatrices, 1.0), "dense FFN");
+  router_rate_ = rate(router_bytes_, "router");
+  dense_rate_ = rate(dense_bytes_ / kFfnMatrices, "dense FFN");
   head_rate_ = rate(head_bytes_, "LM head");
-  expert_rate_ = rate(std::max(expert_bytes_ / kFfnMatrices, 1.0), "expert");
+  expert_rate_ = rate(expert_bytes_ / kFfnMatrices, "expert");
   // KV-cache reads stream at the full bandwidth: they are no weight matrix the bands were measured on. A
   // runtime's attention kernels may take a multiple of that roofline (devices.attention_factor: fitted to
   // batch-1 decode, where reading the cache is the whole cost). The attention FLOPs (prefill's QK^T and PV,
@@ -365,11 +369,25 @@ double LayerCosts::expert_compute_tokens(double n, double step_tokens) const {
   return std::ceil(n / tile) * tile;
 }
 
+Rate LayerCosts::grouped_expert_rate(double distinct) const {
+  if (!size_bands_ || distinct <= 1) return expert_rate_;
+  // A grouped GEMM (TensorRT-LLM's and vLLM's fused MoE, llama.cpp's MUL_MAT_ID) reads every selected
+  // expert's matrix in one launch, so its ramp-up and tail are paid once over their summed bytes: measured
+  // bands (calibrate/BENCH.md: an H100's bf16 GEMV reaches 20% of the copy bandwidth on a 3 MiB matrix and
+  // 68-74% on 24-30 MiB) are looked up at that size. Out-of-range sizes take the nearest band, as for any
+  // kernel; the expert rate's own note already says when the bands are short of the model's sizes.
+  const units::Bytes bytes = units::bytes(distinct * expert_bytes_ / kFfnMatrices);
+  return Rate{bare_rate_.bw * model::efficiency_at(size_bands_->memory, bytes).value,
+              bare_rate_.peak * model::efficiency_at(size_bands_->compute, bytes).value};
+}
+
 double LayerCosts::expert_group(ExpertExecution mode, double distinct, double computed, double routed) const {
   MOESIM_CHECK(mode == ExpertExecution::Fused || mode == ExpertExecution::Parallel,
                "expert_group prices grouped execution only");
+  // Parallel: one kernel per expert, each at one expert's size; fused: one over them all.
+  const Rate rate = mode == ExpertExecution::Fused ? grouped_expert_rate(distinct) : expert_rate_;
   const double work = roofline(distinct * expert_bytes_ + off_chip(routed * expert_io_bytes_),
-                               computed * 2.0 * expert_params_ / moe_tp_, expert_rate_, path_.dequant);
+                               computed * 2.0 * expert_params_ / moe_tp_, rate, path_.dequant);
   const double launches = distinct * kKernels.ffn * kernel_overhead_;
   return mode == ExpertExecution::Parallel ? std::max(work, launches) : work + kKernels.ffn * kernel_overhead_;
 }

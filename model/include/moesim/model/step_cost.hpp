@@ -293,6 +293,12 @@ class LayerCosts {
   double expert_io_bytes_ = 0;    ///< activation bytes one expert moves per token routed to it, this device
   double kernel_overhead_ = 0, layer_overhead_ = 0, step_overhead_ = 0;
   Rate attn_rate_, router_rate_, dense_rate_, head_rate_, expert_rate_, kv_rate_;
+  /// The node's size-banded efficiencies when they vary with size (a measured profile), for the grouped
+  /// expert kernel's own size (grouped_expert_rate); the device's bare bandwidth and peak they scale.
+  std::optional<model::EfficiencyTable> size_bands_;
+  Rate bare_rate_;
+  /// The rate of one fused kernel over `distinct` experts' matrices: that of a matrix of their summed size.
+  [[nodiscard]] Rate grouped_expert_rate(double distinct) const;
 };
 
 }  // namespace moesim::cost
