@@ -28,14 +28,16 @@ double quantile(std::vector<double> v, double q) {
 
 }  // namespace
 
-ErrorSummary summarise(const std::vector<const ValidationPrediction*>& preds, bool fitted) {
+ErrorSummary summarise(const std::vector<const ValidationPrediction*>& preds, const std::string& basis) {
   ErrorSummary s;
-  s.basis = fitted ? "fitted" : "datasheet";
+  s.basis = basis;
+  const bool fitted = basis == "fitted", measured = basis == "measured device";
+  MOESIM_CHECK(fitted || measured || basis == "datasheet", "an unknown basis '" + basis + "'");
   std::vector<double> abs, signed_err;
   std::int64_t covered = 0;
   for (const auto* p : preds) {
-    if (!(fitted ? p->fitted : p->predicted)) continue;
-    const double e = fitted ? p->fitted_error() : p->error();
+    if (!(fitted ? p->fitted : measured ? p->measured_predicted : p->predicted)) continue;
+    const double e = fitted ? p->fitted_error() : measured ? p->measured_error() : p->error();
     if (fitted && p->interval) {
       ++s.with_interval;
       covered += p->row.measured >= p->interval->first && p->row.measured <= p->interval->second ? 1 : 0;
@@ -140,13 +142,32 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
         if (p.row.role == role && p.kind == kind && (family == "all" || p.row.hw_family == family) &&
             (runtime == "all" || p.row.runtime == runtime))
           in.push_back(&p);
-      ErrorSummary s = summarise(in, fitted);
+      ErrorSummary s = summarise(in, fitted ? "fitted" : "datasheet");
       s.role = role;
       s.kind = kind;
       s.hw_family = family;
       s.runtime = runtime;
       r.summaries.push_back(s);
     }
+  }
+  // The rows a measured device predicts: the same rows on each basis.
+  std::set<std::tuple<std::string, std::string, std::string>> measured;
+  for (const auto& p : r.rows)
+    if (p.measured_predicted) measured.insert({p.measured_device, p.row.role, p.kind});
+  for (const auto& [profile, role, kind] : measured) {
+    std::vector<const ValidationPrediction*> in;
+    for (const auto& p : r.rows)
+      if (p.measured_predicted && p.measured_device == profile && p.row.role == role && p.kind == kind)
+        in.push_back(&p);
+    MeasuredDeviceSummary sum{
+        profile, role, kind, summarise(in, "datasheet"), summarise(in, "measured device"), summarise(in, "fitted")};
+    for (ErrorSummary* e : {&sum.datasheet, &sum.measured, &sum.fitted}) {
+      e->role = role;
+      e->kind = kind;
+      e->hw_family = "all";
+      e->runtime = "all";
+    }
+    r.measured_devices.push_back(sum);
   }
 }
 

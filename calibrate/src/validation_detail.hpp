@@ -56,6 +56,10 @@ struct Mapping {
     std::string dtype, source;
   };
   std::map<std::string, std::vector<KvRule>> kv_cache_dtype;
+  /// node profile id -> a profile of its device measured by `moesim calibrate kernels --backend cuda`
+  /// (hwprofiles/measured/): the rows on that node are also predicted with the device's figures taken from
+  /// it (model::with_measured_device), nothing fitted.
+  std::map<std::string, model::Sourced<std::string>> measured_device;
 };
 
 // validation_mapping.cpp: DIR/mapping.json and DIR/measurements.csv.
@@ -69,7 +73,8 @@ std::optional<double> figure(const ValidationPrediction& p, const model::NodePro
 std::optional<double> max_load_throughput(const ValidationPrediction& p, const model::NodeProfile& node,
                                           double* sequence_steps = nullptr, double* engine_steps = nullptr);
 std::optional<model::RuntimeProfile> base_runtime(const Mapping& m, const std::string& runtime, const std::string& hw);
-model::NodeProfile base_node(const Mapping& m, const std::string& runtime, const std::string& hw);
+model::NodeProfile base_node(const Mapping& m, const std::string& runtime, const std::string& hw,
+                             const std::string* measured_device = nullptr);
 void predict(ValidationPrediction& p, const Mapping& m);
 
 /// Configurations (model, format) a class needs for leave-one-out errors of its own: with fewer, a fit

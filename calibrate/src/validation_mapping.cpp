@@ -72,7 +72,8 @@ std::vector<Mapping::KvRule> parse_kv_cache_rules(const json::Node& rt) {
 Mapping read_mapping(const std::filesystem::path& path) {
   const nlohmann::json doc = json::load_file(path);
   const json::Node root(doc, path.string());
-  root.expect_only({"description", "hardware", "formats", "models", "model_notes", "format_notes", "runtimes"});
+  root.expect_only(
+      {"description", "hardware", "formats", "models", "model_notes", "format_notes", "runtimes", "measured_devices"});
   Mapping m;
   if (root.has("hardware")) {
     for (const auto& h : root.elements("hardware")) {
@@ -80,6 +81,20 @@ Mapping read_mapping(const std::filesystem::path& path) {
       const std::string id = h.string("hw");
       h.resolving("hw", [&] { return model::load_node(id); });
       m.hardware.push_back({h.string("hardware"), h.integer("devices", 1), id});
+    }
+  }
+  if (auto f = root.optional_child("measured_devices")) {
+    if (!f->raw().is_object())
+      throw f->error(
+          "is not an object of {\"node profile id\": {\"value\": \"measured profile id\", \"source\": ...}}");
+    for (const auto& item : f->raw().items()) {
+      const std::string& hw = item.key();
+      f->resolving(hw, [&] { return model::load_node(hw); });
+      const json::Node d = f->child(hw);
+      d.expect_only({"value", "source"});
+      const std::string id = d.string("value");
+      d.resolving("value", [&] { return model::with_measured_device(model::load_node(hw), model::load_node(id)); });
+      m.measured_device[hw] = {id, d.string("source")};
     }
   }
   if (auto f = root.optional_child("formats")) {

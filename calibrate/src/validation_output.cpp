@@ -102,6 +102,20 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
          text::printf("%.2f", e.worst_ratio),
          e.with_interval > 0 ? pct_abs(e.coverage) + " of " + std::to_string(e.with_interval) : std::string("-")});
   s.print_text(out);
+  if (!r.measured_devices.empty()) {
+    out << "\nmeasured devices (mapping.json's measured_devices: the same rows with the GPU's figures from `moesim "
+           "calibrate kernels --backend cuda` on it, nothing fitted; median error, median |error| and worst x):\n";
+    Table m({"device profile", "role", "kind", "rows", "datasheet", "measured device", "fitted"});
+    const auto cell = [](const ErrorSummary& e) {
+      return e.n == 0
+                 ? std::string("-")
+                 : pct(e.median_signed) + ", " + pct_abs(e.median_abs) + ", " + text::printf("%.2fx", e.worst_ratio);
+    };
+    for (const auto& d : r.measured_devices)
+      m.add_row({d.profile, d.role, d.kind, std::to_string(d.measured.n), cell(d.datasheet), cell(d.measured),
+                 cell(d.fitted)});
+    m.print_text(out);
+  }
   if (!r.skipped.empty()) {
     out << "\nnot predicted:\n";
     for (const auto& [why, n] : r.skipped) out << "  " << n << " rows: " << why << "\n";
@@ -129,27 +143,41 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
         j["fitted_error"] = metric("fitted_error", p.fitted_error(), "fraction");
       }
       if (p.interval) j["interval"] = {{"low", p.interval->first}, {"high", p.interval->second}, {"unit", p.row.unit}};
+      if (p.measured_predicted)
+        j["measured_device"] = {{"profile", p.measured_device},
+                                {"predicted", metric("predicted", *p.measured_predicted, p.row.unit)},
+                                {"error", metric("error", p.measured_error(), "fraction")}};
     } else {
       j["not_predicted"] = p.skipped;
     }
     rows.push_back(j);
   }
+  const auto summary = [](const ErrorSummary& e) {
+    return nlohmann::json{{"basis", e.basis},
+                          {"role", e.role},
+                          {"kind", e.kind},
+                          {"hw_family", e.hw_family},
+                          {"runtime", e.runtime},
+                          {"rows", e.n},
+                          {"median_abs_error", metric("median_abs_error", e.median_abs, "fraction")},
+                          {"p90_abs_error", metric("p90_abs_error", e.p90_abs, "fraction")},
+                          {"within_10", metric("within_10", e.within_10, "fraction of rows")},
+                          {"within_25", metric("within_25", e.within_25, "fraction of rows")},
+                          {"median_error", metric("median_error", e.median_signed, "fraction")},
+                          {"worst_ratio", metric("worst_ratio", e.worst_ratio, "x")},
+                          {"rows_with_interval", e.with_interval},
+                          {"interval_coverage", metric("interval_coverage", e.coverage, "fraction of rows")}};
+  };
   nlohmann::json sums = nlohmann::json::array();
-  for (const auto& e : r.summaries)
-    sums.push_back({{"basis", e.basis},
-                    {"role", e.role},
-                    {"kind", e.kind},
-                    {"hw_family", e.hw_family},
-                    {"runtime", e.runtime},
-                    {"rows", e.n},
-                    {"median_abs_error", metric("median_abs_error", e.median_abs, "fraction")},
-                    {"p90_abs_error", metric("p90_abs_error", e.p90_abs, "fraction")},
-                    {"within_10", metric("within_10", e.within_10, "fraction of rows")},
-                    {"within_25", metric("within_25", e.within_25, "fraction of rows")},
-                    {"median_error", metric("median_error", e.median_signed, "fraction")},
-                    {"worst_ratio", metric("worst_ratio", e.worst_ratio, "x")},
-                    {"rows_with_interval", e.with_interval},
-                    {"interval_coverage", metric("interval_coverage", e.coverage, "fraction of rows")}});
+  for (const auto& e : r.summaries) sums.push_back(summary(e));
+  nlohmann::json measured = nlohmann::json::array();
+  for (const auto& d : r.measured_devices)
+    measured.push_back({{"profile", d.profile},
+                        {"role", d.role},
+                        {"kind", d.kind},
+                        {"datasheet", summary(d.datasheet)},
+                        {"measured_device", summary(d.measured)},
+                        {"fitted", summary(d.fitted)}});
   nlohmann::json fits = nlohmann::json::array();
   for (const auto& f : r.fits)
     fits.push_back(
@@ -168,7 +196,8 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
          {"step_overhead", metric("step_overhead", f.step_overhead, "s")},
          {"max_load_loo_errors", f.max_load_loo_errors},
          {"note", f.note}});
-  return {{"table", r.table.string()}, {"rows", rows}, {"summaries", sums}, {"fits", fits}};
+  return {
+      {"table", r.table.string()}, {"rows", rows}, {"summaries", sums}, {"measured_devices", measured}, {"fits", fits}};
 }
 
 nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
@@ -206,7 +235,8 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
 
 void write_validation_csv(const ValidationResult& r, std::ostream& out) {
   out << "id,role,kind,model,format,hardware,devices,runtime,hw,precision,instrument,measured,predicted,unit,error,"
-         "fitted,fitted_error,interval_low,interval_high,not_predicted,source_url\n";
+         "fitted,fitted_error,interval_low,interval_high,not_predicted,source_url,measured_device,"
+         "measured_device_predicted,measured_device_error\n";
   for (const auto& p : r.rows) {
     out << csv_field(p.row.id) << "," << p.row.role << "," << csv_field(p.kind) << "," << csv_field(p.row.model) << ","
         << csv_field(p.row.format) << "," << csv_field(p.row.hardware) << "," << p.row.devices << ","
@@ -218,7 +248,9 @@ void write_validation_csv(const ValidationResult& r, std::ostream& out) {
         << (p.fitted ? text::printf("%.6f", p.fitted_error()) : std::string()) << ","
         << (p.interval ? text::short_number(p.interval->first) : std::string()) << ","
         << (p.interval ? text::short_number(p.interval->second) : std::string()) << "," << csv_field(p.skipped) << ","
-        << csv_field(p.row.source_url) << "\n";
+        << csv_field(p.row.source_url) << "," << csv_field(p.measured_device) << ","
+        << (p.measured_predicted ? text::short_number(*p.measured_predicted) : std::string()) << ","
+        << (p.measured_predicted ? text::printf("%.6f", p.measured_error()) : std::string()) << "\n";
   }
 }
 

@@ -256,9 +256,12 @@ std::optional<model::RuntimeProfile> base_runtime(const Mapping& m, const std::s
 }
 
 /// The node profile `runtime`'s rows on `hw` are predicted on before any fit, and fitted over: the node
-/// with the mapping's base runtime, where it has one; else the node alone.
-model::NodeProfile base_node(const Mapping& m, const std::string& runtime, const std::string& hw) {
+/// with the mapping's base runtime, where it has one; else the node alone. With `measured_device`, the
+/// node's device figures come from that measured profile first (model::with_measured_device).
+model::NodeProfile base_node(const Mapping& m, const std::string& runtime, const std::string& hw,
+                             const std::string* measured_device) {
   model::NodeProfile node = model::load_node(hw);
+  if (measured_device) node = model::with_measured_device(node, model::load_node(*measured_device));
   if (const auto b = base_runtime(m, runtime, hw)) node = model::apply_runtime(node, *b);
   return node;
 }
@@ -326,6 +329,10 @@ void predict(ValidationPrediction& p, const Mapping& m) {
     p.instrument = p.kind == "decode b1" ? "analytic" : "serving-sim";
     p.predicted = figure(p, base_node(m, r.runtime, p.hw));
     if (!p.predicted) p.skipped = "the instrument gave no figure";
+    if (auto md = m.measured_device.find(p.hw); p.predicted && md != m.measured_device.end()) {
+      p.measured_device = md->second.value;
+      p.measured_predicted = figure(p, base_node(m, r.runtime, p.hw, &md->second.value));
+    }
   } catch (const UserError& e) {
     // A configuration moesim refuses (the model does not fit, a missing figure) is a finding, not a crash.
     p.skipped = std::string("refused: ") + e.what();

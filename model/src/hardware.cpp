@@ -261,6 +261,9 @@ const std::vector<P>& builtins(std::string_view folder, Parse parse) {
       out.push_back(parse(json::Node(doc, origin), origin));
     }
     std::sort(out.begin(), out.end(), [](const P& a, const P& b) { return a.id < b.id; });
+    // Two built-in profiles of one kind under one id: the id would name whichever sorted first.
+    const auto twin = std::adjacent_find(out.begin(), out.end(), [](const P& a, const P& b) { return a.id == b.id; });
+    MOESIM_CHECK(twin == out.end(), "two built-in " + kind + " profiles have the id '" + twin->id + "'");
     return out;
   }();
   return all;
@@ -587,6 +590,25 @@ NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime) {
   if (!runtime.request_overhead.source.empty()) node.devices.request_overhead = runtime.request_overhead;
   if (!runtime.sequence_overhead.source.empty()) node.devices.sequence_overhead = runtime.sequence_overhead;
   if (runtime.native_dtypes) node.devices.native_dtypes = runtime.native_dtypes;
+  return node;
+}
+
+NodeProfile with_measured_device(NodeProfile node, const NodeProfile& measured) {
+  const DeviceSpec& m = measured.devices;
+  if (m.count != 1)
+    throw UserError(measured.origin + ": $.devices.count: a measured device profile describes one device, this one " +
+                    std::to_string(m.count) + "; measure one GPU with `moesim calibrate kernels --backend cuda`");
+  if (!m.memory_bandwidth)
+    throw UserError(measured.origin +
+                    ": $.devices.memory_bandwidth is missing; a measured device needs it (`moesim "
+                    "calibrate kernels --backend cuda` writes it)");
+  DeviceSpec& d = node.devices;
+  if (m.memory) d.memory = m.memory;
+  d.memory_bandwidth = m.memory_bandwidth;
+  for (const auto& [dtype, peak] : m.peak_flops) d.peak_flops[dtype] = peak;
+  if (m.efficiency) d.efficiency = m.efficiency;
+  if (m.kernel_overhead) d.kernel_overhead = m.kernel_overhead;
+  node.name += " (device figures measured: " + measured.id + ")";
   return node;
 }
 

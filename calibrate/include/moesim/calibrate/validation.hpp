@@ -71,7 +71,14 @@ struct ValidationPrediction {
   /// in it).
   std::optional<double> fitted;
   std::optional<std::pair<double, double>> interval;
+  /// The same row with its device's figures measured by microbenchmarks (mapping.json's measured_devices:
+  /// `moesim calibrate kernels --backend cuda` on that GPU), nothing fitted: the profile's id and the figure.
+  std::string measured_device;
+  std::optional<double> measured_predicted;
   [[nodiscard]] double error() const { return predicted ? *predicted / row.measured - 1.0 : 0.0; }
+  [[nodiscard]] double measured_error() const {
+    return measured_predicted ? *measured_predicted / row.measured - 1.0 : 0.0;
+  }
   [[nodiscard]] double fitted_error() const { return fitted ? *fitted / row.measured - 1.0 : 0.0; }
 };
 
@@ -109,7 +116,8 @@ struct ValidationFit {
 
 /// Error statistics of a group of predictions (|error| = |predicted / measured − 1|).
 struct ErrorSummary {
-  std::string basis = "datasheet";             ///< "datasheet" (shipped profiles) or "fitted" (--fit)
+  /// "datasheet" (shipped profiles), "fitted" (--fit) or "measured device" (MeasuredDeviceSummary)
+  std::string basis = "datasheet";
   std::string role, kind, hw_family, runtime;  ///< the group ("all" where it spans every value)
   std::int64_t n = 0;
   double median_abs = 0, p90_abs = 0;   ///< fractions
@@ -120,9 +128,18 @@ struct ErrorSummary {
   double coverage = 0;                  ///< fitted: share of those whose measurement lies in it
 };
 
+/// The rows of the nodes a measured device profile is mapped to (mapping.json's measured_devices), per role ×
+/// kind: the same rows' errors with the datasheet profiles, with the measured device figures (nothing
+/// fitted), and fitted (--fit; n = 0 without).
+struct MeasuredDeviceSummary {
+  std::string profile, role, kind;
+  ErrorSummary datasheet, measured, fitted;
+};
+
 struct ValidationResult {
   std::filesystem::path table;
   std::vector<ValidationPrediction> rows;
+  std::vector<MeasuredDeviceSummary> measured_devices;
   std::vector<ErrorSummary> summaries;          ///< per role × kind, then per role × kind × hw_family × runtime
   std::map<std::string, std::int64_t> skipped;  ///< reason → rows
   std::vector<ValidationFit> fits;              ///< --fit: one per (node profile, runtime) class
@@ -165,7 +182,7 @@ ValidationResult run_validation(const std::filesystem::path& dir, const Validati
 
 /// Summary statistics over `preds` with a prediction (n = 0 when none): of the datasheet figure, or of the
 /// fitted one (`fitted`), with the intervals' coverage.
-ErrorSummary summarise(const std::vector<const ValidationPrediction*>& preds, bool fitted = false);
+ErrorSummary summarise(const std::vector<const ValidationPrediction*>& preds, const std::string& basis = "datasheet");
 
 void print_validation_text(const ValidationResult& r, std::ostream& out, bool every_row);
 nlohmann::json validation_to_json(const ValidationResult& r);

@@ -273,6 +273,13 @@ RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node);
 /// bands stay unless the runtime gives a compute efficiency, then one compute band of it; a compute
 /// efficiency alone keeps the node's memory bands). UserError if the runtime belongs to another node profile.
 NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime);
+
+/// `node` with the figures of one of its devices taken from `measured`, a profile of that device measured by
+/// `moesim calibrate kernels --backend cuda` (hwprofiles/measured/): memory, memory_bandwidth, the peaks it
+/// gives (the node's other peaks stay), efficiency and kernel_overhead, each with the measured profile's
+/// source. The device count, the links, NICs, price and power stay the node's. UserError when `measured`
+/// has no memory bandwidth or describes more than one device.
+NodeProfile with_measured_device(NodeProfile node, const NodeProfile& measured);
 NicProfile load_nic(std::string_view id_or_path);
 StorageProfile load_storage(std::string_view id_or_path);
 
