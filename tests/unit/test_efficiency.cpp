@@ -3,13 +3,11 @@
 // flagged by model::efficiency_at, and the JSON form loads with model::load_node.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
+#include "../test_support.hpp"
 #include "moesim/calibrate/efficiency.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/units.hpp"
@@ -95,10 +93,8 @@ TEST(EfficiencyFit, ProfileWithTheBandsLoads) {
       {"memory_bandwidth", figure_json(13.5e9, units::Dimension::Bandwidth, "test")},
       {"efficiency", {{"source", "synthetic"}, {"memory", bands_json(fit.bands)}, {"compute", bands_json(fit.bands)}}}};
   const auto profile = node_profile_json("eff-test", "test", devices, {{"note", "raw"}}, "notes");
-  const auto path = std::filesystem::temp_directory_path() / ("moesim_eff_" + std::to_string(::getpid()) + ".json");
-  std::ofstream(path) << profile_text(profile);
-  const auto node = model::load_node(path.string());
-  std::filesystem::remove(path);
+  const test::TestDir dir("moesim_eff");
+  const auto node = model::load_node(dir.write("eff-test.json", profile_text(profile)).string());
   ASSERT_TRUE(node.devices.efficiency.has_value());
   const auto& t = *node.devices.efficiency;
   ASSERT_EQ(t.memory.size(), 3u);

@@ -3,13 +3,11 @@
 // (matrices of a few KiB, one repetition) whose node profile loads. No timed assertions.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <filesystem>
-#include <fstream>
 #include <string>
 
+#include "../test_support.hpp"
 #include "moesim/calibrate/kernels.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/hardware.hpp"
@@ -158,10 +156,8 @@ TEST(CalibrateKernels, TinyRunProfileLoads) {
   const Provenance p = current_provenance("moesim calibrate kernels (test)");
   const nlohmann::json extra = {{"memory_bandwidth", figure_json(10e9, units::Dimension::Bandwidth, "test")}};
   const auto profile = kernels_profile_json(r, p, "kernels-test", extra, nlohmann::json::object());
-  const auto path = std::filesystem::temp_directory_path() / ("moesim_kern_" + std::to_string(::getpid()) + ".json");
-  std::ofstream(path) << profile_text(profile);
-  const auto node = model::load_node(path.string());
-  std::filesystem::remove(path);
+  const test::TestDir dir("moesim_kern");
+  const auto node = model::load_node(dir.write("kernels-test.json", profile_text(profile)).string());
   EXPECT_NEAR(node.peak("fp32").value.base(), r.peak_flops.at(KernelDtype::F32),
               1e-5 * r.peak_flops.at(KernelDtype::F32));
   ASSERT_TRUE(node.devices.efficiency.has_value());

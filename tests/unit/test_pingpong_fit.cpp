@@ -2,14 +2,12 @@
 // bandwidth are known: it must give them back. And the NIC profile written from a fit loads as a profile.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <random>
 #include <vector>
 
+#include "../test_support.hpp"
 #include "moesim/calibrate/net_fit.hpp"
 #include "moesim/calibrate/pingpong.hpp"
 #include "moesim/calibrate/provenance.hpp"
@@ -207,11 +205,8 @@ TEST(PingPongFit, ProfileLoadsAsANic) {
   r.send_overhead_s = 3 * kSecondsPerUs;
   const auto prov = moesim::calibrate::current_provenance("moesim calibrate net --connect 10.0.0.2:5201");
   const auto j = moesim::calibrate::nic_profile_json(r, prov, "my-nic", "test NIC");
-  const auto path =
-      std::filesystem::temp_directory_path() / ("moesim_pingpong_" + std::to_string(::getpid()) + ".json");
-  std::ofstream(path) << j.dump(2);
-  const auto nic = moesim::model::load_nic(path.string());
-  std::filesystem::remove(path);
+  const moesim::test::TestDir dir("moesim_pingpong");
+  const auto nic = moesim::model::load_nic(dir.write("my-nic.json", j.dump(2)).string());
   EXPECT_EQ(nic.id, "my-nic");
   EXPECT_NEAR(nic.latency.value.base(), r.fit.latency_s, 1e-3 * r.fit.latency_s);
   EXPECT_NEAR(nic.bandwidth.value.base(), r.fit.bandwidth, 1e-3 * r.fit.bandwidth);

@@ -39,13 +39,11 @@ nlohmann::json tiny_config(double init_std, std::int64_t window = 0) {
   return c;
 }
 
+/// `path`: a checkpoint folder not yet there, inside a test folder of its own (test::TestDir), removed at the end.
 struct CheckpointDir {
+  moesim::test::TestDir dir;
   fs::path path;
-  explicit CheckpointDir(const std::string& name)
-      : path(fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(path);
-  }
-  ~CheckpointDir() { fs::remove_all(path); }
+  explicit CheckpointDir(const std::string& name) : dir(name), path(dir.path() / "checkpoint") {}
 };
 
 /// The scalar model: every weight as f32, every sum in double, one position at a time.

@@ -5,7 +5,6 @@
 // the creation of the file and not by these cases). No timed assertions.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -23,25 +22,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// A scratch directory per test, removed at the end.
+/// A scratch directory per test (test::TestDir: made new by mkdtemp), removed at the end.
 class StorageScratch {
  public:
-  StorageScratch()
-      : dir_(fs::temp_directory_path() / ("moesim_storage_" + std::to_string(::getpid()) + "_" +
-                                          ::testing::UnitTest::GetInstance()->current_test_info()->name())) {
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  ~StorageScratch() { fs::remove_all(dir_); }
-  [[nodiscard]] std::string path() const { return dir_.string(); }
+  [[nodiscard]] std::string path() const { return dir_.path().string(); }
   [[nodiscard]] std::size_t entries() const {
     std::size_t n = 0;
-    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir_)) ++n;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir_.path())) ++n;
     return n;
   }
 
  private:
-  fs::path dir_;
+  test::TestDir dir_{"moesim_storage"};
 };
 
 StorageOptions tiny(const std::string& dir) {
@@ -104,10 +96,8 @@ TEST(CalibrateStorage, TinyRunProfileLoadsAndNoFileIsLeft) {
   EXPECT_DOUBLE_EQ(r.read_bandwidth, best->bandwidth());
 
   const auto profile = storage_profile_json(r, current_provenance("moesim calibrate storage (test)"), "ssd-test");
-  const auto path = fs::temp_directory_path() / ("moesim_storage_" + std::to_string(::getpid()) + ".json");
-  std::ofstream(path) << profile_text(profile);
-  const auto sp = model::load_storage(path.string());
-  fs::remove(path);
+  const test::TestDir dir("moesim_storage");
+  const auto sp = model::load_storage(dir.write("ssd-test.json", profile_text(profile)).string());
   EXPECT_EQ(sp.id, "ssd-test");
   EXPECT_NEAR(sp.read_bandwidth.value.base(), r.read_bandwidth, 1e-5 * r.read_bandwidth);
   ASSERT_TRUE(sp.read_latency.has_value());

@@ -3,7 +3,6 @@
 // the excerpts by hand (the README lists the complete and incomplete tokens of each).
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <boost/iostreams/copy.hpp>
 #include <boost/iostreams/filter/gzip.hpp>
@@ -32,16 +31,11 @@ using moesim::test::slurp;
 
 const std::string kImportTraces = std::string(MOESIM_SOURCE_DIR) + "/tests/data/traces/";
 
-/// A scratch folder for one test, removed at its end.
+/// A scratch folder for one test (test::TestDir: made new by mkdtemp), removed at its end.
 class ImportScratch {
  public:
-  explicit ImportScratch(const std::string& name)
-      : dir_(fs::temp_directory_path() / ("moesim_import_" + name + "_" + std::to_string(::getpid()))) {
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  ~ImportScratch() { fs::remove_all(dir_); }
-  [[nodiscard]] std::string path(const std::string& f) const { return (dir_ / f).string(); }
+  explicit ImportScratch(const std::string& name) : dir_("moesim_import_" + name) {}
+  [[nodiscard]] std::string path(const std::string& f) const { return (dir_.path() / f).string(); }
   /// Writes `bytes` compressed with gzip ("gz") or zstd ("zst") to `f`; returns its path.
   [[nodiscard]] std::string compressed(const std::string& f, const std::string& bytes, const std::string& kind) const {
     moesim::test::write_compressed(path(f), bytes, kind);
@@ -49,7 +43,7 @@ class ImportScratch {
   }
 
  private:
-  fs::path dir_;
+  moesim::test::TestDir dir_;
 };
 
 /// Mixtral-8x7B's shape, as --model mixtral-8x7b gives it: 32 MoE layers, 8 experts, top-2.

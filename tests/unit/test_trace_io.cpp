@@ -3,7 +3,6 @@
 // field and the fix.
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <bit>
 #include <cstring>
@@ -79,17 +78,13 @@ void expect_mentions(const std::string& message, const std::vector<std::string>&
 /// A temporary directory removed at the end of the test.
 class TraceDir {
  public:
-  TraceDir() : path_(fs::temp_directory_path() / ("moesim_trace_io_" + std::to_string(::getpid()))) {
-    fs::create_directories(path_);
-  }
-  ~TraceDir() { fs::remove_all(path_); }
-  [[nodiscard]] std::string file(const std::string& name) const { return (path_ / name).string(); }
+  [[nodiscard]] std::string file(const std::string& name) const { return (dir_.path() / name).string(); }
   [[nodiscard]] std::size_t entries() const {
-    return static_cast<std::size_t>(std::distance(fs::directory_iterator(path_), fs::directory_iterator()));
+    return static_cast<std::size_t>(std::distance(fs::directory_iterator(dir_.path()), fs::directory_iterator()));
   }
 
  private:
-  fs::path path_;
+  moesim::test::TestDir dir_{"moesim_trace_io"};
 };
 
 // JSON lines -> memory -> binary -> memory -> JSON lines gives back the same bytes and the same weight bits.
@@ -343,13 +338,11 @@ TEST(TraceFormatRegistry, ListsRefusesAndWritesARegisteredFormat) {
   sim::register_trace_format({value, "test-count", "", ".tcount", "token count", "the token count", false, count});
   EXPECT_EQ(sim::parse_trace_format("test-count", "--format"), value);
   EXPECT_EQ(sim::trace_format_name(value), "test-count");
-  const fs::path dir = fs::temp_directory_path() / ("moesim_format_registry_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string path = (dir / "t.tcount").string();
+  const moesim::test::TestDir dir("moesim_format_registry");
+  const std::string path = (dir.path() / "t.tcount").string();
   sim::write_trace(tiny(), path);
   std::ifstream in(path);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  fs::remove_all(dir);
   EXPECT_EQ(text, "3 tokens\n");
   const auto ext = error_of([] { (void)sim::trace_format_for_path("t.txt", "--out"); });
   EXPECT_NE(ext.find("name the file .jsonl (JSON lines), .mtrace (binary) or .tcount (token count), or give --format "
