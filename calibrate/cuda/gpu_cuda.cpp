@@ -217,11 +217,11 @@ void measure_gemms(const GpuKernelOptions& o, const std::vector<GpuDtype>& dtype
   }
 }
 
-/// Launch overhead: an empty kernel back to back, and launch + synchronize one at a time.
+/// Launch overhead: an empty kernel back to back, launch + synchronize one at a time, and replayed from a
+/// CUDA graph.
 GpuLaunchSample measure_launch(int repeats, cudaStream_t stream) {
   GpuLaunchSample l;
   l.launches = 1000;
-  Event a, b;
   for (int i = 0; i < 10; ++i) ck(cuda::launch_empty(stream), "empty kernel");
   ck(cudaStreamSynchronize(stream), "warm-up");
   for (int rep = 0; rep < repeats; ++rep) {
@@ -238,18 +238,8 @@ GpuLaunchSample measure_launch(int repeats, cudaStream_t stream) {
     }
     l.launch_sync.seconds.push_back(best);
   }
-  const GraphOf g([&] { ck(cuda::launch_empty(stream), "empty kernel"); }, stream, l.launches);
-  g.launch(stream);
-  ck(cudaStreamSynchronize(stream), "graph warm-up");
-  for (int rep = 0; rep < repeats; ++rep) {
-    ck(cudaEventRecord(a.e, stream), "cudaEventRecord");
-    g.launch(stream);
-    ck(cudaEventRecord(b.e, stream), "cudaEventRecord");
-    ck(cudaEventSynchronize(b.e), "cudaEventSynchronize");
-    float ms = 0;
-    ck(cudaEventElapsedTime(&ms, a.e, b.e), "cudaEventElapsedTime");
-    l.in_graph.seconds.push_back(static_cast<double>(ms) * 1e-3 / static_cast<double>(l.launches));
-  }
+  // One graph launch of `launches` empty kernels per repetition (no minimum length: 1,000 kernels are one).
+  l.in_graph = time_graph([&] { ck(cuda::launch_empty(stream), "empty kernel"); }, stream, l.launches, repeats, 0);
   return l;
 }
 

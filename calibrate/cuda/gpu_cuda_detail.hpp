@@ -175,34 +175,42 @@ GpuDeviceInfo open_device(int index);
 
 // ---- timing ------------------------------------------------------------------------------------------
 
-/// Times `call` (which enqueues work on `stream`) with CUDA events: two warm-up calls, then `repeats`
-/// repetitions of calls_per_repeat calls, each lasting >= min_repeat_seconds; per-call seconds.
+/// Times `enqueue` (which puts `per` calls on `stream`) with CUDA events: one warm-up, one timed to size the
+/// repetitions, then `repeats` repetitions of as many enqueues as make one last >= min_repeat_seconds (at
+/// most `most`); seconds per call. `enqueues_out` gets the enqueues per repetition.
 template <class F>
-TimeSamples time_calls(F&& call, cudaStream_t stream, int repeats, double min_repeat_seconds,
-                       std::int64_t* calls_out = nullptr) {
+TimeSamples time_enqueued(F&& enqueue, cudaStream_t stream, std::int64_t per, int repeats, double min_repeat_seconds,
+                          std::int64_t most, std::int64_t* enqueues_out = nullptr) {
   Event a, b;
-  call();
+  enqueue();
   ck(cudaStreamSynchronize(stream), "warm-up");
   ck(cudaEventRecord(a.e, stream), "cudaEventRecord");
-  call();
+  enqueue();
   ck(cudaEventRecord(b.e, stream), "cudaEventRecord");
   ck(cudaEventSynchronize(b.e), "cudaEventSynchronize");
   float ms = 0;
   ck(cudaEventElapsedTime(&ms, a.e, b.e), "cudaEventElapsedTime");
   const double first = std::max(static_cast<double>(ms) * 1e-3, 1e-7);
-  const auto calls =
-      std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(min_repeat_seconds / first)), 1, 100000);
+  const auto n = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(min_repeat_seconds / first)), 1, most);
   TimeSamples t;
   for (int rep = 0; rep < repeats; ++rep) {
     ck(cudaEventRecord(a.e, stream), "cudaEventRecord");
-    for (std::int64_t c = 0; c < calls; ++c) call();
+    for (std::int64_t c = 0; c < n; ++c) enqueue();
     ck(cudaEventRecord(b.e, stream), "cudaEventRecord");
     ck(cudaEventSynchronize(b.e), "cudaEventSynchronize");
     ck(cudaEventElapsedTime(&ms, a.e, b.e), "cudaEventElapsedTime");
-    t.seconds.push_back(static_cast<double>(ms) * 1e-3 / static_cast<double>(calls));
+    t.seconds.push_back(static_cast<double>(ms) * 1e-3 / static_cast<double>(n * per));
   }
-  if (calls_out) *calls_out = calls;
+  if (enqueues_out) *enqueues_out = n;
   return t;
+}
+
+/// Times `call` issued from the host one after another (eager): per-call seconds; `calls_out` gets the
+/// calls per repetition.
+template <class F>
+TimeSamples time_calls(F&& call, cudaStream_t stream, int repeats, double min_repeat_seconds,
+                       std::int64_t* calls_out = nullptr) {
+  return time_enqueued(call, stream, 1, repeats, min_repeat_seconds, 100000, calls_out);
 }
 
 /// Owns a stream capture until it ends: a call that throws inside the capture ends it, so that the stream is
@@ -266,28 +274,7 @@ class GraphOf {
 template <class F>
 TimeSamples time_graph(F&& call, cudaStream_t stream, std::int64_t nodes, int repeats, double min_repeat_seconds) {
   const GraphOf g(call, stream, nodes);
-  Event a, b;
-  g.launch(stream);
-  ck(cudaStreamSynchronize(stream), "graph warm-up");
-  ck(cudaEventRecord(a.e, stream), "cudaEventRecord");
-  g.launch(stream);
-  ck(cudaEventRecord(b.e, stream), "cudaEventRecord");
-  ck(cudaEventSynchronize(b.e), "cudaEventSynchronize");
-  float ms = 0;
-  ck(cudaEventElapsedTime(&ms, a.e, b.e), "cudaEventElapsedTime");
-  const double first = std::max(static_cast<double>(ms) * 1e-3, 1e-7);
-  const auto launches =
-      std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(min_repeat_seconds / first)), 1, 10000);
-  TimeSamples t;
-  for (int rep = 0; rep < repeats; ++rep) {
-    ck(cudaEventRecord(a.e, stream), "cudaEventRecord");
-    for (std::int64_t l = 0; l < launches; ++l) g.launch(stream);
-    ck(cudaEventRecord(b.e, stream), "cudaEventRecord");
-    ck(cudaEventSynchronize(b.e), "cudaEventSynchronize");
-    ck(cudaEventElapsedTime(&ms, a.e, b.e), "cudaEventElapsedTime");
-    t.seconds.push_back(static_cast<double>(ms) * 1e-3 / static_cast<double>(launches * nodes));
-  }
-  return t;
+  return time_enqueued([&] { g.launch(stream); }, stream, nodes, repeats, min_repeat_seconds, 10000);
 }
 
 GpuCopySample measure_copy(CopyKind kind, std::size_t size, int repeats, cudaStream_t stream);
