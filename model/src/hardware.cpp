@@ -242,22 +242,33 @@ StorageProfile parse_storage(const json::Node& n, std::string origin) {
 }
 
 /// Built-in profiles of one folder ("nodes", "nics", "storage"), parsed once.
+/// The "kind" of the profiles in hwprofiles/<folder>/.
+std::string folder_kind(std::string_view folder) {
+  return folder == "nodes" ? "node" : folder == "nics" ? "nic" : folder == "runtimes" ? "runtime" : "storage";
+}
+
+/// Whether the embedded file `path` may hold a profile of `folder`: one of its files, or a measured profile
+/// (hwprofiles/measured/, built in too, by its "kind").
+bool may_hold(std::string_view path, std::string_view folder) {
+  return path.substr(0, 9) == "measured/" || path.substr(0, folder.size() + 1) == std::string(folder) + "/";
+}
+
+/// Whether `doc`, the embedded file at `path`, is a profile of `folder` (a measured one: by its "kind").
+bool is_profile_of(const nlohmann::json& doc, std::string_view path, std::string_view folder) {
+  return path.substr(0, 9) != "measured/" || doc.value("kind", std::string()) == folder_kind(folder);
+}
+
 template <class P, class Parse>
 const std::vector<P>& builtins(std::string_view folder, Parse parse) {
   // Function-local statics are initialised once, thread-safely; the data never changes after that.
   static const std::vector<P> all = [&] {
     std::vector<P> out;
-    // Profiles measured by `moesim calibrate` (hwprofiles/measured/) are built in too, by their "kind".
-    const std::string kind = folder == "nodes"      ? "node"
-                             : folder == "nics"     ? "nic"
-                             : folder == "runtimes" ? "runtime"
-                                                    : "storage";
+    const std::string kind = folder_kind(folder);
     for (const auto& f : hw_data::embedded_files()) {
-      const bool measured = f.path.substr(0, 9) == "measured/";
-      if (!measured && f.path.substr(0, folder.size() + 1) != std::string(folder) + "/") continue;
+      if (!may_hold(f.path, folder)) continue;
       const std::string origin = "built-in hwprofiles/" + std::string(f.path);
       const nlohmann::json doc = json::parse_text(f.contents, origin);
-      if (measured && doc.value("kind", std::string()) != kind) continue;
+      if (!is_profile_of(doc, f.path, folder)) continue;
       out.push_back(parse(json::Node(doc, origin), origin));
     }
     std::sort(out.begin(), out.end(), [](const P& a, const P& b) { return a.id < b.id; });
@@ -272,9 +283,16 @@ const std::vector<P>& builtins(std::string_view folder, Parse parse) {
 template <class P, class Parse>
 P load(std::string_view id_or_path, std::string_view folder, std::string_view what, std::string_view list_cmd,
        Parse parse) {
-  const auto& all = builtins<P>(folder, parse);
-  for (const auto& p : all) {
-    if (p.id == id_or_path) return p;
+  // The built-in profile of that id alone, parsed from its own file: parsing every built-in profile (the
+  // measured GPUs' hold megabytes of raw samples) would cost each command more than its own work. A file
+  // that does not hold the id as a JSON string is not parsed.
+  const std::string quoted = "\"" + std::string(id_or_path) + "\"";
+  for (const auto& f : hw_data::embedded_files()) {
+    if (!may_hold(f.path, folder) || f.contents.find(quoted) == std::string_view::npos) continue;
+    const std::string origin = "built-in hwprofiles/" + std::string(f.path);
+    const nlohmann::json doc = json::parse_text(f.contents, origin);
+    if (doc.value("id", std::string()) == id_or_path && is_profile_of(doc, f.path, folder))
+      return parse(json::Node(doc, origin), origin);
   }
   const std::filesystem::path path{std::string(id_or_path)};
   std::error_code ec;
@@ -292,6 +310,7 @@ P load(std::string_view id_or_path, std::string_view folder, std::string_view wh
                     std::string(what) + "; give it with " + flag_of(other) + ", and a " + std::string(what) +
                     " here (see `" + std::string(list_cmd) + "`)");
   }
+  const auto& all = builtins<P>(folder, parse);
   std::vector<std::string> ids;
   ids.reserve(all.size());
   for (const auto& p : all) ids.push_back(p.id);
