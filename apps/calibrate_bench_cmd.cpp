@@ -148,7 +148,7 @@ po::options_description describe_kernels_options() {
     ("memory-bandwidth", po::value<std::string>(), "the sustained memory bandwidth memory efficiencies are relative to, e.g. 12GB/s (default: measure the STREAM triad first, ~5-15 s)")
     ("pool-size", po::value<std::string>(), "bytes of rotating weight copies (default 3 x last-level cache; smaller measures cache-warm kernels)")
     ("quick", "a short run: batches 1,16,256 at all CPUs, 2 repeats, 30 s budget")
-    ("backend", po::value<std::string>(), "cpu (OpenBLAS on this machine, the default) or cuda (cuBLAS on an NVIDIA GPU: bf16, fp16, fp8 from compute capability 8.9; batches 1..512)")
+    ("backend", po::value<std::string>(), "cpu (OpenBLAS on this machine, the default) or cuda (cuBLAS on an NVIDIA GPU: bf16, fp16, fp8 from compute capability 8.9; batches 1..512; each kernel timed replayed from a CUDA graph, which the fit uses, and issued eagerly from the host; scripts/calibrate-cuda.sh runs the whole measurement)")
     ("device", po::value<int>(), "cuda: the CUDA device to measure (default 0)")
     ("peak-flops", po::value<std::string>(), "cuda: datasheet peaks the compute bands are relative to, e.g. 989TFLOPS (bf16 and fp16) or bf16=989TFLOPS,fp8=1979TFLOPS (default: the best measured GEMM)");
   // clang-format on
