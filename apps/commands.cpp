@@ -64,6 +64,13 @@ bool parse_options(const Args& args, const po::options_description& desc, po::va
                    const std::string& usage, const std::string& footer) {
   // No command takes positional arguments: Boost.Program_options keeps a stray word as an option without
   // a name, which store() drops silently (`moesim models path/config.json` printed the zoo). Refused here.
+  // --help anywhere shows the help, also where it follows an option that takes a value (`validate --table
+  // --help`, which validate's own help suggests): Boost would take it as that option's value.
+  if (desc.find_nothrow("help", false) != nullptr &&
+      std::any_of(args.begin(), args.end(), [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+    out << usage << "\n\n" << desc << footer;
+    return false;
+  }
   const po::positional_options_description none;
   const po::parsed_options parsed = [&] {
     try {

@@ -114,6 +114,14 @@ TEST(GoldenCli, ListsAndHelp) {
     EXPECT_FALSE(direct.out.empty()) << cmd;
     EXPECT_EQ(via_help.out, direct.out) << cmd;
   }
+  // --help after an option that takes a value is the help, not that option's value: validate's own help
+  // says `--table --help`, which once read "--help" as the table directory.
+  const auto table_help = run_cli("validate --table --help");
+  EXPECT_EQ(table_help.code, 0) << table_help.err;
+  EXPECT_NE(table_help.out.find("usage: moesim validate --table DIR"), std::string::npos) << table_help.out;
+  const auto serve_help = run_cli("serve --model --help");
+  EXPECT_EQ(serve_help.code, 0) << serve_help.err;
+  EXPECT_EQ(serve_help.out, run_cli("serve --help").out);
 }
 
 // A row that cannot fit says what would (issue 21): DeepSeek-V3 at fp8 (671 B parameters) on Mac Studios
