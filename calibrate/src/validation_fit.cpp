@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -492,17 +493,6 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   }
 }
 
-namespace {
-
-/// The interval of a relative-error sample: its min and max, over `errors`.
-std::optional<std::pair<double, double>> error_range(const std::vector<double>& errors) {
-  if (errors.empty()) return std::nullopt;
-  return std::make_pair(*std::min_element(errors.begin(), errors.end()),
-                        *std::max_element(errors.begin(), errors.end()));
-}
-
-}  // namespace
-
 /// The max-load classes' fits: per runtime, every class's rows in one least-squares problem (solve_joint),
 /// then each class's figures, profile and leave-one-configuration-out errors.
 void fit_max_load_jointly(std::vector<MaxLoadClass>& classes, std::vector<ValidationFit>& fits) {
@@ -525,10 +515,10 @@ void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
                const std::vector<double>& pooled_max_load) {
   model::RuntimeProfile& rp = fit.profile;
   const bool own_decode = !fit.loo_errors.empty();
-  const auto decode_range = error_range(own_decode ? fit.loo_errors : pooled_decode);
+  const auto decode_range = error_interval(own_decode ? fit.loo_errors : pooled_decode);
   const bool own_max_load =
       fit.max_load_configurations >= static_cast<std::int64_t>(kMinConfigurations) && !fit.max_load_loo_errors.empty();
-  const auto max_load_range = error_range(own_max_load ? fit.max_load_loo_errors : pooled_max_load);
+  const auto max_load_range = error_interval(own_max_load ? fit.max_load_loo_errors : pooled_max_load);
   if (fit.max_load_rows > 0) {
     // A max-load class: its profile's interval is that of its max-load rows.
     fit.max_load_range = max_load_range;
@@ -555,7 +545,7 @@ void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
                                    " dense configurations: leave-one-configuration-out errors pooled over every "
                                    "runtime and machine of validation/measurements.csv";
   }
-  const auto prefill_range = error_range(!fit.prefill_loo_errors.empty() ? fit.prefill_loo_errors : pooled_prefill);
+  const auto prefill_range = error_interval(!fit.prefill_loo_errors.empty() ? fit.prefill_loo_errors : pooled_prefill);
   if (rp.compute_efficiency && fit.max_load_rows == 0) fit.prefill_range = prefill_range;
   const model::NodeProfile fitted = model::apply_runtime(base_node(m, fit.runtime, fit.hw), rp);
   for (auto* p : rows) {
@@ -599,7 +589,7 @@ void batched_intervals(std::vector<std::vector<ValidationPrediction*>*>& classes
         own.push_back(p->fitted_error());
         configs.insert(configuration(*p));
       }
-    const auto range = error_range(configs.size() >= kMinConfigurations ? own : pooled);
+    const auto range = error_interval(configs.size() >= kMinConfigurations ? own : pooled);
     if (!range) continue;
     const double factor = std::max({1.0 + range->second, 1.0 / (1.0 + range->first), 1.0});
     for (auto* p : *members)
@@ -609,5 +599,14 @@ void batched_intervals(std::vector<std::vector<ValidationPrediction*>*>& classes
 }
 
 }  // namespace validation_detail
+
+std::optional<std::pair<double, double>> error_interval(std::vector<double> errors) {
+  if (errors.empty()) return std::nullopt;
+  std::sort(errors.begin(), errors.end());
+  const std::size_t n = errors.size();
+  const std::size_t k =
+      std::max<std::size_t>(1, static_cast<std::size_t>(std::floor(0.05 * static_cast<double>(n + 1))));
+  return std::make_pair(errors[k - 1], errors[n - k]);
+}
 
 }  // namespace moesim::calibrate

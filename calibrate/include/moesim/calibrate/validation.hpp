@@ -184,6 +184,13 @@ ValidationResult run_validation(const std::filesystem::path& dir, const Validati
 /// fitted one (`fitted`), with the intervals' coverage.
 ErrorSummary summarise(const std::vector<const ValidationPrediction*>& preds, const std::string& basis = "datasheet");
 
+/// A prediction interval from n leave-one-out relative errors: the k-th smallest to the k-th largest, k the
+/// largest whole number with (n + 1 - 2k) / (n + 1) >= 90%, at least 1 (so the min and max below n = 19).
+/// A new error exchangeable with the sample lies in that order-statistic range with probability
+/// (n + 1 - 2k) / (n + 1), whatever their distribution (Wilks 1941; split conformal prediction, Vovk,
+/// Gammerman & Shafer 2005). nullopt for no errors.
+std::optional<std::pair<double, double>> error_interval(std::vector<double> errors);
+
 void print_validation_text(const ValidationResult& r, std::ostream& out, bool every_row);
 nlohmann::json validation_to_json(const ValidationResult& r);
 /// One line per row: the table's columns that identify it, the mapping, predicted, measured, error.
