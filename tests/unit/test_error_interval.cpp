@@ -12,8 +12,8 @@ namespace {
 
 /// n errors 0, 0.01, .. in a shuffled order: the i-th smallest is (i - 1) / 100.
 std::vector<double> ramp(std::size_t n) {
-  std::vector<double> e;
-  for (std::size_t i = 0; i < n; ++i) e.push_back(static_cast<double>(i) / 100.0);
+  std::vector<double> e(n);
+  for (std::size_t i = 0; i < n; ++i) e[i] = static_cast<double>(i) / 100.0;
   std::mt19937 g(7);
   std::shuffle(e.begin(), e.end(), g);
   return e;
@@ -49,8 +49,8 @@ TEST(ErrorInterval, HoldsAboutNinetyPercentOfNewDrawsFromTheSameDistribution) {
   // over calibration samples is about 2 points, so one seed's figure lies within 85-95%).
   std::mt19937 g(11);
   std::lognormal_distribution<double> d(0.0, 0.8);
-  std::vector<double> sample;
-  for (int i = 0; i < 200; ++i) sample.push_back(d(g) - 1.0);
+  std::vector<double> sample(200);
+  for (double& e : sample) e = d(g) - 1.0;
   const auto r = error_interval(sample);
   ASSERT_TRUE(r.has_value());
   int inside = 0;
