@@ -182,8 +182,8 @@ const scenario::ParamTable<SimulateRequest>& simulate_params() {
         .switch_flag("start-cold", false, "every weight buffer starts unwired (default: wired, as after a warm-up)");
     t.field("context", &R::context).min(0).unit("tokens").describe("tokens in the KV cache (0 as Equation 1)");
     t.field("lm_head", &R::lm_head)
-        .describe("count the LM head (Equation 1 omits it)")
-        .switch_flag("lm-head", true, "count the LM head (Equation 1 omits it)");
+        .describe("count the LM head (Equation 1 omits it; always counted with a runtime)")
+        .switch_flag("lm-head", true, "count the LM head (Equation 1 omits it; always counted with --runtime)");
     t.field("trace", &R::trace)
         .origin()
         .written_if([](const R& r) { return !r.trace.empty(); })
@@ -283,6 +283,8 @@ PreparedSimulate prepare_simulate(const SimulateRequest& req) {
   if (!req.runtime.empty()) {
     runtime = json::resolving(at, "runtime", [&] { return model::find_runtime(req.runtime, r.node); });
     r.node = model::apply_runtime(r.node, *runtime);
+    // As `estimate`: the runtime was fitted to figures that read the LM head each token.
+    r.request.lm_head = true;
   }
   if (req.nodes > 1) r.nic = json::resolving(at, "nic", [&] { return model::load_nic(req.nic); });
   if (r.node.intra_node_link) r.intra_link = model::load_nic(*r.node.intra_node_link);
@@ -363,7 +365,7 @@ SimulateResult run_simulate(const SimulateRequest& req, const SimulateOutputs& o
   s.nodes = req.nodes;
   s.weights = r.precision;
   s.context = req.context;
-  s.include_lm_head = req.lm_head;
+  s.include_lm_head = r.request.lm_head;
   s.expected_active_experts = r.exact_expected_active;
   s.max_experts_per_node = r.placement.max_experts_per_node();
   s.exchange = sim::analytic_exchange(r.attention, r.collective);
