@@ -68,6 +68,11 @@ po::options_description describe_fit_options() {
     ("vllm-latency", po::value<std::vector<std::string>>()->composing(),
      "instead of --measured: a vLLM benchmark_latency.py --output-json file of --model on --hw; fits the runtime's "
      "step_overhead to its avg_latency (repeatable)")
+    ("trtllm-bench", po::value<std::vector<std::string>>()->composing(),
+     "instead of --measured: a `trtllm-bench throughput` report (the text it prints, or its --report_json file) of "
+     "--model on --hw; fits the runtime's bandwidth efficiency (and with two reports or more its compute "
+     "efficiency) to the output throughput, the host times kept from --runtime (repeatable: each report is also "
+     "predicted by the fit to the others)")
     ("input-len", po::value<std::int64_t>(), "with --vllm-latency: its --input-len (default 32, the script's)")
     ("output-len", po::value<std::int64_t>(), "with --vllm-latency: its --output-len (default 128, the script's)")
     ("batch-size", po::value<std::int64_t>(), "with --vllm-latency: its --batch-size (default 8, the script's)")
@@ -77,6 +82,7 @@ po::options_description describe_fit_options() {
                                           "vllm) or a runtime profile (id or path) to start from and add to")
     ("tp", po::value<std::int64_t>(), "with --vllm-serving: tensor-parallel devices of the run (default 1)")
     ("precision", po::value<std::string>(), "with --vllm-serving: the weights' precision of the run (default bf16); "
+                                            "with --trtllm-bench: overrides the report's Quantization / Dtype; "
                                             "with --mlx-lm / --llama-batched-bench (required): the weights' format, "
                                             "e.g. q4 (MLX 4-bit), q4_k_m, q8_0, bf16")
     ("source", po::value<std::string>(), "with an import (--llama-bench, --mlx-lm, --vllm-serving, ...): where the measurements come from (a "
@@ -240,11 +246,13 @@ int cmd_calibrate_fit(const Args& args, std::ostream& out) {
           "       moesim calibrate fit --vllm-serving FILE [--vllm-serving FILE ...] --model M --hw NODE "
           "--runtime NAME|PROFILE [--tp N] --out runtime.json\n"
           "       moesim calibrate fit --vllm-latency FILE [--input-len N --output-len N --batch-size N] "
-          "--model M --hw NODE --runtime NAME|PROFILE --out runtime.json",
+          "--model M --hw NODE --runtime NAME|PROFILE --out runtime.json\n"
+          "       moesim calibrate fit --trtllm-bench FILE [--trtllm-bench FILE ...] --model M --hw NODE "
+          "--runtime NAME|PROFILE --out runtime.json",
           fit_footer()))
     return 0;
   if (vm.count("llama-bench") || vm.count("mlx-lm") || vm.count("llama-batched-bench") || vm.count("vllm-serving") ||
-      vm.count("vllm-latency")) {
+      vm.count("vllm-latency") || vm.count("trtllm-bench")) {
     if (vm.count("measured"))
       throw UserError(
           "give --measured (moesim's measured-runs file) or --llama-bench / --vllm-serving (a runtime's "

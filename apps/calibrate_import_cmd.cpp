@@ -1,10 +1,13 @@
-// `moesim calibrate fit --llama-bench / --mlx-lm / --llama-batched-bench / --vllm-serving / --vllm-latency FILE`:
+// `moesim calibrate fit --llama-bench / --mlx-lm / --llama-batched-bench / --vllm-serving / --vllm-latency /
+// --trtllm-bench FILE`:
 // a runtime profile fitted to the outputs people already produce with their runtimes' own benchmarks (issue
 // 20; calibrate/FIT.md). llama-bench runs, mlx_lm.generate's figures and llama-batched-bench's table go
 // through calibrate::run_llama_bench (the same predictions and fit as `validate --llama-bench --fit`); vLLM
-// serving benchmarks through calibrate::fit_vllm_serving. The runtime profile written by --out is what
+// serving benchmarks through calibrate::fit_vllm_serving, trtllm-bench throughput reports through
+// calibrate::fit_trtllm_bench. The runtime profile written by --out is what
 // `--runtime PATH` of every command reads.
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cmath>
 #include <filesystem>
@@ -18,6 +21,7 @@
 #include "commands.hpp"
 #include "moesim/calibrate/provenance.hpp"
 #include "moesim/calibrate/serving_fit.hpp"
+#include "moesim/calibrate/trtllm_fit.hpp"
 #include "moesim/calibrate/validation.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/output_file.hpp"
@@ -83,11 +87,16 @@ void check_import_flags(const po::variables_map& vm) {
                       " belongs to --measured fits; --llama-bench / --vllm-serving fit "
                       "a runtime profile's own figures");
   const bool text_import = vm.count("mlx-lm") || vm.count("llama-batched-bench");
+  const bool trtllm = vm.count("trtllm-bench") > 0;
   if (!vm.count("vllm-serving") && !vm.count("vllm-latency") &&
-      (vm.count("tp") || (vm.count("precision") && !text_import)))
+      (vm.count("tp") || (vm.count("precision") && !text_import && !trtllm)))
     throw UserError(
-        "--tp and --precision describe a vLLM run (--precision also an --mlx-lm or --llama-batched-bench one); "
-        "give --vllm-serving or --vllm-latency too");
+        "--tp and --precision describe a vLLM run (--precision also an --mlx-lm, --llama-batched-bench or "
+        "--trtllm-bench one); give --vllm-serving or --vllm-latency too");
+  if (trtllm && (vm.count("vllm-serving") || vm.count("vllm-latency") || vm.count("llama-bench") || text_import))
+    throw UserError(
+        "--trtllm-bench fits the runtime's efficiencies to max-load runs; give it alone (fit the other "
+        "benchmarks into the written profile with a second run, --runtime PATH)");
   if (text_import && !vm.count("precision"))
     throw UserError(std::string(vm.count("mlx-lm") ? "--mlx-lm" : "--llama-batched-bench") +
                     " output does not name the weights' format: give --precision (e.g. q4 for an MLX 4-bit "
@@ -348,6 +357,85 @@ void fit_serving_files(const po::variables_map& vm, const calibrate::ServingImpo
                                  {"simulations", fit.simulations}};
 }
 
+/// --trtllm-bench: the runtime's bandwidth (and compute) efficiency fitted to the reports' output throughput;
+/// the table and the calibration block.
+void fit_trtllm_files(const po::variables_map& vm, const ImportRun& run, model::RuntimeProfile& rp, std::ostream& out,
+                      nlohmann::json& calibration) {
+  std::vector<calibrate::TrtllmBenchReport> runs;
+  for (const auto& f : vm["trtllm-bench"].as<std::vector<std::string>>())
+    runs.push_back(calibrate::read_trtllm_bench(f));
+  calibrate::TrtllmImport tin;
+  tin.model = run.model_id;
+  tin.hw = run.hw;
+  if (vm.count("precision"))
+    tin.precision = calibrate::trtllm_precision(runs.front(), vm["precision"].as<std::string>());
+  tin.runtime = rp;
+  const calibrate::TrtllmFit fit = calibrate::fit_trtllm_bench(runs, tin);
+  std::vector<std::string> names;
+  names.reserve(runs.size());
+  for (const auto& r : runs) names.push_back(r.path);
+  const std::string src = "fitted by `moesim calibrate fit --trtllm-bench` to the output throughput of " +
+                          text::join(names) + run.source_note +
+                          " replayed as max-load runs in the serving simulator with " + rp.id + "'s host times, " +
+                          run.prov.day + ", moesim " + run.prov.commit;
+  const double bandwidth_before = rp.bandwidth_efficiency ? rp.bandwidth_efficiency->value : 1.0;
+  const double compute_before = rp.compute_efficiency ? rp.compute_efficiency->value : 1.0;
+  if (!fit.bandwidth_pinned) rp.bandwidth_efficiency = model::Sourced<double>{fit.bandwidth_efficiency, src};
+  if (fit.compute_fitted && !fit.compute_pinned)
+    rp.compute_efficiency = model::Sourced<double>{fit.compute_efficiency, src};
+  const auto kept = [&](bool pinned) {
+    return pinned ? std::string(" (kept: the reports leave it no time after the host times and the other part)")
+                  : std::string();
+  };
+
+  out << "moesim calibrate fit: " << runs.size() << " trtllm-bench throughput report" << (runs.size() == 1 ? "" : "s")
+      << " replayed on " << run.node.id << " with " << rp.id
+      << (run.existing ? "" : " (new: the hardware profile's figures)") << "\nfitted: bandwidth efficiency "
+      << text::printf("%.3f", fit.bandwidth_efficiency) << " (was " << text::printf("%.3f", bandwidth_before) << ")"
+      << kept(fit.bandwidth_pinned) << ", compute efficiency " << text::printf("%.3f", fit.compute_efficiency)
+      << (fit.compute_fitted ? " (was " + text::printf("%.3f", compute_before) + ")" + kept(fit.compute_pinned)
+                             : std::string(" (kept: one report fits the bandwidth efficiency alone)"))
+      << "; host times " << units::format(rp.step_overhead.value) << " per engine step, "
+      << units::format(rp.sequence_overhead.value) << " per sequence and step (kept)\n\n";
+  scenario::Table t({"file", "TP x PP", "requests", "in / out", "weights", "KV", "measured tok/s", "before tok/s",
+                     "err", "fitted tok/s", "err", "LOO tok/s", "err"});
+  nlohmann::json files = nlohmann::json::array();
+  for (std::size_t i = 0; i < fit.files.size(); ++i) {
+    const auto& f = fit.files[i];
+    const auto& r = runs[i];
+    t.add_row({f.path, std::to_string(r.tp) + " x " + std::to_string(r.pp), std::to_string(r.num_requests),
+               text::printf("%.0f / %.0f", r.input_length, r.output_length), f.precision, f.kv_cache_dtype,
+               text::printf("%.1f", f.measured), text::printf("%.1f", f.before), err(f.before, f.measured),
+               text::printf("%.1f", f.after), err(f.after, f.measured), f.loo ? text::printf("%.1f", *f.loo) : "-",
+               f.loo ? err(*f.loo, f.measured) : "-"});
+    nlohmann::json j = {{"file", f.path},
+                        {"tp", r.tp},
+                        {"pp", r.pp},
+                        {"ep", r.ep},
+                        {"requests", r.num_requests},
+                        {"input_length", {{"value", r.input_length}, {"unit", "tokens"}}},
+                        {"output_length", {{"value", r.output_length}, {"unit", "tokens"}}},
+                        {"precision", f.precision},
+                        {"kv_cache_dtype", f.kv_cache_dtype},
+                        {"measured", {{"value", f.measured}, {"unit", "tokens/s"}}},
+                        {"before_fit", {{"value", f.before}, {"unit", "tokens/s"}}},
+                        {"after_fit", {{"value", f.after}, {"unit", "tokens/s"}}}};
+    if (f.loo) j["leave_one_out"] = {{"value", *f.loo}, {"unit", "tokens/s"}};
+    files.push_back(j);
+  }
+  t.print_text(out);
+  out << "\nerr = predicted / measured - 1; before: " << rp.id
+      << " as given; LOO: predicted by the fit to the other reports\n";
+  if (std::any_of(runs.begin(), runs.end(), [](const calibrate::TrtllmBenchReport& r) { return r.ep > 1; }))
+    out << "note: a report's EP size is above 1; the replay runs its TP x PP with the MoE layers tensor-parallel "
+           "(expert parallelism is not replayed)\n";
+  calibration["trtllm_bench"] = {{"files", files},
+                                 {"bandwidth_efficiency", fit.bandwidth_efficiency},
+                                 {"compute_efficiency", fit.compute_efficiency},
+                                 {"compute_efficiency_fitted", fit.compute_fitted && !fit.compute_pinned},
+                                 {"bandwidth_efficiency_fitted", !fit.bandwidth_pinned}};
+}
+
 }  // namespace
 
 int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std::ostream& stdout_stream) {
@@ -374,6 +462,7 @@ int cmd_calibrate_fit_imports(const po::variables_map& vm, const Args& args, std
   const calibrate::ServingImport vin = vllm_import(vm, run, rp);
   if (vm.count("vllm-latency")) fit_latency_files(vm, vin, run, rp, out, calibration);
   if (vm.count("vllm-serving")) fit_serving_files(vm, vin, run, rp, out, calibration);
+  if (vm.count("trtllm-bench")) fit_trtllm_files(vm, run, rp, out, calibration);
 
   nlohmann::json doc = calibrate::runtime_profile_json(rp);
   doc["calibration"] = calibration;

@@ -94,6 +94,14 @@ struct MaxLoadTerms {
   double steps = 0;  ///< engine steps per output token: each pays the runtime's step_overhead
 };
 
+/// A max-load row's time per output token on `base` with the runtime `rp` at bandwidth and compute
+/// efficiency 1, split into the part that scales with 1 / bandwidth efficiency, the part that scales with
+/// 1 / compute efficiency, and the rest (the runtime's host times among it), from three serving-simulator
+/// runs (efficiencies 1 and 1, 0.5 and 1, 1 and 0.5); `sequences` and `steps` per output token of the first.
+/// nullopt where the row does not run (no KV room, a configuration the simulator refuses).
+std::optional<MaxLoadTerms> max_load_terms(const ValidationPrediction& p, const model::NodeProfile& base,
+                                           const model::RuntimeProfile& rp);
+
 /// A max-load class's calibration rows and their split (fit_class fills it), for the joint fit of its
 /// runtime: each class's two efficiencies and one sequence_overhead shared by the runtime's classes.
 struct MaxLoadClass {

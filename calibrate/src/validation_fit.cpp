@@ -201,32 +201,15 @@ void fit_max_load(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, 
                            model::Sourced<units::Duration>{units::seconds(0), ""});
   rp.attention_factor = keep(base_rt ? base_rt->attention_factor : std::nullopt, node.devices.attention_factor,
                              model::Sourced<double>{1.0, ""});
-  const model::NodeProfile unit = with_efficiencies(base, rp, 1.0, 1.0);
-  const model::NodeProfile slow_memory = with_efficiencies(base, rp, 0.5, 1.0);
-  const model::NodeProfile slow_compute = with_efficiencies(base, rp, 1.0, 0.5);
   std::vector<ValidationPrediction*> cal;
   std::vector<MaxLoadTerms> terms;
   std::vector<double> time;
   for (auto* p : rows) {
     if (p->row.role != "calibration" || p->kind != "max-load" || !p->predicted) continue;
-    std::optional<double> t11, tb, tc;
-    double sequences = 0, steps = 0;
-    try {
-      t11 = max_load_throughput(*p, unit, &sequences, &steps);
-      tb = figure(*p, slow_memory);
-      tc = figure(*p, slow_compute);
-    } catch (const UserError&) {
-      continue;
-    }
-    if (!t11 || !tb || !tc) continue;
-    MaxLoadTerms t;
-    t.bandwidth = std::max(0.0, 1.0 / *tb - 1.0 / *t11);
-    t.compute = std::max(0.0, 1.0 / *tc - 1.0 / *t11);
-    t.sequences = sequences;
-    t.steps = steps;
-    t.rest = std::max(0.0, 1.0 / *t11 - t.bandwidth - t.compute);
+    const std::optional<MaxLoadTerms> t = max_load_terms(*p, base, rp);
+    if (!t) continue;
     cal.push_back(p);
-    terms.push_back(t);
+    terms.push_back(*t);
     time.push_back(1.0 / p->row.measured);
   }
   fit.max_load_rows = static_cast<std::int64_t>(cal.size());
@@ -363,6 +346,27 @@ void finish_max_load(const std::vector<MaxLoadClass*>& group, std::size_t k, con
 /// those fixed. Every row of the class (prefill and batched decode too) is then priced with the fitted
 /// runtime. Intervals come from leave-one-configuration-out errors; `pooled` stands in for a class with too
 /// few configurations to have its own.
+std::optional<MaxLoadTerms> max_load_terms(const ValidationPrediction& p, const model::NodeProfile& base,
+                                           const model::RuntimeProfile& rp) {
+  std::optional<double> t11, tb, tc;
+  double sequences = 0, steps = 0;
+  try {
+    t11 = max_load_throughput(p, with_efficiencies(base, rp, 1.0, 1.0), &sequences, &steps);
+    tb = max_load_throughput(p, with_efficiencies(base, rp, 0.5, 1.0));
+    tc = max_load_throughput(p, with_efficiencies(base, rp, 1.0, 0.5));
+  } catch (const UserError&) {
+    return std::nullopt;
+  }
+  if (!t11 || !tb || !tc) return std::nullopt;
+  MaxLoadTerms t;
+  t.bandwidth = std::max(0.0, 1.0 / *tb - 1.0 / *t11);
+  t.compute = std::max(0.0, 1.0 / *tc - 1.0 / *t11);
+  t.sequences = sequences;
+  t.steps = steps;
+  t.rest = std::max(0.0, 1.0 / *t11 - t.bandwidth - t.compute);
+  return t;
+}
+
 void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m, MaxLoadClass* max_load) {
   model::NodeProfile base = base_node(m, fit.runtime, fit.hw);
   if (auto nd = m.native_dtypes.find(fit.runtime); nd != m.native_dtypes.end()) {

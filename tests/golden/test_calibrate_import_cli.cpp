@@ -152,3 +152,93 @@ TEST(GoldenCalibrateImport, LlamaBenchRowsCarryTheirLeaveOneOutErrors) {
 }
 
 }  // namespace
+
+namespace {
+
+const std::string kTrt = kImportData + "trtllm/llama-3.1-8b-fp8-h100-";
+
+double figure_of(const nlohmann::json& file, const char* key) { return file.at(key).at("value").get<double>(); }
+
+// Three trtllm-bench reports (two as printed, one as --report_json writes it) of Llama 3.1 8B FP8 on an H100:
+// a new runtime fitted to them predicts each far closer than the datasheet does, each also when held out
+// (fitted to the other two), and `estimate --runtime PATH` reads the profile written.
+TEST(GoldenCalibrateImport, TrtllmBenchReportsFitAndPredictHeldOut) {
+  const Scratch s("moesim_calibrate_import");
+  const moesim::test::Run r = s.moesim("calibrate fit --trtllm-bench " + kTrt + "128-2048.txt --trtllm-bench " + kTrt +
+                                       "2048-128.txt --trtllm-bench " + kTrt +
+                                       "1000-1000.json --model llama-3.1-8b --hw h100-sxm --runtime "
+                                       "trt-mine --out " +
+                                       s.path("trt.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("3 trtllm-bench throughput reports"), std::string::npos) << r.out;
+  const nlohmann::json p = nlohmann::json::parse(slurp(s.path("trt.json")));
+  EXPECT_EQ(p.at("id"), "trt-mine@h100-sxm");
+  ASSERT_TRUE(p.contains("bandwidth_efficiency") && p.contains("compute_efficiency")) << p.dump(2);
+  EXPECT_NE(p.at("bandwidth_efficiency").at("source").get<std::string>().find("--trtllm-bench"), std::string::npos);
+  const double b = p.at("bandwidth_efficiency").at("value").get<double>();
+  EXPECT_GT(b, 0.1);
+  EXPECT_LT(b, 1.0);
+  const auto& files = p.at("calibration").at("trtllm_bench").at("files");
+  ASSERT_EQ(files.size(), 3u);
+  for (const auto& f : files) {
+    EXPECT_EQ(f.at("precision"), "fp8");
+    EXPECT_EQ(f.at("kv_cache_dtype"), "fp8");
+    const double m = figure_of(f, "measured");
+    const double before = std::abs(figure_of(f, "before_fit") / m - 1);
+    const double after = std::abs(figure_of(f, "after_fit") / m - 1);
+    ASSERT_TRUE(f.contains("leave_one_out")) << f.dump();
+    const double held_out = std::abs(figure_of(f, "leave_one_out") / m - 1);
+    EXPECT_GT(before, 0.3) << f.dump();  // the hardware's datasheet figures: 44-78% fast
+    EXPECT_LT(after, 0.1) << f.dump();
+    EXPECT_LT(held_out, before / 2) << f.dump();
+  }
+  const moesim::test::Run est = s.moesim("estimate --model llama-3.1-8b --hw h100-sxm --runtime " + s.path("trt.json"));
+  ASSERT_EQ(est.code, 0) << est.err;
+  EXPECT_NE(est.out.find("trt-mine"), std::string::npos) << est.out;
+}
+
+// The text a run printed and the --report_json file of the same run are one report.
+TEST(GoldenCalibrateImport, TrtllmBenchTextAndJsonAgree) {
+  const Scratch s("moesim_calibrate_import");
+  const std::string common = " --model llama-3.1-8b --hw h100-sxm --runtime trt-mine --json";
+  const auto text = s.moesim("calibrate fit --trtllm-bench " + kTrt + "1000-1000.txt" + common);
+  const auto json = s.moesim("calibrate fit --trtllm-bench " + kTrt + "1000-1000.json" + common);
+  ASSERT_EQ(text.code, 0) << text.err;
+  ASSERT_EQ(json.code, 0) << json.err;
+  const auto a = nlohmann::json::parse(text.out).at("calibration").at("trtllm_bench");
+  const auto b = nlohmann::json::parse(json.out).at("calibration").at("trtllm_bench");
+  EXPECT_NEAR(a.at("bandwidth_efficiency").get<double>(), b.at("bandwidth_efficiency").get<double>(), 1e-6);
+  EXPECT_FALSE(a.at("compute_efficiency_fitted").get<bool>());  // one report: the bandwidth efficiency alone
+  EXPECT_EQ(a.at("files").at(0).at("requests"), b.at("files").at(0).at("requests"));
+}
+
+// A report that is not one, a number that is not one, and an import mixed with another: exit 2, one line
+// naming the file and the fix, nothing written.
+TEST(GoldenCalibrateImport, TrtllmBenchBadInputs) {
+  const Scratch s("moesim_calibrate_import");
+  const std::string common = " --model llama-3.1-8b --hw h100-sxm --runtime trt-mine --out " + s.path("out.json");
+  s.write("empty.json", R"({"performance": {}})");
+  const auto missing = s.moesim("calibrate fit --trtllm-bench " + s.path("empty.json") + common);
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("empty.json: $.world_info is missing"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("--report_json"), std::string::npos) << missing.err;
+  std::string report = slurp(kTrt + "128-2048.txt");
+  const auto at = report.find("22714.0000");
+  ASSERT_NE(at, std::string::npos);
+  s.write("bad.txt", report.replace(at, 10, "n/a"));
+  const auto nan = s.moesim("calibrate fit --trtllm-bench " + s.path("bad.txt") + common);
+  EXPECT_EQ(nan.code, 2);
+  EXPECT_NE(nan.err.find("Total Output Throughput (tokens/sec): \"n/a\" is not a number"), std::string::npos)
+      << nan.err;
+  EXPECT_NE(nan.err.find("bad.txt: line "), std::string::npos) << nan.err;
+  s.write("prose.txt", "the run went fine\n");
+  const auto prose = s.moesim("calibrate fit --trtllm-bench " + s.path("prose.txt") + common);
+  EXPECT_EQ(prose.code, 2);
+  EXPECT_NE(prose.err.find("no \"TP Size:\" line"), std::string::npos) << prose.err;
+  const auto mixed = s.moesim("calibrate fit --trtllm-bench " + kTrt + "128-2048.txt --vllm-serving " + kInf + common);
+  EXPECT_EQ(mixed.code, 2);
+  EXPECT_NE(mixed.err.find("give it alone"), std::string::npos) << mixed.err;
+  EXPECT_FALSE(std::filesystem::exists(s.path("out.json")));
+}
+
+}  // namespace
