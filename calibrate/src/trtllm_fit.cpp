@@ -242,6 +242,19 @@ TrtllmBenchReport read_trtllm_bench(const std::filesystem::path& path) {
   if (r.tp > 1024 || r.pp > 1024 || r.ep > r.tp * r.pp)
     throw world.error("tp_size", "TP " + std::to_string(r.tp) + " x PP " + std::to_string(r.pp) + " with EP " +
                                      std::to_string(r.ep) + " is not a run moesim replays; " + kFix);
+  // Bounds before anything is sized from them: the replay simulates up to two waves of max_batch_size
+  // sequences of input + output tokens each. (trtllm-bench's own limits: at most 4096 sequences per
+  // micro-batch and 32768 tokens per step from its heuristic; a user may set more, not millions.)
+  const auto bound = [&](const json::Node& n, const char* key, double v, double most, const char* what) {
+    if (v > most)
+      throw n.error(key, text::printf("%.17g", v) + " " + what + " is more than moesim replays (at most " +
+                             text::printf("%.0f", most) + "); " + kFix);
+  };
+  bound(world, "max_batch_size", static_cast<double>(r.max_batch_size), 65536, "sequences");
+  bound(world, "max_num_tokens", static_cast<double>(r.max_num_tokens), 4194304, "tokens per step");
+  bound(req, "num_requests", static_cast<double>(r.num_requests), 10000000, "requests");
+  bound(req, "avg_input_length", r.input_length, 4194304, "tokens");
+  bound(req, "avg_output_length", r.output_length, 4194304, "tokens");
   return r;
 }
 

@@ -231,6 +231,14 @@ TEST(GoldenCalibrateImport, TrtllmBenchBadInputs) {
   EXPECT_NE(nan.err.find("Total Output Throughput (tokens/sec): \"n/a\" is not a number"), std::string::npos)
       << nan.err;
   EXPECT_NE(nan.err.find("bad.txt: line "), std::string::npos) << nan.err;
+  std::string huge = slurp(kTrt + "128-2048.txt");
+  const auto limit = huge.find("Max Runtime Batch Size: 2048");
+  ASSERT_NE(limit, std::string::npos);
+  s.write("huge.txt", huge.replace(limit, 28, "Max Runtime Batch Size: 99999999"));
+  const auto big = s.moesim("calibrate fit --trtllm-bench " + s.path("huge.txt") + common);
+  EXPECT_EQ(big.code, 2);
+  EXPECT_NE(big.err.find("max_batch_size: 99999999 sequences is more than moesim replays"), std::string::npos)
+      << big.err;
   s.write("prose.txt", "the run went fine\n");
   const auto prose = s.moesim("calibrate fit --trtllm-bench " + s.path("prose.txt") + common);
   EXPECT_EQ(prose.code, 2);
