@@ -222,20 +222,20 @@ TEST(GoldenCalibrateImport, TrtllmBenchBadInputs) {
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.err.find("empty.json: $.world_info is missing"), std::string::npos) << missing.err;
   EXPECT_NE(missing.err.find("--report_json"), std::string::npos) << missing.err;
-  std::string report = slurp(kTrt + "128-2048.txt");
-  const auto at = report.find("22714.0000");
-  ASSERT_NE(at, std::string::npos);
-  s.write("bad.txt", report.replace(at, 10, "n/a"));
-  const auto nan = s.moesim("calibrate fit --trtllm-bench " + s.path("bad.txt") + common);
+  // The 128/2048 report with one line's text replaced, run as --trtllm-bench.
+  const auto edited = [&](const std::string& name, const std::string& from, const std::string& to) {
+    std::string report = slurp(kTrt + "128-2048.txt");
+    const auto at = report.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    s.write(name, at == std::string::npos ? report : report.replace(at, from.size(), to));
+    return s.moesim("calibrate fit --trtllm-bench " + s.path(name) + common);
+  };
+  const auto nan = edited("bad.txt", "22714.0000", "n/a");
   EXPECT_EQ(nan.code, 2);
   EXPECT_NE(nan.err.find("Total Output Throughput (tokens/sec): \"n/a\" is not a number"), std::string::npos)
       << nan.err;
   EXPECT_NE(nan.err.find("bad.txt: line "), std::string::npos) << nan.err;
-  std::string huge = slurp(kTrt + "128-2048.txt");
-  const auto limit = huge.find("Max Runtime Batch Size: 2048");
-  ASSERT_NE(limit, std::string::npos);
-  s.write("huge.txt", huge.replace(limit, 28, "Max Runtime Batch Size: 99999999"));
-  const auto big = s.moesim("calibrate fit --trtllm-bench " + s.path("huge.txt") + common);
+  const auto big = edited("huge.txt", "Max Runtime Batch Size: 2048", "Max Runtime Batch Size: 99999999");
   EXPECT_EQ(big.code, 2);
   EXPECT_NE(big.err.find("max_batch_size: 99999999 sequences is more than moesim replays"), std::string::npos)
       << big.err;
