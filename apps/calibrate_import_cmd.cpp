@@ -403,15 +403,18 @@ void fit_trtllm_files(const po::variables_map& vm, const ImportRun& run, model::
   for (std::size_t i = 0; i < fit.files.size(); ++i) {
     const auto& f = fit.files[i];
     const auto& r = runs[i];
-    t.add_row({f.path, std::to_string(r.tp) + " x " + std::to_string(r.pp), std::to_string(r.num_requests),
-               text::printf("%.0f / %.0f", r.input_length, r.output_length), f.precision, f.kv_cache_dtype,
-               text::printf("%.1f", f.measured), text::printf("%.1f", f.before), err(f.before, f.measured),
-               text::printf("%.1f", f.after), err(f.after, f.measured), f.loo ? text::printf("%.1f", *f.loo) : "-",
-               f.loo ? err(*f.loo, f.measured) : "-"});
+    t.add_row({f.path,
+               std::to_string(r.tp) + " x " + std::to_string(r.pp) +
+                   (f.moe_ep > 1 ? " (EP " + std::to_string(f.moe_ep) + ")" : std::string()),
+               std::to_string(r.num_requests), text::printf("%.0f / %.0f", r.input_length, r.output_length),
+               f.precision, f.kv_cache_dtype, text::printf("%.1f", f.measured), text::printf("%.1f", f.before),
+               err(f.before, f.measured), text::printf("%.1f", f.after), err(f.after, f.measured),
+               f.loo ? text::printf("%.1f", *f.loo) : "-", f.loo ? err(*f.loo, f.measured) : "-"});
     nlohmann::json j = {{"file", f.path},
                         {"tp", r.tp},
                         {"pp", r.pp},
                         {"ep", r.ep},
+                        {"moe_ep_replayed", f.moe_ep},
                         {"requests", r.num_requests},
                         {"input_length", {{"value", r.input_length}, {"unit", "tokens"}}},
                         {"output_length", {{"value", r.output_length}, {"unit", "tokens"}}},
@@ -426,9 +429,7 @@ void fit_trtllm_files(const po::variables_map& vm, const ImportRun& run, model::
   t.print_text(out);
   out << "\nerr = predicted / measured - 1; before: " << rp.id
       << " as given; LOO: predicted by the fit to the other reports\n";
-  if (std::any_of(runs.begin(), runs.end(), [](const calibrate::TrtllmBenchReport& r) { return r.ep > 1; }))
-    out << "note: a report's EP size is above 1; the replay runs its TP x PP with the MoE layers tensor-parallel "
-           "(expert parallelism is not replayed)\n";
+
   calibration["trtllm_bench"] = {{"files", files},
                                  {"bandwidth_efficiency", fit.bandwidth_efficiency},
                                  {"compute_efficiency", fit.compute_efficiency},

@@ -26,7 +26,7 @@ if ! [[ "$seconds" =~ ^[0-9]+$ ]] || [ "$seconds" -lt 1 ]; then
   echo "scripts/fuzz.sh: SECONDS must be a whole number >= 1, not '$seconds'; e.g. scripts/fuzz.sh 600" >&2
   exit 2
 fi
-all=(units hw_profile hf_config scenario measured_runs trace safetensors pingpong_frame)
+all=(units hw_profile hf_config scenario measured_runs trace safetensors pingpong_frame bench_outputs)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 for t in "${targets[@]}"; do

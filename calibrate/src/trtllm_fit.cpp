@@ -11,6 +11,7 @@
 
 #include "moesim/calibrate/lsq.hpp"
 #include "moesim/calibrate/validation.hpp"
+#include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/fd_io.hpp"
 #include "moesim/model/json_reader.hpp"
@@ -150,6 +151,9 @@ ValidationPrediction as_prediction(const TrtllmBenchReport& r, const TrtllmImpor
   p.precision = in.precision.empty() ? trtllm_precision(r, "") : in.precision;
   p.kv_cache_dtype = kv_dtype(r);
   p.pp = r.pp;
+  // The report's EP size splits each MoE layer's experts over that many of the tp devices (TensorRT-LLM's
+  // Mapping: tp_size = moe_tp_size x moe_ep_size); a dense model has no experts to split.
+  if (r.ep > 1 && model::load_model(in.model).is_moe()) p.moe_ep = r.ep;
   p.requests = r.num_requests;
   // In-flight batching of generation tokens and context chunks in one step up to max_num_tokens, requests
   // admitted only when the cache holds their whole length (TensorRT-LLM's GUARANTEED_NO_EVICT default,
@@ -306,6 +310,7 @@ TrtllmFit fit_trtllm_bench(const std::vector<TrtllmBenchReport>& runs, const Trt
     if (!t)
       throw UserError(r.path + ": the run does not replay on " + base.id + " (" + p.model + " at " + p.precision +
                       " on TP " + std::to_string(r.tp) + " x PP " + std::to_string(r.pp) +
+                      (p.moe_ep > 1 ? " with EP " + std::to_string(p.moe_ep) : std::string()) +
                       " leaves no KV-cache room, or the plan does not split the model): check --model, --hw "
                       "and --precision");
     terms.push_back(*t);
@@ -314,6 +319,7 @@ TrtllmFit fit_trtllm_bench(const std::vector<TrtllmBenchReport>& runs, const Trt
     f.path = r.path;
     f.precision = p.precision;
     f.kv_cache_dtype = p.kv_cache_dtype.empty() ? "16-bit" : p.kv_cache_dtype;
+    f.moe_ep = p.moe_ep;
     f.measured = r.output_throughput;
     f.before = 1.0 / seconds_per_token(*t, {1.0 / bandwidth0, 1.0 / compute0});
     fit.files.push_back(f);

@@ -57,6 +57,7 @@ ServeScenario burst_scenario(const ValidationPrediction& p, std::int64_t request
               {"output", output}}},
             {"generate", {{"tokens", 8192}, {"seed", 1}}}};
   if (!p.kv_cache_dtype.empty()) sc.doc["kv_cache_dtype"] = p.kv_cache_dtype;
+  if (p.moe_ep > 1) sc.doc["plan"]["moe_ep"] = p.moe_ep;
   sc.source = "validation";
   return sc;
 }

@@ -212,6 +212,30 @@ TEST(GoldenCalibrateImport, TrtllmBenchTextAndJsonAgree) {
   EXPECT_EQ(a.at("files").at(0).at("requests"), b.at("files").at(0).at("requests"));
 }
 
+// An MoE report's EP size is replayed (the experts split over the TP devices, attention tensor-parallel):
+// the same run read with EP None (the experts tensor-parallel) comes out at another figure.
+TEST(GoldenCalibrateImport, TrtllmBenchReplaysExpertParallelism) {
+  const Scratch s("moesim_calibrate_import");
+  const std::string file = kImportData + "trtllm/qwen3-30b-a3b-fp4-rtx6000-tp2-ep2-128-2048.txt";
+  const std::string common = " --model qwen3-30b-a3b --hw rtx-pro-6000-server-8 --runtime trt-mine --json";
+  const auto ep = s.moesim("calibrate fit --trtllm-bench " + file + common);
+  ASSERT_EQ(ep.code, 0) << ep.err;
+  const auto a = nlohmann::json::parse(ep.out).at("calibration").at("trtllm_bench").at("files").at(0);
+  EXPECT_EQ(a.at("moe_ep_replayed"), 2);
+  EXPECT_EQ(a.at("precision"), "nvfp4");
+  EXPECT_EQ(a.at("kv_cache_dtype"), "fp8");
+  std::string report = slurp(file);
+  const std::string line = "EP Size:                2";
+  const auto at = report.find(line);
+  ASSERT_NE(at, std::string::npos);
+  s.write("tp.txt", report.replace(at, line.size(), "EP Size:                None"));
+  const auto tp = s.moesim("calibrate fit --trtllm-bench " + s.path("tp.txt") + common);
+  ASSERT_EQ(tp.code, 0) << tp.err;
+  const auto b = nlohmann::json::parse(tp.out).at("calibration").at("trtllm_bench").at("files").at(0);
+  EXPECT_EQ(b.at("moe_ep_replayed"), 1);
+  EXPECT_GT(std::abs(figure_of(a, "before_fit") / figure_of(b, "before_fit") - 1), 1e-3);
+}
+
 // A report that is not one, a number that is not one, and an import mixed with another: exit 2, one line
 // naming the file and the fix, nothing written.
 TEST(GoldenCalibrateImport, TrtllmBenchBadInputs) {

@@ -18,10 +18,11 @@
 // tests/data/trtllm/ holds fixtures.
 //
 // The replay: num_requests requests of the average input and output lengths sent at time 0 on tp x pp GPUs
-// of the node, under the run's own max batch size (per pipeline micro-batch) and max tokens per step, the
-// KV cache at the run's KV memory percentage of each GPU's memory (0.90, TensorRT-LLM's default, when the
-// report says None), in-flight batching with guaranteed-no-evict admission; the figure is output tokens per
-// second of the steady state (two waves of the requests the KV cache holds, as the table's rows).
+// of the node (an MoE model's experts split over the report's EP size of them), under the run's own max batch size (per
+// pipeline micro-batch) and max tokens per step, the KV cache at the run's KV memory percentage of each GPU's memory
+// (0.90, TensorRT-LLM's default, when the report says None), in-flight batching with guaranteed-no-evict admission; the
+// figure is output tokens per second of the steady state (two waves of the requests the KV cache holds, as the table's
+// rows).
 //
 // The fit: each run's time per output token split into a part that scales with 1 / bandwidth efficiency, a
 // part that scales with 1 / compute efficiency and the rest (validation_detail::max_load_terms, the split the
@@ -72,6 +73,7 @@ struct TrtllmImport {
 struct TrtllmFileFit {
   std::string path;
   std::string precision, kv_cache_dtype;  ///< moesim's names of what was replayed
+  std::int64_t moe_ep = 1;                ///< the experts' split replayed (1: tensor-parallel, or a dense model)
   double measured = 0;                    ///< output tokens/s
   double before = 0;                      ///< with the runtime profile as given
   double after = 0;                       ///< with the fitted efficiencies

@@ -61,6 +61,9 @@ struct ValidationPrediction {
   /// benchmark's request count for the row's prompt/output, and the plan's pipeline stages (tp = devices / pp).
   nlohmann::json scheduler;
   std::int64_t requests = 0, pp = 1;
+  /// max-load: the devices the MoE layers' experts are split over (expert parallelism inside the tp group,
+  /// as a trtllm-bench report's EP size says); 1: the experts tensor-parallel, as the table's rows run.
+  std::int64_t moe_ep = 1;
   /// The KV cache's element type the run used (mapping.json's runtimes.<runtime>.kv_cache_dtype, a serve
   /// scenario's kv_cache_dtype); empty: the model's own 16-bit cache.
   std::string kv_cache_dtype;
