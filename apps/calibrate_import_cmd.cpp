@@ -383,6 +383,33 @@ void fit_trtllm_files(const po::variables_map& vm, const ImportRun& run, model::
   if (!fit.bandwidth_pinned) rp.bandwidth_efficiency = model::Sourced<double>{fit.bandwidth_efficiency, src};
   if (fit.compute_fitted && !fit.compute_pinned)
     rp.compute_efficiency = model::Sourced<double>{fit.compute_efficiency, src};
+  // The interval its figures carry: the held-out errors of these reports (validate's rule,
+  // calibrate::error_interval), or none with one report. An interval the starting profile carried belongs
+  // to the fit that made it, not to this one.
+  std::string interval_note;
+  if (fit.files.size() >= 2) {
+    std::vector<double> errors;
+    errors.reserve(fit.files.size());
+    for (const auto& f : fit.files) errors.push_back(*f.loo / f.measured - 1.0);
+    const auto range = calibrate::error_interval(errors);
+    rp.error_low = range->first;
+    rp.error_high = range->second;
+    rp.calibration_rows = static_cast<std::int64_t>(errors.size());
+    rp.interval_source = "the leave-one-out errors of the " + std::to_string(errors.size()) +
+                         " trtllm-bench reports it was fitted to (each predicted by the fit to the others), " +
+                         run.prov.day;
+    interval_note = "interval: " + text::printf("%+.1f%% .. %+.1f%%", 100.0 * rp.error_low, 100.0 * rp.error_high) +
+                    " (the reports' held-out errors), what `estimate --runtime` and `serve --runtime` show\n";
+  } else if (!rp.interval_source.empty()) {
+    rp.interval_source.clear();
+    rp.error_low = rp.error_high = 0;
+    rp.calibration_rows = 0;
+    interval_note = "interval: none (one report has no held-out error; " +
+                    std::string(run.existing ? "the starting "
+                                               "profile's interval belonged to its own fit"
+                                             : "") +
+                    ")\n";
+  }
   const auto kept = [&](bool pinned) {
     return pinned ? std::string(" (kept: the reports leave it no time after the host times and the other part)")
                   : std::string();
@@ -428,7 +455,8 @@ void fit_trtllm_files(const po::variables_map& vm, const ImportRun& run, model::
   }
   t.print_text(out);
   out << "\nerr = predicted / measured - 1; before: " << rp.id
-      << " as given; LOO: predicted by the fit to the other reports\n";
+      << " as given; LOO: predicted by the fit to the other reports\n"
+      << interval_note;
 
   calibration["trtllm_bench"] = {{"files", files},
                                  {"bandwidth_efficiency", fit.bandwidth_efficiency},

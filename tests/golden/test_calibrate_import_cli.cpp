@@ -192,9 +192,20 @@ TEST(GoldenCalibrateImport, TrtllmBenchReportsFitAndPredictHeldOut) {
     EXPECT_LT(after, 0.1) << f.dump();
     EXPECT_LT(held_out, before / 2) << f.dump();
   }
-  const moesim::test::Run est = s.moesim("estimate --model llama-3.1-8b --hw h100-sxm --runtime " + s.path("trt.json"));
+  // The interval the profile carries is the reports' held-out errors, which `estimate` then shows.
+  const auto& interval = p.at("prediction_interval");
+  EXPECT_EQ(interval.at("rows"), 3);
+  EXPECT_LT(interval.at("low").get<double>(), 0.0);
+  EXPECT_GT(interval.at("high").get<double>(), 0.0);
+  const moesim::test::Run est =
+      s.moesim("estimate --model llama-3.1-8b --hw h100-sxm --runtime " + s.path("trt.json") + " --json");
   ASSERT_EQ(est.code, 0) << est.err;
-  EXPECT_NE(est.out.find("trt-mine"), std::string::npos) << est.out;
+  const auto ej = nlohmann::json::parse(est.out);
+  for (const auto& m : ej.at("rows").at(0).at("metrics"))
+    if (m.at("name") == "tokens_per_second") {
+      EXPECT_LT(m.at("low").get<double>(), m.at("value").get<double>()) << m.dump();
+      EXPECT_GT(m.at("high").get<double>(), m.at("value").get<double>()) << m.dump();
+    }
 }
 
 // The text a run printed and the --report_json file of the same run are one report.
