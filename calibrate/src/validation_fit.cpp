@@ -30,12 +30,14 @@ model::NodeProfile with_runtime(model::NodeProfile node, double efficiency, doub
   node.devices.efficiency = t;
   node.devices.kernel_overhead = model::Sourced<units::Duration>{units::seconds(kernel_overhead), source};
   node.devices.layer_overhead.reset();
+  node.devices.step_overhead.reset();
   return node;
 }
 
-/// One decode-b1 row's time split by the shared cost model into the three costs a runtime scales: the
-/// weights' roofline (at an empty context), the KV cache and attention over the context (the roofline's
-/// growth from context 0 to the row's), and the kernels launched per token (their count).
+/// One decode-b1 row's time split by the shared cost model into the costs a runtime scales: the weights'
+/// roofline (at an empty context), the KV cache and attention over the context (the roofline's growth from
+/// context 0 to the row's), the kernels launched per token (their count), and the host's time per token
+/// (one engine step a token at batch 1: the runtime's step_overhead, whatever the model).
 struct DecodeTerms {
   double weights = 0, context = 0, kernels = 0;
 };
@@ -51,29 +53,51 @@ DecodeTerms decode_terms(const ValidationPrediction& p, const model::NodeProfile
   return t;
 }
 
-/// The fitted runtime's time for `t`: weights / efficiency + context × its factor + kernels × overhead.
+/// The fitted runtime's time for `t`: weights / efficiency + context × its factor + kernels × overhead +
+/// the host's time per token.
 double fitted_seconds(const ValidationFit& f, const DecodeTerms& t) {
-  return t.weights / f.efficiency + t.context * f.context_factor + t.kernels * f.kernel_overhead;
+  return t.weights / f.efficiency + t.context * f.context_factor + t.kernels * f.kernel_overhead + f.step_overhead;
+}
+
+/// The kernels per token of a class's configurations must differ by this factor (largest over smallest)
+/// for its rows to split a host time per token from the cost per kernel: rows of models with the same
+/// layers and kernels (Llama 3 8B in two formats) pay both the same number of times per token.
+constexpr double kMinKernelSpread = 1.25;
+
+/// Whether the rows' kernels per token spread enough (kMinKernelSpread) to fit a host time per token.
+bool host_separable(const std::vector<DecodeTerms>& terms) {
+  if (terms.empty()) return false;
+  double lo = terms.front().kernels, hi = lo;
+  for (const auto& t : terms) {
+    lo = std::min(lo, t.kernels);
+    hi = std::max(hi, t.kernels);
+  }
+  return lo > 0 && hi / lo >= kMinKernelSpread;
 }
 
 /// x >= 0 minimising Σ ((x·terms_i − time_i) / time_i)²: relative errors, so that a 70B model's seconds do
 /// not outweigh an 8B model's milliseconds (nonnegative_least_squares over the three costs).
 /// With `kernels` false the cost per kernel is left at 0: rows of one configuration (a model in a format at
 /// several context depths) read the same bytes with the same kernels, so the two columns are one and the
-/// rows cannot split them.
-ValidationFit solve(const std::vector<DecodeTerms>& terms, const std::vector<double>& time, bool kernels = true) {
-  Matrix a(terms.size(), kernels ? 3 : 2);
+/// rows cannot split them. With `host` (host_separable) the host's time per token is a fourth column;
+/// without it, it stays 0 and the cost per kernel takes it.
+ValidationFit solve(const std::vector<DecodeTerms>& terms, const std::vector<double>& time, bool kernels = true,
+                    bool host = false) {
+  host = host && kernels;
+  Matrix a(terms.size(), 2 + (kernels ? 1 : 0) + (host ? 1 : 0));
   std::vector<double> ones(terms.size(), 1.0);
   for (std::size_t i = 0; i < terms.size(); ++i) {
     a(i, 0) = terms[i].weights / time[i];
     a(i, 1) = terms[i].context / time[i];
     if (kernels) a(i, 2) = terms[i].kernels / time[i];
+    if (host) a(i, 3) = 1.0 / time[i];
   }
   const std::vector<double> x = nonnegative_least_squares(a, ones);
   ValidationFit f;
   f.efficiency = x[0] > 0 ? 1.0 / x[0] : 1.0;
   f.context_factor = x[1];
   f.kernel_overhead = kernels ? x[2] : 0.0;
+  f.step_overhead = host ? x[3] : 0.0;
   if (x[0] == 0)
     f.note =
         "the fit gives the weights' reads no weight (the other costs explain the rows better): their "
@@ -397,11 +421,15 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   std::set<std::string> configs;
   for (const auto* p : cal) configs.insert(configuration(*p));
   const bool kernels = configs.size() > 1;
+  // A host time per token is a fourth figure: only from as many configurations as an interval needs, whose
+  // kernel counts spread (two configurations would fix four figures exactly).
+  const bool host = configs.size() >= kMinConfigurations && host_separable(terms);
   {
-    const ValidationFit all = solve(terms, time, kernels);
+    const ValidationFit all = solve(terms, time, kernels, host);
     fit.efficiency = all.efficiency;
     fit.context_factor = all.context_factor;
     fit.kernel_overhead = all.kernel_overhead;
+    fit.step_overhead = all.step_overhead;
     fit.note = all.note;
   }
   if (!kernels)
@@ -419,7 +447,7 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
         ti.push_back(terms[j]);
         yi.push_back(time[j]);
       }
-    const ValidationFit f = solve(ti, yi);
+    const ValidationFit f = solve(ti, yi, true, host && host_separable(ti));
     std::vector<double> e;
     for (std::size_t j = 0; j < cal.size(); ++j)
       if (held[j]) {
@@ -439,10 +467,23 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   rp.attention_factor = model::Sourced<double>{fit.context_factor > 0 ? fit.context_factor : 1e-6, source};
   rp.kernel_overhead = model::Sourced<units::Duration>{units::seconds(fit.kernel_overhead), source};
   // The split has no per-layer term: the fitted cost per kernel takes every per-layer host cost too.
-  rp.layer_overhead =
-      model::Sourced<units::Duration>{units::seconds(0),
-                                      "none: the fit splits a token into weights, context and kernels only, so its "
-                                      "kernel_overhead takes every per-layer host cost too"};
+  rp.layer_overhead = model::Sourced<units::Duration>{
+      units::seconds(0),
+      "none: the fit splits a token into weights, context, kernels and the host's "
+      "time per token only, so its kernel_overhead takes every per-layer host cost too"};
+  // The host's time per token (llama.cpp: the llama_decode call that builds or reuses the graph, sets its
+  // inputs, launches it and waits for the logits), one engine step per token at batch 1; where the class's
+  // models do not vary their kernel count enough to split it from the cost per kernel, that takes it.
+  if (host)
+    rp.step_overhead = model::Sourced<units::Duration>{units::seconds(fit.step_overhead),
+                                                       source + ", the host's time per token (one engine step)"};
+  else if (kernels)
+    fit.note +=
+        std::string(fit.note.empty() ? "" : "; ") +
+        (configs.size() < kMinConfigurations ? "fewer than " + std::to_string(kMinConfigurations) + " configurations"
+                                             : "the configurations' kernels per token differ by less than " +
+                                                   text::printf("%.2f", kMinKernelSpread) + "x") +
+        ": no host time per token is split from the cost per kernel, which takes it";
   rp.calibration_rows = fit.calibration_rows;
   const model::NodeProfile decode_node = model::apply_runtime(base, rp);
 

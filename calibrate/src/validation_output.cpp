@@ -48,7 +48,8 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
   }
   if (!r.fits.empty()) {
     out << "runtimes fitted to the calibration rows (batch-1 decode: time = weights' roofline / efficiency + "
-           "context roofline x factor + kernels x overhead; then batch-1 prefill: GEMMs' compute-bound time / compute "
+           "context roofline x factor + kernels x overhead [+ host time per token, where the class's kernel counts "
+           "spread enough to split it]; then batch-1 prefill: GEMMs' compute-bound time / compute "
            "efficiency + attention FLOPs' compute-bound time x attention factor / compute efficiency; a class measured "
            "only at max load: time per output token = memory-bound part / bandwidth "
            "efficiency + compute-bound part / compute efficiency + sequence-steps x host time per sequence-step + "
@@ -80,7 +81,8 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
                                  : std::string("-"),
                  std::to_string(x.max_load_rows),
                  max_load ? text::printf("%.2f", x.sequence_overhead * 1e6) : std::string("-"),
-                 max_load ? text::printf("%.2f", x.step_overhead * 1e3) : std::string("-"),
+                 max_load || !rp.step_overhead.source.empty() ? text::printf("%.2f", x.step_overhead * 1e3)
+                                                              : std::string("-"),
                  x.max_load_range ? range(x.max_load_configurations >=
                                                   static_cast<std::int64_t>(validation_detail::kMinConfigurations)
                                               ? x.max_load_loo_errors

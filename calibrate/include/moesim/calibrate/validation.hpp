@@ -108,7 +108,9 @@ struct ValidationFit {
   /// the MoE rows' intervals take (own or pooled).
   std::int64_t max_load_rows = 0, max_load_configurations = 0;
   double sequence_overhead = 0;  ///< max-load: the runtime's host time per sequence and engine step, s
-  double step_overhead = 0;      ///< max-load: the runtime's host time per engine step, s
+  /// the runtime's host time per engine step, s: fitted with the max-load rows, or at batch-1 decode (one
+  /// step a token) where the class's kernel counts spread enough to split it from the cost per kernel
+  double step_overhead = 0;
   /// Each configuration's rows predicted by the fit of the others (from 2 configurations: the range pooled
   /// over classes takes them; a class's own range needs kMinConfigurations).
   std::vector<double> max_load_loo_errors;
