@@ -80,6 +80,10 @@ void predict(ValidationPrediction& p, const Mapping& m);
 /// Configurations (model, format) a class needs for leave-one-out errors of its own: with fewer, a fit
 /// without one has too little left to say how far it carries (2 leaves one configuration per fit).
 constexpr std::size_t kMinConfigurations = 3;
+/// Held-out errors a class needs for an interval of its own: of n exchangeable errors, their min and max
+/// bound a new one with probability (n - 1) / (n + 1), at least 90% from 19 on (calibrate::error_interval's
+/// order statistics); with fewer the class takes the range pooled over every class.
+constexpr std::size_t kMinIntervalErrors = 19;
 
 /// A max-load row's time per output token split by the two efficiencies a runtime profile carries and its
 /// host time per sequence and engine step s: T(b, c, s) = bandwidth / b + compute / c + sequences · s +
