@@ -26,7 +26,7 @@ namespace moesim::sim {
 namespace serving_detail {
 namespace {
 
-enum EventKind : std::uint32_t { kArrival, kStageFree, kBatchDone, kUserSend, kOffer };
+enum EventKind : std::uint32_t { kArrival, kStageFree, kBatchDone, kUserSend, kOffer, kSchedule };
 
 class ServingEngine final : public EventHandler {
  public:
@@ -132,8 +132,22 @@ class ServingEngine final : public EventHandler {
       case kBatchDone:
         finish_batch(static_cast<std::size_t>(arg));
         break;
+      case kSchedule:
+        schedule_pending_ = false;
+        break;
       default:
         MOESIM_CHECK(false, "unknown serving event");
+    }
+    if (kind == kArrival || kind == kUserSend || kind == kOffer) {
+      // A request that arrives while the engine is idle is scheduled after every other event of the same
+      // instant (events at equal times run in the order scheduled): requests sent together, as a burst's
+      // or a closed loop's users at time 0 or llama-batched-bench's B prompts, meet the scheduler together
+      // and share its first step, rather than the first of them stepping alone.
+      if (!schedule_pending_) {
+        schedule_pending_ = true;
+        sim_.schedule(sim_.now(), handler_, kSchedule);
+      }
+      return;
     }
     try_schedule();
   }
@@ -287,6 +301,7 @@ class ServingEngine final : public EventHandler {
   std::vector<std::vector<Entry>> batches_;                             ///< in flight, by slot
   std::vector<SimTime> stage_free_;
   bool stage0_busy_ = false;
+  bool schedule_pending_ = false;  ///< a kSchedule event is queued at the current instant
   std::int64_t total_ = 0, sent_ = 0, completed_ = 0;
   std::optional<ClosedLoopUsers> users_;  ///< closed loop: who sends what when
   // max_concurrency (open loop): the cap (0: none), requests sent and not completed, those offered while

@@ -224,6 +224,32 @@ TEST(Serving, ContinuousBatchingSharesTheWeightRead) {
   EXPECT_LT(r.tpot.mean, 1.2 * single);
 }
 
+// Requests sent at the same instant meet the scheduler together: four 512-token prompts at time 0 under a
+// 2048-token budget are one prefill step (llama-batched-bench's B prompts in one micro-batch), where a step
+// formed at the first arrival would have held one prompt and left three for later steps. The same holds for a
+// closed loop's users joining together.
+TEST(Serving, SimultaneousArrivalsShareTheFirstStep) {
+  Fixture f("llama-3.1-8b", "h100-sxm");
+  f.requests(4, 0, 512, 1);
+  f.c.scheduler.kind = sim::SchedulerKind::Chunked;
+  f.c.scheduler.max_num_batched_tokens = 2048;
+  auto r = sim::run_serving(f.c);
+  ASSERT_FALSE(r.steps.empty());
+  EXPECT_EQ(r.steps[0].prefill_tokens, 2048);
+  EXPECT_EQ(r.steps.size(), 1u);
+  EXPECT_DOUBLE_EQ(r.ttft.max, r.ttft.median);  // every prompt's first token comes from that one step
+  f.c.requests.clear();
+  f.c.workload.arrival = sim::ArrivalKind::ClosedLoop;
+  f.c.workload.users = 4;
+  f.c.workload.requests = 4;
+  f.c.workload.user_interval_s = 0;
+  f.c.workload.prompt.value = 512;
+  f.c.workload.output.value = 1;
+  r = sim::run_serving(f.c);
+  ASSERT_FALSE(r.steps.empty());
+  EXPECT_EQ(r.steps[0].prefill_tokens, 2048);
+}
+
 // Chunked prefill with a budget of 512 tokens: a 2000-token prompt takes ceil(2000/512) = 4 steps before
 // its first token; continuous batching does it in one.
 TEST(Serving, ChunkedPrefillSplitsThePrompt) {
