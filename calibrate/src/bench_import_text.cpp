@@ -187,10 +187,20 @@ void batched_bench_row(const std::vector<std::string>& header, const std::vector
                    {"avg_ts", rate("S_PP t/s")},
                    {"n_ubatch", ubatch},
                    {"line", line}});
-  if (b > 1 && pp > 0)
+  const auto shared = settings.find("is_pp_shared");
+  if (b > 1 && pp > 0 && shared != settings.end() && shared->second != 0)
     out.push_back({{"skip",
-                    "llama-batched-bench S_PP at B > 1 (B prompts prefilled in one batch): not used, moesim "
-                    "prices batch-1 prefill only"}});
+                    "llama-batched-bench S_PP at B > 1 with is_pp_shared (one prompt prefilled, then copied to "
+                    "the other sequences): not used, the batch-1 prefill of the same PP measures it"}});
+  else if (b > 1 && pp > 0)  // batched prefill: B prompts of PP tokens sent together, packed n_ubatch at a time
+    out.push_back({{"id", id + ":prefill"},
+                   {"n_prompt", pp},
+                   {"n_gen", 0},
+                   {"n_depth", 0},
+                   {"n_seqs", b},
+                   {"avg_ts", rate("S_PP t/s")},
+                   {"n_ubatch", ubatch},
+                   {"line", line}});
   if (tg > 0)  // decode: TG steps after the prompt, B sequences each (batch 1: llama-bench's tg at n_depth PP)
     out.push_back({{"id", id + ":decode"},
                    {"n_prompt", b > 1 ? pp : 0},

@@ -624,7 +624,8 @@ void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   const model::NodeProfile fitted = model::apply_runtime(base_node(m, fit.runtime, fit.hw), rp);
   for (auto* p : rows) {
     if (!p->predicted) continue;
-    if (p->kind == "prefill b1" && !rp.compute_efficiency) continue;
+    const bool prefill = p->kind == "prefill b1" || p->kind == "prefill batched";
+    if (prefill && !rp.compute_efficiency) continue;
     // A max-load row is priced by a fit that saw max-load rows (a decode fit says nothing of its scheduler).
     if ((p->kind == "max-load") != (fit.max_load_rows > 0)) continue;
     try {
@@ -633,7 +634,9 @@ void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
       continue;
     }
     if (!p->fitted || p->kind == "decode batched") continue;  // batched_intervals, once every class is priced
-    const auto& range = p->kind == "prefill b1" ? prefill_range : p->kind == "max-load" ? max_load_range : decode_range;
+    // Batched prefill is fitted to nothing: it takes the class's prefill interval, the same instrument's
+    // held-out errors at batch 1.
+    const auto& range = prefill ? prefill_range : p->kind == "max-load" ? max_load_range : decode_range;
     if (range) p->interval = model::prediction_interval(*p->fitted, range->first, range->second);
   }
 }

@@ -97,11 +97,15 @@ std::vector<ValidationRow> llama_bench_rows(const std::filesystem::path& path, c
     // scripts/compare-llama-bench.py LLAMA_BENCH_DB_FIELDS); the rest are kept out of the fit.
     const std::int64_t prompt = n.integer("n_prompt"), gen = n.integer("n_gen");
     const std::int64_t depth = n.has("n_depth") ? n.integer("n_depth") : 0;
-    // llama-batched-bench's B > 1 rows: B sequences of n_prompt tokens decoded n_gen steps together.
+    // llama-batched-bench's B > 1 rows: B sequences of n_prompt tokens decoded n_gen steps together (S_TG),
+    // or their B prompts prefilled together (S_PP: n_gen 0).
     const std::int64_t seqs = n.has("n_seqs") ? n.integer("n_seqs") : 1;
     const double ts = n.number("avg_ts");
     if (!(ts > 0) || !std::isfinite(ts)) throw n.error("avg_ts", "must be a positive tokens/s figure");
-    if (seqs < 1 || (seqs > 1 && gen < 1)) throw n.error("n_seqs", "must be 1, or more with n_gen > 0");
+    if (seqs < 1 || (seqs > 1 && gen < 1 && prompt < 1))
+      throw n.error("n_seqs", "must be 1, or more with n_gen > 0 (decode) or n_prompt > 0 (prefill)");
+    if (seqs > 1 && gen < 1 && depth > 0)
+      throw n.error("n_depth", "must be 0 for a prefill of several sequences (llama-batched-bench's S_PP)");
     if (seqs == 1 && (prompt > 0) == (gen > 0))
       throw UserError(where + ": n_prompt " + std::to_string(prompt) + " and n_gen " + std::to_string(gen) +
                       ": a pp test has only n_prompt, a tg test only n_gen (pg tests mix both and are not read)");

@@ -20,12 +20,13 @@ scenario::PlotSpec validation_plot(const ValidationResult& r) {
       "kind,role,measured tokens/s,datasheet tokens/s,fitted tokens/s,interval low tokens/s,"
       "interval high tokens/s,id\n";
   auto num = [](const std::optional<double>& v) { return v ? text::short_number(*v) : std::string("NaN"); };
-  const char* kinds[] = {"decode b1", "prefill b1", "decode batched", "max-load"};
-  bool fitted_of[2][4] = {};  // [calibration, prediction][kind]: series with points (gnuplot warns on empty ones)
+  const char* kinds[] = {"decode b1", "prefill b1", "decode batched", "max-load", "prefill batched"};
+  constexpr int kKinds = sizeof(kinds) / sizeof(kinds[0]);
+  bool fitted_of[2][kKinds] = {};  // [calibration, prediction][kind]: series with points (gnuplot warns on empty ones)
   for (const auto& p : r.rows) {
     if (!p.predicted) continue;
     int k = -1;
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < kKinds; ++i)
       if (p.kind == kinds[i]) k = i;
     if (k < 0) continue;
     if (p.fitted) fitted_of[p.row.role == "prediction" ? 1 : 0][k] = true;
@@ -49,8 +50,8 @@ scenario::PlotSpec validation_plot(const ValidationResult& r) {
       "1.25 * x with lines dashtype 3 lc rgb 'gray50' title 'x1.25 either way', 0.8 * x with lines dashtype 3 lc rgb "
       "'gray50' notitle, "
       "'validation.csv' skip 1 using 3:4 with points pt 6 ps 0.6 lc rgb 'gray70' title 'datasheet'";
-  const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
-  for (int k = 0; k < 4; ++k) {
+  const char* colours[kKinds] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e"};
+  for (int k = 0; k < kKinds; ++k) {
     // Prediction rows (MoE) filled with their intervals, calibration rows (dense) open.
     if (fitted_of[1][k])
       body += text::printf(

@@ -143,7 +143,8 @@ double decode_b1(const ValidationPrediction& p, const model::NodeProfile& node, 
 }
 
 /// The row's figure on `node` by its kind's instrument: batch-1 decode by the analytic model, prefill
-/// (TTFT of one request) and batched decode (a closed loop of `batch` users) by the serving simulator.
+/// (TTFT of one request), batched prefill (the last of `batch` prompts sent at once) and batched decode (a
+/// closed loop of `batch` users) by the serving simulator.
 std::optional<double> figure(const ValidationPrediction& p, const model::NodeProfile& node) {
   const ValidationRow& r = p.row;
   const std::int64_t prompt = r.prompt.value_or(0), output = r.output.value_or(0), depth = r.depth.value_or(0);
@@ -162,6 +163,18 @@ std::optional<double> figure(const ValidationPrediction& p, const model::NodePro
       seconds -= before.result.ttft.median;
     }
     if (seconds > 0) return static_cast<double>(prompt) / seconds;
+    return std::nullopt;
+  }
+  if (p.kind == "prefill batched") {
+    // llama-batched-bench's S_PP: the B prompts (every sequence its own, is_pp_shared off) go in as one
+    // batch, decoded in micro-batches of n_ubatch tokens that pack several sequences' prompts
+    // (tools/batched-bench/batched-bench.cpp: decode_helper over n_batch views, each split by
+    // llama_decode into n_ubatch micro-batches), and S_PP is B·PP over the time until the last prompt is
+    // in. The chunked scheduler with a token budget of n_ubatch packs the prompts alike; all arrive at
+    // once, so that time is the last request's TTFT.
+    const ServeRun run =
+        serve_burst(p, *r.batch, std::max<std::int64_t>(prompt, 1), 1, p.step_tokens, "chunked", &node);
+    if (run.result.ttft.max > 0) return static_cast<double>(*r.batch * prompt) / run.result.ttft.max;
     return std::nullopt;
   }
   // llama-batched-bench's S_TG (and a decode throughput in general) times the decode steps alone, all
@@ -276,6 +289,8 @@ void predict(ValidationPrediction& p, const Mapping& m) {
     p.kind = "prefill b1";
   } else if (r.metric == "decode_tokens_per_s" && r.batch && *r.batch > 1) {
     p.kind = "decode batched";
+  } else if (r.metric == "prefill_tokens_per_s" && r.batch && *r.batch > 1 && !r.depth.value_or(0)) {
+    p.kind = "prefill batched";
   } else if (r.metric == "output_throughput_tokens_per_s" && !r.batch && m.max_load.count(r.runtime)) {
     p.kind = "max-load";
   } else {

@@ -93,19 +93,34 @@ nlohmann::json row(const nlohmann::json& p, const std::string& id) {
   return nlohmann::json::object();
 }
 
-// B = 1 rows are fitted (prefill and decode), B > 1 rows predicted as batched decode, their S_PP listed as
-// not used; a B = 1 S_TG reaches the fit, a B > 1 one only its own row.
+// B = 1 rows are fitted (prefill and decode), B > 1 rows predicted as batched decode (S_TG) and batched
+// prefill (S_PP); a B = 1 figure reaches the fit, a B > 1 one only its own row. With is_pp_shared the B > 1
+// S_PP is one prompt's prefill copied to the other sequences: listed as not used.
 TEST(GoldenCalibrateImport, LlamaBatchedBenchRowsAreFittedAndPredicted) {
   const Scratch s("moesim_calibrate_batched");
   const moesim::test::Run text = s.moesim("calibrate fit --llama-batched-bench " + kBatched + kBatchedCommon);
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("decode batched"), std::string::npos) << text.out;
-  EXPECT_NE(text.out.find("S_PP at B > 1"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("prefill batched"), std::string::npos) << text.out;
 
   const nlohmann::json base = fit(s, "--llama-batched-bench " + kBatched + kBatchedCommon);
   const auto& bb = base.at("calibration").at("llama_batched_bench");
-  EXPECT_EQ(bb.at("rows").size(), 8u) << bb.dump(2);  // 2 prefill, 2 decode b1, 4 decode batched
-  EXPECT_EQ(bb.at("not_used").begin().value(), 4) << bb.dump(2);
+  // 2 prefill and 2 decode at B = 1, 4 decode batched, 4 prefill batched
+  EXPECT_EQ(bb.at("rows").size(), 12u) << bb.dump(2);
+  EXPECT_TRUE(!bb.contains("not_used") || bb.at("not_used").empty()) << bb.dump(2);
+  const nlohmann::json p4 = row(base, "pp512-tg32-b4:prefill");
+  EXPECT_EQ(p4.at("kind"), "prefill batched");
+  EXPECT_EQ(p4.at("measured").at("value").get<double>(), 1640.90);
+  EXPECT_TRUE(p4.contains("datasheet") && p4.contains("fitted")) << p4.dump();
+  s.write("p4.txt", replaced(slurp(kBatched), "|    1.248 |  1640.90 |", "|    1.248 |   800.00 |"));
+  const nlohmann::json p4x = fit(s, "--llama-batched-bench " + s.path("p4.txt") + kBatchedCommon);
+  EXPECT_EQ(decode_figures(base), decode_figures(p4x));
+  EXPECT_EQ(row(p4x, "pp512-tg32-b4:prefill").at("measured").at("value").get<double>(), 800.0);
+  s.write("shared.txt", replaced(slurp(kBatched), "is_pp_shared = 0", "is_pp_shared = 1"));
+  const nlohmann::json shared = fit(s, "--llama-batched-bench " + s.path("shared.txt") + kBatchedCommon);
+  const auto& sb = shared.at("calibration").at("llama_batched_bench");
+  EXPECT_EQ(sb.at("rows").size(), 8u) << sb.dump(2);
+  EXPECT_EQ(sb.at("not_used").begin().value(), 4) << sb.dump(2);
   const nlohmann::json b4 = row(base, "pp512-tg32-b4:decode");
   EXPECT_EQ(b4.at("kind"), "decode batched");
   EXPECT_EQ(b4.at("measured").at("value").get<double>(), 224.52);

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -62,29 +63,38 @@ TEST(CalibrateBenchText, MlxLmBadInputNamesTheLine) {
   EXPECT_NE(none.find("--verbose"), std::string::npos) << none;
 }
 
-// B = 1: prefill and decode at depth PP; B > 1: batched decode (n_seqs) and a note for its S_PP; every
-// test carries the main: line's n_ubatch.
+// B = 1: prefill and decode at depth PP; B > 1: batched decode and batched prefill (n_seqs B), or a note
+// for the S_PP of a table with is_pp_shared; every test carries the main: line's n_ubatch.
 TEST(CalibrateBenchText, BatchedBenchRowsAsLlamaBenchTests) {
-  const nlohmann::json t = read_llama_batched_bench(kData + "llama-batched-bench/qwen2.5-coder-7b-q8_0-metal.txt");
-  std::size_t prefill = 0, decode = 0, batched = 0, skipped = 0;
-  for (const auto& x : t) {
-    if (x.contains("skip")) {
-      ++skipped;
-      continue;
+  const std::string file = kData + "llama-batched-bench/qwen2.5-coder-7b-q8_0-metal.txt";
+  const auto count = [](const nlohmann::json& t) {
+    std::map<std::string, std::size_t> n;
+    for (const auto& x : t) {
+      if (x.contains("skip")) {
+        ++n["skipped"];
+        continue;
+      }
+      EXPECT_EQ(x.at("n_ubatch"), 2048);
+      const bool one = !x.contains("n_seqs") || x.at("n_seqs") == 1;
+      ++n[std::string(x.at("n_gen") == 0 ? "prefill" : "decode") + (one ? "" : " batched")];
     }
-    EXPECT_EQ(x.at("n_ubatch"), 2048);
-    if (x.at("n_gen") == 0) {
-      ++prefill;
-    } else if (x.at("n_seqs") == 1) {
-      ++decode;
-    } else {
-      ++batched;
-    }
-  }
-  EXPECT_EQ(prefill, 2u);
-  EXPECT_EQ(decode, 2u);
-  EXPECT_EQ(batched, 4u);
-  EXPECT_EQ(skipped, 4u);
+    return n;
+  };
+  const nlohmann::json t = read_llama_batched_bench(file);
+  using Counts = std::map<std::string, std::size_t>;
+  EXPECT_EQ(count(t), (Counts{{"prefill", 2}, {"decode", 2}, {"prefill batched", 4}, {"decode batched", 4}}));
+  const nlohmann::json* b2 = nullptr;
+  for (const auto& x : t)
+    if (x.value("id", "") == "pp512-tg32-b2:prefill") b2 = &x;
+  ASSERT_NE(b2, nullptr);
+  EXPECT_EQ(b2->at("n_prompt"), 512);
+  EXPECT_EQ(b2->at("n_seqs"), 2);
+  EXPECT_DOUBLE_EQ(b2->at("avg_ts").get<double>(), 1603.62);
+  const moesim::test::TestDir dir("moesim_bench_text");
+  std::string text = moesim::test::slurp(file);
+  text.replace(text.find("is_pp_shared = 0"), 16, "is_pp_shared = 1");
+  EXPECT_EQ(count(read_llama_batched_bench(dir.write("shared.txt", text))),
+            (Counts{{"prefill", 2}, {"decode", 2}, {"decode batched", 4}, {"skipped", 4}}));
   EXPECT_EQ(t[0].at("id"), "pp512-tg32-b1:prefill");
   EXPECT_DOUBLE_EQ(t[0].at("avg_ts").get<double>(), 1518.90);
   EXPECT_EQ(t[1].at("n_depth"), 512);

@@ -53,7 +53,8 @@ struct ValidationRow {
 
 struct ValidationPrediction {
   ValidationRow row;
-  std::string kind;  ///< "decode b1", "prefill b1", "decode batched", "max-load", or empty when not expressed
+  /// "decode b1", "prefill b1", "decode batched", "prefill batched", "max-load", or empty when not expressed
+  std::string kind;
   std::string model, hw, precision;  ///< the moesim inputs it mapped to (a zoo id, a node profile, a precision)
   std::string instrument;            ///< "analytic", "serving-sim"
   std::int64_t step_tokens = 2048;   ///< tokens the runtime prefills per engine step (mapping.json's prompt_chunk)
