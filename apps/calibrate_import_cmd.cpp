@@ -202,9 +202,9 @@ model::RuntimeProfile fit_llama_bench(const po::variables_map& vm, ImportRun& ru
   if (!not_used.empty()) calibration[key]["not_used"] = not_used;
   if (fit.loo_errors.empty())
     calibration[key]["leave_one_out"] =
-        "none of its own: leave-one-out holds out one (model, format) configuration at a time and needs three "
-        "of them (calibrate/src/validation_detail.hpp kMinConfigurations); run the benchmark on more models or "
-        "formats";
+        "none of its own: leave-one-out needs three (model, format) configurations (calibrate/src/"
+        "validation_detail.hpp kMinConfigurations) and holds out one model at a time where there are two or more, "
+        "else one configuration; run the benchmark on more models or formats";
   const std::string src = "fitted by `moesim calibrate fit " + text::join(flags) + "` to " +
                           std::to_string(fit.calibration_rows) + " batch-1 decode tests of " + text::join(names) +
                           run.source_note + ", " + run.prov.day + ", moesim " + run.prov.commit;

@@ -310,15 +310,15 @@ int cmd_hw(const Args& args, std::ostream& out) {
   ts.print_text(out);
   out << "\nruntimes (the software on one node profile, `--runtime NAME`: fitted to dense measurements, or written "
          "by hand from published figures; - leaves the node profile's own)\n";
-  scenario::Table tr({"runtime", "hw", "bandwidth efficiency", "compute efficiency", "attention x",
+  scenario::Table tr({"runtime", "hw", "bandwidth efficiency", "K-quant reads x", "compute efficiency", "attention x",
                       "prefill attention x", "per kernel", "per layer", "fitted to"});
   auto ratio = [](const std::optional<model::Sourced<double>>& f, const char* format) {
     return f ? text::printf(format, f->value) : std::string("-");
   };
   for (const auto& r : model::builtin_runtimes()) {
-    tr.add_row({r.runtime, r.hw, ratio(r.bandwidth_efficiency, "%.3f"), ratio(r.compute_efficiency, "%.3f"),
-                ratio(r.attention_factor, "%.2f"), ratio(r.prefill_attention_factor, "%.2f"), q(r.kernel_overhead),
-                q(r.layer_overhead),
+    tr.add_row({r.runtime, r.hw, ratio(r.bandwidth_efficiency, "%.3f"), ratio(r.super_block_read_factor, "%.2f"),
+                ratio(r.compute_efficiency, "%.3f"), ratio(r.attention_factor, "%.2f"),
+                ratio(r.prefill_attention_factor, "%.2f"), q(r.kernel_overhead), q(r.layer_overhead),
                 r.calibration_rows > 0 ? std::to_string(r.calibration_rows) + " rows" : std::string("by hand")});
   }
   tr.print_text(out);

@@ -40,23 +40,45 @@ model::NodeProfile with_runtime(model::NodeProfile node, double efficiency, doub
 /// (one engine step a token at batch 1: the runtime's step_overhead, whatever the model).
 struct DecodeTerms {
   double weights = 0, context = 0, kernels = 0;
+  /// the part of `weights` spent on tensors stored in GGUF super-blocks (model::super_block_format)
+  double super_block = 0;
+  std::string configuration;  ///< the row's model and format (configuration(), below)
 };
 
 DecodeTerms decode_terms(const ValidationPrediction& p, const model::NodeProfile& base) {
   const model::NodeProfile roof = with_runtime(base, 1.0, 0.0, "roofline");
   const model::NodeProfile unit = with_runtime(base, 1.0, 1e-6, "one microsecond per kernel");
+  model::NodeProfile slow_super_blocks = roof;
+  slow_super_blocks.devices.super_block_read_factor = model::Sourced<double>{2.0, "two-point split"};
   DecodeTerms t;
   const double at_context = 1.0 / decode_b1(p, roof);
   t.weights = 1.0 / decode_b1(p, roof, 0);
   t.context = std::max(0.0, at_context - t.weights);
   t.kernels = (1.0 / decode_b1(p, unit) - at_context) / 1e-6;
+  t.super_block = std::clamp(1.0 / decode_b1(p, slow_super_blocks, 0) - t.weights, 0.0, t.weights);
   return t;
 }
 
-/// The fitted runtime's time for `t`: weights / efficiency + context × its factor + kernels × overhead +
-/// the host's time per token.
+/// The fitted runtime's time for `t`: weights / efficiency (the super-block ones × their read factor) +
+/// context × its factor + kernels × overhead + the host's time per token.
 double fitted_seconds(const ValidationFit& f, const DecodeTerms& t) {
-  return t.weights / f.efficiency + t.context * f.context_factor + t.kernels * f.kernel_overhead + f.step_overhead;
+  return (t.weights + t.super_block * (f.super_block_read_factor - 1.0)) / f.efficiency + t.context * f.context_factor +
+         t.kernels * f.kernel_overhead + f.step_overhead;
+}
+
+/// Whether a class's decode rows can split super-block weights' reads from the others' (DeviceSpec::
+/// super_block_read_factor): configurations that read mostly super-block weights (K-quants), and at least
+/// two that read mostly others (F16, Q4_0, Q8_0, ...), which fix the bandwidth efficiency and the cost per
+/// kernel between them; the super-block ones then say how much slower their reads are. With one other
+/// configuration the efficiency, the cost per kernel and the factor trade against each other (two Llama 3
+/// 8B formats on the RTX 3090 gave an efficiency of 1.3), so one efficiency prices every format, as before.
+bool formats_separable(const std::vector<DecodeTerms>& terms) {
+  std::set<std::string> super, other;
+  for (const auto& t : terms) {
+    if (!(t.weights > 0)) continue;
+    (t.super_block > 0.5 * t.weights ? super : other).insert(t.configuration);
+  }
+  return !super.empty() && other.size() >= 2;
 }
 
 /// The kernels per token of a class's configurations must differ by this factor (largest over smallest)
@@ -101,20 +123,26 @@ bool host_separable(const std::vector<DecodeTerms>& terms) {
 ValidationFit solve(const std::vector<DecodeTerms>& terms, const std::vector<double>& time, bool kernels = true,
                     bool host = false) {
   host = host && kernels;
-  Matrix a(terms.size(), 2 + (kernels ? 1 : 0) + (host ? 1 : 0));
+  // With rows of both kinds of format, the super-block weights' reads are a column of their own: its
+  // coefficient over the others' is their read factor.
+  const bool formats = formats_separable(terms);
+  const std::size_t context = formats ? 2 : 1, kernel = context + 1, host_col = kernel + (kernels ? 1 : 0);
+  Matrix a(terms.size(), host_col + (host ? 1 : 0));
   std::vector<double> ones(terms.size(), 1.0);
   for (std::size_t i = 0; i < terms.size(); ++i) {
-    a(i, 0) = terms[i].weights / time[i];
-    a(i, 1) = terms[i].context / time[i];
-    if (kernels) a(i, 2) = terms[i].kernels / time[i];
-    if (host) a(i, 3) = 1.0 / time[i];
+    a(i, 0) = (terms[i].weights - (formats ? terms[i].super_block : 0.0)) / time[i];
+    if (formats) a(i, 1) = terms[i].super_block / time[i];
+    a(i, context) = terms[i].context / time[i];
+    if (kernels) a(i, kernel) = terms[i].kernels / time[i];
+    if (host) a(i, host_col) = 1.0 / time[i];
   }
   const std::vector<double> x = nonnegative_least_squares(a, ones);
   ValidationFit f;
   f.efficiency = x[0] > 0 ? 1.0 / x[0] : 1.0;
-  f.context_factor = x[1];
-  f.kernel_overhead = kernels ? x[2] : 0.0;
-  f.step_overhead = host ? x[3] : 0.0;
+  if (formats && x[0] > 0 && x[1] > 0) f.super_block_read_factor = x[1] / x[0];
+  f.context_factor = x[context];
+  f.kernel_overhead = kernels ? x[kernel] : 0.0;
+  f.step_overhead = host ? x[host_col] : 0.0;
   if (x[0] == 0)
     f.note =
         "the fit gives the weights' reads no weight (the other costs explain the rows better): their "
@@ -127,19 +155,29 @@ ValidationFit solve(const std::vector<DecodeTerms>& terms, const std::vector<dou
 /// one configuration at several context depths or lengths share its errors).
 std::string configuration(const ValidationPrediction& p) { return p.model + " " + p.precision; }
 
-/// Leave-one-configuration-out: for each configuration of `cal`, `predict_held_out(held)` gives the
-/// predicted / measured − 1 of its rows from a fit without them. Fewer than `min_configs`: none (the class
-/// alone cannot say how far a fit carries to a configuration it has not seen).
+/// Leave-one-out: for each held-out unit of `cal`, `predict_held_out(held)` gives the predicted / measured − 1
+/// of its rows from a fit without them. Fewer than `min_configs` configurations: none (the class alone cannot
+/// say how far a fit carries to a configuration it has not seen). With `by_model` and two models or more the
+/// unit is a model, in every format it was measured in: a MoE row asks the fit for a model it has never seen,
+/// and a held-out configuration's sibling formats would have told the fit most of what it is asked (with the
+/// K-quants' read factor, the RTX 4090's and the M2 Ultra's held-out configurations came within -8% .. +11%
+/// while their MoE rows spread over -10% .. +15%). A class of one model holds out a configuration.
 template <class Predict>
 std::vector<double> loo_by_configuration(const std::vector<ValidationPrediction*>& cal, std::size_t min_configs,
-                                         Predict predict_held_out) {
-  std::set<std::string> configs;
-  for (const auto* p : cal) configs.insert(configuration(*p));
+                                         Predict predict_held_out, bool by_model = false) {
+  std::set<std::string> configs, models;
+  for (const auto* p : cal) {
+    configs.insert(configuration(*p));
+    models.insert(p->model);
+  }
+  by_model = by_model && models.size() >= 2;
+  const auto unit = [&](const ValidationPrediction& p) { return by_model ? p.model : configuration(p); };
   std::vector<double> errors;
   if (configs.size() < min_configs) return errors;
-  for (const auto& c : configs) {
+  const std::set<std::string>& units = by_model ? models : configs;
+  for (const auto& c : units) {
     std::vector<bool> held(cal.size());
-    for (std::size_t i = 0; i < cal.size(); ++i) held[i] = configuration(*cal[i]) == c;
+    for (std::size_t i = 0; i < cal.size(); ++i) held[i] = unit(*cal[i]) == c;
     for (double e : predict_held_out(held)) errors.push_back(e);
   }
   return errors;
@@ -427,6 +465,7 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
     if (p->row.role != "calibration" || p->kind != "decode b1" || !p->predicted) continue;
     cal.push_back(p);
     terms.push_back(decode_terms(*p, base));
+    terms.back().configuration = configuration(*p);
     time.push_back(1.0 / p->row.measured);
   }
   fit.calibration_rows = static_cast<std::int64_t>(cal.size());
@@ -444,6 +483,7 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   {
     const ValidationFit all = solve(terms, time, kernels, host);
     fit.efficiency = all.efficiency;
+    fit.super_block_read_factor = all.super_block_read_factor;
     fit.context_factor = all.context_factor;
     fit.kernel_overhead = all.kernel_overhead;
     fit.step_overhead = all.step_overhead;
@@ -456,26 +496,29 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   if (fit.efficiency > 1.0)
     fit.note += std::string(fit.note.empty() ? "" : "; ") +
                 "the runtime reads faster than the profile's bandwidth: the profile's figure is low";
-  fit.loo_errors = loo_by_configuration(cal, kMinConfigurations, [&](const std::vector<bool>& held) {
-    std::vector<DecodeTerms> ti;
-    std::vector<double> yi;
-    for (std::size_t j = 0; j < cal.size(); ++j)
-      if (!held[j]) {
-        ti.push_back(terms[j]);
-        yi.push_back(time[j]);
-      }
-    // A configuration whose rows alone vary the context cannot be predicted by the others: they say nothing
-    // of the KV cache's factor (the class's one model measured after a depth, held out).
-    if (context_separable(terms) && !context_separable(ti)) return std::vector<double>{};
-    const ValidationFit f = solve(ti, yi, true, host && host_separable(ti));
-    std::vector<double> e;
-    for (std::size_t j = 0; j < cal.size(); ++j)
-      if (held[j]) {
-        e.push_back(time[j] / fitted_seconds(f, terms[j]) - 1.0);
-        fit.loo_ids.push_back(cal[j]->row.id);  // in loo_by_configuration's order, the same as the errors
-      }
-    return e;
-  });
+  fit.loo_errors = loo_by_configuration(
+      cal, kMinConfigurations,
+      [&](const std::vector<bool>& held) {
+        std::vector<DecodeTerms> ti;
+        std::vector<double> yi;
+        for (std::size_t j = 0; j < cal.size(); ++j)
+          if (!held[j]) {
+            ti.push_back(terms[j]);
+            yi.push_back(time[j]);
+          }
+        // A configuration whose rows alone vary the context cannot be predicted by the others: they say nothing
+        // of the KV cache's factor (the class's one model measured after a depth, held out).
+        if (context_separable(terms) && !context_separable(ti)) return std::vector<double>{};
+        const ValidationFit f = solve(ti, yi, true, host && host_separable(ti));
+        std::vector<double> e;
+        for (std::size_t j = 0; j < cal.size(); ++j)
+          if (held[j]) {
+            e.push_back(time[j] / fitted_seconds(f, terms[j]) - 1.0);
+            fit.loo_ids.push_back(cal[j]->row.id);  // in loo_by_configuration's order, the same as the errors
+          }
+        return e;
+      },
+      true);
   // The runtime profile the fit makes, and the class's rows predicted through it (the path `moesim
   // estimate --runtime` takes).
   model::RuntimeProfile& rp = name_profile(fit, "dense measurements");
@@ -484,6 +527,10 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   const std::string source = "fitted by `moesim validate --table validation --fit` to " + std::to_string(cal.size()) +
                              " dense batch-1 decode rows of validation/measurements.csv (" + ids + ")";
   rp.bandwidth_efficiency = model::Sourced<double>{fit.efficiency, source};
+  if (formats_separable(terms))
+    rp.super_block_read_factor = model::Sourced<double>{
+        std::clamp(fit.super_block_read_factor, 0.1, 10.0),
+        source + ", the super-block formats' (K-quants') reads as a column of their own beside the other formats'"};
   rp.attention_factor = model::Sourced<double>{fit.context_factor > 0 ? fit.context_factor : 1e-6, source};
   rp.kernel_overhead = model::Sourced<units::Duration>{units::seconds(fit.kernel_overhead), source};
   // The split has no per-layer term: the fitted cost per kernel takes every per-layer host cost too.
@@ -534,18 +581,22 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
     fit.compute_efficiency = 1.0 / x;
     fit.prefill_attention_factor = z / x;
     fit.prefill_rows = static_cast<std::int64_t>(pcal.size());
-    fit.prefill_loo_errors = loo_by_configuration(pcal, kMinConfigurations, [&](const std::vector<bool>& held) {
-      // Likewise the attention factor: not from rows that do not vary the attention's share.
-      std::vector<PrefillTerms> rest;
-      for (std::size_t j = 0; j < pcal.size(); ++j)
-        if (!held[j]) rest.push_back(pterms[j]);
-      if (attention && !attention_separable(rest)) return std::vector<double>{};
-      const auto [xi, zi] = solve_prefill(pterms, ptime, held, attention);
-      std::vector<double> e;
-      for (std::size_t j = 0; j < pcal.size(); ++j)
-        if (held[j]) e.push_back(ptime[j] / (pterms[j].rest + xi * pterms[j].gemm + zi * pterms[j].attention) - 1.0);
-      return e;
-    });
+    fit.prefill_loo_errors = loo_by_configuration(
+        pcal, kMinConfigurations,
+        [&](const std::vector<bool>& held) {
+          // Likewise the attention factor: not from rows that do not vary the attention's share.
+          std::vector<PrefillTerms> rest;
+          for (std::size_t j = 0; j < pcal.size(); ++j)
+            if (!held[j]) rest.push_back(pterms[j]);
+          if (attention && !attention_separable(rest)) return std::vector<double>{};
+          const auto [xi, zi] = solve_prefill(pterms, ptime, held, attention);
+          std::vector<double> e;
+          for (std::size_t j = 0; j < pcal.size(); ++j)
+            if (held[j])
+              e.push_back(ptime[j] / (pterms[j].rest + xi * pterms[j].gemm + zi * pterms[j].attention) - 1.0);
+          return e;
+        },
+        true);
     std::string pids;
     for (const auto* p : pcal) pids += (pids.empty() ? "" : ", ") + p->row.id;
     const std::string psource =

@@ -47,18 +47,19 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
     out << "\n";
   }
   if (!r.fits.empty()) {
-    out << "runtimes fitted to the calibration rows (batch-1 decode: time = weights' roofline / efficiency + "
+    out << "runtimes fitted to the calibration rows (batch-1 decode: time = weights' roofline / efficiency "
+           "[the K-quant weights' x their factor, where the class has K-quant and two other formats' rows] + "
            "context roofline x factor + kernels x overhead [+ host time per token, where the class's kernel counts "
            "spread enough to split it]; then batch-1 prefill: GEMMs' compute-bound time / compute "
            "efficiency + attention FLOPs' compute-bound time x attention factor / compute efficiency; a class measured "
            "only at max load: time per output token = memory-bound part / bandwidth "
            "efficiency + compute-bound part / compute efficiency + sequence-steps x host time per sequence-step + "
            "engine steps x host time per step + the rest). Error ranges: "
-           "leave-one-configuration-out (model, format); a class of fewer than "
+           "leave-one-model-out (max load: one configuration out); a class of fewer than "
         << validation_detail::kMinConfigurations << " configurations takes the range pooled over all classes:\n";
-    Table f({"hw", "runtime", "rows", "bandwidth efficiency", "context x", "per kernel us", "decode error range",
-             "prefill rows", "compute efficiency", "prefill attention x", "prefill error range", "max-load rows",
-             "per sequence-step us", "per step ms", "max-load error range"});
+    Table f({"hw", "runtime", "rows", "bandwidth efficiency", "super-block x", "context x", "per kernel us",
+             "decode error range", "prefill rows", "compute efficiency", "prefill attention x", "prefill error range",
+             "max-load rows", "per sequence-step us", "per step ms", "max-load error range"});
     auto range = [](const std::vector<double>& own, double lo, double hi) {
       if (!own.empty()) {
         const auto [a, b] = std::minmax_element(own.begin(), own.end());
@@ -70,6 +71,7 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
       const auto& rp = x.profile;
       const bool max_load = x.max_load_rows > 0;
       f.add_row({x.hw, x.runtime, std::to_string(x.calibration_rows), text::printf("%.3f", x.efficiency),
+                 rp.super_block_read_factor ? text::printf("%.2f", x.super_block_read_factor) : std::string("-"),
                  max_load ? std::string("-") : text::printf("%.2f", x.context_factor),
                  max_load ? std::string("-") : text::printf("%.2f", x.kernel_overhead * 1e6),
                  max_load ? std::string("-")
@@ -187,6 +189,8 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
          {"runtime", f.runtime},
          {"calibration_rows", f.calibration_rows},
          {"efficiency", metric("bandwidth_efficiency", f.efficiency, "fraction of memory_bandwidth")},
+         {"super_block_read_factor",
+          metric("super_block_read_factor", f.super_block_read_factor, "x the time of the other formats' bytes")},
          {"context_factor", metric("context_factor", f.context_factor, "x the KV and attention roofline")},
          {"kernel_overhead", metric("kernel_overhead", f.kernel_overhead, "s")},
          {"loo_errors", f.loo_errors},
@@ -210,6 +214,9 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
   };
   if (r.bandwidth_efficiency)
     j["bandwidth_efficiency"] = {{"value", r.bandwidth_efficiency->value}, {"source", r.bandwidth_efficiency->source}};
+  if (r.super_block_read_factor)
+    j["super_block_read_factor"] = {{"value", r.super_block_read_factor->value},
+                                    {"source", r.super_block_read_factor->source}};
   if (r.attention_factor)
     j["attention_factor"] = {{"value", r.attention_factor->value}, {"source", r.attention_factor->source}};
   if (r.expert_token_tile)

@@ -498,6 +498,7 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
                                            "runtime",
                                            "hw",
                                            "bandwidth_efficiency",
+                                           "super_block_read_factor",
                                            "attention_factor",
                                            "prefill_attention_factor",
                                            "expert_token_tile",
@@ -516,16 +517,17 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
   p.runtime = n.string("runtime");
   p.hw = n.string("hw");
   // Every figure is optional (one not given leaves the node's own), but a profile must give one.
-  static constexpr std::array<std::string_view, 12> kFigures = {
-      "bandwidth_efficiency", "attention_factor", "prefill_attention_factor", "kernel_overhead", "layer_overhead",
-      "compute_efficiency",   "native_dtypes",    "checkpoint_formats",       "step_overhead",   "request_overhead",
-      "sequence_overhead",    "expert_token_tile"};
+  static constexpr std::array<std::string_view, 13> kFigures = {
+      "bandwidth_efficiency", "attention_factor",  "prefill_attention_factor", "kernel_overhead", "layer_overhead",
+      "compute_efficiency",   "native_dtypes",     "checkpoint_formats",       "step_overhead",   "request_overhead",
+      "sequence_overhead",    "expert_token_tile", "super_block_read_factor"};
   if (std::none_of(kFigures.begin(), kFigures.end(), [&](std::string_view k) { return n.has(k); })) {
     std::vector<std::string> keys(kFigures.begin(), kFigures.end());
     throw n.error("gives no figure, so it would change nothing; give at least one of " + text::join(keys) +
                   ", each {\"value\": ..., \"source\": \"...\"}");
   }
   if (n.has("bandwidth_efficiency")) p.bandwidth_efficiency = sourced_ratio(n, "bandwidth_efficiency", 1.5);
+  if (n.has("super_block_read_factor")) p.super_block_read_factor = sourced_ratio(n, "super_block_read_factor", 10.0);
   if (n.has("attention_factor")) p.attention_factor = sourced_ratio(n, "attention_factor", 1000.0);
   if (n.has("expert_token_tile")) p.expert_token_tile = parse_expert_token_tile(n.child("expert_token_tile"));
   if (n.has("prefill_attention_factor"))
@@ -603,6 +605,7 @@ NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime) {
   if (runtime.kernel_overhead) node.devices.kernel_overhead = runtime.kernel_overhead;
   if (runtime.layer_overhead) node.devices.layer_overhead = runtime.layer_overhead;
   if (runtime.attention_factor) node.devices.attention_factor = runtime.attention_factor;
+  if (runtime.super_block_read_factor) node.devices.super_block_read_factor = runtime.super_block_read_factor;
   if (runtime.prefill_attention_factor) node.devices.prefill_attention_factor = runtime.prefill_attention_factor;
   if (runtime.expert_token_tile) node.devices.expert_token_tile = runtime.expert_token_tile;
   if (!runtime.step_overhead.source.empty()) node.devices.step_overhead = runtime.step_overhead;

@@ -279,6 +279,10 @@ std::string_view expert_format(const Precision& p) {
   return n.substr(0, n.find('/'));
 }
 
+const Precision& experts_precision(const Precision& p) { return precision(expert_format(p)); }
+
+bool super_block_format(const Precision& p) { return p.group_size == 256 || p.name == "q4_k_m" || p.name == "q5_k_m"; }
+
 units::Bytes matrix_bytes(std::int64_t rows, std::int64_t cols, const Precision& p) {
   MOESIM_CHECK(rows >= 0 && cols >= 0, "negative matrix shape");
   const double weights = static_cast<double>(rows) * static_cast<double>(cols);

@@ -327,6 +327,19 @@ void LayerCosts::init(const LayerParts& p, const model::Precision& weights, cons
   dense_rate_ = rate(dense_bytes_ / kFfnMatrices, "dense FFN");
   head_rate_ = rate(head_bytes_, "LM head");
   expert_rate_ = rate(expert_bytes_ / kFfnMatrices, "expert");
+  // A runtime whose kernels read GGUF super-block formats (K-quants, i-quants) slower than its others
+  // (devices.super_block_read_factor): the parts stored in one take that many times their bytes' time. The
+  // routed experts are in the precision's expert format, every other tensor in its others' format.
+  if (node.devices.super_block_read_factor) {
+    const double f = node.devices.super_block_read_factor->value;
+    if (model::super_block_format(model::others_precision(weights))) {
+      for (Rate* r : {&attn_rate_, &router_rate_, &dense_rate_, &head_rate_}) r->bw /= f;
+    }
+    if (model::super_block_format(model::experts_precision(weights))) {
+      expert_rate_.bw /= f;
+      super_block_experts_ = f;
+    }
+  }
   // KV-cache reads stream at the full bandwidth: they are no weight matrix the bands were measured on. A
   // runtime's attention kernels may take a multiple of that roofline (devices.attention_factor: fitted to
   // batch-1 decode, where reading the cache is the whole cost). The attention FLOPs (prefill's QK^T and PV,
@@ -377,7 +390,7 @@ Rate LayerCosts::grouped_expert_rate(double distinct) const {
   // 68-74% on 24-30 MiB) are looked up at that size. Out-of-range sizes take the nearest band, as for any
   // kernel; the expert rate's own note already says when the bands are short of the model's sizes.
   const units::Bytes bytes = units::bytes(distinct * expert_bytes_ / kFfnMatrices);
-  return Rate{bare_rate_.bw * model::efficiency_at(size_bands_->memory, bytes).value,
+  return Rate{bare_rate_.bw * model::efficiency_at(size_bands_->memory, bytes).value / super_block_experts_,
               bare_rate_.peak * model::efficiency_at(size_bands_->compute, bytes).value};
 }
 

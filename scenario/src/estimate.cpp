@@ -316,6 +316,9 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
     if (rt.bandwidth_efficiency)
       gives.push_back("weights at " + text::printf("%.1f%%", 100.0 * rt.bandwidth_efficiency->value) +
                       " of the bandwidth");
+    if (rt.super_block_read_factor)
+      gives.push_back("K-quant and i-quant weights " + text::printf("%.2f", rt.super_block_read_factor->value) +
+                      " x that time");
     if (rt.compute_efficiency)
       gives.push_back("matmuls at " + text::printf("%.1f%%", 100.0 * rt.compute_efficiency->value) + " of the peak");
     if (rt.attention_factor)
@@ -484,6 +487,9 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
     if (rt.bandwidth_efficiency)
       j["bandwidth_efficiency"] =
           sourced_json(rt.bandwidth_efficiency->value, "fraction", rt.bandwidth_efficiency->source);
+    if (rt.super_block_read_factor)
+      j["super_block_read_factor"] = sourced_json(rt.super_block_read_factor->value, "x the other formats' time",
+                                                  rt.super_block_read_factor->source);
     if (rt.compute_efficiency)
       j["compute_efficiency"] = sourced_json(rt.compute_efficiency->value, "fraction", rt.compute_efficiency->source);
     if (rt.attention_factor)

@@ -62,6 +62,20 @@ TEST(Precision, GgufBlocksHaveGgmlSizes) {
   }
 }
 
+// The super-block formats (model::super_block_format): GGUF's K-quants, their mixed file types and the
+// i-quants in 256-weight super-blocks; not the 32-weight block formats, MXFP4 or the plain ones. A composite
+// is judged by each of its parts.
+TEST(Precision, SuperBlockFormats) {
+  for (const char* n : {"q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "q4_k_m", "q5_k_m", "iq2_xxs", "iq4_xs"})
+    EXPECT_TRUE(super_block_format(precision(n))) << n;
+  for (const char* n : {"q4_0", "q8_0", "q5_1", "iq4_nl", "mxfp4", "nvfp4", "fp8", "bf16", "fp16", "int4_g128", "q4"})
+    EXPECT_FALSE(super_block_format(precision(n))) << n;
+  const Precision& gguf_oss = precision("mxfp4/q8_0");
+  EXPECT_FALSE(super_block_format(experts_precision(gguf_oss)));
+  EXPECT_FALSE(super_block_format(others_precision(gguf_oss)));
+  EXPECT_EQ(experts_precision(gguf_oss).name, "mxfp4");
+}
+
 // Scenario: the registry. Expectation: the first nine names, each described and sourced; an unknown name is a
 // UserError that suggests the near miss and lists the valid names.
 TEST(Precision, RegistryAndUnknownName) {

@@ -10,7 +10,10 @@
 #include <string>
 
 #include "../test_support.hpp"
+#include "moesim/model/analytic.hpp"
+#include "moesim/model/architecture.hpp"
 #include "moesim/model/hardware.hpp"
+#include "moesim/model/precision.hpp"
 #include "moesim/scenario/estimate.hpp"
 #include "moesim/scenario/serve.hpp"
 
@@ -196,6 +199,40 @@ TEST(RuntimeProfile, SeedOverheadsMovedFromTheNodeToTheRuntime) {
 // expert GEMMs turn compute-bound (at 512 their FLOPs and their activations' traffic are about even), so
 // the prefill takes longer, but less than twice as long; a decode step (one token, memory-bound) does not
 // move.
+// super_block_read_factor (2 here) doubles the time of the weights stored in GGUF super-blocks and of no
+// other: Llama 3.1 8B at one token and no context, kernel overheads off, takes twice as long in Q4_K (all its
+// weights K-quants) and exactly as long in Q8_0; gpt-oss-20b in Q4_K experts beside Q8_0 others doubles only
+// the experts' share.
+TEST(RuntimeProfile, SuperBlockReadFactorSlowsOnlySuperBlockWeights) {
+  const RuntimeFile plain(R"("bandwidth_efficiency": {"value": 0.8, "source": "t"})", "_plain");
+  const RuntimeFile slow(R"("bandwidth_efficiency": {"value": 0.8, "source": "t"},
+                            "super_block_read_factor": {"value": 2, "source": "t"})",
+                         "_slow");
+  EXPECT_DOUBLE_EQ(slow.load().super_block_read_factor->value, 2.0);
+  EXPECT_FALSE(plain.load().super_block_read_factor.has_value());
+  auto seconds = [](const RuntimeFile& rt, const char* model, const char* format) {
+    NodeProfile n = apply_runtime(load_node("h100-sxm"), rt.load());
+    n.devices.kernel_overhead = Sourced<units::Duration>{units::seconds(0), "test"};
+    const Architecture a = load_model(model);
+    DecodeScenario s;
+    s.arch = &a;
+    s.node = &n;
+    s.weights = &precision(format);
+    s.include_lm_head = true;
+    s.expected_active_experts = a.is_moe() ? static_cast<double>(a.top_k) : 0.0;
+    s.max_experts_per_node = a.routed_experts;
+    return 1.0 / estimate_decode(s).tokens_per_second;
+  };
+  // Twice, but for the new token's own KV entry (tens of ns of the 1.6 ms), which is no weight.
+  EXPECT_NEAR(seconds(slow, "llama-3.1-8b", "q4_k"), 2.0 * seconds(plain, "llama-3.1-8b", "q4_k"),
+              1e-4 * seconds(plain, "llama-3.1-8b", "q4_k"));
+  EXPECT_DOUBLE_EQ(seconds(slow, "llama-3.1-8b", "q8_0"), seconds(plain, "llama-3.1-8b", "q8_0"));
+  const double oss = seconds(plain, "gpt-oss-20b", "q4_k/q8_0");
+  const double oss_slow = seconds(slow, "gpt-oss-20b", "q4_k/q8_0");
+  EXPECT_GT(oss_slow, 1.2 * oss);
+  EXPECT_LT(oss_slow, 2.0 * oss);
+}
+
 TEST(RuntimeProfile, ExpertTokenTilePadsTheServingSimulatorsExpertGemms) {
   const RuntimeFile tiled(R"("expert_token_tile": {"value": 1024, "source": "t"})", "_tiled");
   const RuntimeFile none(R"("attention_factor": {"value": 1, "source": "t"})", "_none");

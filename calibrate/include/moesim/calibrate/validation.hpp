@@ -94,6 +94,9 @@ struct ValidationFit {
   std::string hw, runtime;
   std::int64_t calibration_rows = 0;
   double efficiency = 1, kernel_overhead = 0;
+  /// super-block weights (K-quants, i-quants) take this × the time of the others' bytes: fitted where the
+  /// class's dense decode rows hold both kinds of format (DeviceSpec::super_block_read_factor), else 1
+  double super_block_read_factor = 1;
   double context_factor = 1;         ///< the KV-cache and attention roofline's time is multiplied by this
   std::vector<double> loo_errors;    ///< leave-one-configuration-out: predicted / measured − 1 of each decode row
   std::vector<std::string> loo_ids;  ///< the row id of each loo_errors entry (in the same order)

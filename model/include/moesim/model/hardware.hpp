@@ -96,6 +96,11 @@ struct DeviceSpec {
   /// The attention FLOPs over the context (QK^T and PV: what long-context prefill spends its time on) take
   /// this many times the attention block's compute roofline. Set by a runtime profile. Absent: 1.
   std::optional<Sourced<double>> prefill_attention_factor;
+  /// Weights stored in GGUF super-blocks (model::super_block_format: K-quants, i-quants) take this many times
+  /// the time other formats' bytes take at the same bandwidth efficiency: the runtime's matrix-vector
+  /// kernels unpack their sub-block scales per weight. Set by a runtime profile, fitted where a class's dense
+  /// rows hold both kinds of format. Absent: 1.
+  std::optional<Sourced<double>> super_block_read_factor;
   /// Serving host costs (issue 20), set by a runtime profile (apply_runtime). `step_overhead`: host time of
   /// every engine step outside the GPU's kernels (vLLM's engine loop runs the scheduler, the sampler's
   /// host side and the detokeniser on the CPU between GPU steps, vllm/v1/engine/core.py step()), added
@@ -218,7 +223,10 @@ struct RuntimeProfile {
   std::string runtime;  ///< "llama.cpp-metal", "vllm", ...
   std::string hw;       ///< the node profile it belongs to (fitted or written for); refused on any other
   std::optional<Sourced<double>> bandwidth_efficiency;  ///< weights are read at this fraction of memory_bandwidth
-  std::optional<Sourced<double>> attention_factor;      ///< KV reads take this × their roofline
+  /// Super-block weights (K-quants, i-quants) take this × the time of the others' bytes
+  /// (DeviceSpec::super_block_read_factor), fitted where the class's dense rows hold both kinds of format.
+  std::optional<Sourced<double>> super_block_read_factor;
+  std::optional<Sourced<double>> attention_factor;  ///< KV reads take this × their roofline
   /// The attention FLOPs over the context take this × their compute roofline (DeviceSpec::
   /// prefill_attention_factor), fitted to dense prefill rows after a context depth or of long prompts.
   std::optional<Sourced<double>> prefill_attention_factor;

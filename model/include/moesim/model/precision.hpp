@@ -49,6 +49,17 @@ const Precision& precision_for(std::string_view name, const Architecture& a,
 const Precision& others_precision(const Precision& p);
 /// The routed experts' format name: "mxfp4" for "mxfp4/q8_0", the name itself otherwise.
 std::string_view expert_format(const Precision& p);
+/// The routed experts' format itself: precision(expert_format(p)).
+const Precision& experts_precision(const Precision& p);
+
+/// Whether `p` (one format, not a composite) stores its weights in GGUF super-blocks of 256: the K-quants
+/// (block_q2_K .. block_q6_K in ggml/src/ggml-common.h: per 256 weights a super-block scale and 8 or 16
+/// sub-block scales packed in 4-8 bits each, Q4_K/Q5_K with 6-bit scales and mins) and the i-quants (grid
+/// codebooks), and the K-quant file types that mix them (q4_k_m, q5_k_m). A matrix-vector kernel unpacks
+/// those scales (and codebook entries) per weight where a block format (Q4_0, Q8_0, MXFP4: one scale per 32
+/// weights) or a plain one (F16, BF16, FP8) reads a scale or nothing: a runtime may read them at a lower
+/// share of the bandwidth (DeviceSpec::super_block_read_factor).
+bool super_block_format(const Precision& p);
 
 /// Bytes of a rows x cols weight matrix (groups run along cols, the input dimension).
 units::Bytes matrix_bytes(std::int64_t rows, std::int64_t cols, const Precision& p);

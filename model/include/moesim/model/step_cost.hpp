@@ -297,6 +297,7 @@ class LayerCosts {
   /// expert kernel's own size (grouped_expert_rate); the device's bare bandwidth and peak they scale.
   std::optional<model::EfficiencyTable> size_bands_;
   Rate bare_rate_;
+  double super_block_experts_ = 1;  ///< the experts' super_block_read_factor (1: not a super-block format)
   /// The rate of one fused kernel over `distinct` experts' matrices: that of a matrix of their summed size.
   [[nodiscard]] Rate grouped_expert_rate(double distinct) const;
 };
