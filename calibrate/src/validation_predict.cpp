@@ -9,6 +9,7 @@
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/model/precision.hpp"
+#include "moesim/model/step_cost.hpp"
 #include "moesim/scenario/estimate.hpp"
 #include "moesim/scenario/serve.hpp"
 #include "moesim/sim/serving.hpp"
@@ -342,6 +343,19 @@ void predict(ValidationPrediction& p, const Mapping& m) {
   else if (auto c = m.prompt_chunk.find(r.runtime); c != m.prompt_chunk.end())
     p.step_tokens = c->second.value;
   try {
+    if (p.kind != "decode b1") {
+      // Prefill, batched decode and max load spend part of their time computing: on a profile without the
+      // compute path's peak the cost model leaves that time out (compute_path), and the figure would be the
+      // memory-bound one, up to tens of times too fast. Such a row is not expressed, with the fix.
+      const cost::ComputePath path = cost::compute_path(base_node(m, r.runtime, p.hw), model::precision(p.precision));
+      if (!path.has_peak) {
+        p.kind.clear();
+        p.skipped = p.hw + " gives no devices.peak_flops." + path.dtype +
+                    ": a prefill or batched figure needs its compute time (add a cited or measured peak to the node "
+                    "profile)";
+        return;
+      }
+    }
     p.instrument = p.kind == "decode b1" ? "analytic" : "serving-sim";
     p.predicted = figure(p, base_node(m, r.runtime, p.hw));
     if (!p.predicted) p.skipped = "the instrument gave no figure";

@@ -150,6 +150,31 @@ TEST(GoldenValidateTable, PrefillAndBatchedDecodeAreServed) {
   EXPECT_GT(metric_value(rows[1], "predicted"), 100.0);
 }
 
+// A prefill row on a profile with no peak FLOP rate for its compute path (the M3 Max: Apple publishes none)
+// would come out without its compute time, tens of times fast: it is not expressed, with the field to add.
+// The same machine's decode row needs no peak and is predicted.
+TEST(GoldenValidateTable, PrefillNeedsThePeakItsComputeTimeComesFrom) {
+  const Scratch s("moesim_validate_table");
+  write_table(s,
+              "p,calibration,meta-llama/Meta-Llama-3-8B,,F16,M3 Max,apple-m,1,llama.cpp-metal,,1,512,0,0,"
+              "prefill_tokens_per_s,700,tokens/s,https://example.org/p,pp512\n"
+              "d,calibration,meta-llama/Meta-Llama-3-8B,,F16,M3 Max,apple-m,1,llama.cpp-metal,,1,0,128,0,"
+              "decode_tokens_per_s,22,tokens/s,https://example.org/d,tg128\n",
+              R"({"hardware": [{"hardware": "M3 Max", "devices": 1, "hw": "macbook-pro-m3-max-64"}],
+                  "formats": {"F16": "fp16"}, "models": {"meta-llama/Meta-Llama-3-8B": "llama-3.1-8b"}})");
+  const moesim::test::Run r = s.moesim("validate --table " + s.path() + " --json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto rows = nlohmann::json::parse(r.out).at("rows");
+  ASSERT_EQ(rows.size(), 2u);
+  ASSERT_TRUE(rows[0].contains("not_predicted")) << rows[0].dump();
+  EXPECT_NE(
+      rows[0].at("not_predicted").get<std::string>().find("macbook-pro-m3-max-64 gives no devices.peak_flops.fp16"),
+      std::string::npos)
+      << rows[0].dump();
+  EXPECT_EQ(rows[1].at("kind"), "decode b1");
+  EXPECT_GT(metric_value(rows[1], "predicted"), 0);
+}
+
 // A row's step_tokens (the n_ubatch its source printed) is the chunk its prompt is prefilled in: a row
 // left empty takes the runtime's default (mapping.json's prompt_chunk, 128 here) and is predicted exactly
 // as the row that says 128; the row that says 2048 reads each MoE layer's experts once instead of 16
