@@ -281,7 +281,8 @@ int cmd_hw(const Args& args, std::ostream& out) {
                                {"expert_token_tile", ratio(r.expert_token_tile)},
                                {"kernel_overhead", s(r.kernel_overhead, "s")},
                                {"layer_overhead", s(r.layer_overhead, "s")},
-                               {"calibration_rows", r.calibration_rows}});
+                               {"calibration_rows", r.calibration_rows},
+                               {"transferred_from", r.transferred_from}});
       j["runtimes"].back().update(host);
     }
     out << j.dump(2) << "\n";
@@ -319,7 +320,9 @@ int cmd_hw(const Args& args, std::ostream& out) {
     tr.add_row({r.runtime, r.hw, ratio(r.bandwidth_efficiency, "%.3f"), ratio(r.super_block_read_factor, "%.2f"),
                 ratio(r.compute_efficiency, "%.3f"), ratio(r.attention_factor, "%.2f"),
                 ratio(r.prefill_attention_factor, "%.2f"), q(r.kernel_overhead), q(r.layer_overhead),
-                r.calibration_rows > 0 ? std::to_string(r.calibration_rows) + " rows" : std::string("by hand")});
+                !r.transferred_from.empty() ? "medians of " + std::to_string(r.transferred_from.size()) + " machines"
+                : r.calibration_rows > 0    ? std::to_string(r.calibration_rows) + " rows"
+                                            : std::string("by hand")});
   }
   tr.print_text(out);
   return 0;

@@ -109,6 +109,9 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
     for (const auto& f : r.fits)
       write_file_atomically((runtimes->path() / (f.profile.id + ".json")).string(),
                             calibrate::runtime_profile_json(f.profile).dump(2) + "\n", "--write-runtimes");
+    for (const auto& t : r.transfers)
+      write_file_atomically((runtimes->path() / (t.profile.id + ".json")).string(),
+                            calibrate::runtime_profile_json(t.profile).dump(2) + "\n", "--write-runtimes");
   }
   const SignalsHeld held;  // the files and the directories together
   outputs.commit();

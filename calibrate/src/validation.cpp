@@ -14,7 +14,7 @@
 
 namespace moesim::calibrate {
 
-namespace {
+namespace validation_detail {
 
 double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -26,21 +26,28 @@ double quantile(std::vector<double> v, double q) {
   return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
 }
 
-}  // namespace
+}  // namespace validation_detail
+
+using validation_detail::quantile;
 
 ErrorSummary summarise(const std::vector<const ValidationPrediction*>& preds, const std::string& basis) {
   ErrorSummary s;
   s.basis = basis;
-  const bool fitted = basis == "fitted", measured = basis == "measured device";
-  MOESIM_CHECK(fitted || measured || basis == "datasheet", "an unknown basis '" + basis + "'");
+  const bool fitted = basis == "fitted", measured = basis == "measured device", transferred = basis == "transferred";
+  MOESIM_CHECK(fitted || measured || transferred || basis == "datasheet", "an unknown basis '" + basis + "'");
   std::vector<double> abs, signed_err;
   std::int64_t covered = 0;
   for (const auto* p : preds) {
-    if (!(fitted ? p->fitted : measured ? p->measured_predicted : p->predicted)) continue;
-    const double e = fitted ? p->fitted_error() : measured ? p->measured_error() : p->error();
-    if (fitted && p->interval) {
+    if (!(fitted ? p->fitted : measured ? p->measured_predicted : transferred ? p->transferred : p->predicted))
+      continue;
+    const double e = fitted        ? p->fitted_error()
+                     : measured    ? p->measured_error()
+                     : transferred ? p->transferred_error()
+                                   : p->error();
+    const auto& interval = transferred ? p->transferred_interval : p->interval;
+    if ((fitted || transferred) && interval) {
       ++s.with_interval;
-      covered += p->row.measured >= p->interval->first && p->row.measured <= p->interval->second ? 1 : 0;
+      covered += p->row.measured >= interval->first && p->row.measured <= interval->second ? 1 : 0;
     }
     abs.push_back(std::fabs(e));
     signed_err.push_back(e);
@@ -127,12 +134,18 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
       apply_fit(*fitted_members[i], r.fits[i], m, pooled_decode, pooled_prefill, pooled_max_load);
     });
     batched_intervals(fitted_members);
+    transfer_runtimes(r, fitted_members, m, o.threads);
   }
-  // Per role × kind, then per role × kind × hardware family × runtime; datasheet, then fitted.
-  for (const bool fitted : {false, true}) {
+  // Per role × kind, then per role × kind × hardware family × runtime; datasheet, fitted, transferred.
+  for (const std::string basis : {"datasheet", "fitted", "transferred"}) {
+    const auto has = [&](const ValidationPrediction& p) {
+      return basis == "fitted"        ? p.fitted.has_value()
+             : basis == "transferred" ? p.transferred.has_value()
+                                      : p.predicted.has_value();
+    };
     std::set<std::tuple<std::string, std::string, std::string, std::string>> groups;
     for (const auto& p : r.rows)
-      if (fitted ? p.fitted.has_value() : p.predicted.has_value()) {
+      if (has(p)) {
         groups.insert({p.row.role, p.kind, "all", "all"});
         groups.insert({p.row.role, p.kind, p.row.hw_family, p.row.runtime});
       }
@@ -142,7 +155,7 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
         if (p.row.role == role && p.kind == kind && (family == "all" || p.row.hw_family == family) &&
             (runtime == "all" || p.row.runtime == runtime))
           in.push_back(&p);
-      ErrorSummary s = summarise(in, fitted ? "fitted" : "datasheet");
+      ErrorSummary s = summarise(in, basis);
       s.role = role;
       s.kind = kind;
       s.hw_family = family;

@@ -126,6 +126,19 @@ void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
                const std::vector<double>& pooled_max_load);
 void batched_intervals(std::vector<std::vector<ValidationPrediction*>*>& classes);
 
+// validation_transfer.cpp: each runtime fitted on several machines, transferred to any other.
+/// Machines a runtime needs fits on (to batch-1 decode rows) for a transferred profile: each one's rows are
+/// predicted from the medians of the others, so three leaves two to take a median of.
+constexpr std::size_t kMinTransferMachines = 3;
+/// The transferred runtimes of `r.fits` (TransferredRuntime, into r.transfers), and each prediction row of
+/// their machines priced by the runtime transferred from the other machines (ValidationPrediction::
+/// transferred). `members[i]`: the rows of r.fits[i]'s class.
+void transfer_runtimes(ValidationResult& r, const std::vector<std::vector<ValidationPrediction*>*>& members,
+                       const Mapping& m, unsigned threads);
+
+/// The q-quantile of `v` by linear interpolation between order statistics (R's type 7, NumPy's default).
+double quantile(std::vector<double> v, double q);
+
 // validation.cpp: every row predicted, fitted (ValidationOptions::fit) and summarised into `r`.
 void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const Mapping& m,
               const ValidationOptions& o);

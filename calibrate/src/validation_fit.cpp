@@ -476,6 +476,7 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   }
   std::set<std::string> configs;
   for (const auto* p : cal) configs.insert(configuration(*p));
+  fit.configurations = static_cast<std::int64_t>(configs.size());
   const bool kernels = configs.size() > 1;
   // A host time per token is a fourth figure: only from as many configurations as an interval needs, whose
   // kernel counts spread (two configurations would fix four figures exactly).

@@ -97,6 +97,27 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
       if (!x.note.empty()) out << "note: " << x.hw << " / " << x.runtime << ": " << x.note << "\n";
     out << "\n";
   }
+  if (!r.transfers.empty()) {
+    out << "transferred runtimes (for a machine with no dense rows: each figure the median of the runtime's fits "
+           "above; error ranges of each fitted machine's dense rows predicted from the others' medians):\n";
+    Table t({"runtime", "machines", "bandwidth efficiency", "per kernel us", "compute efficiency", "decode rows",
+             "decode error range", "prefill rows", "prefill error range"});
+    const auto range = [](const std::vector<double>& e) {
+      const auto i = error_interval(e);
+      return i ? pct(i->first) + " .. " + pct(i->second) : std::string("-");
+    };
+    for (const auto& x : r.transfers) {
+      const auto& rp = x.profile;
+      t.add_row({rp.runtime, std::to_string(rp.transferred_from.size()),
+                 rp.bandwidth_efficiency ? text::printf("%.3f", rp.bandwidth_efficiency->value) : std::string("-"),
+                 rp.kernel_overhead ? text::printf("%.2f", rp.kernel_overhead->value.base() * 1e6) : std::string("-"),
+                 rp.compute_efficiency ? text::printf("%.3f", rp.compute_efficiency->value) : std::string("-"),
+                 std::to_string(x.decode_errors.size()), range(x.decode_errors),
+                 std::to_string(x.prefill_errors.size()), range(x.prefill_errors)});
+    }
+    t.print_text(out);
+    out << "\n";
+  }
   Table s({"basis", "role", "kind", "hw family", "runtime", "rows", "median |err|", "p90 |err|", "within 10%",
            "within 25%", "median err", "worst x", "in interval"});
   for (const auto& e : r.summaries)
@@ -147,6 +168,13 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
         j["fitted_error"] = metric("fitted_error", p.fitted_error(), "fraction");
       }
       if (p.interval) j["interval"] = {{"low", p.interval->first}, {"high", p.interval->second}, {"unit", p.row.unit}};
+      if (p.transferred) {
+        j["transferred"] = metric("transferred", *p.transferred, p.row.unit);
+        j["transferred_error"] = metric("transferred_error", p.transferred_error(), "fraction");
+        if (p.transferred_interval)
+          j["transferred_interval"] = {
+              {"low", p.transferred_interval->first}, {"high", p.transferred_interval->second}, {"unit", p.row.unit}};
+      }
       if (p.measured_predicted)
         j["measured_device"] = {{"profile", p.measured_device},
                                 {"predicted", metric("predicted", *p.measured_predicted, p.row.unit)},
@@ -202,8 +230,13 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
          {"step_overhead", metric("step_overhead", f.step_overhead, "s")},
          {"max_load_loo_errors", f.max_load_loo_errors},
          {"note", f.note}});
-  return {
-      {"table", r.table.string()}, {"rows", rows}, {"summaries", sums}, {"measured_devices", measured}, {"fits", fits}};
+  nlohmann::json transfers = nlohmann::json::array();
+  for (const auto& t : r.transfers)
+    transfers.push_back({{"profile", runtime_profile_json(t.profile)},
+                         {"decode_errors", t.decode_errors},
+                         {"prefill_errors", t.prefill_errors}});
+  return {{"table", r.table.string()},    {"rows", rows}, {"summaries", sums},
+          {"measured_devices", measured}, {"fits", fits}, {"transfers", transfers}};
 }
 
 nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
@@ -236,6 +269,7 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
     j["checkpoint_formats"] = {{"value", r.checkpoint_formats->value}, {"source", r.checkpoint_formats->source}};
   if (r.compute_efficiency)
     j["compute_efficiency"] = {{"value", r.compute_efficiency->value}, {"source", r.compute_efficiency->source}};
+  if (!r.transferred_from.empty()) j["transferred_from"] = r.transferred_from;
   if (!r.interval_source.empty())
     j["prediction_interval"] = {
         {"low", r.error_low}, {"high", r.error_high}, {"rows", r.calibration_rows}, {"source", r.interval_source}};

@@ -511,11 +511,25 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
                                            "request_overhead",
                                            "sequence_overhead",
                                            "prediction_interval",
+                                           "transferred_from",
                                            "calibration",
                                            "notes"},
                                           std::move(origin));
   p.runtime = n.string("runtime");
   p.hw = n.string("hw");
+  if (n.has("transferred_from")) {
+    const nlohmann::json& t = n.raw().at("transferred_from");
+    if (!t.is_array() || t.empty())
+      throw n.error("transferred_from",
+                    "give the node profiles whose fits it was transferred from, e.g. [\"rtx-4090\", \"rtx-3090\"]");
+    for (const auto& id : t) {
+      if (!id.is_string()) throw n.error("transferred_from", "give node profile ids as strings");
+      p.transferred_from.push_back(id.get<std::string>());
+    }
+  }
+  if ((p.hw == kAnyNode) != !p.transferred_from.empty())
+    throw n.error("hw", p.hw == kAnyNode ? "is \"any\" (a transferred runtime): give transferred_from too"
+                                         : "names one node profile: transferred_from belongs to a runtime for \"any\"");
   // Every figure is optional (one not given leaves the node's own), but a profile must give one.
   static constexpr std::array<std::string_view, 13> kFigures = {
       "bandwidth_efficiency", "attention_factor",  "prefill_attention_factor", "kernel_overhead", "layer_overhead",
@@ -560,21 +574,29 @@ RuntimeProfile load_runtime(std::string_view id_or_path) {
 std::vector<RuntimeProfile> builtin_runtimes() { return builtins<RuntimeProfile>("runtimes", parse_runtime); }
 
 RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node) {
-  std::vector<RuntimeProfile> on_node, matching;
+  std::vector<RuntimeProfile> on_node, matching, transferred;
+  const auto named = [&](const RuntimeProfile& r) {
+    return r.runtime == name || r.runtime.starts_with(std::string(name) + "-");
+  };
   for (const auto& r : builtin_runtimes()) {
     if (r.id == name) return r;
+    if (r.hw == kAnyNode && named(r)) transferred.push_back(r);
     if (r.hw != node.id) continue;
     on_node.push_back(r);
-    if (r.runtime == name || r.runtime.starts_with(std::string(name) + "-")) matching.push_back(r);
+    if (named(r)) matching.push_back(r);
   }
   const std::filesystem::path path{std::string(name)};
   std::error_code ec;
   if (std::filesystem::exists(path, ec) || path.extension() == ".json") return load_runtime(name);
   if (matching.size() == 1) return matching.front();
+  // No fit of that runtime on this node: its transferred profile, the medians of its fits elsewhere.
+  if (matching.empty() && transferred.size() == 1) return transferred.front();
   std::vector<std::string> ids;
-  for (const auto& r : (matching.empty() ? on_node : matching)) ids.push_back(r.runtime);
-  if (matching.size() > 1)
-    throw UserError("--runtime " + std::string(name) + " matches several runtimes on " + node.id + ": " +
+  for (const auto& r : (matching.empty() ? (transferred.empty() ? on_node : transferred) : matching))
+    ids.push_back(r.runtime);
+  if (matching.size() > 1 || transferred.size() > 1)
+    throw UserError("--runtime " + std::string(name) + " matches several runtimes" +
+                    (matching.empty() ? std::string(" transferred to any machine") : " on " + node.id) + ": " +
                     text::join(ids) + "; name one of them");
   throw UserError("no runtime profile '" + std::string(name) + "' on " + node.id +
                   (ids.empty() ? std::string(" (it has none)") : "; its runtimes: " + text::join(ids)) +
@@ -583,7 +605,7 @@ RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node) {
 }
 
 NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime) {
-  if (runtime.hw != node.id)
+  if (runtime.hw != node.id && runtime.hw != kAnyNode)
     throw UserError(runtime.origin + ": $.hw: runtime " + runtime.runtime + " is for " + runtime.hw + ", not for " +
                     node.id + "; a runtime's figures belong to the machine they were measured on (fit one for " +
                     node.id + " with `moesim validate --table validation --fit`)");

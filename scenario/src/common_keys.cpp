@@ -22,8 +22,10 @@ std::string runtime_help() {
   return "the software on the hardware: a runtime profile for --hw (built in: " + text::join(items) +
          "; `moesim hw` lists their figures), fitted to dense measurements or written by hand from published "
          "figures. It sets the figures it gives (bandwidth and compute efficiency, attention factor, cost per "
-         "kernel and per layer) and leaves the node's own for the rest. Without it the node profile alone: no "
-         "runtime's launch or dispatch costs";
+         "kernel and per layer) and leaves the node's own for the rest. On a node with no profile of that "
+         "runtime, its \"any\" profile: the medians of its fits on the machines it was measured on, with an "
+         "interval from each of them predicted from the others (leave one machine out). Without it the node "
+         "profile alone: no runtime's launch or dispatch costs";
 }
 
 void add_streaming_options(po::options_description& desc) {

@@ -141,7 +141,8 @@ const scenario::ParamTable<EstimateRequest>& estimate_params() {
     t.field("runtime", &R::runtime)
         .origin()
         .written_if([](const R& r) { return !r.runtime.empty(); })
-        .describe("a runtime profile fitted on hw; none: the node profile alone")
+        .describe(
+            "a runtime profile fitted on hw, or transferred to any node (hw \"any\"); none: the node profile alone")
         .flag_help(scenario::runtime_help() + "; a fitted one gives tokens/s an interval");
     t.ignored("description", "what the scenario is, for the reader (not used)");
     return t;
@@ -331,7 +332,11 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
     if (rt.kernel_overhead) gives.push_back(units::format(rt.kernel_overhead->value) + " per kernel");
     if (rt.layer_overhead) gives.push_back(units::format(rt.layer_overhead->value) + " per layer");
     out << "runtime    " << rt.runtime << " ("
-        << rt.id + (rt.calibration_rows > 0
+        << rt.id + (!rt.transferred_from.empty()
+                        ? ", transferred: the medians of its fits on " + std::to_string(rt.transferred_from.size()) +
+                              " other machines (" + text::join(rt.transferred_from) +
+                              "); no dense measurement of it on this one"
+                    : rt.calibration_rows > 0
                         ? ", fitted to " + std::to_string(rt.calibration_rows) + " dense measurements"
                         : std::string(", sources in ") + rt.origin)
         << "): " << text::join(gives) << "\n";

@@ -213,7 +213,8 @@ const scenario::ParamTable<SimulateRequest>& simulate_params() {
     t.field("runtime", &R::runtime)
         .origin()
         .written_if([](const R& r) { return !r.runtime.empty(); })
-        .describe("a runtime profile fitted on hw; none: the node profile alone")
+        .describe(
+            "a runtime profile fitted on hw, or transferred to any node (hw \"any\"); none: the node profile alone")
         .flag_help(scenario::runtime_help());
     t.ignored("description", "what the scenario is, for the reader (not used)");
     return t;

@@ -348,8 +348,8 @@ namespace {
 
 // A grid names the software on each node profile: points on it run with the runtime (here the llama.cpp
 // profile fitted on the DGX Spark), slower than the bare datasheet profile; the decode simulator's figure
-// is the estimate's with the same runtime; a runtime for hardware off the axis, or one not fitted on it,
-// is refused naming the key.
+// is the estimate's with the same runtime; a runtime for hardware off the axis, one neither fitted on it nor
+// transferred, or a name that matches several transferred runtimes, is refused naming the key.
 TEST(GoldenSweep, RuntimesApplyToTheirHardware) {
   const Scratch s("moesim_sweep_runtime");
   const std::string grid = R"({"models": ["gpt-oss-120b"], "hw": ["dgx-spark"], "precisions": ["mxfp4/q8_0"],
@@ -386,11 +386,19 @@ TEST(GoldenSweep, RuntimesApplyToTheirHardware) {
   const auto off = s.moesim("sweep -q --grid " + s.path("off-axis.json"));
   EXPECT_EQ(off.code, 2);
   EXPECT_NE(off.err.find("runtimes.h100-sxm"), std::string::npos) << off.err;
+  // llama.cpp's Vulkan runtime is fitted on one machine: no profile on the H100, none transferred to it.
   s.write("unfitted.json",
-          R"({"models": ["gpt-oss-120b"], "hw": ["h100-sxm"], "runtimes": {"h100-sxm": "llama.cpp"}})");
+          R"({"models": ["gpt-oss-120b"], "hw": ["h100-sxm"], "runtimes": {"h100-sxm": "llama.cpp-vulkan"}})");
   const auto unfitted = s.moesim("sweep -q --grid " + s.path("unfitted.json"));
   EXPECT_EQ(unfitted.code, 2);
-  EXPECT_NE(unfitted.err.find("no runtime profile 'llama.cpp' on h100-sxm"), std::string::npos) << unfitted.err;
+  EXPECT_NE(unfitted.err.find("no runtime profile 'llama.cpp-vulkan' on h100-sxm"), std::string::npos) << unfitted.err;
+  // "llama.cpp" names the CUDA and the Metal runtimes transferred to any machine: the grid must say which.
+  s.write("ambiguous.json",
+          R"({"models": ["gpt-oss-120b"], "hw": ["h100-sxm"], "runtimes": {"h100-sxm": "llama.cpp"}})");
+  const auto ambiguous = s.moesim("sweep -q --grid " + s.path("ambiguous.json"));
+  EXPECT_EQ(ambiguous.code, 2);
+  EXPECT_NE(ambiguous.err.find("llama.cpp-cuda, llama.cpp-metal; name one of them"), std::string::npos)
+      << ambiguous.err;
 }
 
 }  // namespace

@@ -255,5 +255,41 @@ TEST(RuntimeProfile, ExpertTokenTilePadsTheServingSimulatorsExpertGemms) {
   EXPECT_NEAR(run(tiled, 16, 64).tpot.mean, run(none, 16, 64).tpot.mean, 1e-12);
 }
 
+// A transferred runtime (hw "any") belongs to every node, says which machines' fits it was taken from, and is
+// what `--runtime NAME` finds on a node with no fit of that runtime of its own: the RTX 5090 has no dense
+// llama.cpp rows, the RTX 4090 has its own fit, which comes first. A profile for "any" without the machines,
+// or a profile of one node that names some, is refused.
+TEST(RuntimeProfile, TransferredRuntimeAppliesToAnyNodeWhereNoneIsFitted) {
+  moesim::test::TestDir dir("moesim_runtime");
+  const auto write = [&](const std::string& name, const std::string& header) {
+    return dir
+        .write(name, R"({"id": "x", "kind": "runtime", "runtime": "x", )" + header +
+                         R"(, "bandwidth_efficiency": {"value": 0.5, "source": "t"}})")
+        .string();
+  };
+  const RuntimeProfile any =
+      load_runtime(write("any.json", R"("hw": "any", "transferred_from": ["rtx-4090", "rtx-3090"])"));
+  EXPECT_EQ(any.transferred_from, (std::vector<std::string>{"rtx-4090", "rtx-3090"}));
+  const NodeProfile n = apply_runtime(load_node("rtx-5090"), any);
+  ASSERT_TRUE(n.devices.efficiency.has_value());
+  EXPECT_DOUBLE_EQ(n.devices.efficiency->memory.front().value, 0.5);
+  EXPECT_THROW((void)load_runtime(write("bare.json", R"("hw": "any")")), UserError);
+  EXPECT_THROW((void)load_runtime(write("named.json", R"("hw": "rtx-4090", "transferred_from": ["rtx-3090"])")),
+               UserError);
+
+  const RuntimeProfile on_5090 = find_runtime("llama.cpp-cuda", load_node("rtx-5090"));
+  EXPECT_EQ(on_5090.hw, kAnyNode);
+  EXPECT_FALSE(on_5090.transferred_from.empty());
+  EXPECT_EQ(find_runtime("llama.cpp-cuda", load_node("rtx-4090")).hw, "rtx-4090");
+  // "llama.cpp" names the CUDA and the Metal transfers alike: which one is the user's to say.
+  try {
+    (void)find_runtime("llama.cpp", load_node("rtx-5090"));
+    ADD_FAILURE() << "two transferred runtimes match llama.cpp";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("llama.cpp-cuda"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("name one of them"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace moesim::model

@@ -79,7 +79,13 @@ struct ValidationPrediction {
   /// `moesim calibrate kernels --backend cuda` on that GPU), nothing fitted: the profile's id and the figure.
   std::string measured_device;
   std::optional<double> measured_predicted;
+  /// With the runtime transferred from its fits on the other machines (the medians of their figures, this
+  /// row's machine left out: RuntimeProfile::transferred_from), and the interval of those machines' dense
+  /// rows each predicted from the others' medians: the figure for hardware moesim has no measurement of.
+  std::optional<double> transferred;
+  std::optional<std::pair<double, double>> transferred_interval;
   [[nodiscard]] double error() const { return predicted ? *predicted / row.measured - 1.0 : 0.0; }
+  [[nodiscard]] double transferred_error() const { return transferred ? *transferred / row.measured - 1.0 : 0.0; }
   [[nodiscard]] double measured_error() const {
     return measured_predicted ? *measured_predicted / row.measured - 1.0 : 0.0;
   }
@@ -93,6 +99,9 @@ struct ValidationPrediction {
 struct ValidationFit {
   std::string hw, runtime;
   std::int64_t calibration_rows = 0;
+  /// the (model, format) configurations of its batch-1 decode rows: with one, the cost per kernel is not
+  /// split from the efficiency (both describe that configuration's time only)
+  std::int64_t configurations = 0;
   double efficiency = 1, kernel_overhead = 0;
   /// super-block weights (K-quants, i-quants) take this × the time of the others' bytes: fitted where the
   /// class's dense decode rows hold both kinds of format (DeviceSpec::super_block_read_factor), else 1
@@ -125,7 +134,8 @@ struct ValidationFit {
 
 /// Error statistics of a group of predictions (|error| = |predicted / measured − 1|).
 struct ErrorSummary {
-  /// "datasheet" (shipped profiles), "fitted" (--fit) or "measured device" (MeasuredDeviceSummary)
+  /// "datasheet" (shipped profiles), "fitted" (--fit), "transferred" (--fit: the runtime's medians over its
+  /// other machines) or "measured device" (MeasuredDeviceSummary)
   std::string basis = "datasheet";
   std::string role, kind, hw_family, runtime;  ///< the group ("all" where it spans every value)
   std::int64_t n = 0;
@@ -135,6 +145,15 @@ struct ErrorSummary {
   double worst_ratio = 1;               ///< max over rows of max(p/m, m/p)
   std::int64_t with_interval = 0;       ///< fitted: rows with an interval
   double coverage = 0;                  ///< fitted: share of those whose measurement lies in it
+};
+
+/// A runtime transferred to machines it has no dense measurement of (--fit): its profile (hw "any", the
+/// medians of its fits on `profile.transferred_from`, the machines whose rows split the cost per kernel
+/// from the bandwidth) and every fitted machine's dense rows predicted from the others' medians (leave one
+/// machine out), whose errors give its interval.
+struct TransferredRuntime {
+  model::RuntimeProfile profile;
+  std::vector<double> decode_errors, prefill_errors;  ///< predicted / measured − 1 of the held-out machines' rows
 };
 
 /// The rows of the nodes a measured device profile is mapped to (mapping.json's measured_devices), per role ×
@@ -152,6 +171,8 @@ struct ValidationResult {
   std::vector<ErrorSummary> summaries;          ///< per role × kind, then per role × kind × hw_family × runtime
   std::map<std::string, std::int64_t> skipped;  ///< reason → rows
   std::vector<ValidationFit> fits;              ///< --fit: one per (node profile, runtime) class
+  /// --fit: one per runtime fitted to batch-1 decode rows on kMinTransferMachines machines or more
+  std::vector<TransferredRuntime> transfers;
 };
 
 struct ValidationOptions {

@@ -222,6 +222,10 @@ struct RuntimeProfile {
   std::string origin;
   std::string runtime;  ///< "llama.cpp-metal", "vllm", ...
   std::string hw;       ///< the node profile it belongs to (fitted or written for); refused on any other
+  /// A transferred runtime (hw kAnyNode): its figures are the medians of this runtime's fits on these node
+  /// profiles (`moesim validate --table --fit`), for a machine it has no dense measurement of; its interval
+  /// is that of each of them predicted from the others (leave one machine out).
+  std::vector<std::string> transferred_from;
   std::optional<Sourced<double>> bandwidth_efficiency;  ///< weights are read at this fraction of memory_bandwidth
   /// Super-block weights (K-quants, i-quants) take this × the time of the others' bytes
   /// (DeviceSpec::super_block_read_factor), fitted where the class's dense rows hold both kinds of format.
@@ -259,6 +263,9 @@ struct RuntimeProfile {
   }
 };
 
+/// The `hw` of a transferred runtime profile (RuntimeProfile::transferred_from): it applies to any node.
+inline constexpr std::string_view kAnyNode = "any";
+
 /// A runtime's native_dtypes item ({"value": ["int8"], "source": "..."}), as runtime profiles and
 /// validation/mapping.json give it. UserError naming the JSON path for anything else.
 Sourced<std::vector<std::string>> parse_native_dtypes(const moesim::json::Node& item);
@@ -273,13 +280,16 @@ NodeProfile load_node(std::string_view id_or_path);
 RuntimeProfile load_runtime(std::string_view id_or_path);
 std::vector<RuntimeProfile> builtin_runtimes();
 /// The runtime profile `name` on `node`: a path or an id, or a runtime name with a profile for this node
-/// ("llama.cpp" finds "llama.cpp-metal@mac-studio-m2-ultra-192" for that Mac). UserError listing the
-/// runtimes this node has, and how to fit one, when there is none (or more than one).
+/// ("llama.cpp" finds "llama.cpp-metal@mac-studio-m2-ultra-192" for that Mac); where the node has none of
+/// that name, the runtime's transferred profile ("llama.cpp-cuda" on an RTX 5090 finds
+/// "llama.cpp-cuda@any"). UserError listing the runtimes this node has, and how to fit one, when there is
+/// none (or more than one).
 RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node);
 /// `node` with the figures the runtime gives, each in place of the node's own; a figure it does not give
 /// leaves the node's. A bandwidth efficiency becomes one memory band over every size (the node's compute
 /// bands stay unless the runtime gives a compute efficiency, then one compute band of it; a compute
-/// efficiency alone keeps the node's memory bands). UserError if the runtime belongs to another node profile.
+/// efficiency alone keeps the node's memory bands). UserError if the runtime belongs to another node profile
+/// (a transferred one, hw kAnyNode, belongs to every node).
 NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime);
 
 /// `node` with the figures of one of its devices taken from `measured`, a profile of that device measured by
