@@ -238,6 +238,7 @@ int cmd_hw(const Args& args, std::ostream& out) {
            {"name", n.name},
            {"devices", n.devices.count},
            {"device", n.devices.name},
+           {"gpu_vendor", n.devices.gpu_vendor.empty() ? nlohmann::json() : nlohmann::json(n.devices.gpu_vendor)},
            {"memory_per_device", s(n.devices.memory, "B")},
            {"memory_bandwidth_per_device", s(n.devices.memory_bandwidth, "B/s")},
            {"peak_flops_per_device", flops},
@@ -282,17 +283,18 @@ int cmd_hw(const Args& args, std::ostream& out) {
                                {"kernel_overhead", s(r.kernel_overhead, "s")},
                                {"layer_overhead", s(r.layer_overhead, "s")},
                                {"calibration_rows", r.calibration_rows},
-                               {"transferred_from", r.transferred_from}});
+                               {"transferred_from", r.transferred_from},
+                               {"gpu_vendor", r.gpu_vendor.empty() ? nlohmann::json() : nlohmann::json(r.gpu_vendor)}});
       j["runtimes"].back().update(host);
     }
     out << j.dump(2) << "\n";
     return 0;
   }
   out << "nodes (figures per device; `moesim hw --json` gives every source)\n";
-  scenario::Table tn({"id", "devices", "memory", "memory bandwidth", "peak bf16", "price", "name"});
+  scenario::Table tn({"id", "devices", "GPUs by", "memory", "memory bandwidth", "peak bf16", "price", "name"});
   for (const auto& n : nodes) {
     const auto it = n.devices.peak_flops.find("bf16");
-    tn.add_row({n.id, std::to_string(n.devices.count),
+    tn.add_row({n.id, std::to_string(n.devices.count), n.devices.gpu_vendor.empty() ? "-" : n.devices.gpu_vendor,
                 n.devices.memory ? units::format_binary(n.devices.memory->value) : "-", q(n.devices.memory_bandwidth),
                 it == n.devices.peak_flops.end() ? "-" : units::format(it->second.value), q(n.price), n.name});
   }
@@ -317,7 +319,8 @@ int cmd_hw(const Args& args, std::ostream& out) {
     return f ? text::printf(format, f->value) : std::string("-");
   };
   for (const auto& r : model::builtin_runtimes()) {
-    tr.add_row({r.runtime, r.hw, ratio(r.bandwidth_efficiency, "%.3f"), ratio(r.super_block_read_factor, "%.2f"),
+    tr.add_row({r.runtime, r.hw == model::kAnyNode ? "any " + r.gpu_vendor + " GPU" : r.hw,
+                ratio(r.bandwidth_efficiency, "%.3f"), ratio(r.super_block_read_factor, "%.2f"),
                 ratio(r.compute_efficiency, "%.3f"), ratio(r.attention_factor, "%.2f"),
                 ratio(r.prefill_attention_factor, "%.2f"), q(r.kernel_overhead), q(r.layer_overhead),
                 !r.transferred_from.empty() ? "medians of " + std::to_string(r.transferred_from.size()) + " machines"

@@ -462,6 +462,7 @@ nlohmann::json gpu_kernels_profile_json(const GpuKernelResult& r, const Provenan
   auto profile = node_profile_json(id, r.device.name + ", measured by moesim calibrate kernels --backend cuda", devices,
                                    calibration, notes);
   profile["devices"]["count"] = r.device.count;
+  profile["devices"]["gpu_vendor"] = "nvidia";  // measured through CUDA
   return profile;
 }
 
@@ -587,6 +588,7 @@ nlohmann::json gpu_memory_profile_json(const GpuMemoryResult& r, const Provenanc
   auto profile = node_profile_json(id, r.device.name + ", measured by moesim calibrate memory --backend cuda", devices,
                                    {{"provenance", to_json(p)}, {"memory", gpu_memory_calibration_json(r)}}, notes);
   profile["devices"]["count"] = r.device.count;
+  profile["devices"]["gpu_vendor"] = "nvidia";  // measured through CUDA
   return profile;
 }
 

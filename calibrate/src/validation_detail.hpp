@@ -126,7 +126,7 @@ void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
                const std::vector<double>& pooled_max_load);
 void batched_intervals(std::vector<std::vector<ValidationPrediction*>*>& classes);
 
-// validation_transfer.cpp: each runtime fitted on several machines, transferred to any other.
+// validation_transfer.cpp: each runtime fitted on several machines, transferred to any other of their GPUs' maker.
 /// Machines a runtime needs fits on (to batch-1 decode rows) for a transferred profile: each one's rows are
 /// predicted from the medians of the others, so three leaves two to take a median of.
 constexpr std::size_t kMinTransferMachines = 3;

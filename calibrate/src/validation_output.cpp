@@ -100,15 +100,15 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
   if (!r.transfers.empty()) {
     out << "transferred runtimes (for a machine with no dense rows: each figure the median of the runtime's fits "
            "above; error ranges of each fitted machine's dense rows predicted from the others' medians):\n";
-    Table t({"runtime", "machines", "bandwidth efficiency", "per kernel us", "compute efficiency", "decode rows",
-             "decode error range", "prefill rows", "prefill error range"});
+    Table t({"runtime", "GPUs", "machines", "bandwidth efficiency", "per kernel us", "compute efficiency",
+             "decode rows", "decode error range", "prefill rows", "prefill error range"});
     const auto range = [](const std::vector<double>& e) {
       const auto i = error_interval(e);
       return i ? pct(i->first) + " .. " + pct(i->second) : std::string("-");
     };
     for (const auto& x : r.transfers) {
       const auto& rp = x.profile;
-      t.add_row({rp.runtime, std::to_string(rp.transferred_from.size()),
+      t.add_row({rp.runtime, rp.gpu_vendor, std::to_string(rp.transferred_from.size()),
                  rp.bandwidth_efficiency ? text::printf("%.3f", rp.bandwidth_efficiency->value) : std::string("-"),
                  rp.kernel_overhead ? text::printf("%.2f", rp.kernel_overhead->value.base() * 1e6) : std::string("-"),
                  rp.compute_efficiency ? text::printf("%.3f", rp.compute_efficiency->value) : std::string("-"),
@@ -270,6 +270,7 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
   if (r.compute_efficiency)
     j["compute_efficiency"] = {{"value", r.compute_efficiency->value}, {"source", r.compute_efficiency->source}};
   if (!r.transferred_from.empty()) j["transferred_from"] = r.transferred_from;
+  if (!r.gpu_vendor.empty()) j["gpu_vendor"] = r.gpu_vendor;
   if (!r.interval_source.empty())
     j["prediction_interval"] = {
         {"low", r.error_low}, {"high", r.error_high}, {"rows", r.calibration_rows}, {"source", r.interval_source}};

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <utility>
 
 #include "moesim/model/error.hpp"
 #include "moesim/model/parallel.hpp"
@@ -38,7 +39,8 @@ bool transferable(const ValidationFit& f) { return f.configurations >= 2; }
 /// the node's own takes its neutral value there (a K-quant factor not split from the efficiency: 1, a host
 /// time per token not split from the cost per kernel: 0), as that fit priced its rows; the prefill figures
 /// come from the fits that had prefill rows.
-model::RuntimeProfile transferred(const std::vector<const ValidationFit*>& donors, const std::string& without) {
+model::RuntimeProfile transferred(const std::vector<const ValidationFit*>& donors, const std::string& gpu_vendor,
+                                  const std::string& without) {
   std::vector<const ValidationFit*> use;
   std::vector<std::string> machines;
   for (const auto* f : donors)
@@ -51,10 +53,12 @@ model::RuntimeProfile transferred(const std::vector<const ValidationFit*>& donor
   model::RuntimeProfile rp;
   rp.runtime = first.runtime;
   rp.hw = std::string(model::kAnyNode);
-  rp.id = rp.runtime + "@" + rp.hw;
+  rp.gpu_vendor = gpu_vendor;
+  rp.id = rp.runtime + "@" + rp.hw + "-" + gpu_vendor;
   rp.origin = "validation --fit";
   rp.transferred_from = machines;
-  rp.name = rp.runtime + " on a machine it has no measurement of: the medians of its fits on " + text::join(machines);
+  rp.name = rp.runtime + " on " + gpu_vendor + " GPUs it has no measurement of: the medians of its fits on " +
+            text::join(machines);
   const std::string source = "the median over " + rp.runtime +
                              "'s fits by `moesim validate --table validation --fit` " +
                              "to the dense rows of validation/measurements.csv on " + text::join(machines);
@@ -121,11 +125,18 @@ bool prefill_kind(const ValidationPrediction& p) { return p.kind == "prefill b1"
 void transfer_runtimes(ValidationResult& r, const std::vector<std::vector<ValidationPrediction*>*>& members,
                        const Mapping& m, unsigned threads) {
   MOESIM_CHECK(members.size() == r.fits.size(), "transfer_runtimes needs each fit's rows");
-  std::map<std::string, std::vector<std::size_t>> by_runtime;  // runtime -> indices into r.fits
-  for (std::size_t i = 0; i < r.fits.size(); ++i)
-    if (decode_fit(r.fits[i])) by_runtime[r.fits[i].runtime].push_back(i);
+  // A runtime's fits on the GPUs of one maker (their node profiles' devices.gpu_vendor) carry to that
+  // maker's other GPUs, not to another's: llama.cpp's Vulkan kernels on a Radeon are not those on a
+  // GeForce. A fit on a node that names no maker carries nowhere.
+  std::map<std::pair<std::string, std::string>, std::vector<std::size_t>> by_runtime;  // -> indices into r.fits
+  for (std::size_t i = 0; i < r.fits.size(); ++i) {
+    if (!decode_fit(r.fits[i])) continue;
+    const std::string vendor = base_node(m, r.fits[i].runtime, r.fits[i].hw).devices.gpu_vendor;
+    if (!vendor.empty()) by_runtime[{r.fits[i].runtime, vendor}].push_back(i);
+  }
   for (const auto& entry : by_runtime) {
-    const std::string& runtime = entry.first;  // named, not bound: the lambda below captures them
+    const std::string& runtime = entry.first.first;  // named, not bound: the lambda below captures them
+    const std::string& vendor = entry.first.second;
     const std::vector<std::size_t>& index = entry.second;
     std::vector<const ValidationFit*> donors;
     for (const std::size_t i : index)
@@ -137,7 +148,8 @@ void transfer_runtimes(ValidationResult& r, const std::vector<std::vector<Valida
     std::vector<HeldOut> held(index.size());
     model::parallel_for(index.size(), threads, [&](std::size_t k) {
       const ValidationFit& f = r.fits[index[k]];
-      const model::NodeProfile node = model::apply_runtime(base_node(m, runtime, f.hw), transferred(donors, f.hw));
+      const model::NodeProfile node =
+          model::apply_runtime(base_node(m, runtime, f.hw), transferred(donors, vendor, f.hw));
       for (ValidationPrediction* p : *members[index[k]]) {
         if (!p->predicted || (p->kind != "decode b1" && !prefill_kind(*p))) continue;
         if (prefill_kind(*p) && !node.devices.efficiency) continue;
@@ -157,7 +169,7 @@ void transfer_runtimes(ValidationResult& r, const std::vector<std::vector<Valida
       }
     });
     TransferredRuntime t;
-    t.profile = transferred(donors, "");
+    t.profile = transferred(donors, vendor, "");
     for (const auto& h : held) {
       t.decode_errors.insert(t.decode_errors.end(), h.decode.begin(), h.decode.end());
       t.prefill_errors.insert(t.prefill_errors.end(), h.prefill.begin(), h.prefill.end());
@@ -167,9 +179,8 @@ void transfer_runtimes(ValidationResult& r, const std::vector<std::vector<Valida
       t.profile.error_high = range->second;
       t.profile.calibration_rows = static_cast<std::int64_t>(t.decode_errors.size());
       t.profile.interval_source =
-          "leave-one-machine-out errors (predicted / measured - 1) of the dense batch-1 decode rows of every "
-          "machine " +
-          runtime +
+          "leave-one-machine-out errors (predicted / measured - 1) of the dense batch-1 decode rows of every " +
+          vendor + " machine " + runtime +
           " is fitted on in validation/measurements.csv, each machine's rows predicted from "
           "the medians of the other machines' fits";
     }

@@ -123,16 +123,29 @@ double percent(const json::Node& n, std::string_view key) {
   }
 }
 
+/// `n`'s gpu_vendor: one of kGpuVendors.
+std::string gpu_vendor(const json::Node& n) {
+  std::string v = n.string("gpu_vendor");
+  if (std::find(kGpuVendors.begin(), kGpuVendors.end(), v) == kGpuVendors.end()) {
+    const std::vector<std::string> valid(kGpuVendors.begin(), kGpuVendors.end());
+    throw n.error("gpu_vendor", "\"" + v + "\" is no GPU maker moesim knows; give one of " + text::join(valid) +
+                                    " (the maker of the node's GPUs), or leave it out for a node without GPUs");
+  }
+  return v;
+}
+
 NodeProfile parse_node(const json::Node& n, std::string origin) {
   auto p = profile_header<NodeProfile>(n, "node",
                                        {"id", "kind", "name", "devices", "intra_node_link", "nics_per_node", "price",
                                         "power", "cloud_price", "residency", "notes", "calibration"},
                                        std::move(origin));
   const json::Node d = n.child("devices");
-  d.expect_only({"count", "name", "memory", "memory_bandwidth", "peak_flops", "kernel_overhead", "layer_overhead",
-                 "dequant_overhead", "efficiency", "step_overhead", "request_overhead", "sequence_overhead", "notes"});
+  d.expect_only({"count", "name", "gpu_vendor", "memory", "memory_bandwidth", "peak_flops", "kernel_overhead",
+                 "layer_overhead", "dequant_overhead", "efficiency", "step_overhead", "request_overhead",
+                 "sequence_overhead", "notes"});
   p.devices.count = d.integer("count", 1);
   p.devices.name = d.optional_string("name").value_or("");
+  if (d.has("gpu_vendor")) p.devices.gpu_vendor = gpu_vendor(d);
   p.devices.memory = optional_sourced<Dimension::Bytes>(d, "memory");
   p.devices.memory_bandwidth = optional_sourced<Dimension::Bandwidth>(d, "memory_bandwidth");
   if (auto f = d.optional_child("peak_flops")) {
@@ -512,6 +525,7 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
                                            "sequence_overhead",
                                            "prediction_interval",
                                            "transferred_from",
+                                           "gpu_vendor",
                                            "calibration",
                                            "notes"},
                                           std::move(origin));
@@ -530,6 +544,13 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
   if ((p.hw == kAnyNode) != !p.transferred_from.empty())
     throw n.error("hw", p.hw == kAnyNode ? "is \"any\" (a transferred runtime): give transferred_from too"
                                          : "names one node profile: transferred_from belongs to a runtime for \"any\"");
+  if ((p.hw == kAnyNode) != n.has("gpu_vendor"))
+    throw n.error("hw", p.hw == kAnyNode
+                            ? "is \"any\" (a transferred runtime): give gpu_vendor too, the maker of the GPUs of the "
+                              "machines it was transferred from (it applies to that maker's GPUs only)"
+                            : "names one node profile: gpu_vendor belongs to a runtime for \"any\" (a fitted "
+                              "runtime is for its own node, whatever its maker)");
+  if (p.hw == kAnyNode) p.gpu_vendor = gpu_vendor(n);
   // Every figure is optional (one not given leaves the node's own), but a profile must give one.
   static constexpr std::array<std::string_view, 13> kFigures = {
       "bandwidth_efficiency", "attention_factor",  "prefill_attention_factor", "kernel_overhead", "layer_overhead",
@@ -574,13 +595,13 @@ RuntimeProfile load_runtime(std::string_view id_or_path) {
 std::vector<RuntimeProfile> builtin_runtimes() { return builtins<RuntimeProfile>("runtimes", parse_runtime); }
 
 RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node) {
-  std::vector<RuntimeProfile> on_node, matching, transferred;
+  std::vector<RuntimeProfile> on_node, matching, transferred, other_gpus;
   const auto named = [&](const RuntimeProfile& r) {
     return r.runtime == name || r.runtime.starts_with(std::string(name) + "-");
   };
   for (const auto& r : builtin_runtimes()) {
     if (r.id == name) return r;
-    if (r.hw == kAnyNode && named(r)) transferred.push_back(r);
+    if (r.hw == kAnyNode && named(r)) (r.gpu_vendor == node.devices.gpu_vendor ? transferred : other_gpus).push_back(r);
     if (r.hw != node.id) continue;
     on_node.push_back(r);
     if (named(r)) matching.push_back(r);
@@ -589,17 +610,32 @@ RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node) {
   std::error_code ec;
   if (std::filesystem::exists(path, ec) || path.extension() == ".json") return load_runtime(name);
   if (matching.size() == 1) return matching.front();
-  // No fit of that runtime on this node: its transferred profile, the medians of its fits elsewhere.
+  // No fit of that runtime on this node: its transferred profile for this node's GPUs, the medians of its
+  // fits on other machines of their maker.
   if (matching.empty() && transferred.size() == 1) return transferred.front();
   std::vector<std::string> ids;
   for (const auto& r : (matching.empty() ? (transferred.empty() ? on_node : transferred) : matching))
     ids.push_back(r.runtime);
   if (matching.size() > 1 || transferred.size() > 1)
     throw UserError("--runtime " + std::string(name) + " matches several runtimes" +
-                    (matching.empty() ? std::string(" transferred to any machine") : " on " + node.id) + ": " +
-                    text::join(ids) + "; name one of them");
+                    (matching.empty() ? " transferred to any " + node.devices.gpu_vendor + " GPU" : " on " + node.id) +
+                    ": " + text::join(ids) + "; name one of them");
+  // Transferred profiles of that name exist, for other makers' GPUs only: say so, and what this node is.
+  std::string elsewhere;
+  if (!other_gpus.empty()) {
+    std::vector<std::string> others, makers;
+    for (const auto& r : other_gpus) {
+      others.push_back(r.id);
+      if (std::find(makers.begin(), makers.end(), r.gpu_vendor) == makers.end()) makers.push_back(r.gpu_vendor);
+    }
+    elsewhere = "; " + text::join(others) + (other_gpus.size() == 1 ? " carries" : " carry") + " only to " +
+                text::join(makers) + " GPUs, and " +
+                (node.devices.gpu_vendor.empty()
+                     ? node.id + " names no devices.gpu_vendor (give one of nvidia, amd, apple, intel if it has GPUs)"
+                     : node.id + "'s are " + node.devices.gpu_vendor);
+  }
   throw UserError("no runtime profile '" + std::string(name) + "' on " + node.id +
-                  (ids.empty() ? std::string(" (it has none)") : "; its runtimes: " + text::join(ids)) +
+                  (ids.empty() ? std::string(" (it has none)") : "; its runtimes: " + text::join(ids)) + elsewhere +
                   "; fit one from dense measurements with `moesim validate --table validation --fit --write-runtimes "
                   "DIR`, or give a runtime profile's path");
 }
@@ -608,6 +644,13 @@ NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime) {
   if (runtime.hw != node.id && runtime.hw != kAnyNode)
     throw UserError(runtime.origin + ": $.hw: runtime " + runtime.runtime + " is for " + runtime.hw + ", not for " +
                     node.id + "; a runtime's figures belong to the machine they were measured on (fit one for " +
+                    node.id + " with `moesim validate --table validation --fit`)");
+  if (runtime.hw == kAnyNode && runtime.gpu_vendor != node.devices.gpu_vendor)
+    throw UserError(runtime.origin + ": $.gpu_vendor: runtime " + runtime.id + " was transferred from " +
+                    runtime.gpu_vendor + " GPUs (" + text::join(runtime.transferred_from) + "), and " + node.id +
+                    (node.devices.gpu_vendor.empty() ? std::string(" names no devices.gpu_vendor")
+                                                     : "'s GPUs are " + node.devices.gpu_vendor) +
+                    "; a runtime's figures carry only to GPUs of the maker they were measured on (fit one for " +
                     node.id + " with `moesim validate --table validation --fit`)");
   // One band over every size for each efficiency the runtime gives; the node's own bands for the other.
   const auto one_band = [&](const Sourced<double>& e) {

@@ -15,7 +15,8 @@ namespace moesim::scenario {
 
 std::string runtime_help() {
   std::map<std::string, std::vector<std::string>> on;  // runtime -> the node profiles it has a profile for
-  for (const auto& r : model::builtin_runtimes()) on[r.runtime].push_back(r.hw);
+  for (const auto& r : model::builtin_runtimes())
+    on[r.runtime].push_back(r.hw == model::kAnyNode ? "any " + r.gpu_vendor + " GPU" : r.hw);
   std::vector<std::string> items;
   items.reserve(on.size());
   for (const auto& [runtime, hws] : on) items.push_back(runtime + " (" + text::join(hws) + ")");
@@ -23,8 +24,9 @@ std::string runtime_help() {
          "; `moesim hw` lists their figures), fitted to dense measurements or written by hand from published "
          "figures. It sets the figures it gives (bandwidth and compute efficiency, attention factor, cost per "
          "kernel and per layer) and leaves the node's own for the rest. On a node with no profile of that "
-         "runtime, its \"any\" profile: the medians of its fits on the machines it was measured on, with an "
-         "interval from each of them predicted from the others (leave one machine out). Without it the node "
+         "runtime, its \"any\" profile for the node's GPU maker (devices.gpu_vendor): the medians of its fits on "
+         "that maker's machines it was measured on, with an interval from each of them predicted from the others "
+         "(leave one machine out). Without it the node "
          "profile alone: no runtime's launch or dispatch costs";
 }
 

@@ -142,7 +142,8 @@ const scenario::ParamTable<EstimateRequest>& estimate_params() {
         .origin()
         .written_if([](const R& r) { return !r.runtime.empty(); })
         .describe(
-            "a runtime profile fitted on hw, or transferred to any node (hw \"any\"); none: the node profile alone")
+            "a runtime profile fitted on hw, or transferred to any node with GPUs of its maker (hw \"any\"); none: "
+            "the node profile alone")
         .flag_help(scenario::runtime_help() + "; a fitted one gives tokens/s an interval");
     t.ignored("description", "what the scenario is, for the reader (not used)");
     return t;
@@ -334,7 +335,7 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
     out << "runtime    " << rt.runtime << " ("
         << rt.id + (!rt.transferred_from.empty()
                         ? ", transferred: the medians of its fits on " + std::to_string(rt.transferred_from.size()) +
-                              " other machines (" + text::join(rt.transferred_from) +
+                              " other " + rt.gpu_vendor + " machines (" + text::join(rt.transferred_from) +
                               "); no dense measurement of it on this one"
                     : rt.calibration_rows > 0
                         ? ", fitted to " + std::to_string(rt.calibration_rows) + " dense measurements"

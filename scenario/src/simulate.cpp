@@ -214,7 +214,8 @@ const scenario::ParamTable<SimulateRequest>& simulate_params() {
         .origin()
         .written_if([](const R& r) { return !r.runtime.empty(); })
         .describe(
-            "a runtime profile fitted on hw, or transferred to any node (hw \"any\"); none: the node profile alone")
+            "a runtime profile fitted on hw, or transferred to any node with GPUs of its maker (hw \"any\"); none: "
+            "the node profile alone")
         .flag_help(scenario::runtime_help());
     t.ignored("description", "what the scenario is, for the reader (not used)");
     return t;

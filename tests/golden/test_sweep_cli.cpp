@@ -392,13 +392,14 @@ TEST(GoldenSweep, RuntimesApplyToTheirHardware) {
   const auto unfitted = s.moesim("sweep -q --grid " + s.path("unfitted.json"));
   EXPECT_EQ(unfitted.code, 2);
   EXPECT_NE(unfitted.err.find("no runtime profile 'llama.cpp-vulkan' on h100-sxm"), std::string::npos) << unfitted.err;
-  // "llama.cpp" names the CUDA and the Metal runtimes transferred to any machine: the grid must say which.
-  s.write("ambiguous.json",
-          R"({"models": ["gpt-oss-120b"], "hw": ["h100-sxm"], "runtimes": {"h100-sxm": "llama.cpp"}})");
-  const auto ambiguous = s.moesim("sweep -q --grid " + s.path("ambiguous.json"));
-  EXPECT_EQ(ambiguous.code, 2);
-  EXPECT_NE(ambiguous.err.find("llama.cpp-cuda, llama.cpp-metal; name one of them"), std::string::npos)
-      << ambiguous.err;
+  // llama.cpp's Metal runtime is transferred to Apple GPUs only: a grid that asks for it on the H100 is
+  // refused, naming the GPUs it carries to.
+  s.write("other-maker.json",
+          R"({"models": ["gpt-oss-120b"], "hw": ["h100-sxm"], "runtimes": {"h100-sxm": "llama.cpp-metal"}})");
+  const auto other_maker = s.moesim("sweep -q --grid " + s.path("other-maker.json"));
+  EXPECT_EQ(other_maker.code, 2);
+  EXPECT_NE(other_maker.err.find("carries only to apple GPUs, and h100-sxm's are nvidia"), std::string::npos)
+      << other_maker.err;
 }
 
 }  // namespace

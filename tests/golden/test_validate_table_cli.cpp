@@ -405,9 +405,9 @@ TEST(GoldenValidateTable, FitSplitsAHostTimePerTokenWhereKernelCountsDiffer) {
   EXPECT_EQ(metric_value(none, "super_block_read_factor"), 1.0) << none.dump();
 }
 
-// A runtime fitted on several machines transfers to any other: each figure the median over the machines whose
-// rows split the cost per kernel from the bandwidth (two configurations or more), each fitted machine's rows
-// priced with its own fit left out. Rows made by `estimate --runtime` from profiles of known figures on three
+// A runtime fitted on several machines transfers to any other with GPUs of their maker: each figure the median over the
+// machines whose rows split the cost per kernel from the bandwidth (two configurations or more), each fitted machine's
+// rows priced with its own fit left out. Rows made by `estimate --runtime` from profiles of known figures on three
 // GeForce cards (0.7, 0.8 and 0.9 of the bandwidth; 4, 5 and 6 us a kernel) and one configuration on a
 // fourth: the transferred profile is 0.8 and 5 us, not the fourth's (its one configuration splits nothing);
 // the RTX 4090's MoE row is the estimate with the other two's medians (0.75, 4.5 us), the RTX 3080's with
@@ -473,12 +473,13 @@ TEST(GoldenValidateTable, TransferredRuntimeIsTheMediansWithEachMachineLeftOut) 
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j.at("transfers").size(), 1u) << r.out;
   const auto& t = j.at("transfers").at(0);
-  EXPECT_EQ(t.at("profile").at("id"), "llama.cpp-cuda@any");
+  EXPECT_EQ(t.at("profile").at("id"), "llama.cpp-cuda@any-nvidia");
+  EXPECT_EQ(t.at("profile").at("gpu_vendor"), "nvidia");
   EXPECT_EQ(t.at("profile").at("transferred_from"),
             (nlohmann::json{"rtx-3090", "rtx-4080", "rtx-4090"}));  // not the one-configuration RTX 3080
   EXPECT_NEAR(t.at("profile").at("bandwidth_efficiency").at("value").get<double>(), 0.8, 2e-3);
   EXPECT_EQ(t.at("decode_errors").size(), 11u);  // every fitted machine's dense rows, the RTX 3080's too
-  EXPECT_TRUE(fs::exists(fs::path(s.path("runtimes")) / "llama.cpp-cuda@any.json"));
+  EXPECT_TRUE(fs::exists(fs::path(s.path("runtimes")) / "llama.cpp-cuda@any-nvidia.json"));
   // Each machine's MoE row: the estimate with the medians of the other machines' figures.
   const std::map<std::string, std::pair<double, double>> medians = {
       {"rtx-3090", {0.85, 5.5}}, {"rtx-4080", {0.8, 5}}, {"rtx-4090", {0.75, 4.5}}, {"rtx-3080", {0.8, 5}}};
@@ -574,7 +575,8 @@ TEST(GoldenValidateTable, WrittenRuntimeGivesEstimateTheFittedFigure) {
   EXPECT_EQ(none.code, 2);
   EXPECT_NE(none.err.find("no runtime profile 'vllm' on h100-sxm"), std::string::npos) << none.err;
   // A machine with no fit of the runtime takes the one transferred from the machines that have one (the
-  // medians of their figures, hwprofiles/runtimes/llama.cpp-cuda@any.json), interval included.
+  // medians of their figures, hwprofiles/runtimes/llama.cpp-cuda@any-nvidia.json), interval included; the
+  // Metal transfer is not taken on NVIDIA GPUs.
   const moesim::test::Run moved =
       s.moesim("estimate --model gpt-oss-20b --hw rtx-5090 --runtime llama.cpp-cuda --json");
   ASSERT_EQ(moved.code, 0) << moved.err;
@@ -587,8 +589,12 @@ TEST(GoldenValidateTable, WrittenRuntimeGivesEstimateTheFittedFigure) {
     }
   EXPECT_TRUE(ranged) << moved.out;
   const moesim::test::Run text = s.moesim("estimate --model gpt-oss-20b --hw rtx-5090 --runtime llama.cpp-cuda");
-  EXPECT_NE(text.out.find("llama.cpp-cuda@any, transferred: the medians of its fits on"), std::string::npos)
+  EXPECT_NE(text.out.find("llama.cpp-cuda@any-nvidia, transferred: the medians of its fits on 3 other nvidia"),
+            std::string::npos)
       << text.out;
+  const moesim::test::Run metal = s.moesim("estimate --model gpt-oss-20b --hw rtx-5090 --runtime llama.cpp-metal");
+  EXPECT_EQ(metal.code, 2);
+  EXPECT_NE(metal.err.find("llama.cpp-metal@any-apple carries only to apple GPUs"), std::string::npos) << metal.err;
 }
 
 // Max-load output throughput (trtllm-bench throughput: a fixed-ISL/OSL dataset queued at once) is the
@@ -848,7 +854,7 @@ TEST(GoldenValidateTable, ShippedTableFitRuntimesThresholdsAndPlot) {
   EXPECT_EQ(guarded, held.size());
 
   // A runtime transferred to machines it has no measurement of (validation_transfer.cpp): llama.cpp's CUDA and
-  // Metal fits of two configurations or more give their medians, shipped as <runtime>@any. Each MoE batch-1
+  // Metal fits of two configurations or more give their medians, shipped as <runtime>@any-<maker>. Each MoE batch-1
   // decode row is priced with its own machine's fit left out: at this commit 46 rows, median 10.9%, p90 23%,
   // worst 1.70x (the datasheet profiles: +57% median; their own machine's fit: 6.3%), 67% inside the
   // leave-one-machine-out interval. Held
@@ -858,10 +864,11 @@ TEST(GoldenValidateTable, ShippedTableFitRuntimesThresholdsAndPlot) {
     const auto& profile = t.at("profile");
     transferred.insert(profile.at("id").get<std::string>());
     EXPECT_EQ(profile.at("hw"), "any");
+    EXPECT_TRUE(profile.contains("gpu_vendor")) << profile.dump();
     EXPECT_GE(profile.at("transferred_from").size(), 3u) << profile.dump();
     EXPECT_GE(t.at("decode_errors").size(), 19u) << profile.dump();
   }
-  EXPECT_EQ(transferred, (std::set<std::string>{"llama.cpp-cuda@any", "llama.cpp-metal@any"}));
+  EXPECT_EQ(transferred, (std::set<std::string>{"llama.cpp-cuda@any-nvidia", "llama.cpp-metal@any-apple"}));
   std::size_t transferred_decode = 0;
   for (const auto& sm : j.at("summaries")) {
     if (sm.at("basis") != "transferred" || sm.at("role") != "prediction" || sm.at("kind") != "decode b1" ||

@@ -255,10 +255,11 @@ TEST(RuntimeProfile, ExpertTokenTilePadsTheServingSimulatorsExpertGemms) {
   EXPECT_NEAR(run(tiled, 16, 64).tpot.mean, run(none, 16, 64).tpot.mean, 1e-12);
 }
 
-// A transferred runtime (hw "any") belongs to every node, says which machines' fits it was taken from, and is
-// what `--runtime NAME` finds on a node with no fit of that runtime of its own: the RTX 5090 has no dense
-// llama.cpp rows, the RTX 4090 has its own fit, which comes first. A profile for "any" without the machines,
-// or a profile of one node that names some, is refused.
+// A transferred runtime (hw "any") belongs to every node whose GPUs are of its maker (gpu_vendor), says which
+// machines' fits it was taken from, and is what `--runtime NAME` finds on such a node with no fit of that
+// runtime of its own: the RTX 5090 has no dense llama.cpp rows, the RTX 4090 has its own fit, which comes
+// first. A profile for "any" without the machines or the maker, or a profile of one node that names some,
+// is refused.
 TEST(RuntimeProfile, TransferredRuntimeAppliesToAnyNodeWhereNoneIsFitted) {
   moesim::test::TestDir dir("moesim_runtime");
   const auto write = [&](const std::string& name, const std::string& header) {
@@ -267,27 +268,82 @@ TEST(RuntimeProfile, TransferredRuntimeAppliesToAnyNodeWhereNoneIsFitted) {
                          R"(, "bandwidth_efficiency": {"value": 0.5, "source": "t"}})")
         .string();
   };
-  const RuntimeProfile any =
-      load_runtime(write("any.json", R"("hw": "any", "transferred_from": ["rtx-4090", "rtx-3090"])"));
+  const RuntimeProfile any = load_runtime(
+      write("any.json", R"("hw": "any", "gpu_vendor": "nvidia", "transferred_from": ["rtx-4090", "rtx-3090"])"));
   EXPECT_EQ(any.transferred_from, (std::vector<std::string>{"rtx-4090", "rtx-3090"}));
+  EXPECT_EQ(any.gpu_vendor, "nvidia");
   const NodeProfile n = apply_runtime(load_node("rtx-5090"), any);
   ASSERT_TRUE(n.devices.efficiency.has_value());
   EXPECT_DOUBLE_EQ(n.devices.efficiency->memory.front().value, 0.5);
   EXPECT_THROW((void)load_runtime(write("bare.json", R"("hw": "any")")), UserError);
+  EXPECT_THROW((void)load_runtime(write("no-maker.json", R"("hw": "any", "transferred_from": ["rtx-3090"])")),
+               UserError);
   EXPECT_THROW((void)load_runtime(write("named.json", R"("hw": "rtx-4090", "transferred_from": ["rtx-3090"])")),
+               UserError);
+  EXPECT_THROW((void)load_runtime(write("maker.json", R"("hw": "rtx-4090", "gpu_vendor": "nvidia")")), UserError);
+  EXPECT_THROW((void)load_runtime(
+                   write("bad-maker.json", R"("hw": "any", "gpu_vendor": "NVIDIA", "transferred_from": ["rtx-3090"])")),
                UserError);
 
   const RuntimeProfile on_5090 = find_runtime("llama.cpp-cuda", load_node("rtx-5090"));
   EXPECT_EQ(on_5090.hw, kAnyNode);
+  EXPECT_EQ(on_5090.gpu_vendor, "nvidia");
   EXPECT_FALSE(on_5090.transferred_from.empty());
   EXPECT_EQ(find_runtime("llama.cpp-cuda", load_node("rtx-4090")).hw, "rtx-4090");
-  // "llama.cpp" names the CUDA and the Metal transfers alike: which one is the user's to say.
+  // "llama.cpp" names the CUDA and the Metal transfers, and the node's GPUs say which: CUDA on an NVIDIA
+  // card or an H100, Metal on an M4 Max.
+  EXPECT_EQ(find_runtime("llama.cpp", load_node("rtx-5090")).runtime, "llama.cpp-cuda");
+  EXPECT_EQ(find_runtime("llama.cpp", load_node("dgx-h100")).runtime, "llama.cpp-cuda");
+  EXPECT_EQ(find_runtime("llama.cpp", load_node("macbook-pro-m4-max-128")).runtime, "llama.cpp-metal");
+}
+
+// A runtime's figures measured on one maker's GPUs say nothing of another's: llama.cpp's Metal medians are
+// refused on an H100 and on the Ryzen AI Max's Radeon, its CUDA medians on a Mac, and a node that names no
+// GPU maker takes no transferred runtime. Each refusal names the transfer, the maker it carries to and the
+// node's.
+TEST(RuntimeProfile, TransferredRuntimeCarriesOnlyToGpusOfItsMaker) {
+  const auto refusal = [](std::string_view runtime, const NodeProfile& node) {
+    try {
+      (void)find_runtime(runtime, node);
+    } catch (const UserError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(accepted)");
+  };
+  const std::string on_h100 = refusal("llama.cpp-metal", load_node("dgx-h100"));
+  EXPECT_NE(on_h100.find("llama.cpp-metal@any-apple carries only to apple GPUs"), std::string::npos) << on_h100;
+  EXPECT_NE(on_h100.find("dgx-h100's are nvidia"), std::string::npos) << on_h100;
+  const std::string on_mac = refusal("llama.cpp-cuda", load_node("macbook-pro-m4-max-128"));
+  EXPECT_NE(on_mac.find("llama.cpp-cuda@any-nvidia carries only to nvidia GPUs"), std::string::npos) << on_mac;
+  EXPECT_NE(refusal("llama.cpp-metal", load_node("ryzen-ai-max-395-128")).find("are amd"), std::string::npos);
+  NodeProfile cpu = load_node("rtx-5090");
+  cpu.devices.gpu_vendor.clear();
+  EXPECT_NE(refusal("llama.cpp-cuda", cpu).find("names no devices.gpu_vendor"), std::string::npos);
+  // Laid over a node directly, the same rule: the profile is refused on the other maker's GPUs.
+  const RuntimeProfile metal = find_runtime("llama.cpp-metal", load_node("macbook-pro-m4-max-128"));
+  EXPECT_THROW((void)apply_runtime(load_node("rtx-5090"), metal), UserError);
+  EXPECT_THROW((void)apply_runtime(cpu, find_runtime("llama.cpp-cuda", load_node("rtx-5090"))), UserError);
+  EXPECT_NO_THROW((void)apply_runtime(load_node("mac-studio-m4-max-128"), metal));
+}
+
+// A node profile's devices.gpu_vendor is one of the makers moesim knows, or absent; a typo is refused with
+// the valid ones.
+TEST(RuntimeProfile, NodeGpuVendorIsAKnownMaker) {
+  moesim::test::TestDir dir("moesim_runtime");
+  const auto node = [&](const std::string& vendor) {
+    return dir
+        .write("n.json", R"({"id": "n", "kind": "node", "devices": {"count": 1, )" + vendor +
+                             R"("memory_bandwidth": {"value": "100GB/s", "source": "t"}}})")
+        .string();
+  };
+  EXPECT_EQ(load_node(node(R"("gpu_vendor": "amd", )")).devices.gpu_vendor, "amd");
+  EXPECT_EQ(load_node(node("")).devices.gpu_vendor, "");
   try {
-    (void)find_runtime("llama.cpp", load_node("rtx-5090"));
-    ADD_FAILURE() << "two transferred runtimes match llama.cpp";
+    (void)load_node(node(R"("gpu_vendor": "geforce", )"));
+    ADD_FAILURE() << "an unknown maker was accepted";
   } catch (const UserError& e) {
-    EXPECT_NE(std::string(e.what()).find("llama.cpp-cuda"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("name one of them"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("gpu_vendor"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("nvidia, amd, apple, intel"), std::string::npos) << e.what();
   }
 }
 

@@ -4,6 +4,7 @@
 // binary); a user's own JSON file works wherever an id does. Every figure is {"value": "<number><unit>",
 // "source": "..."}: the unit is parsed once here into strong types, the source is kept for reports.
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -74,6 +75,11 @@ KernelRates kernel_rates(const NodeProfile& node, units::FlopRate peak, units::B
 struct DeviceSpec {
   std::int64_t count = 1;  ///< devices (GPUs) per node
   std::string name;
+  /// The maker of the node's GPUs (one of kGpuVendors), which says which GPU runtimes run on it: a runtime
+  /// transferred from machines of one maker (RuntimeProfile::gpu_vendor) applies to nodes of that maker
+  /// only (llama.cpp's Metal fits say nothing of an H100, nor its CUDA fits of a Mac). Empty: the node's
+  /// devices are no GPU of a known maker (a CPU host), and no transferred runtime applies.
+  std::string gpu_vendor;
   std::optional<Sourced<units::Bytes>> memory;                 ///< per device
   std::optional<Sourced<units::Bandwidth>> memory_bandwidth;   ///< per device
   std::map<std::string, Sourced<units::FlopRate>> peak_flops;  ///< per device, dense, by dtype ("bf16", "fp8", ...)
@@ -226,6 +232,9 @@ struct RuntimeProfile {
   /// profiles (`moesim validate --table --fit`), for a machine it has no dense measurement of; its interval
   /// is that of each of them predicted from the others (leave one machine out).
   std::vector<std::string> transferred_from;
+  /// A transferred runtime's GPU maker (DeviceSpec::gpu_vendor), that of every machine it was transferred
+  /// from: it applies to nodes of that maker only. Empty for a runtime fitted to one node.
+  std::string gpu_vendor;
   std::optional<Sourced<double>> bandwidth_efficiency;  ///< weights are read at this fraction of memory_bandwidth
   /// Super-block weights (K-quants, i-quants) take this × the time of the others' bytes
   /// (DeviceSpec::super_block_read_factor), fitted where the class's dense rows hold both kinds of format.
@@ -263,8 +272,12 @@ struct RuntimeProfile {
   }
 };
 
-/// The `hw` of a transferred runtime profile (RuntimeProfile::transferred_from): it applies to any node.
+/// The `hw` of a transferred runtime profile (RuntimeProfile::transferred_from): it applies to any node whose
+/// GPUs are of its gpu_vendor.
 inline constexpr std::string_view kAnyNode = "any";
+
+/// The GPU makers a node profile's devices.gpu_vendor and a transferred runtime's gpu_vendor may name.
+inline constexpr std::array<std::string_view, 4> kGpuVendors = {"nvidia", "amd", "apple", "intel"};
 
 /// A runtime's native_dtypes item ({"value": ["int8"], "source": "..."}), as runtime profiles and
 /// validation/mapping.json give it. UserError naming the JSON path for anything else.
@@ -281,15 +294,16 @@ RuntimeProfile load_runtime(std::string_view id_or_path);
 std::vector<RuntimeProfile> builtin_runtimes();
 /// The runtime profile `name` on `node`: a path or an id, or a runtime name with a profile for this node
 /// ("llama.cpp" finds "llama.cpp-metal@mac-studio-m2-ultra-192" for that Mac); where the node has none of
-/// that name, the runtime's transferred profile ("llama.cpp-cuda" on an RTX 5090 finds
-/// "llama.cpp-cuda@any"). UserError listing the runtimes this node has, and how to fit one, when there is
-/// none (or more than one).
+/// that name, the runtime's profile transferred to its GPUs' maker ("llama.cpp-cuda" on an RTX 5090, whose
+/// devices.gpu_vendor is nvidia, finds "llama.cpp-cuda@any-nvidia"). UserError listing the runtimes this
+/// node has, the transfers that carry only to other makers' GPUs, and how to fit one, when there is none
+/// (or more than one).
 RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node);
 /// `node` with the figures the runtime gives, each in place of the node's own; a figure it does not give
 /// leaves the node's. A bandwidth efficiency becomes one memory band over every size (the node's compute
 /// bands stay unless the runtime gives a compute efficiency, then one compute band of it; a compute
 /// efficiency alone keeps the node's memory bands). UserError if the runtime belongs to another node profile
-/// (a transferred one, hw kAnyNode, belongs to every node).
+/// (a transferred one, hw kAnyNode, belongs to every node whose devices.gpu_vendor is its gpu_vendor).
 NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime);
 
 /// `node` with the figures of one of its devices taken from `measured`, a profile of that device measured by
