@@ -81,6 +81,31 @@ std::size_t display_width(std::string_view s) {
   return n;
 }
 
+std::string brief(std::string_view s, std::size_t max_aside) {
+  std::string out;
+  out.reserve(s.size());
+  std::size_t i = 0;
+  while (i < s.size()) {
+    if (s[i] != '(') {
+      out += s[i++];
+      continue;
+    }
+    // The matching ")" of this aside, nested ones counted.
+    std::size_t depth = 0, j = i;
+    for (; j < s.size(); ++j) {
+      if (s[j] == '(') ++depth;
+      if (s[j] == ')' && --depth == 0) break;
+    }
+    if (j == s.size() || j - i - 1 <= max_aside) {
+      out += s[i++];  // unclosed, or short enough to keep: go on inside it
+      continue;
+    }
+    out += "(...)";
+    i = j + 1;
+  }
+  return out;
+}
+
 std::string one_line(std::string_view s) {
   std::string out;
   out.reserve(s.size());

@@ -26,6 +26,10 @@ namespace moesim::sim {
 namespace serving_detail {
 namespace {
 
+/// The longest parenthesised aside of a runtime figure's source an assumption line quotes (a longer one, a
+/// fitted runtime's list of rows, is left to `moesim hw --json`).
+constexpr std::size_t kSourceAside = 120;
+
 enum EventKind : std::uint32_t { kArrival, kStageFree, kBatchDone, kUserSend, kOffer, kSchedule };
 
 class ServingEngine final : public EventHandler {
@@ -45,18 +49,25 @@ class ServingEngine final : public EventHandler {
     if (c_.node->devices.step_overhead) step_overhead_ = to_sim_time(c_.node->devices.step_overhead->value);
     if (c_.node->devices.request_overhead) request_overhead_ = to_sim_time(c_.node->devices.request_overhead->value);
     if (c_.node->devices.sequence_overhead) sequence_overhead_ = to_sim_time(c_.node->devices.sequence_overhead->value);
+    // A fitted runtime's source names every row it was fitted to: quoted without those lists, which the
+    // profile holds whole.
+    const auto source = [](const std::string& s) {
+      const std::string b = text::brief(s, kSourceAside);
+      return b.size() < s.size() ? b + " [(...): `moesim hw --json` gives the whole source]" : b;
+    };
     if (sequence_overhead_ > SimTime{})
       r_.assumptions.push_back("every engine step adds the runtime's host time sequence_overhead " +
                                units::format(c_.node->devices.sequence_overhead->value) + " per sequence it holds (" +
-                               c_.node->devices.sequence_overhead->source + ")");
+                               source(c_.node->devices.sequence_overhead->source) + ")");
     if (step_overhead_ > SimTime{})
       r_.assumptions.push_back("every engine step adds the runtime's host time step_overhead " +
                                units::format(c_.node->devices.step_overhead->value) + " (" +
-                               c_.node->devices.step_overhead->source + ")");
+                               source(c_.node->devices.step_overhead->source) + ")");
     if (request_overhead_ > SimTime{})
       r_.assumptions.push_back("every request waits the runtime's request_overhead " +
                                units::format(c_.node->devices.request_overhead->value) +
-                               " before the scheduler sees it (" + c_.node->devices.request_overhead->source + ")");
+                               " before the scheduler sees it (" + source(c_.node->devices.request_overhead->source) +
+                               ")");
     batches_.resize(static_cast<std::size_t>(r_.plan.pp) + 1);
     stage_free_.assign(static_cast<std::size_t>(r_.plan.pp), SimTime{});
   }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli_support.hpp"
 
@@ -55,6 +56,27 @@ double rel(double got, double want) { return std::abs(got - want) / want; }
 // flexflow@l4, which the scenario names) was calibrated from the 28.55 ms/token at 6 experts, so that figure is checked
 // only loosely (15%); the slope of latency against experts (published ≈3.05 ms per expert) and the per-count latencies
 // are predictions.
+// A fitted runtime's host times carry sources that list the rows they were fitted to (tensorrt-llm@dgx-h100:
+// 40 of them, over 2,000 characters): serve's assumption lines quote them without the lists of rows, keep
+// what the source says of the figure, and point to the whole.
+TEST(GoldenServe, RuntimeHostTimeAssumptionsQuoteTheirSourceInBrief) {
+  const auto r =
+      run_cli("serve --model mixtral-8x7b --hw dgx-h100 --runtime tensorrt-llm --requests 20 --rate 20/s -q");
+  ASSERT_EQ(r.code, 0) << r.err;
+  int host_lines = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("the runtime's host time") == std::string::npos) continue;
+    ++host_lines;
+    EXPECT_LT(line.size(), 700u) << line;
+    EXPECT_EQ(line.find("trt10-l33-70b-h100-tp2-128-128"), std::string::npos) << line;  // a row of the list
+    EXPECT_NE(line.find("`moesim hw --json` gives the whole source"), std::string::npos) << line;
+  }
+  EXPECT_EQ(host_lines, 2) << r.out;  // step_overhead and sequence_overhead
+  // What no row tests stays said.
+  EXPECT_NE(r.out.find("no batch-1 or low-concurrency row of this runtime"), std::string::npos) << r.out;
+}
+
 TEST(GoldenServe, TinyMistralSequentialExpertsOnL4) {
   const auto runs = serve_json("serve-tinymistral-l4-sequential.json");
   ASSERT_EQ(runs.size(), 6u);

@@ -244,6 +244,16 @@ TEST(TextOneLine, EscapesControlCharacters) {
   EXPECT_EQ(moesim::text::one_line("plain, ünïcode"), "plain, ünïcode");
 }
 
+// A long source quoted in a note loses its long parenthesised asides (a fitted runtime's list of rows) and
+// keeps the rest, short asides and nested ones inside them included; an unclosed "(" stays.
+TEST(TextBrief, DropsLongAsidesOnly) {
+  EXPECT_EQ(moesim::text::brief("fitted (to rows a, b) by hand", 40), "fitted (to rows a, b) by hand");
+  EXPECT_EQ(moesim::text::brief("fitted (to rows a, b, c (and d)); none tests it", 10), "fitted (...); none tests it");
+  EXPECT_EQ(moesim::text::brief("of 14 (node, runtime) classes (rows: a, b, c, d, e)", 15),
+            "of 14 (node, runtime) classes (...)");
+  EXPECT_EQ(moesim::text::brief("open (aside never closed", 3), "open (aside never closed");
+}
+
 // Lines are read with a bound: a line past it is refused before it is held; lines, the last without its
 // newline, and empty lines read as std::getline reads them.
 TEST(ReadLine, BoundedLikeGetline) {

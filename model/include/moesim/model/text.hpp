@@ -24,6 +24,12 @@ std::vector<std::string> split(std::string_view s, char separator);
 /// (a model name, a CSV field), which must not break the one-line format or drive the terminal.
 std::string one_line(std::string_view s);
 
+/// `s` with each parenthesised aside longer than `max_aside` bytes replaced by "(...)", for a long source
+/// quoted in a one-line note: a fitted runtime's source lists the rows it was fitted to in parentheses,
+/// while what it says of the figure (how it was fitted, what no row tests) stays. `s` itself when no aside
+/// is that long; an unclosed "(" is kept as it is.
+std::string brief(std::string_view s, std::size_t max_aside);
+
 /// Display width of UTF-8 text in a terminal: code points, not bytes ("µs" and "×" are 1 wide each), so
 /// columns holding units line up. Every character moesim prints is one column wide (no CJK or emoji).
 std::size_t display_width(std::string_view s);
