@@ -81,6 +81,30 @@ ComputePath compute_path(const model::NodeProfile& node, const model::Precision&
   return p;
 }
 
+std::string attention_dtype(const model::NodeProfile& node, const ComputePath& path, double kv_element_bytes) {
+  const auto& peaks = node.devices.peak_flops;
+  // A 16- or 32-bit path computes attention as it computes the rest (FlashAttention in the activations'
+  // type), and so does a path without a peak.
+  if (!path.native || !path.has_peak || path.dtype == "bf16" || path.dtype == "fp16" || path.dtype == "fp32")
+    return path.dtype;
+  // Low-precision weights (FP8, INT8, FP4) leave attention's QK^T and PV to the FMHA kernels, which take an
+  // FP8 KV cache in FP8 where the runtime runs FP8 matmuls at all (trtllm-bench build sets
+  // use_fp8_context_fmha for FP8 checkpoints, which force an FP8 KV cache: NVIDIA/TensorRT-LLM
+  // tensorrt_llm/bench/build/build.py at 258c7540c03517def55d9a5aadfa9288af474e1b; vLLM: "When using the
+  // Flash Attention 3 backend with FP8 KV cache, attention operations are also performed in the quantized
+  // (FP8) domain", docs/features/quantization/quantized_kvcache.md), and a 16-bit cache in 16 bits. The
+  // operands are the KV cache's, which is FP8 or 16-bit in every checkpoint these runtimes serve (ModelOpt's
+  // NVFP4 checkpoints quantise the cache to FP8 or leave it: validation/mapping.json's kv_cache_dtype rules),
+  // so an NVFP4 model's attention does not run at the FP4 rate of its GEMMs.
+  const auto& native = node.devices.native_dtypes;
+  const bool fp8_native =
+      !native || std::find(native->value.begin(), native->value.end(), "fp8") != native->value.end();
+  if (kv_element_bytes == 1.0 && fp8_native && peaks.count("fp8")) return "fp8";
+  if (peaks.count("bf16")) return "bf16";
+  if (peaks.count("fp16")) return "fp16";
+  return path.dtype;  // no 16-bit figure: the weights' own, as before
+}
+
 void profile_notes(const model::NodeProfile& node, const model::Precision& weights, std::vector<std::string>& notes) {
   (void)compute_path(node, weights, &notes);
   if (!node.devices.kernel_overhead)
@@ -349,7 +373,12 @@ void LayerCosts::init(const LayerParts& p, const model::Precision& weights, cons
   const double attention = node.devices.attention_factor ? node.devices.attention_factor->value : 1.0;
   const double attention_flops =
       node.devices.prefill_attention_factor ? node.devices.prefill_attention_factor->value : 1.0;
-  kv_rate_ = Rate{bandwidth / attention, attn_rate_.peak / attention_flops};
+  // At the attention block's compute efficiency, but in the precision of the attention kernels, which need
+  // not be the weights' (attention_dtype).
+  const double score_peak =
+      path_.has_peak ? node.peak(attention_dtype(node, path_, kv_element_bytes)).value.base() : peak;
+  kv_rate_ = Rate{bandwidth / attention, std::isfinite(peak) ? attn_rate_.peak / peak * score_peak / attention_flops
+                                                             : attn_rate_.peak / attention_flops};
 }
 
 double LayerCosts::attention(double tokens, const SeqWork& w) const {

@@ -833,9 +833,12 @@ TEST(GoldenValidateTable, ShippedTableFitRuntimesThresholdsAndPlot) {
       << "no fitted summary of the batch-1 decode or batched prefill prediction rows";
 
   // The other kinds do not meet the targets yet (validation/README.md): their summaries are held at
-  // this commit's levels with a point or two to spare, so a change that loses ground fails here.
+  // this commit's levels with a point or two to spare, so a change that loses ground fails here. Max load's
+  // p90 went from 45.4% to 46.1% when attention stopped running at an NVFP4 model's FP4 rate (nineteenth
+  // session: the long-context rows, where attention is the work, came 6-10 points closer), so its bound is
+  // 47%, not 46%.
   const std::map<std::string, std::pair<double, double>> held = {
-      {"max-load", {0.165, 0.46}}, {"prefill b1", {0.185, 0.43}}, {"decode batched", {0.165, 0.34}}};
+      {"max-load", {0.165, 0.47}}, {"prefill b1", {0.185, 0.43}}, {"decode batched", {0.165, 0.34}}};
   std::size_t guarded = 0;
   for (const auto& sm : j.at("summaries")) {
     const auto it = held.find(sm.at("kind").get<std::string>());

@@ -306,6 +306,32 @@ TEST(StepCost, RuntimeNativeDtypesPickTheComputePath) {
   EXPECT_EQ(cost::compute_path(h100, model::precision("fp8")).dtype, "fp8");
 }
 
+// Scenario: NVFP4 weights on a Blackwell-like GPU (FP4, FP8 and 16-bit peaks). Expectation: the GEMMs run at
+// the FP4 peak, but attention's QK^T and PV run in the KV cache's precision (an FP8 cache: the FP8 peak; a
+// 16-bit one: the 16-bit peak), never at the FP4 one; a 16-bit model's attention stays 16-bit whatever the
+// cache, and a runtime without FP8 matmuls keeps an FP8 cache's attention in 16 bits.
+TEST(StepCost, AttentionRunsInTheKvCachesPrecisionNotTheWeights) {
+  model::NodeProfile b = model::load_node("h100-sxm");
+  b.devices.peak_flops["fp4"] = {units::flops_per_second(9e15), "test"};
+  const cost::ComputePath fp4 = cost::compute_path(b, model::precision("nvfp4"));
+  ASSERT_EQ(fp4.dtype, "fp4");
+  EXPECT_EQ(cost::attention_dtype(b, fp4, 2.0), "bf16");
+  EXPECT_EQ(cost::attention_dtype(b, fp4, 1.0), "fp8");
+  EXPECT_EQ(cost::attention_dtype(b, cost::compute_path(b, model::precision("fp8")), 2.0), "bf16");
+  EXPECT_EQ(cost::attention_dtype(b, cost::compute_path(b, model::precision("bf16")), 1.0), "bf16");
+  model::NodeProfile no_fp8 = b;
+  no_fp8.devices.native_dtypes = model::Sourced<std::vector<std::string>>{{"fp4"}, "test"};
+  EXPECT_EQ(cost::attention_dtype(no_fp8, cost::compute_path(no_fp8, model::precision("nvfp4")), 1.0), "bf16");
+
+  // The cost model prices the context's FLOPs at that peak: an FP8 cache's against a 16-bit cache's, the
+  // ratio of the two peaks (the attention block's efficiency is the same, its weights being the same).
+  const model::Architecture a = model::load_model("qwen3-30b-a3b");
+  const cost::LayerCosts kv16(a, model::precision("nvfp4"), b, {}, 2.0), kv8(a, model::precision("nvfp4"), b, {}, 1.0);
+  EXPECT_NEAR(kv8.memory_rate().peak / kv16.memory_rate().peak,
+              b.peak("fp8").value.base() / b.peak("bf16").value.base(), 1e-9);
+  EXPECT_LT(kv8.memory_rate().peak, b.peak("fp4").value.base());
+}
+
 }  // namespace
 
 namespace {

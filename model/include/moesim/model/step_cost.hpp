@@ -105,6 +105,12 @@ struct ComputePath {
 ComputePath compute_path(const model::NodeProfile& node, const model::Precision& weights,
                          std::vector<std::string>* notes = nullptr);
 
+/// The devices.peak_flops key attention's score and value products (QK^T, PV) run at on `path`: the path's
+/// own on a 16- or 32-bit path; on a low-precision one (FP8, INT8, FP4 weights) fp8 for a 1-byte KV cache
+/// where the node has an FP8 peak and the runtime FP8 matmuls, else the 16-bit peak (bf16, or fp16), never
+/// FP4 or INT8.
+std::string attention_dtype(const model::NodeProfile& node, const ComputePath& path, double kv_element_bytes);
+
 /// What the cost model assumes of a node for a weight format, one line each (appended once): a missing
 /// dequant_overhead or peak (compute_path), kernel_overhead or efficiency table. Every instrument prints
 /// them; LayerCosts adds only the kernel sizes outside the measured efficiency bands.
