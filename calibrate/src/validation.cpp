@@ -78,6 +78,49 @@ ValidationResult run_validation(const std::filesystem::path& dir, const Validati
 
 namespace validation_detail {
 
+namespace {
+
+/// The check a profile carries (RuntimeProfile::prediction_check) from its MoE batch-1 decode rows' summary
+/// on `basis`; nullopt where it priced none with an interval.
+std::optional<model::RuntimeProfile::PredictionCheck> check_of(const std::vector<const ValidationPrediction*>& rows,
+                                                               const std::string& basis, const std::string& where) {
+  const ErrorSummary s = summarise(rows, basis);
+  if (s.n == 0 || s.with_interval == 0) return std::nullopt;
+  return model::RuntimeProfile::PredictionCheck{
+      s.n, s.median_abs, s.coverage,
+      "`moesim validate --table validation --fit`: its figures for the " + std::to_string(s.n) +
+          (s.n == 1 ? " MoE batch-1 decode prediction row" : " MoE batch-1 decode prediction rows") +
+          " of validation/measurements.csv " + where + ", none of them fitted to, against their measurements"};
+}
+
+bool moe_decode_prediction(const ValidationPrediction& p) {
+  return p.row.role == "prediction" && p.kind == "decode b1";
+}
+
+}  // namespace
+
+void check_predictions(ValidationResult& r, const std::vector<std::vector<ValidationPrediction*>*>& members,
+                       const Mapping& m) {
+  MOESIM_CHECK(members.size() == r.fits.size(), "check_predictions needs each fit's rows");
+  for (std::size_t i = 0; i < r.fits.size(); ++i) {
+    std::vector<const ValidationPrediction*> rows;
+    for (const ValidationPrediction* p : *members[i])
+      if (moe_decode_prediction(*p)) rows.push_back(p);
+    r.fits[i].profile.prediction_check = check_of(rows, "fitted", "on " + r.fits[i].hw);
+  }
+  // A transferred profile: the rows of its runtime priced by it with their own machine's fit left out, on
+  // the machines of its GPUs' maker.
+  for (TransferredRuntime& t : r.transfers) {
+    std::vector<const ValidationPrediction*> rows;
+    for (const ValidationPrediction& p : r.rows)
+      if (p.transferred && moe_decode_prediction(p) && p.row.runtime == t.profile.runtime &&
+          base_node(m, p.row.runtime, p.hw).devices.gpu_vendor == t.profile.gpu_vendor)
+        rows.push_back(&p);
+    t.profile.prediction_check = check_of(
+        rows, "transferred", "of the machines it was fitted on, each priced with its own machine's fit left out");
+  }
+}
+
 void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const Mapping& m,
               const ValidationOptions& o) {
   if (!o.role.empty() && o.role != "calibration" && o.role != "prediction")
@@ -135,6 +178,7 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
     });
     batched_intervals(fitted_members);
     transfer_runtimes(r, fitted_members, m, o.threads);
+    check_predictions(r, fitted_members, m);
   }
   // Per role × kind, then per role × kind × hardware family × runtime; datasheet, fitted, transferred.
   for (const std::string basis : {"datasheet", "fitted", "transferred"}) {

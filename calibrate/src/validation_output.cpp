@@ -274,6 +274,11 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
   if (!r.interval_source.empty())
     j["prediction_interval"] = {
         {"low", r.error_low}, {"high", r.error_high}, {"rows", r.calibration_rows}, {"source", r.interval_source}};
+  if (const auto& c = r.prediction_check)
+    j["prediction_check"] = {{"rows", c->rows},
+                             {"median_abs_error", c->median_abs_error},
+                             {"interval_coverage", c->interval_coverage},
+                             {"source", c->source}};
   return j;
 }
 

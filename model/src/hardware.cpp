@@ -526,6 +526,7 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
                                            "prediction_interval",
                                            "transferred_from",
                                            "gpu_vendor",
+                                           "prediction_check",
                                            "calibration",
                                            "notes"},
                                           std::move(origin));
@@ -583,6 +584,18 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
       throw i->error("give low <= high, both relative errors above -1 (e.g. -0.08 and 0.23)");
     p.calibration_rows = i->integer("rows", 0);
     p.interval_source = i->string("source");
+  }
+  if (auto c = n.optional_child("prediction_check")) {
+    c->expect_only({"rows", "median_abs_error", "interval_coverage", "source"});
+    RuntimeProfile::PredictionCheck k;
+    k.rows = c->integer("rows", 0);
+    k.median_abs_error = c->number("median_abs_error");
+    k.interval_coverage = c->number("interval_coverage");
+    k.source = c->string("source");
+    if (k.rows < 1 || !(k.median_abs_error >= 0) || !std::isfinite(k.median_abs_error) ||
+        !(k.interval_coverage >= 0 && k.interval_coverage <= 1))
+      throw c->error("give rows >= 1, median_abs_error >= 0 and interval_coverage in [0, 1] (e.g. 46, 0.109, 0.67)");
+    p.prediction_check = k;
   }
   return p;
 }

@@ -479,6 +479,8 @@ TEST(GoldenValidateTable, TransferredRuntimeIsTheMediansWithEachMachineLeftOut) 
             (nlohmann::json{"rtx-3090", "rtx-4080", "rtx-4090"}));  // not the one-configuration RTX 3080
   EXPECT_NEAR(t.at("profile").at("bandwidth_efficiency").at("value").get<double>(), 0.8, 2e-3);
   EXPECT_EQ(t.at("decode_errors").size(), 11u);  // every fitted machine's dense rows, the RTX 3080's too
+  // Its check on the MoE rows it priced, each with its own machine left out (the four "measured" at 100).
+  EXPECT_EQ(t.at("profile").at("prediction_check").at("rows"), 4) << t.dump();
   EXPECT_TRUE(fs::exists(fs::path(s.path("runtimes")) / "llama.cpp-cuda@any-nvidia.json"));
   // Each machine's MoE row: the estimate with the medians of the other machines' figures.
   const std::map<std::string, std::pair<double, double>> medians = {
@@ -590,6 +592,10 @@ TEST(GoldenValidateTable, WrittenRuntimeGivesEstimateTheFittedFigure) {
   EXPECT_TRUE(ranged) << moved.out;
   const moesim::test::Run text = s.moesim("estimate --model gpt-oss-20b --hw rtx-5090 --runtime llama.cpp-cuda");
   EXPECT_NE(text.out.find("llama.cpp-cuda@any-nvidia, transferred: the medians of its fits on 3 other nvidia"),
+            std::string::npos)
+      << text.out;
+  // Beside the interval, how the profile did on the MoE rows it was checked on.
+  EXPECT_NE(text.out.find("MoE batch-1 decode rows of validation/measurements.csv it was checked on, its figures"),
             std::string::npos)
       << text.out;
   const moesim::test::Run metal = s.moesim("estimate --model gpt-oss-20b --hw rtx-5090 --runtime llama.cpp-metal");
@@ -872,6 +878,11 @@ TEST(GoldenValidateTable, ShippedTableFitRuntimesThresholdsAndPlot) {
     EXPECT_GE(t.at("decode_errors").size(), 19u) << profile.dump();
   }
   EXPECT_EQ(transferred, (std::set<std::string>{"llama.cpp-cuda@any-nvidia", "llama.cpp-metal@any-apple"}));
+  // Their checks (prediction_check) count the rows of the transferred summary below, one runtime each.
+  int checked = 0;
+  for (const auto& t : j.at("transfers"))
+    if (t.at("profile").contains("prediction_check"))
+      checked += t.at("profile").at("prediction_check").at("rows").get<int>();
   std::size_t transferred_decode = 0;
   for (const auto& sm : j.at("summaries")) {
     if (sm.at("basis") != "transferred" || sm.at("role") != "prediction" || sm.at("kind") != "decode b1" ||
@@ -879,6 +890,7 @@ TEST(GoldenValidateTable, ShippedTableFitRuntimesThresholdsAndPlot) {
       continue;
     ++transferred_decode;
     EXPECT_GE(sm.at("rows").get<int>(), 40) << sm.dump();
+    EXPECT_EQ(sm.at("rows").get<int>(), checked) << sm.dump();
     EXPECT_LE(metric_value(sm, "median_abs_error"), 0.13) << sm.dump();
     EXPECT_LE(metric_value(sm, "p90_abs_error"), 0.25) << sm.dump();
     EXPECT_LT(metric_value(sm, "worst_ratio"), 1.8) << sm.dump();

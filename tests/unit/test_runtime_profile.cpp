@@ -326,6 +326,30 @@ TEST(RuntimeProfile, TransferredRuntimeCarriesOnlyToGpusOfItsMaker) {
   EXPECT_NO_THROW((void)apply_runtime(load_node("mac-studio-m4-max-128"), metal));
 }
 
+// A runtime profile may say how its figures did on the validation table's MoE rows (prediction_check, written
+// by `validate --fit`); a check of no rows, a negative error or a share outside [0, 1] is refused.
+TEST(RuntimeProfile, PredictionCheckIsReadAndBounded) {
+  moesim::test::TestDir dir("moesim_runtime");
+  const auto write = [&](const std::string& name, const std::string& check) {
+    return dir
+        .write(name, R"({"id": "x", "kind": "runtime", "runtime": "x", "hw": "rtx-4090",
+          "bandwidth_efficiency": {"value": 0.9, "source": "t"}, "prediction_check": )" +
+                         check + "}")
+        .string();
+  };
+  const RuntimeProfile ok = load_runtime(
+      write("ok.json", R"({"rows": 46, "median_abs_error": 0.109, "interval_coverage": 0.674, "source": "t"})"));
+  ASSERT_TRUE(ok.prediction_check.has_value());
+  EXPECT_EQ(ok.prediction_check->rows, 46);
+  EXPECT_DOUBLE_EQ(ok.prediction_check->median_abs_error, 0.109);
+  EXPECT_DOUBLE_EQ(ok.prediction_check->interval_coverage, 0.674);
+  for (const char* bad : {R"({"rows": 0, "median_abs_error": 0.1, "interval_coverage": 0.5, "source": "t"})",
+                          R"({"rows": 3, "median_abs_error": -0.1, "interval_coverage": 0.5, "source": "t"})",
+                          R"({"rows": 3, "median_abs_error": 0.1, "interval_coverage": 1.5, "source": "t"})",
+                          R"({"rows": 3, "median_abs_error": 0.1, "interval_coverage": 0.5})"})
+    EXPECT_THROW((void)load_runtime(write("bad.json", bad)), UserError) << bad;
+}
+
 // A node profile's devices.gpu_vendor is one of the makers moesim knows, or absent; a typo is refused with
 // the valid ones.
 TEST(RuntimeProfile, NodeGpuVendorIsAKnownMaker) {

@@ -266,6 +266,16 @@ struct RuntimeProfile {
   double error_low = 0, error_high = 0;
   std::int64_t calibration_rows = 0;
   std::string interval_source;
+  /// How its figures compared with the validation table's MoE batch-1 decode measurements, which no fit
+  /// sees (`moesim validate --table validation --fit`; a transferred profile's with each row's own machine
+  /// left out): rows, median |predicted / measured - 1|, the share inside their interval. A dense row's
+  /// held-out error, which the interval is made of, need not carry to a MoE model: `estimate` says how it did.
+  struct PredictionCheck {
+    std::int64_t rows = 0;
+    double median_abs_error = 0, interval_coverage = 0;
+    std::string source;
+  };
+  std::optional<PredictionCheck> prediction_check;
   /// The interval of a prediction `value` (tokens/s): [value / (1 + error_high), value / (1 + error_low)].
   [[nodiscard]] std::pair<double, double> interval(double value) const {
     return prediction_interval(value, error_low, error_high);
