@@ -80,7 +80,9 @@ int cmd_serve(const Args& args, std::ostream& out) {
           "chunked prefill) within the KV cache left beside the weights, and each step costs what the "
           "parallel plan's slowest device spends on it (TP all-reduces, PP stages, EP/hybrid MoE with "
           "the experts the batch's tokens chose, from a routing trace). Prints TTFT, TPOT, ITL and E2EL "
-          "percentiles, throughput and goodput.",
+          "percentiles, throughput and goodput. With a fitted --runtime every figure has a range: the same "
+          "requests run again with the engine's steps and host times as much shorter and longer as the "
+          "runtime's held-out errors (its interval, as `moesim hw --json` shows it), three runs in all.",
           serve_help() +
               scenario::serve_params().help("scenario keys (a serve scenario's JSON; every key is written back, "
                                             "resolved, in --json's \"scenario\")"))) {
@@ -153,7 +155,7 @@ int cmd_serve(const Args& args, std::ostream& out) {
     std::function<void(double)> progress;
     const std::string stage = "serve: point " + std::to_string(i + 1) + "/" + std::to_string(points.size());
     if (!quiet) progress = [&bar, stage](double f) { bar.fraction(stage, f, "requests done"); };
-    runs.push_back(scenario::run_serve(points[i].scenario, progress));
+    runs.push_back(scenario::run_serve(points[i].scenario, progress, /*range=*/true));
   }
   bar.finish();
   if (points.size() == 1 && points.front().values.empty()) {

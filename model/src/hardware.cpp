@@ -602,6 +602,20 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
 
 }  // namespace
 
+std::string RuntimeProfile::interval_basis(bool moe) const {
+  std::string s = id + "'s interval from held-out dense rows (" +
+                  text::printf("%+.0f%% .. %+.0f%%", 100 * error_low, 100 * error_high) + " error)";
+  // The interval is made of dense rows' held-out errors; how the profile did on the MoE rows no fit saw is
+  // the buyer's to know beside it.
+  if (const auto& c = prediction_check; c && moe)
+    s += "; on the " + std::to_string(c->rows) +
+         (c->rows == 1 ? " MoE batch-1 decode row" : " MoE batch-1 decode rows") +
+         " of validation/measurements.csv it was checked on, its figures were " +
+         text::printf("%.0f%%", 100 * c->median_abs_error) + " off (median) and " +
+         text::printf("%.0f%%", 100 * c->interval_coverage) + " of them inside such a range";
+  return s;
+}
+
 RuntimeProfile load_runtime(std::string_view id_or_path) {
   return load<RuntimeProfile>(id_or_path, "runtimes", "runtime profile", "moesim hw", parse_runtime);
 }

@@ -261,17 +261,8 @@ EstimateResult run_estimate(const EstimateRequest& request) {
       }
       if (r.runtime && !r.runtime->interval_source.empty()) {
         row.interval = r.runtime->interval(row.estimate.tokens_per_second);
-        // The interval is made of dense rows' held-out errors; how the profile did on the MoE rows no fit
-        // saw is the buyer's to know beside it.
-        if (const auto& c = r.runtime->prediction_check; c && r.arch.is_moe())
-          row.estimate.notes.push_back(
-              "range tok/s: " + r.runtime->id + "'s interval from held-out dense rows (" +
-              text::printf("%+.0f%% .. %+.0f%%", 100 * r.runtime->error_low, 100 * r.runtime->error_high) +
-              " error); on the " + std::to_string(c->rows) +
-              (c->rows == 1 ? " MoE batch-1 decode row" : " MoE batch-1 decode rows") +
-              " of validation/measurements.csv it was checked on, its figures were " +
-              text::printf("%.0f%%", 100 * c->median_abs_error) + " off (median) and " +
-              text::printf("%.0f%%", 100 * c->interval_coverage) + " of them inside such a range");
+        if (r.runtime->prediction_check && r.arch.is_moe())
+          row.estimate.notes.push_back("range tok/s: " + r.runtime->interval_basis(true));
       }
       if (!expected_active_note.empty()) row.estimate.notes.push_back(expected_active_note);
       // The cost is a column beside the answer, not the answer: without a price the row keeps its

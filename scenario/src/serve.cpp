@@ -55,7 +55,7 @@ void resolve_profiles(const json::Node& root, const ServeScenario& s, const Serv
   }
   run.hw_id = q.hw;
   p.node = root.resolving("hw", [&] { return model::load_node(run.hw_id); });
-  std::optional<model::RuntimeProfile> runtime;
+  std::optional<model::RuntimeProfile>& runtime = p.runtime;
   if (const auto& rt = q.runtime) {
     // The software on the hardware (model::apply_runtime): the figures it gives (efficiencies, attention
     // factor, kernel and layer costs, host costs) replace the node's own.
@@ -292,14 +292,33 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   return prepared;
 }
 
-ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& progress) {
+ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& progress, bool range) {
   const std::unique_ptr<PreparedServe> prepared = prepare_serve(s);
-  prepared->config.progress = progress;
+  const std::optional<model::RuntimeProfile>& runtime = prepared->runtime;
+  const bool ranged = range && runtime && !runtime->interval_source.empty();
   ServeRun& run = prepared->run;
   const auto t0 = std::chrono::steady_clock::now();
   try {
+    // With a range, the progress covers the three runs, a third each.
+    prepared->config.progress = !progress || !ranged ? progress : [&](double f) { progress(f / 3); };
     run.result = sim::run_serving(prepared->config);
     run.result.assumptions.insert(run.result.assumptions.begin(), prepared->defaults.begin(), prepared->defaults.end());
+    if (ranged) {
+      ServeRange r;
+      r.runtime = *runtime;
+      r.moe = prepared->arch.is_moe();
+      const auto again = [&](double error, double done) {
+        prepared->config.engine_time_scale = 1.0 + error;
+        if (progress) prepared->config.progress = [&progress, done](double f) { progress((done + f) / 3); };
+        sim::ServingResult x = sim::run_serving(prepared->config);
+        x.requests = {};
+        x.steps = {};
+        return x;
+      };
+      r.fast = again(runtime->error_low, 1);
+      r.slow = again(runtime->error_high, 2);
+      run.range = std::move(r);
+    }
   } catch (const UserError& e) {
     // The engine's refusals (a request larger than the cache, a prompt beyond the step budget, a model
     // that does not fit) name what is wrong; say which scenario it came from.

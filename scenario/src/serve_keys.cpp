@@ -386,7 +386,9 @@ const ParamTable<ServeRequest>& serve_params() {
         .describe(
             "vLLM's kv_cache_dtype: auto (the model's type: kv_bytes), bfloat16, float16, fp8, fp8_e4m3, "
             "fp8_e5m2, fp8_inc or int8; refused beside a kv_bytes it contradicts");
-    t.field("runtime", &R::runtime).flag_help(runtime_help()).describe("the runtime profile on hw");
+    t.field("runtime", &R::runtime)
+        .flag_help(runtime_help() + "; a fitted one gives every figure a range")
+        .describe("the runtime profile on hw");
     t.custom("costs", "object")
         .no_flag()
         .describe(

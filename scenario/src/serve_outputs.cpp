@@ -1,7 +1,10 @@
 // A serving run's outputs: the text report, the JSON document (vLLM's metric names), the per-request and
 // per-step CSVs and the Chrome trace.
 #include <algorithm>
+#include <functional>
 #include <limits>
+#include <optional>
+#include <utility>
 
 #include "moesim/model/text.hpp"
 #include "moesim/scenario/chrome_trace.hpp"
@@ -23,6 +26,23 @@ namespace {
 /// A percentile as vLLM names it: 99 -> "99", 99.9 -> "99.9" (benchmark_serving: p{int(p) if int(p) == p
 /// else p}).
 std::string percent_label(double p) { return text::printf("%g", p); }
+
+/// A figure's interval from the run's range (ServeRange): its values in the fast and the slow run, lower
+/// first; none without a range.
+using Figure = std::function<double(const sim::ServingResult&)>;
+std::optional<std::pair<double, double>> interval_of(const ServeRun& r, const Figure& figure) {
+  if (!r.range) return std::nullopt;
+  return r.range->interval(figure);
+}
+
+/// " (range 12.1-15.3)" of a figure printed with `decimals`, or nothing without a range.
+std::string range_text(const ServeRun& r, const Figure& figure, int decimals, double scale = 1) {
+  const auto i = interval_of(r, figure);
+  return i ? " (range " + fixed(i->first * scale, decimals) + "-" + fixed(i->second * scale, decimals) + ")"
+           : std::string();
+}
+
+double per_user(const sim::ServingResult& x) { return x.tpot.mean > 0 ? 1.0 / x.tpot.mean : 0.0; }
 
 }  // namespace
 
@@ -50,24 +70,43 @@ void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
       << (timing ? fixed(r.wall_seconds, 3) + " s wall, " : std::string()) << res.events << " events)\n\n";
   std::vector<std::string> head = {"metric", "mean ms", "median ms", "std ms"};
   for (const auto& [pct, value] : res.ttft.requested) head.push_back("p" + percent_label(pct) + " ms");
+  if (r.range) head.push_back("median range ms");
   Table t(head);
-  auto row = [&](const char* name, const sim::Percentiles& q) {
+  using Latency = sim::Percentiles sim::ServingResult::*;
+  auto row = [&](const char* name, Latency latency) {
+    const sim::Percentiles& q = res.*latency;
     std::vector<std::string> cells = {name, serve_detail::ms(q.mean), serve_detail::ms(q.median),
                                       serve_detail::ms(q.std)};
     for (const auto& [pct, value] : q.requested) cells.push_back(serve_detail::ms(value));
+    if (const auto i = interval_of(r, [&](const sim::ServingResult& x) { return (x.*latency).median; }))
+      cells.push_back(serve_detail::ms(i->first) + "-" + serve_detail::ms(i->second));
     t.add_row(cells);
   };
-  row("TTFT", res.ttft);
-  row("TPOT", res.tpot);
-  row("ITL", res.itl);
-  row("E2EL", res.e2el);
+  row("TTFT", &sim::ServingResult::ttft);
+  row("TPOT", &sim::ServingResult::tpot);
+  row("ITL", &sim::ServingResult::itl);
+  row("E2EL", &sim::ServingResult::e2el);
   t.print_text(out);
   out << "\nthroughput  " << fixed(res.request_throughput, 3) << " requests/s, " << fixed(res.output_throughput, 1)
-      << " output tokens/s, " << fixed(res.total_throughput, 1) << " total tokens/s\n";
+      << " output tokens/s"
+      << range_text(
+             r, [](const sim::ServingResult& x) { return x.output_throughput; }, 1)
+      << ", " << fixed(res.total_throughput, 1) << " total tokens/s\n";
   if (res.slo_given)
-    out << "goodput     " << fixed(res.goodput, 3) << " requests/s (" << res.good_requests << " of "
-        << res.requests.size() << " met the SLO)\n";
-  if (res.tpot.mean > 0) out << "per user    " << fixed(1.0 / res.tpot.mean, 1) << " tokens/s (1 / mean TPOT)\n";
+    out << "goodput     " << fixed(res.goodput, 3) << " requests/s"
+        << range_text(
+               r, [](const sim::ServingResult& x) { return x.goodput; }, 3)
+        << " (" << res.good_requests << " of " << res.requests.size() << " met the SLO)\n";
+  if (res.tpot.mean > 0)
+    out << "per user    " << fixed(per_user(res), 1) << " tokens/s" << range_text(r, per_user, 1)
+        << ", 1 / mean TPOT\n";
+  if (r.range) {
+    const ServeRange& g = *r.range;
+    out << "range       the same requests run again with every engine step and host time "
+        << text::printf("%.2f", 1 + g.runtime.error_low) << "x and " << text::printf("%.2f", 1 + g.runtime.error_high)
+        << "x as long (what the arrival rate sets, not the engine, hardly moves): " << g.runtime.interval_basis(g.moe)
+        << "\n";
+  }
   if (r.capital && r.running && r.running->usd_per_million_tokens) {
     const auto& a = r.costs;
     out << "cost        " << text::printf("%.0f", r.capital->total().base()) << " USD of hardware; "
@@ -99,17 +138,37 @@ nlohmann::json serve_to_json(const ServeRun& r, bool timing) {
   nlohmann::json m = nlohmann::json::array();
   // vLLM benchmark_serving's names and units (--save-result): mean_ttft_ms, median_ttft_ms, std_ttft_ms and
   // p<P>_ttft_ms for each percentile asked for, the same for tpot, itl and e2el.
-  auto pct = [&](const std::string& name, const sim::Percentiles& q) {
-    m.push_back(metric("mean_" + name + "_ms", q.mean * 1e3, "ms"));
-    m.push_back(metric("median_" + name + "_ms", q.median * 1e3, "ms"));
-    m.push_back(metric("std_" + name + "_ms", q.std * 1e3, "ms"));
-    for (const auto& [p, value] : q.requested)
-      m.push_back(metric("p" + percent_label(p) + "_" + name + "_ms", value * 1e3, "ms"));
+  // A figure with its interval (ServeRange): "low" and "high" beside its value, in its unit.
+  auto ranged = [&](nlohmann::json item, const Figure& figure, double scale = 1) {
+    if (const auto i = interval_of(r, figure)) {
+      item["low"] = i->first * scale;
+      item["high"] = i->second * scale;
+    }
+    m.push_back(std::move(item));
   };
-  pct("ttft", res.ttft);
-  pct("tpot", res.tpot);
-  pct("itl", res.itl);
-  pct("e2el", res.e2el);
+  using Latency = sim::Percentiles sim::ServingResult::*;
+  auto pct = [&](const std::string& name, Latency latency) {
+    const sim::Percentiles& q = res.*latency;
+    ranged(
+        metric("mean_" + name + "_ms", q.mean * 1e3, "ms"),
+        [&](const sim::ServingResult& x) { return (x.*latency).mean; }, 1e3);
+    ranged(
+        metric("median_" + name + "_ms", q.median * 1e3, "ms"),
+        [&](const sim::ServingResult& x) { return (x.*latency).median; }, 1e3);
+    m.push_back(metric("std_" + name + "_ms", q.std * 1e3, "ms"));
+    for (std::size_t k = 0; k < q.requested.size(); ++k)
+      ranged(
+          metric("p" + percent_label(q.requested[k].first) + "_" + name + "_ms", q.requested[k].second * 1e3, "ms"),
+          [&](const sim::ServingResult& x) {
+            const auto& other = (x.*latency).requested;
+            return k < other.size() ? other[k].second : 0.0;
+          },
+          1e3);
+  };
+  pct("ttft", &sim::ServingResult::ttft);
+  pct("tpot", &sim::ServingResult::tpot);
+  pct("itl", &sim::ServingResult::itl);
+  pct("e2el", &sim::ServingResult::e2el);
   double input_tokens = 0, output_tokens = 0;
   for (const auto& q : res.requests) {
     input_tokens += static_cast<double>(q.prompt_tokens);
@@ -119,16 +178,20 @@ nlohmann::json serve_to_json(const ServeRun& r, bool timing) {
   m.push_back(metric("total_input_tokens", input_tokens, "tokens"));
   m.push_back(metric("total_output_tokens", output_tokens, "tokens"));
   m.push_back(metric("duration", res.duration, "s"));
-  m.push_back(metric("request_throughput", res.request_throughput, "requests/s"));
-  m.push_back(metric("output_throughput", res.output_throughput, "tokens/s"));
-  m.push_back(metric("total_token_throughput", res.total_throughput, "tokens/s"));
-  if (res.slo_given) m.push_back(metric("request_goodput", res.goodput, "requests/s"));
+  ranged(metric("request_throughput", res.request_throughput, "requests/s"),
+         [](const sim::ServingResult& x) { return x.request_throughput; });
+  ranged(metric("output_throughput", res.output_throughput, "tokens/s"),
+         [](const sim::ServingResult& x) { return x.output_throughput; });
+  ranged(metric("total_token_throughput", res.total_throughput, "tokens/s"),
+         [](const sim::ServingResult& x) { return x.total_throughput; });
+  if (res.slo_given)
+    ranged(metric("request_goodput", res.goodput, "requests/s"), [](const sim::ServingResult& x) { return x.goodput; });
   if (r.capital) m.push_back(metric("capital_cost", r.capital->total().base(), "USD"));
   if (r.running && r.running->usd_per_million_tokens)
     m.push_back(metric("usd_per_million_output_tokens", *r.running->usd_per_million_tokens, "USD"));
   if (r.running && r.running->cloud_usd_per_million_tokens)
     m.push_back(metric("cloud_usd_per_million_output_tokens", *r.running->cloud_usd_per_million_tokens, "USD"));
-  m.push_back(metric("per_user_tokens_per_second", res.tpot.mean > 0 ? 1.0 / res.tpot.mean : 0.0, "tokens/s"));
+  ranged(metric("per_user_tokens_per_second", per_user(res), "tokens/s"), per_user);
   m.push_back(metric("mean_decode_batch", res.mean_decode_batch, "sequences"));
   m.push_back(metric("max_queue_depth", res.max_waiting, "requests"));
   m.push_back(metric("peak_kv_usage", res.max_kv_used, "fraction"));
@@ -142,7 +205,15 @@ nlohmann::json serve_to_json(const ServeRun& r, bool timing) {
     m.push_back(metric("layer_cpu", res.layer_split.cpu, "s"));
   }
   if (timing) m.push_back(metric("wall_time", r.wall_seconds, "s"));
-  return {{"metrics", m}, {"scenario", r.scenario}, {"assumptions", res.assumptions}};
+  nlohmann::json doc = {{"metrics", m}, {"scenario", r.scenario}, {"assumptions", res.assumptions}};
+  if (r.range) {
+    const ServeRange& g = *r.range;
+    doc["range"] = {{"runtime", g.runtime.id},
+                    {"basis", g.runtime.interval_basis(g.moe)},
+                    {"engine_time_scale_low", 1 + g.runtime.error_low},
+                    {"engine_time_scale_high", 1 + g.runtime.error_high}};
+  }
+  return doc;
 }
 
 void write_requests_csv(const ServeRun& r, std::ostream& o) {

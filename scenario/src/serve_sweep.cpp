@@ -215,22 +215,38 @@ nlohmann::json max_rate_to_json(const MaxRate& m) {
 
 namespace {
 
-std::vector<std::string> sweep_headers(const std::vector<SweepPoint>& points) {
+/// Whether any point has a range (ServeRange): then the table and the CSV give output throughput's.
+bool any_range(const std::vector<ServeRun>& runs) {
+  return std::any_of(runs.begin(), runs.end(), [](const ServeRun& r) { return r.range.has_value(); });
+}
+
+/// Output throughput's interval over a point's range (its fast and slow runs), lower first.
+std::pair<double, double> output_range(const ServeRun& r) {
+  return r.range->interval([](const sim::ServingResult& x) { return x.output_throughput; });
+}
+
+std::vector<std::string> sweep_headers(const std::vector<SweepPoint>& points, bool ranged) {
   std::vector<std::string> h;
   if (!points.empty())
     for (const auto& [k, v] : points.front().values) h.push_back(k);
-  for (const char* x : {"req/s", "out tok/s", "per-user tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
-                        "ITL p99 ms", "E2EL p50 s", "goodput req/s", "decode batch seqs"})
+  h.emplace_back("req/s");
+  h.emplace_back("out tok/s");
+  if (ranged) h.emplace_back("range out tok/s");
+  for (const char* x : {"per-user tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms", "ITL p99 ms", "E2EL p50 s",
+                        "goodput req/s", "decode batch seqs"})
     h.emplace_back(x);
   return h;
 }
 
-std::vector<std::string> sweep_cells(const SweepPoint& p, const ServeRun& r) {
+std::vector<std::string> sweep_cells(const SweepPoint& p, const ServeRun& r, bool ranged) {
   std::vector<std::string> c;
   for (const auto& [k, v] : p.values) c.push_back(label_of(v));
   const auto& s = r.result;
   c.push_back(fixed(s.request_throughput, 3));
   c.push_back(fixed(s.output_throughput, 1));
+  if (ranged) {
+    c.push_back(r.range ? fixed(output_range(r).first, 1) + "-" + fixed(output_range(r).second, 1) : std::string("-"));
+  }
   c.push_back(fixed(s.tpot.mean > 0 ? 1.0 / s.tpot.mean : 0.0, 1));
   c.push_back(serve_detail::ms(s.ttft.median));
   c.push_back(serve_detail::ms(s.ttft.p99));
@@ -246,8 +262,9 @@ std::vector<std::string> sweep_cells(const SweepPoint& p, const ServeRun& r) {
 
 void print_sweep_table(const std::vector<SweepPoint>& points, const std::vector<ServeRun>& runs, std::ostream& out,
                        bool markdown) {
-  Table t(sweep_headers(points));
-  for (std::size_t i = 0; i < runs.size(); ++i) t.add_row(sweep_cells(points[i], runs[i]));
+  const bool ranged = any_range(runs);
+  Table t(sweep_headers(points, ranged));
+  for (std::size_t i = 0; i < runs.size(); ++i) t.add_row(sweep_cells(points[i], runs[i], ranged));
   if (markdown) {
     t.print_markdown(out);
   } else {
@@ -268,6 +285,12 @@ void write_sweep_csv(const std::vector<SweepPoint>& points, const std::vector<Se
        {"request_throughput_per_s", "output_tokens_per_s", "per_user_tokens_per_s", "ttft_median_s", "ttft_p99_s",
         "itl_median_s", "itl_p99_s", "e2el_median_s", "goodput_per_s", "mean_decode_batch"})
     h.emplace_back(x);
+  // The interval's ends last, so the columns before them stay where they were; empty for a point without.
+  const bool ranged = any_range(runs);
+  if (ranged) {
+    h.emplace_back("output_tokens_per_s_low");
+    h.emplace_back("output_tokens_per_s_high");
+  }
   out << text::join(h, ",") << "\n";
   for (std::size_t i = 0; i < runs.size(); ++i) {
     std::vector<std::string> c;
@@ -276,6 +299,11 @@ void write_sweep_csv(const std::vector<SweepPoint>& points, const std::vector<Se
     for (double x : {s.request_throughput, s.output_throughput, s.tpot.mean > 0 ? 1.0 / s.tpot.mean : 0.0,
                      s.ttft.median, s.ttft.p99, s.itl.median, s.itl.p99, s.e2el.median, s.goodput, s.mean_decode_batch})
       c.push_back(text::printf("%.9g", x));
+    if (ranged) {
+      const bool has = runs[i].range.has_value();
+      c.push_back(has ? text::printf("%.9g", output_range(runs[i]).first) : std::string());
+      c.push_back(has ? text::printf("%.9g", output_range(runs[i]).second) : std::string());
+    }
     out << text::join(c, ",") << "\n";
   }
 }

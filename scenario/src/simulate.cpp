@@ -76,6 +76,13 @@ void write_per_token_csv(const sim::DecodeResult& r, std::ostream& o) {
   }
 }
 
+/// The simulated tokens/s's interval from the runtime profile's held-out errors, as `estimate` gives its
+/// figure's (model::RuntimeProfile::interval); none without a runtime that gives one.
+std::optional<std::pair<double, double>> simulated_interval(const SimulateResult& r) {
+  if (!r.runtime || r.runtime->interval_source.empty()) return std::nullopt;
+  return r.runtime->interval(r.run.tokens_per_second);
+}
+
 }  // namespace
 
 SimulateRequest load_simulate_scenario(const std::string& path, SimulateRequest base) {
@@ -216,7 +223,7 @@ const scenario::ParamTable<SimulateRequest>& simulate_params() {
         .describe(
             "a runtime profile fitted on hw, or transferred to any node with GPUs of its maker (hw \"any\"); none: "
             "the node profile alone")
-        .flag_help(scenario::runtime_help());
+        .flag_help(scenario::runtime_help() + "; a fitted one gives tokens/s an interval");
     t.ignored("description", "what the scenario is, for the reader (not used)");
     return t;
   }();
@@ -281,7 +288,7 @@ PreparedSimulate prepare_simulate(const SimulateRequest& req) {
                     "(see `moesim models`)");
   }
   r.node = json::resolving(at, "hw", [&] { return model::load_node(req.hw); });
-  std::optional<model::RuntimeProfile> runtime;
+  std::optional<model::RuntimeProfile>& runtime = r.runtime;
   if (!req.runtime.empty()) {
     runtime = json::resolving(at, "runtime", [&] { return model::find_runtime(req.runtime, r.node); });
     r.node = model::apply_runtime(r.node, *runtime);
@@ -452,9 +459,13 @@ void print_simulate_text(const SimulateResult& r, std::ostream& out, bool timing
   t.add_row({"  comm (waiting)", fixed(s.comm, 4), share(s.comm)});
   t.add_row({"  misc (attention, router, combine)", fixed(s.misc, 4), share(s.misc)});
   t.print_text(out);
-  out << "\ntokens/s   " << text::printf("%.2f", run.tokens_per_second) << "   (analytic estimate "
-      << text::printf("%.2f", r.estimate.tokens_per_second) << " tokens/s, " << fixed(r.estimate.time.base(), 4)
-      << " s per token; simulated/estimated time " << text::printf("%.3f", s.time / r.estimate.time.base()) << ")\n";
+  const std::optional<std::pair<double, double>> range = simulated_interval(r);
+  out << "\ntokens/s   " << text::printf("%.2f", run.tokens_per_second)
+      << (range ? " (range " + text::printf("%.2f", range->first) + "-" + text::printf("%.2f", range->second) + ")"
+                : std::string())
+      << "   (analytic estimate " << text::printf("%.2f", r.estimate.tokens_per_second) << " tokens/s, "
+      << fixed(r.estimate.time.base(), 4) << " s per token; simulated/estimated time "
+      << text::printf("%.3f", s.time / r.estimate.time.base()) << ")\n";
   if (r.streaming && q.streaming && !run.nodes.empty()) {
     out << "streaming  experts read serially from " << q.streaming->storage << ": page-cache hit rate "
         << text::printf("%.1f", 100.0 * run.cache_hit_rate) << "% over all nodes, node 0 reads "
@@ -462,6 +473,7 @@ void print_simulate_text(const SimulateResult& r, std::ostream& out, bool timing
         << " s per token (in MoE); the analytic estimate assumed "
         << text::printf("%.1f", 100.0 * r.estimate.cache_hit_rate) << "%\n";
   }
+  if (range) out << "range      " << r.runtime->interval_basis(r.arch.is_moe()) << "\n";
   out << "E[active]  " << text::printf("%.3f", run.mean_max_routed)
       << " experts on the busiest node per MoE layer, measured on the trace (uniform-routing expectation for this "
          "placement: "
@@ -503,6 +515,10 @@ nlohmann::json simulate_to_json(const SimulateResult& r) {
   nlohmann::json m = nlohmann::json::array();
   m.push_back(metric("tokens", static_cast<double>(run.tokens), "tokens"));
   m.push_back(metric("tokens_per_second", run.tokens_per_second, "tokens/s"));
+  if (const auto range = simulated_interval(r)) {
+    m.back()["low"] = range->first;
+    m.back()["high"] = range->second;
+  }
   m.push_back(metric("time_per_token", s.time, "s"));
   m.push_back(metric("moe_per_token", s.moe, "s"));
   m.push_back(metric("rewire_per_token", s.rewire, "s"));

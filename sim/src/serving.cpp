@@ -46,9 +46,14 @@ class ServingEngine final : public EventHandler {
     // engine (vllm/entrypoints/openai/serving_completion.py, vllm/v1/engine/async_llm.py add_request):
     // paid once per request, between its arrival and its entry into the scheduler's queue, so it lands
     // in the request's TTFT. Both 0 when the profile has none: then nothing below changes.
-    if (c_.node->devices.step_overhead) step_overhead_ = to_sim_time(c_.node->devices.step_overhead->value);
-    if (c_.node->devices.request_overhead) request_overhead_ = to_sim_time(c_.node->devices.request_overhead->value);
-    if (c_.node->devices.sequence_overhead) sequence_overhead_ = to_sim_time(c_.node->devices.sequence_overhead->value);
+    if (!(c_.engine_time_scale > 0) || !std::isfinite(c_.engine_time_scale))
+      throw UserError("the engine's time scale " + text::printf("%g", c_.engine_time_scale) +
+                      " must be a positive number (1 + a runtime's held-out error, which is above -100%)");
+    if (c_.node->devices.step_overhead) step_overhead_ = scaled(to_sim_time(c_.node->devices.step_overhead->value));
+    if (c_.node->devices.request_overhead)
+      request_overhead_ = scaled(to_sim_time(c_.node->devices.request_overhead->value));
+    if (c_.node->devices.sequence_overhead)
+      sequence_overhead_ = scaled(to_sim_time(c_.node->devices.sequence_overhead->value));
     // A fitted runtime's source names every row it was fitted to: quoted without those lists, which the
     // profile holds whole.
     const auto source = [](const std::string& s) {
@@ -185,6 +190,12 @@ class ServingEngine final : public EventHandler {
     return sched_.add(q);
   }
 
+  /// A duration of the engine's at ServingConfig::engine_time_scale (exactly itself at 1).
+  [[nodiscard]] SimTime scaled(SimTime t) const {
+    if (c_.engine_time_scale == 1.0) return t;
+    return SimTime{static_cast<std::int64_t>(std::llround(static_cast<double>(t.ps()) * c_.engine_time_scale))};
+  }
+
   void try_schedule() {
     if (stage0_busy_) return;
     const std::vector<Entry>& batch = sched_.form();
@@ -199,9 +210,9 @@ class ServingEngine final : public EventHandler {
     SimTime t = now + host;
     SimTime stage0_end{};
     for (std::size_t s = 0; s < stage_free_.size(); ++s) {
-      if (s > 0) t += cost.transfer[s - 1];
+      if (s > 0) t += scaled(cost.transfer[s - 1]);
       t = std::max(t, stage_free_[s]);
-      t += cost.stage[s];
+      t += scaled(cost.stage[s]);
       stage_free_[s] = t;
       if (s == 0) stage0_end = t;
     }
@@ -225,7 +236,7 @@ class ServingEngine final : public EventHandler {
     sim_.schedule(stage0_end, handler_, kStageFree);
     StepRecord rec;
     rec.start = to_seconds(now);
-    rec.duration = to_seconds(cost.stage[0] + host);
+    rec.duration = to_seconds(scaled(cost.stage[0]) + host);
     rec.sequences = static_cast<std::int32_t>(batch.size());
     rec.decode = decodes;
     rec.prefill_tokens = prefill;

@@ -351,6 +351,65 @@ TEST(GoldenServe, VllmMetricNames) {
   }
 }
 
+// A runtime with an interval gives every figure a range: the same requests again with the engine's time
+// × (1 + each end of the runtime's held-out errors). One request at a time (one every 5 s, uniform), TPOT
+// scales with the engine exactly, so per-user tokens/s lands on the runtime's own interval of it
+// (model::prediction_interval); the arrival rate sets the throughput, whose range stays narrow. Offered
+// more than the engine serves, the throughput moves with the engine. Without a runtime, no range.
+TEST(GoldenServe, RuntimeIntervalGivesEveryFigureARange) {
+  const std::string base = "serve --model qwen3-30b-a3b --hw rtx-4090 --runtime llama.cpp --precision q4_0 -q ";
+  const auto light = run_cli(base + "--arrival uniform --rate 0.2/s --requests 12 --json");
+  ASSERT_EQ(light.code, 0) << light.err;
+  const nlohmann::json doc = nlohmann::json::parse(light.out);
+  ASSERT_TRUE(doc.contains("range")) << light.out;
+  const double scale_low = doc["range"].at("engine_time_scale_low").get<double>();
+  const double scale_high = doc["range"].at("engine_time_scale_high").get<double>();
+  ASSERT_LT(scale_low, 1.0);
+  ASSERT_GT(scale_high, 1.0);
+  EXPECT_NE(doc["range"].at("basis").get<std::string>().find("llama.cpp-cuda@rtx-4090's interval"), std::string::npos);
+  std::map<std::string, nlohmann::json> by_name;
+  for (const auto& x : doc.at("metrics")) by_name[x.at("name").get<std::string>()] = x;
+  for (const char* name : {"median_ttft_ms", "mean_tpot_ms", "p99_e2el_ms", "output_throughput", "request_throughput",
+                           "per_user_tokens_per_second"}) {
+    const auto& x = by_name.at(name);
+    ASSERT_TRUE(x.contains("low") && x.contains("high")) << name;
+    EXPECT_LE(x["low"].get<double>(), x["value"].get<double>() * (1 + 1e-9)) << name;
+    EXPECT_GE(x["high"].get<double>(), x["value"].get<double>() * (1 - 1e-9)) << name;
+  }
+  EXPECT_FALSE(by_name.at("std_ttft_ms").contains("low"));
+  const auto& user = by_name.at("per_user_tokens_per_second");
+  const double v = user["value"].get<double>();
+  EXPECT_NEAR(user["low"].get<double>(), v / scale_high, 1e-6 * v);
+  EXPECT_NEAR(user["high"].get<double>(), v / scale_low, 1e-6 * v);
+  const auto& light_out = by_name.at("output_throughput");
+  EXPECT_LT((light_out["high"].get<double>() - light_out["low"].get<double>()) / light_out["value"].get<double>(), 0.1);
+
+  const auto busy = run_cli(base + "--rate 50/s --requests 100 --json");
+  ASSERT_EQ(busy.code, 0) << busy.err;
+  int busy_seen = 0;
+  const nlohmann::json busy_doc = nlohmann::json::parse(busy.out);
+  for (const auto& x : busy_doc.at("metrics")) {
+    if (x.at("name").get<std::string>() != "output_throughput") continue;
+    EXPECT_GT((x["high"].get<double>() - x["low"].get<double>()) / x["value"].get<double>(), 0.5) << x.dump();
+    ++busy_seen;
+  }
+  EXPECT_EQ(busy_seen, 1) << busy.out;
+
+  const auto text = run_cli(base + "--rate 0.2/s --requests 12");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("median range ms"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("range       the same requests run again"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("tokens/s (range "), std::string::npos) << text.out;
+
+  const auto plain = run_cli(
+      "serve --model qwen3-30b-a3b --hw rtx-4090 --precision q4_0 -q --rate 0.2/s "
+      "--requests 12 --json");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  const nlohmann::json p = nlohmann::json::parse(plain.out);
+  EXPECT_FALSE(p.contains("range"));
+  for (const auto& x : p.at("metrics")) EXPECT_FALSE(x.contains("low")) << x.dump();
+}
+
 // The capacity question (issue 21): the highest rate at which 90% of the requests meet the SLO. The
 // bracket ends within 2%, the answer meets the target and the next rate up does not; every probe offers
 // load for the same window, so an overload is a queue that grows, not a burst that drains.

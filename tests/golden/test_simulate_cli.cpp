@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -62,6 +63,36 @@ TEST(GoldenSimulate, PerTokenCsvAndChromeTrace) {
   // 2 tokens x 40 layers x 3 nodes: an attention span and at least one expert span per node and layer.
   EXPECT_GE(compute, 2 * 40 * 3 * 2);
   EXPECT_GE(nic, 2 * 40 * 3 * 2);  // each node sends to 2 peers per layer
+}
+
+// A runtime with an interval gives simulate's tokens/s one, as estimate's: the figure over 1 + each end of
+// the runtime profile's held-out errors (its prediction_interval), with the line that says what it is made of.
+TEST(GoldenSimulate, RuntimeIntervalOnTokensPerSecond) {
+  const std::string base = "simulate --model gpt-oss-120b --hw dgx-spark --runtime llama.cpp --nodes 1";
+  const auto r = run_cli(base + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream f(std::string(MOESIM_SOURCE_DIR) + "/hwprofiles/runtimes/llama.cpp-cuda@dgx-spark.json");
+  const nlohmann::json profile = nlohmann::json::parse(f);
+  const double low = profile.at("prediction_interval").at("low").get<double>();
+  const double high = profile.at("prediction_interval").at("high").get<double>();
+  bool seen = false;
+  const nlohmann::json doc = nlohmann::json::parse(r.out);
+  for (const auto& x : doc.at("metrics")) {
+    if (x.at("name").get<std::string>() != "tokens_per_second") continue;
+    seen = true;
+    const double v = x.at("value").get<double>();
+    EXPECT_NEAR(x.at("low").get<double>(), v / (1 + high), 1e-9 * v);
+    EXPECT_NEAR(x.at("high").get<double>(), v / (1 + low), 1e-9 * v);
+  }
+  EXPECT_TRUE(seen) << r.out;
+  const auto text = run_cli(base);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("(range "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("range      llama.cpp-cuda@dgx-spark's interval from held-out dense rows"), std::string::npos)
+      << text.out;
+  const auto plain = run_cli("simulate --model gpt-oss-120b --hw dgx-spark --nodes 1 --json");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("\"low\""), std::string::npos);
 }
 
 TEST(BadInputs, Simulate) {

@@ -211,6 +211,36 @@ TEST(Serving, OneRequestTimesAddUp) {
   EXPECT_LT(q.tpot(), 2 * 15.1e9 / 3.35e12);
 }
 
+// ServingConfig::engine_time_scale stretches the engine's time and nothing else: one request alone waits for
+// nothing, so its TTFT and TPOT scale exactly (to the picosecond rounding), with the host times of a
+// runtime's profile (step, sequence, request) included; requests that arrive slower than the engine serves
+// them keep their throughput (the arrival rate sets it), and a scale that is not positive is refused.
+TEST(Serving, EngineTimeScaleStretchesEveryEngineTime) {
+  Fixture f("llama-3.1-8b", "h100-sxm");
+  f.node.devices.step_overhead = model::Sourced<units::Duration>{units::seconds(2e-3), "test"};
+  f.node.devices.sequence_overhead = model::Sourced<units::Duration>{units::seconds(30e-6), "test"};
+  f.node.devices.request_overhead = model::Sourced<units::Duration>{units::seconds(5e-3), "test"};
+  f.requests(1, 0, 100, 16);
+  const auto base = sim::run_serving(f.c);
+  f.c.engine_time_scale = 1.75;
+  const auto slow = sim::run_serving(f.c);
+  ASSERT_EQ(slow.requests.size(), 1u);
+  EXPECT_NEAR(slow.ttft.mean, 1.75 * base.ttft.mean, 1e-9);
+  EXPECT_NEAR(slow.tpot.mean, 1.75 * base.tpot.mean, 1e-9);
+  EXPECT_NEAR(slow.e2el.mean, 1.75 * base.e2el.mean, 1e-9);
+  // Ten requests a second apart, each done in well under a second: the throughput is the arrivals'.
+  f.requests(10, 1.0, 100, 16);
+  f.c.engine_time_scale = 1;
+  const double at_one = sim::run_serving(f.c).request_throughput;
+  f.c.engine_time_scale = 0.5;
+  const double fast = sim::run_serving(f.c).request_throughput;
+  EXPECT_NEAR(fast / at_one, 1.0, 0.01);
+  for (double bad : {0.0, -0.5, std::nan("")}) {
+    f.c.engine_time_scale = bad;
+    EXPECT_THROW((void)sim::run_serving(f.c), UserError) << bad;
+  }
+}
+
 // Two requests arriving together are batched: every decode step carries both (mean decode batch 2), and
 // the step costs less than twice a single one (the weights are read once).
 TEST(Serving, ContinuousBatchingSharesTheWeightRead) {

@@ -280,6 +280,10 @@ struct RuntimeProfile {
   [[nodiscard]] std::pair<double, double> interval(double value) const {
     return prediction_interval(value, error_low, error_high);
   }
+  /// What an interval from this profile is made of, for the line beside a figure: "<id>'s interval from
+  /// held-out dense rows (-36% .. +56% error)", and for an MoE model (`moe`) how the profile did on the
+  /// validation table's MoE rows where prediction_check says ("; on the 24 MoE batch-1 decode rows ...").
+  [[nodiscard]] std::string interval_basis(bool moe) const;
 };
 
 /// The `hw` of a transferred runtime profile (RuntimeProfile::transferred_from): it applies to any node whose

@@ -9,6 +9,7 @@
 // Scenario keys: serve_params() declares every one (with its type, unit, default and flag; `moesim serve
 // --help` lists them); the "workload" object is sim::parse_workload's (sim/workload.hpp).
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -17,10 +18,12 @@
 #include <optional>
 #include <ostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "moesim/model/cost.hpp"
 #include "moesim/model/expert_streaming.hpp"
+#include "moesim/model/hardware.hpp"
 #include "moesim/model/json_reader.hpp"
 #include "moesim/scenario/params.hpp"
 #include "moesim/scenario/simulate.hpp"
@@ -40,6 +43,25 @@ struct ServeScenario {
 
 ServeScenario load_serve_scenario(const std::string& path);
 
+/// A serving run's figures as they would come out with the engine slower or faster by the extremes of its
+/// runtime's held-out errors (model::RuntimeProfile::error_low, error_high): the same requests run again
+/// with every step and host time × (1 + error_low) (`fast`) and × (1 + error_high) (`slow`)
+/// (sim::ServingConfig::engine_time_scale). A figure's interval is then the two runs' values of it: a
+/// rate's measured value fell in [value / (1 + high), value / (1 + low)] as often as the runtime's dense
+/// rows' did (model::prediction_interval) where the engine alone sets it, and a throughput that the
+/// arrival rate sets comes out with a narrow interval, as it should.
+struct ServeRange {
+  model::RuntimeProfile runtime;  ///< whose interval: its id, errors and prediction_check
+  bool moe = false;               ///< the model is an MoE model (the range line quotes the MoE check)
+  sim::ServingResult fast, slow;  ///< the summaries only (requests and steps are dropped)
+  /// A figure's interval: its values in the fast and the slow run, lower first.
+  [[nodiscard]] std::pair<double, double> interval(
+      const std::function<double(const sim::ServingResult&)>& figure) const {
+    const double a = figure(fast), b = figure(slow);
+    return {std::min(a, b), std::max(a, b)};
+  }
+};
+
 struct ServeRun {
   nlohmann::json scenario;  ///< the resolved scenario (defaults filled in)
   std::string model_id;
@@ -55,6 +77,8 @@ struct ServeRun {
   std::optional<model::RunningCost> running;
   std::string price_missing;
   model::CostAssumptions costs;
+  /// With a runtime that gives an interval, where run_serve was asked for one.
+  std::optional<ServeRange> range;
 };
 
 /// A scenario resolved into the serving simulator's configuration, not yet run: the profiles, plan,
@@ -68,6 +92,7 @@ struct PreparedServe {
   sim::RoutingTrace trace;
   sim::ServingConfig config;
   std::vector<std::string> defaults;  ///< said first in the run's assumptions (ServeScenario::defaults and more)
+  std::optional<model::RuntimeProfile> runtime;  ///< the scenario's runtime profile, applied to `node`
 
   PreparedServe() = default;
   PreparedServe(const PreparedServe&) = delete;
@@ -176,8 +201,9 @@ class TraceCache {
 /// UserError for bad input.
 std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffic = true, TraceCache* cache = nullptr);
 
-/// Runs one scenario (its "sweep" key must be absent). UserError for bad input.
-ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& progress = {});
+/// Runs one scenario (its "sweep" key must be absent). UserError for bad input. With `range`, and a runtime
+/// profile that gives an interval, also its ServeRange (two more runs of the same requests).
+ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& progress = {}, bool range = false);
 
 /// The memory plan the run of this scenario would make (sim::check_memory), without running it: whether
 /// the fullest device holds its weights and activations, and why not. UserError for bad input.

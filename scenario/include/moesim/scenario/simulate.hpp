@@ -106,6 +106,7 @@ struct SimulateSetup {
   sim::Collective collective{};
   cost::ExpertExecution experts{};
   std::optional<cost::StreamingParams> streaming;
+  std::optional<model::RuntimeProfile> runtime;  ///< the request's runtime profile, applied to `node`
 };
 
 struct SimulateResult : SimulateSetup {

@@ -159,6 +159,11 @@ struct ServingConfig {
   double kv_bytes = 2.0;          ///< bytes per KV-cache element (bf16)
   std::optional<StreamingParams> streaming;
   std::function<void(double)> progress;  ///< fraction of requests done
+  /// Every engine step's time (its stages, their transfers, the host's step and sequence overheads) and
+  /// every request's request_overhead take this multiple of what the cost model gives: 1 + a runtime's
+  /// held-out error (model::RuntimeProfile::error_low, error_high), so that the run's figures come out as
+  /// the measured ones would if the engine ran that much slower or faster (scenario::run_serve's range).
+  double engine_time_scale = 1.0;
 };
 
 /// The layers of each pipeline stage, vLLM's split (model/step_cost.hpp).
