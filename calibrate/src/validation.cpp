@@ -80,21 +80,25 @@ namespace validation_detail {
 
 namespace {
 
-/// The check a profile carries (RuntimeProfile::prediction_check) from its MoE batch-1 decode rows' summary
-/// on `basis`; nullopt where it priced none with an interval.
-std::optional<model::RuntimeProfile::PredictionCheck> check_of(const std::vector<const ValidationPrediction*>& rows,
-                                                               const std::string& basis, const std::string& where) {
-  const ErrorSummary s = summarise(rows, basis);
-  if (s.n == 0 || s.with_interval == 0) return std::nullopt;
-  return model::RuntimeProfile::PredictionCheck{
-      s.n, s.median_abs, s.coverage,
-      "`moesim validate --table validation --fit`: its figures for the " + std::to_string(s.n) +
-          (s.n == 1 ? " MoE batch-1 decode prediction row" : " MoE batch-1 decode prediction rows") +
-          " of validation/measurements.csv " + where + ", none of them fitted to, against their measurements"};
-}
-
-bool moe_decode_prediction(const ValidationPrediction& p) {
-  return p.row.role == "prediction" && p.kind == "decode b1";
+/// The checks a profile carries (RuntimeProfile::prediction_checks): for each kind of row
+/// (kPredictionCheckKinds), its MoE prediction rows' summary on `basis`; none for a kind it priced none of
+/// with an interval.
+std::vector<model::RuntimeProfile::PredictionCheck> checks_of(const std::vector<const ValidationPrediction*>& rows,
+                                                              const std::string& basis, const std::string& where) {
+  std::vector<model::RuntimeProfile::PredictionCheck> out;
+  for (const auto& [kind, words] : model::kPredictionCheckKinds) {
+    std::vector<const ValidationPrediction*> of_kind;
+    for (const ValidationPrediction* p : rows)
+      if (p->row.role == "prediction" && p->kind == kind) of_kind.push_back(p);
+    const ErrorSummary s = summarise(of_kind, basis);
+    if (s.n == 0 || s.with_interval == 0) continue;
+    out.push_back({std::string(kind), s.n, s.median_abs, s.coverage,
+                   "`moesim validate --table validation --fit`: its figures for the " + std::to_string(s.n) + " MoE " +
+                       std::string(words) + (s.n == 1 ? " prediction row" : " prediction rows") +
+                       " of validation/measurements.csv " + where +
+                       ", none of them fitted to, against their measurements"});
+  }
+  return out;
 }
 
 }  // namespace
@@ -103,20 +107,18 @@ void check_predictions(ValidationResult& r, const std::vector<std::vector<Valida
                        const Mapping& m) {
   MOESIM_CHECK(members.size() == r.fits.size(), "check_predictions needs each fit's rows");
   for (std::size_t i = 0; i < r.fits.size(); ++i) {
-    std::vector<const ValidationPrediction*> rows;
-    for (const ValidationPrediction* p : *members[i])
-      if (moe_decode_prediction(*p)) rows.push_back(p);
-    r.fits[i].profile.prediction_check = check_of(rows, "fitted", "on " + r.fits[i].hw);
+    const std::vector<const ValidationPrediction*> rows(members[i]->begin(), members[i]->end());
+    r.fits[i].profile.prediction_checks = checks_of(rows, "fitted", "on " + r.fits[i].hw);
   }
   // A transferred profile: the rows of its runtime priced by it with their own machine's fit left out, on
   // the machines of its GPUs' maker.
   for (TransferredRuntime& t : r.transfers) {
     std::vector<const ValidationPrediction*> rows;
     for (const ValidationPrediction& p : r.rows)
-      if (p.transferred && moe_decode_prediction(p) && p.row.runtime == t.profile.runtime &&
+      if (p.transferred && p.row.runtime == t.profile.runtime &&
           base_node(m, p.row.runtime, p.hw).devices.gpu_vendor == t.profile.gpu_vendor)
         rows.push_back(&p);
-    t.profile.prediction_check = check_of(
+    t.profile.prediction_checks = checks_of(
         rows, "transferred", "of the machines it was fitted on, each priced with its own machine's fit left out");
   }
 }

@@ -130,8 +130,8 @@ void batched_intervals(std::vector<std::vector<ValidationPrediction*>*>& classes
 /// Machines a runtime needs fits on (to batch-1 decode rows) for a transferred profile: each one's rows are
 /// predicted from the medians of the others, so three leaves two to take a median of.
 constexpr std::size_t kMinTransferMachines = 3;
-/// Each fitted and transferred profile's check against the MoE batch-1 decode rows it priced
-/// (RuntimeProfile::prediction_check), from their fitted and transferred figures. `members[i]`: the rows of
+/// Each fitted and transferred profile's checks against the MoE prediction rows it priced, one per kind
+/// (RuntimeProfile::prediction_checks), from their fitted and transferred figures. `members[i]`: the rows of
 /// r.fits[i]'s class.
 void check_predictions(ValidationResult& r, const std::vector<std::vector<ValidationPrediction*>*>& members,
                        const Mapping& m);

@@ -274,11 +274,12 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
   if (!r.interval_source.empty())
     j["prediction_interval"] = {
         {"low", r.error_low}, {"high", r.error_high}, {"rows", r.calibration_rows}, {"source", r.interval_source}};
-  if (const auto& c = r.prediction_check)
-    j["prediction_check"] = {{"rows", c->rows},
-                             {"median_abs_error", c->median_abs_error},
-                             {"interval_coverage", c->interval_coverage},
-                             {"source", c->source}};
+  for (const auto& c : r.prediction_checks)
+    j["prediction_check"].push_back({{"kind", c.kind},
+                                     {"rows", c.rows},
+                                     {"median_abs_error", c.median_abs_error},
+                                     {"interval_coverage", c.interval_coverage},
+                                     {"source", c.source}});
   return j;
 }
 

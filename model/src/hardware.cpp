@@ -585,34 +585,53 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
     p.calibration_rows = i->integer("rows", 0);
     p.interval_source = i->string("source");
   }
-  if (auto c = n.optional_child("prediction_check")) {
-    c->expect_only({"rows", "median_abs_error", "interval_coverage", "source"});
-    RuntimeProfile::PredictionCheck k;
-    k.rows = c->integer("rows", 0);
-    k.median_abs_error = c->number("median_abs_error");
-    k.interval_coverage = c->number("interval_coverage");
-    k.source = c->string("source");
-    if (k.rows < 1 || !(k.median_abs_error >= 0) || !std::isfinite(k.median_abs_error) ||
-        !(k.interval_coverage >= 0 && k.interval_coverage <= 1))
-      throw c->error("give rows >= 1, median_abs_error >= 0 and interval_coverage in [0, 1] (e.g. 46, 0.109, 0.67)");
-    p.prediction_check = k;
+  if (n.has("prediction_check")) {
+    for (const json::Node& c : n.elements("prediction_check")) {
+      c.expect_only({"kind", "rows", "median_abs_error", "interval_coverage", "source"});
+      RuntimeProfile::PredictionCheck k;
+      k.kind = c.string("kind");
+      std::vector<std::string> kinds;
+      kinds.reserve(kPredictionCheckKinds.size());
+      for (const auto& [name, words] : kPredictionCheckKinds) kinds.emplace_back(name);
+      if (std::find(kinds.begin(), kinds.end(), k.kind) == kinds.end())
+        throw c.error(
+            "kind", "is \"" + k.kind + "\"" + text::did_you_mean(k.kind, kinds) + "; give one of " + text::join(kinds));
+      if (p.prediction_check(k.kind) != nullptr) throw c.error("kind", "\"" + k.kind + "\" is checked twice");
+      k.rows = c.integer("rows", 0);
+      k.median_abs_error = c.number("median_abs_error");
+      k.interval_coverage = c.number("interval_coverage");
+      k.source = c.string("source");
+      if (k.rows < 1 || !(k.median_abs_error >= 0) || !std::isfinite(k.median_abs_error) ||
+          !(k.interval_coverage >= 0 && k.interval_coverage <= 1))
+        throw c.error("give rows >= 1, median_abs_error >= 0 and interval_coverage in [0, 1] (e.g. 46, 0.109, 0.67)");
+      p.prediction_checks.push_back(std::move(k));
+    }
   }
   return p;
 }
 
 }  // namespace
 
-std::string RuntimeProfile::interval_basis(bool moe) const {
+const RuntimeProfile::PredictionCheck* RuntimeProfile::prediction_check(std::string_view kind) const {
+  for (const PredictionCheck& c : prediction_checks)
+    if (c.kind == kind) return &c;
+  return nullptr;
+}
+
+std::string RuntimeProfile::interval_basis(bool moe, const std::vector<std::string_view>& kinds) const {
   std::string s = id + "'s interval from held-out dense rows (" +
                   text::printf("%+.0f%% .. %+.0f%%", 100 * error_low, 100 * error_high) + " error)";
+  if (!moe) return s;
   // The interval is made of dense rows' held-out errors; how the profile did on the MoE rows no fit saw is
   // the buyer's to know beside it.
-  if (const auto& c = prediction_check; c && moe)
-    s += "; on the " + std::to_string(c->rows) +
-         (c->rows == 1 ? " MoE batch-1 decode row" : " MoE batch-1 decode rows") +
+  for (const auto& [kind, words] : kPredictionCheckKinds) {
+    const PredictionCheck* c = prediction_check(kind);
+    if (c == nullptr || (!kinds.empty() && std::find(kinds.begin(), kinds.end(), kind) == kinds.end())) continue;
+    s += "; on the " + std::to_string(c->rows) + " MoE " + std::string(words) + (c->rows == 1 ? " row" : " rows") +
          " of validation/measurements.csv it was checked on, its figures were " +
          text::printf("%.0f%%", 100 * c->median_abs_error) + " off (median) and " +
          text::printf("%.0f%%", 100 * c->interval_coverage) + " of them inside such a range";
+  }
   return s;
 }
 

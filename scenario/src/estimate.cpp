@@ -261,8 +261,8 @@ EstimateResult run_estimate(const EstimateRequest& request) {
       }
       if (r.runtime && !r.runtime->interval_source.empty()) {
         row.interval = r.runtime->interval(row.estimate.tokens_per_second);
-        if (r.runtime->prediction_check && r.arch.is_moe())
-          row.estimate.notes.push_back("range tok/s: " + r.runtime->interval_basis(true));
+        if (r.runtime->prediction_check("decode b1") != nullptr && r.arch.is_moe())
+          row.estimate.notes.push_back("range tok/s: " + r.runtime->interval_basis(true, {"decode b1"}));
       }
       if (!expected_active_note.empty()) row.estimate.notes.push_back(expected_active_note);
       // The cost is a column beside the answer, not the answer: without a price the row keeps its

@@ -473,7 +473,7 @@ void print_simulate_text(const SimulateResult& r, std::ostream& out, bool timing
         << " s per token (in MoE); the analytic estimate assumed "
         << text::printf("%.1f", 100.0 * r.estimate.cache_hit_rate) << "%\n";
   }
-  if (range) out << "range      " << r.runtime->interval_basis(r.arch.is_moe()) << "\n";
+  if (range) out << "range      " << r.runtime->interval_basis(r.arch.is_moe(), {"decode b1"}) << "\n";
   out << "E[active]  " << text::printf("%.3f", run.mean_max_routed)
       << " experts on the busiest node per MoE layer, measured on the trace (uniform-routing expectation for this "
          "placement: "

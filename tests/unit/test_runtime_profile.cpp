@@ -326,28 +326,60 @@ TEST(RuntimeProfile, TransferredRuntimeCarriesOnlyToGpusOfItsMaker) {
   EXPECT_NO_THROW((void)apply_runtime(load_node("mac-studio-m4-max-128"), metal));
 }
 
-// A runtime profile may say how its figures did on the validation table's MoE rows (prediction_check, written
-// by `validate --fit`); a check of no rows, a negative error or a share outside [0, 1] is refused.
-TEST(RuntimeProfile, PredictionCheckIsReadAndBounded) {
+// A runtime profile may say how its figures did on the validation table's MoE rows, one check per kind of
+// row (prediction_check, written by `validate --fit`); a check of no rows, a negative error, a share outside
+// [0, 1], an unknown kind (with the valid ones), a kind twice or a check that is not a list is refused. The
+// line beside a range quotes the kinds asked for, every check where none are named, and none for a dense
+// model.
+TEST(RuntimeProfile, PredictionChecksAreReadAndBounded) {
   moesim::test::TestDir dir("moesim_runtime");
   const auto write = [&](const std::string& name, const std::string& check) {
     return dir
         .write(name, R"({"id": "x", "kind": "runtime", "runtime": "x", "hw": "rtx-4090",
-          "bandwidth_efficiency": {"value": 0.9, "source": "t"}, "prediction_check": )" +
+          "bandwidth_efficiency": {"value": 0.9, "source": "t"},
+          "prediction_interval": {"low": -0.1, "high": 0.2, "rows": 20, "source": "t"}, "prediction_check": )" +
                          check + "}")
         .string();
   };
   const RuntimeProfile ok = load_runtime(
-      write("ok.json", R"({"rows": 46, "median_abs_error": 0.109, "interval_coverage": 0.674, "source": "t"})"));
-  ASSERT_TRUE(ok.prediction_check.has_value());
-  EXPECT_EQ(ok.prediction_check->rows, 46);
-  EXPECT_DOUBLE_EQ(ok.prediction_check->median_abs_error, 0.109);
-  EXPECT_DOUBLE_EQ(ok.prediction_check->interval_coverage, 0.674);
-  for (const char* bad : {R"({"rows": 0, "median_abs_error": 0.1, "interval_coverage": 0.5, "source": "t"})",
-                          R"({"rows": 3, "median_abs_error": -0.1, "interval_coverage": 0.5, "source": "t"})",
-                          R"({"rows": 3, "median_abs_error": 0.1, "interval_coverage": 1.5, "source": "t"})",
-                          R"({"rows": 3, "median_abs_error": 0.1, "interval_coverage": 0.5})"})
+      write("ok.json",
+            R"([{"kind": "decode b1", "rows": 46, "median_abs_error": 0.109, "interval_coverage": 0.674, "source": "t"},
+          {"kind": "max-load", "rows": 58, "median_abs_error": 0.138, "interval_coverage": 0.9, "source": "t"}])"));
+  ASSERT_EQ(ok.prediction_checks.size(), 2u);
+  const auto* decode = ok.prediction_check("decode b1");
+  ASSERT_NE(decode, nullptr);
+  EXPECT_EQ(decode->rows, 46);
+  EXPECT_DOUBLE_EQ(decode->median_abs_error, 0.109);
+  EXPECT_DOUBLE_EQ(decode->interval_coverage, 0.674);
+  EXPECT_EQ(ok.prediction_check("prefill b1"), nullptr);
+  const std::string decode_only = ok.interval_basis(true, {"decode b1"});
+  EXPECT_NE(decode_only.find("on the 46 MoE batch-1 decode rows"), std::string::npos) << decode_only;
+  EXPECT_EQ(decode_only.find("max-load"), std::string::npos) << decode_only;
+  const std::string all = ok.interval_basis(true);
+  EXPECT_NE(all.find("on the 58 MoE max-load rows of validation/measurements.csv it was checked on, its figures were "
+                     "14% off (median) and 90% of them inside such a range"),
+            std::string::npos)
+      << all;
+  EXPECT_EQ(ok.interval_basis(false), "x's interval from held-out dense rows (-10% .. +20% error)");
+  for (const char* bad :
+       {R"([{"kind": "decode b1", "rows": 0, "median_abs_error": 0.1, "interval_coverage": 0.5, "source": "t"}])",
+        R"([{"kind": "decode b1", "rows": 3, "median_abs_error": -0.1, "interval_coverage": 0.5, "source": "t"}])",
+        R"([{"kind": "decode b1", "rows": 3, "median_abs_error": 0.1, "interval_coverage": 1.5, "source": "t"}])",
+        R"([{"kind": "decode b1", "rows": 3, "median_abs_error": 0.1, "interval_coverage": 0.5}])",
+        R"([{"kind": "decode", "rows": 3, "median_abs_error": 0.1, "interval_coverage": 0.5, "source": "t"}])",
+        R"([{"kind": "max-load", "rows": 3, "median_abs_error": 0.1, "interval_coverage": 0.5, "source": "t"},
+            {"kind": "max-load", "rows": 4, "median_abs_error": 0.1, "interval_coverage": 0.5, "source": "t"}])",
+        R"({"kind": "decode b1", "rows": 3, "median_abs_error": 0.1, "interval_coverage": 0.5, "source": "t"})"})
     EXPECT_THROW((void)load_runtime(write("bad.json", bad)), UserError) << bad;
+  try {
+    (void)load_runtime(write(
+        "typo.json",
+        R"([{"kind": "max_load", "rows": 3, "median_abs_error": 0.1, "interval_coverage": 0.5, "source": "t"}])"));
+    ADD_FAILURE() << "an unknown kind was accepted";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("prediction_check[0].kind"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("max-load"), std::string::npos) << e.what();
+  }
 }
 
 // A node profile's devices.gpu_vendor is one of the makers moesim knows, or absent; a typo is refused with

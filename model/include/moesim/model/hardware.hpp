@@ -266,25 +266,41 @@ struct RuntimeProfile {
   double error_low = 0, error_high = 0;
   std::int64_t calibration_rows = 0;
   std::string interval_source;
-  /// How its figures compared with the validation table's MoE batch-1 decode measurements, which no fit
-  /// sees (`moesim validate --table validation --fit`; a transferred profile's with each row's own machine
-  /// left out): rows, median |predicted / measured - 1|, the share inside their interval. A dense row's
-  /// held-out error, which the interval is made of, need not carry to a MoE model: `estimate` says how it did.
+  /// How its figures compared with the validation table's MoE measurements of one kind, which no fit sees
+  /// (`moesim validate --table validation --fit`; a transferred profile's with each row's own machine left
+  /// out): the kind (kPredictionCheckKinds), rows, median |predicted / measured - 1|, the share inside
+  /// their interval. A dense row's held-out error, which the interval is made of, need not carry to a MoE
+  /// model: the instruments say beside a range how the profile did.
   struct PredictionCheck {
+    std::string kind;  ///< "decode b1", "max-load", ... (kPredictionCheckKinds)
     std::int64_t rows = 0;
     double median_abs_error = 0, interval_coverage = 0;
     std::string source;
   };
-  std::optional<PredictionCheck> prediction_check;
+  /// One per kind of MoE prediction row the profile priced with an interval, in kPredictionCheckKinds' order.
+  std::vector<PredictionCheck> prediction_checks;
+  /// The check of `kind`, or nullptr.
+  [[nodiscard]] const PredictionCheck* prediction_check(std::string_view kind) const;
   /// The interval of a prediction `value` (tokens/s): [value / (1 + error_high), value / (1 + error_low)].
   [[nodiscard]] std::pair<double, double> interval(double value) const {
     return prediction_interval(value, error_low, error_high);
   }
   /// What an interval from this profile is made of, for the line beside a figure: "<id>'s interval from
   /// held-out dense rows (-36% .. +56% error)", and for an MoE model (`moe`) how the profile did on the
-  /// validation table's MoE rows where prediction_check says ("; on the 24 MoE batch-1 decode rows ...").
-  [[nodiscard]] std::string interval_basis(bool moe) const;
+  /// validation table's MoE rows of each of `kinds` it has a check of ("; on the 24 MoE batch-1 decode
+  /// rows ..."); every check where `kinds` is empty.
+  [[nodiscard]] std::string interval_basis(bool moe, const std::vector<std::string_view>& kinds = {}) const;
 };
+
+/// The kinds of validation row a runtime's prediction check may be of (validation/README.md), each with the
+/// words that name its rows: "decode b1" -> "batch-1 decode".
+inline constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kPredictionCheckKinds = {{
+    {"decode b1", "batch-1 decode"},
+    {"prefill b1", "batch-1 prefill"},
+    {"decode batched", "batched decode"},
+    {"prefill batched", "batched prefill"},
+    {"max-load", "max-load"},
+}};
 
 /// The `hw` of a transferred runtime profile (RuntimeProfile::transferred_from): it applies to any node whose
 /// GPUs are of its gpu_vendor.
