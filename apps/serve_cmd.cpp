@@ -58,7 +58,9 @@ int cmd_serve(const Args& args, std::ostream& out) {
   // clang-format off
   desc.add_options()
     ("find-max-rate", "the capacity question: the highest arrival rate at which --slo-attainment of the requests "
-     "meet the SLO (needs an SLO and a poisson, gamma or uniform arrival; starts from the workload's rate)")
+     "meet the SLO (needs an SLO and a poisson, gamma or uniform arrival; starts from the workload's rate; with "
+     "a fitted --runtime it searches twice more, the engine as much slower and faster as the runtime's held-out "
+     "errors, for the answer's range)")
     ("slo-attainment", po::value<double>()->default_value(0.9, "0.9"),
      "with --find-max-rate: the share of requests that must meet the SLO (DistServe's 90% by default)")
     ("json", "print results as JSON ({name, value, unit} per metric, with the resolved scenario)")

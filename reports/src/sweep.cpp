@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 #include <sstream>
+#include <tuple>
 
 #include "moesim/model/analytic.hpp"
 #include "moesim/model/architecture.hpp"
@@ -178,8 +179,10 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
   const GridPoint& p = out.point;
   try {
     // Serves the point's scenario, and writes its Chrome trace when asked.
+    // A point whose hardware has a fitted runtime gets its figure's range (ServeRange: the serving runs
+    // twice more; RuntimeProfile::interval for the decode simulator's tokens/s).
     auto serve = [&](nlohmann::json doc) {
-      scenario::ServeRun run = scenario::run_serve(point_scenario(g, p, std::move(doc)));
+      scenario::ServeRun run = scenario::run_serve(point_scenario(g, p, std::move(doc)), {}, /*range=*/true);
       if (!o.traces_dir.empty())
         write_file_atomically((o.traces_dir / ("point-" + std::to_string(p.index) + ".json")).string(), [&] {
           std::ostringstream t;
@@ -198,6 +201,9 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
       out.itl_p50 = res.itl.median;
       out.itl_p99 = res.itl.p99;
       out.goodput = res.goodput;
+      if (run.range)
+        std::tie(out.tokens_per_s_low, out.tokens_per_s_high) =
+            run.range->interval([](const sim::ServingResult& x) { return x.output_throughput; });
       out.instrument = "serving-sim";
     } else if (p.tensor_parallel > 0) {
       if (const std::string k = sweep_detail::decode_only_axis(p); !k.empty())
@@ -207,7 +213,9 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
       // One server of several GPUs runs the model tensor-parallel over them (vLLM, TensorRT-LLM), not the
       // Mac cluster's expert-parallel strategy: its single-user figure comes from the serving simulator.
       const scenario::ServeRun run = serve(sweep_detail::tensor_parallel_doc(g, p));
-      out.sim_tokens_per_s = run.result.tpot.mean > 0 ? 1.0 / run.result.tpot.mean : 0;
+      const auto per_user = [](const sim::ServingResult& x) { return x.tpot.mean > 0 ? 1.0 / x.tpot.mean : 0.0; };
+      out.sim_tokens_per_s = per_user(run.result);
+      if (run.range) std::tie(out.tokens_per_s_low, out.tokens_per_s_high) = run.range->interval(per_user);
       out.instrument = "serving-sim (TP " + std::to_string(p.tensor_parallel) + ")";
     } else {
       scenario::SimulateOutputs outputs;
@@ -219,6 +227,8 @@ void simulate_point(const Grid& g, const SweepOptions& o, PointResult& out) {
       out.split_moe = split.moe;
       out.split_comm = split.comm;
       out.split_misc = split.misc;
+      if (r.runtime && !r.runtime->interval_source.empty())
+        std::tie(out.tokens_per_s_low, out.tokens_per_s_high) = r.runtime->interval(r.run.tokens_per_second);
       out.instrument = "decode-sim";
     }
     out.simulated = true;

@@ -31,7 +31,22 @@ struct Column {
   const char* unit;
   std::function<std::optional<double>(const PointResult&)> value;
   bool calibrated = false;  ///< a column of a calibrated sweep only (calibrate_points)
+  bool ranged = false;      ///< a column of a sweep with ranges (calibrated, or a fitted runtime's) only
 };
+
+/// Whether any point's figure has a range (a calibrated one's, or its runtime's).
+bool any_range(const SweepResult& r) {
+  return std::any_of(r.points.begin(), r.points.end(),
+                     [](const PointResult& p) { return p.tokens_per_s_low && p.tokens_per_s_high; });
+}
+
+/// A point's headline with its range where it has one: "56.4 (36.1-88.0)".
+std::string with_range(const PointResult& p) {
+  std::string s = text::printf("%.1f", p.tokens_per_s);
+  if (p.tokens_per_s_low && p.tokens_per_s_high)
+    s += " (" + text::printf("%.1f", *p.tokens_per_s_low) + "-" + text::printf("%.1f", *p.tokens_per_s_high) + ")";
+  return s;
+}
 
 std::optional<double> opt(bool have, double v) { return have ? std::optional<double>(v) : std::nullopt; }
 
@@ -68,9 +83,9 @@ const std::vector<Column>& metric_columns() {
       {"tokens_per_s", "tokens_per_second", "tokens/s",
        [](const PointResult& p) { return opt(p.tokens_per_s > 0, p.tokens_per_s); }},
       {"tokens_per_s_low", "tokens_per_second_low", "tokens/s", [](const PointResult& p) { return p.tokens_per_s_low; },
-       true},
+       false, true},
       {"tokens_per_s_high", "tokens_per_second_high", "tokens/s",
-       [](const PointResult& p) { return p.tokens_per_s_high; }, true},
+       [](const PointResult& p) { return p.tokens_per_s_high; }, false, true},
       {"datasheet_tokens_per_s", "datasheet_tokens_per_second", "tokens/s",
        [](const PointResult& p) { return p.datasheet_tokens_per_s; }, true},
       {"cost_nodes_usd", "cost_nodes", "USD",
@@ -124,9 +139,10 @@ void write_sweep_points_csv(const SweepResult& r, std::ostream& out) {
   // A calibrated sweep (the report's) adds the calibration, the interval and the datasheet figure.
   const bool calibrated =
       std::any_of(r.points.begin(), r.points.end(), [](const PointResult& p) { return !p.calibration.empty(); });
+  const bool ranged = calibrated || any_range(r);
   std::vector<const Column*> cols;
   for (const auto& c : metric_columns())
-    if (calibrated || !c.calibrated) cols.push_back(&c);
+    if ((calibrated || !c.calibrated) && (ranged || !c.ranged)) cols.push_back(&c);
   out << "index,model,hw,nodes,nic,precision,placement,strategy,plan,workload";
   for (const auto& axis : r.grid.axes) out << "," << scenario::csv_field(axis.first);
   out << ",status,instrument,fits,pareto";
@@ -212,8 +228,12 @@ void print_sweep_summary(const SweepResult& r, std::ostream& out, bool markdown,
     if (i < 0) return;
     const auto& p = at(i);
     out << (markdown ? "- **" : "") << what << (markdown ? ":** " : ": ") << describe_point(p.point) << ": "
-        << text::printf("%.1f", p.tokens_per_s) << " tokens/s for " << money(p.capital.total().base()) << " ("
-        << text::printf("%.3f", p.tokens_per_s_per_usd * 1000) << " tokens/s per 1,000 USD";
+        << text::printf("%.1f", p.tokens_per_s) << " tokens/s"
+        << (p.tokens_per_s_low && p.tokens_per_s_high ? " (range " + text::printf("%.1f", *p.tokens_per_s_low) + "-" +
+                                                            text::printf("%.1f", *p.tokens_per_s_high) + ")"
+                                                      : std::string())
+        << " for " << money(p.capital.total().base()) << " (" << text::printf("%.3f", p.tokens_per_s_per_usd * 1000)
+        << " tokens/s per 1,000 USD";
     if (p.running.usd_per_million_tokens)
       out << ", " << text::printf("%.2f", *p.running.usd_per_million_tokens) << " USD per million tokens";
     out << ")\n";
@@ -242,15 +262,17 @@ void print_sweep_summary(const SweepResult& r, std::ostream& out, bool markdown,
     return at(a).tokens_per_s_per_usd > at(b).tokens_per_s_per_usd;
   });
   const bool serving = r.grid.serving();
-  std::vector<std::string> headers = {"configuration",  "tokens/s",   "source", "cost USD",
-                                      "tok/s per kUSD", "USD/Mtoken", "Pareto"};
+  const bool ranged = any_range(r);
+  std::vector<std::string> headers = {
+      "configuration", ranged ? "tokens/s (range)" : "tokens/s", "source", "cost USD", "tok/s per kUSD", "USD/Mtoken",
+      "Pareto"};
   if (serving) headers.insert(headers.begin() + 2, {"per user tok/s", "TTFT p99 s", "ITL p99 ms"});
   scenario::Table t(headers);
   for (std::size_t k = 0; k < ok.size() && k < max_rows; ++k) {
     const auto& p = at(ok[k]);
     std::vector<std::string> row = {
         describe_point(p.point),
-        text::printf("%.1f", p.tokens_per_s),
+        with_range(p),
         p.instrument,
         text::printf("%.0f", p.capital.total().base()),
         text::printf("%.3f", p.tokens_per_s_per_usd * 1000),

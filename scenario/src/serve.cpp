@@ -292,8 +292,10 @@ std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffi
   return prepared;
 }
 
-ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& progress, bool range) {
+ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& progress, bool range,
+                   double engine_time_scale) {
   const std::unique_ptr<PreparedServe> prepared = prepare_serve(s);
+  prepared->config.engine_time_scale = engine_time_scale;
   const std::optional<model::RuntimeProfile>& runtime = prepared->runtime;
   const bool ranged = range && runtime && !runtime->interval_source.empty();
   ServeRun& run = prepared->run;
@@ -308,7 +310,7 @@ ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& pr
       r.runtime = *runtime;
       r.moe = prepared->arch.is_moe();
       const auto again = [&](double error, double done) {
-        prepared->config.engine_time_scale = 1.0 + error;
+        prepared->config.engine_time_scale = engine_time_scale * (1.0 + error);
         if (progress) prepared->config.progress = [&progress, done](double f) { progress((done + f) / 3); };
         sim::ServingResult x = sim::run_serving(prepared->config);
         x.requests = {};

@@ -2,6 +2,9 @@
 // and the search for the highest arrival rate that meets the SLO (find_max_rate).
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <optional>
+#include <utility>
 
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
@@ -39,6 +42,76 @@ void set_dotted(nlohmann::json& doc, const std::string& key, const nlohmann::jso
 std::string label_of(const nlohmann::json& v) {
   if (v.is_string()) return v.get<std::string>();
   return v.dump();
+}
+
+/// One search for the highest rate meeting the SLO: from `start`, doubled or halved until bracketed, then
+/// bisected to 2%; every probe's engine time × `scale` (run_serve). `best` is the probe at the highest rate
+/// that met the target (none: not even the lowest rate tried, whose rate is then `failing`).
+struct MaxRateSearch {
+  std::vector<RateProbe> probes;
+  std::optional<std::size_t> best;
+  std::optional<double> failing;
+};
+
+MaxRateSearch search_max_rate(const ServeScenario& s, double attainment, double start, double window, double scale,
+                              const std::function<void(double, std::size_t)>& progress, std::size_t probes_before) {
+  constexpr std::int64_t kMaxProbeRequests = 200000;
+  MaxRateSearch m;
+  auto probe = [&](double rate) -> const RateProbe& {
+    ServeScenario at = s;
+    at.doc["workload"]["rate"] = text::printf("%.9g/s", rate);
+    const auto count = static_cast<std::int64_t>(std::llround(rate * window));
+    if (count > kMaxProbeRequests)
+      throw UserError("--find-max-rate: " + text::printf("%.3g", rate) + " requests/s over the workload's " +
+                      text::printf("%.3g", window) + " s window is " + std::to_string(count) + " requests, above the " +
+                      std::to_string(kMaxProbeRequests) + " a probe may run; give fewer workload requests");
+    at.doc["workload"]["requests"] = std::max<std::int64_t>(count, 1);
+    if (progress) progress(rate, probes_before + m.probes.size());
+    RateProbe p;
+    p.rate = rate;
+    p.run = run_serve(at, {}, false, scale);
+    const auto n = static_cast<double>(p.run.result.requests.size());
+    p.attainment = n > 0 ? static_cast<double>(p.run.result.good_requests) / n : 0.0;
+    m.probes.push_back(std::move(p));
+    return m.probes.back();
+  };
+  auto meets = [&](const RateProbe& p) { return p.attainment >= attainment; };
+  double lo = 0, hi = 0;  // lo meets, hi does not
+  double r = start;
+  if (meets(probe(r))) {
+    lo = r;
+    for (int i = 0; i < 24 && hi == 0; ++i) {
+      r *= 2;
+      if (meets(probe(r)))
+        lo = r;
+      else
+        hi = r;
+    }
+  } else {
+    hi = r;
+    for (int i = 0; i < 24 && lo == 0; ++i) {
+      r /= 2;
+      if (meets(probe(r)))
+        lo = r;
+      else
+        hi = r;
+    }
+    if (lo == 0) {
+      m.failing = hi;
+      return m;
+    }
+  }
+  for (int i = 0; i < 16 && hi > 0 && hi / lo > 1.02; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    if (meets(probe(mid)))
+      lo = mid;
+    else
+      hi = mid;
+  }
+  for (std::size_t i = 0; i < m.probes.size(); ++i)
+    if (m.probes[i].rate == lo) m.best = i;
+  if (hi > 0) m.failing = hi;
+  return m;
 }
 
 }  // namespace
@@ -110,64 +183,35 @@ MaxRate find_max_rate(const ServeScenario& s, double attainment,
   // the whole window, as a server in steady state would (DistServe's traces, like vLLM's benchmark at a
   // rate, are long against the latencies they bound).
   const double window = static_cast<double>(parsed.requests) / parsed.rate;
-  constexpr std::int64_t kMaxProbeRequests = 200000;
   MaxRate m;
   m.attainment_target = attainment;
   m.window_s = window;
-  auto probe = [&](double rate) -> const RateProbe& {
-    ServeScenario at = s;
-    at.doc["workload"]["rate"] = text::printf("%.9g/s", rate);
-    const auto count = static_cast<std::int64_t>(std::llround(rate * window));
-    if (count > kMaxProbeRequests)
-      throw UserError("--find-max-rate: " + text::printf("%.3g", rate) + " requests/s over the workload's " +
-                      text::printf("%.3g", window) + " s window is " + std::to_string(count) + " requests, above the " +
-                      std::to_string(kMaxProbeRequests) + " a probe may run; give fewer workload requests");
-    at.doc["workload"]["requests"] = std::max<std::int64_t>(count, 1);
-    if (progress) progress(rate, m.probes.size());
-    RateProbe p;
-    p.rate = rate;
-    p.run = run_serve(at);
-    const auto n = static_cast<double>(p.run.result.requests.size());
-    p.attainment = n > 0 ? static_cast<double>(p.run.result.good_requests) / n : 0.0;
-    m.probes.push_back(std::move(p));
-    return m.probes.back();
-  };
-  auto meets = [&](const RateProbe& p) { return p.attainment >= attainment; };
-  double lo = 0, hi = 0;  // lo meets, hi does not
-  double r = parsed.rate;
-  if (meets(probe(r))) {
-    lo = r;
-    for (int i = 0; i < 24 && hi == 0; ++i) {
-      r *= 2;
-      if (meets(probe(r)))
-        lo = r;
-      else
-        hi = r;
-    }
-  } else {
-    hi = r;
-    for (int i = 0; i < 24 && lo == 0; ++i) {
-      r /= 2;
-      if (meets(probe(r)))
-        lo = r;
-      else
-        hi = r;
-    }
-    if (lo == 0)
-      throw UserError(s.source + ": even " + text::printf("%.3g", hi) + " requests/s does not meet the SLO for " +
-                      text::printf("%g", attainment * 100) + "% of the requests: the SLO is out of reach of this " +
-                      "hardware at any load (loosen it, or look at the single-request TTFT and TPOT)");
+  MaxRateSearch main = search_max_rate(s, attainment, parsed.rate, window, 1.0, progress, 0);
+  if (!main.best)
+    throw UserError(s.source + ": even " + text::printf("%.3g", *main.failing) +
+                    " requests/s does not meet the SLO for " + text::printf("%g", attainment * 100) +
+                    "% of the requests: the SLO is out of reach of this " +
+                    "hardware at any load (loosen it, or look at the single-request TTFT and TPOT)");
+  m.probes = std::move(main.probes);
+  m.best = *main.best;
+  m.failing_rate = main.failing;
+  // The range: the search again with the engine as much slower and faster as the runtime's held-out errors
+  // (ServeRange), from the rate found.
+  const std::unique_ptr<PreparedServe> prepared = prepare_serve(s, false);
+  if (const auto& rt = prepared->runtime; rt && !rt->interval_source.empty()) {
+    m.engine_time_scale_low = 1 + rt->error_low;
+    m.engine_time_scale_high = 1 + rt->error_high;
+    const double found = m.probes[m.best].rate;
+    std::size_t probes = m.probes.size();
+    const auto again = [&](double scale) {
+      const MaxRateSearch r = search_max_rate(s, attainment, found, window, scale, progress, probes);
+      probes += r.probes.size();
+      return r.best ? r.probes[*r.best].rate : 0.0;
+    };
+    const double slow = again(m.engine_time_scale_high), fast = again(m.engine_time_scale_low);
+    m.max_rate_range = std::make_pair(std::min(slow, fast), std::max(slow, fast));
+    m.range_basis = rt->interval_basis(prepared->arch.is_moe());
   }
-  for (int i = 0; i < 16 && hi > 0 && hi / lo > 1.02; ++i) {
-    const double mid = std::sqrt(lo * hi);
-    if (meets(probe(mid)))
-      lo = mid;
-    else
-      hi = mid;
-  }
-  for (std::size_t i = 0; i < m.probes.size(); ++i)
-    if (m.probes[i].rate == lo) m.best = i;
-  if (hi > 0) m.failing_rate = hi;
   return m;
 }
 
@@ -187,13 +231,20 @@ void print_max_rate_text(const MaxRate& m, std::ostream& out) {
   const RateProbe& b = m.probes[m.best];
   out << "\neach probe offers load for " << text::printf("%.1f", m.window_s)
       << " s (the workload's requests at its rate); the rate is bracketed, then bisected to 2%\n";
-  out << "max rate    " << text::printf("%.3f", b.rate) << " requests/s with "
-      << text::printf("%.1f", b.attainment * 100) << "% of requests meeting the SLO (target "
+  out << "max rate    " << text::printf("%.3f", b.rate) << " requests/s"
+      << (m.max_rate_range ? " (range " + text::printf("%.3f", m.max_rate_range->first) + "-" +
+                                 text::printf("%.3f", m.max_rate_range->second) + ")"
+                           : std::string())
+      << " with " << text::printf("%.1f", b.attainment * 100) << "% of requests meeting the SLO (target "
       << text::printf("%g", m.attainment_target * 100) << "%)";
   if (m.failing_rate) out << "; " << text::printf("%.3f", *m.failing_rate) << " requests/s misses it";
   out << "\nthere       " << fixed(b.run.result.output_throughput, 1) << " output tokens/s";
   if (b.run.running && b.run.running->usd_per_million_tokens)
     out << ", " << text::printf("%.3f", *b.run.running->usd_per_million_tokens) << " USD per million output tokens";
+  if (m.max_rate_range)
+    out << "\nrange       the search again with every engine step and host time "
+        << text::printf("%.2f", m.engine_time_scale_low) << "x and " << text::printf("%.2f", m.engine_time_scale_high)
+        << "x as long (0: the SLO out of reach that slow): " << m.range_basis;
   out << "\n\nAt the max rate:\n";
   print_serve_text(b.run, out);
 }
@@ -210,6 +261,13 @@ nlohmann::json max_rate_to_json(const MaxRate& m) {
                       {"probes", probes},
                       {"at_max_rate", serve_to_json(m.probes[m.best].run)}};
   if (m.failing_rate) j["failing_rate"] = {{"value", *m.failing_rate}, {"unit", "requests/s"}};
+  if (m.max_rate_range) {
+    j["max_rate"]["low"] = m.max_rate_range->first;
+    j["max_rate"]["high"] = m.max_rate_range->second;
+    j["range"] = {{"basis", m.range_basis},
+                  {"engine_time_scale_low", m.engine_time_scale_low},
+                  {"engine_time_scale_high", m.engine_time_scale_high}};
+  }
   return j;
 }
 

@@ -459,6 +459,39 @@ TEST(GoldenServe, FindMaxRate) {
       "--requests 8 --goodput ttft:500 --find-max-rate");
   EXPECT_EQ(closed.code, 2);
   EXPECT_NE(closed.err.find("poisson, gamma or uniform"), std::string::npos) << closed.err;
+  EXPECT_FALSE(j.contains("range")) << "no runtime, no range";
+}
+
+// With a fitted runtime the max rate has a range: the search again with the engine as much slower and
+// faster as the runtime's held-out errors. A slower engine sustains less, a faster one more, each about in
+// proportion to the engine's time or less; the text gives the range and what it is made of.
+TEST(GoldenServe, FindMaxRateRange) {
+  const std::string base =
+      "serve --model qwen3-30b-a3b --hw rtx-4090 --runtime llama.cpp --precision q4_0 --requests 30 --rate 2/s -q "
+      "--goodput ttft:2000 tpot:100 --find-max-rate";
+  const auto r = run_cli(base + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& rate = j.at("max_rate");
+  ASSERT_TRUE(rate.contains("low") && rate.contains("high")) << r.out;
+  const double best = rate.at("value").get<double>(), low = rate.at("low").get<double>();
+  const double high = rate.at("high").get<double>();
+  EXPECT_GT(low, 0);
+  EXPECT_LT(low, best);
+  EXPECT_GT(high, best);
+  const double slow = j.at("range").at("engine_time_scale_high").get<double>();
+  const double fast = j.at("range").at("engine_time_scale_low").get<double>();
+  EXPECT_LT(fast, 1);
+  EXPECT_GT(slow, 1);
+  // The rate scales with the engine about as its time does, or less (queueing makes a slower engine lose
+  // more than its share), give or take the search's 2% and the noise of probes of a few dozen requests.
+  EXPECT_LE(low, best / slow * 1.1);
+  EXPECT_LE(high, best / fast * 1.1);
+  const auto text = run_cli(base);
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("requests/s (range "), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("range       the search again with every engine step and host time"), std::string::npos)
+      << text.out;
 }
 
 // serve prints what the tokens cost where the hardware is priced, and says which price is missing where not.

@@ -372,6 +372,20 @@ TEST(GoldenSweep, RuntimesApplyToTheirHardware) {
   const double fitted = tokens("rt-out.json"), datasheet = tokens("bare-out.json");
   EXPECT_GT(fitted, 0);
   EXPECT_LT(fitted, datasheet * 0.95);
+  // The runtime's interval on the point's figure, as estimate gives it; none on the bare profile.
+  auto range = [&](const std::string& file) {
+    std::ifstream in(s.path(file));
+    const auto j = nlohmann::json::parse(in);
+    std::map<std::string, double> m;
+    for (const auto& x : j.at("points").at(0).at("metrics")) m[x.at("name").get<std::string>()] = x.at("value");
+    return m;
+  };
+  const auto ranged = range("rt-out.json");
+  ASSERT_TRUE(ranged.count("tokens_per_second_low") && ranged.count("tokens_per_second_high"));
+  EXPECT_LT(ranged.at("tokens_per_second_low"), fitted);
+  EXPECT_GT(ranged.at("tokens_per_second_high"), fitted);
+  EXPECT_FALSE(range("bare-out.json").count("tokens_per_second_low"));
+  EXPECT_NE(with.out.find("tokens/s (range "), std::string::npos) << with.out;
   const auto est = s.moesim(
       "estimate --model gpt-oss-120b --hw dgx-spark --precision mxfp4/q8_0 --runtime llama.cpp "
       "--json");
@@ -380,6 +394,11 @@ TEST(GoldenSweep, RuntimesApplyToTheirHardware) {
   for (const auto& m : ej.at("rows").at(0).at("metrics"))
     if (m.at("name") == "tokens_per_second") {
       EXPECT_NEAR(fitted / m.at("value").get<double>(), 1.0, 0.02);
+      // The same interval: each end the figure over the same 1 + error.
+      EXPECT_NEAR(ranged.at("tokens_per_second_low") / fitted, m.at("low").get<double>() / m.at("value").get<double>(),
+                  1e-9);
+      EXPECT_NEAR(ranged.at("tokens_per_second_high") / fitted,
+                  m.at("high").get<double>() / m.at("value").get<double>(), 1e-9);
     }
   s.write("off-axis.json",
           R"({"models": ["gpt-oss-120b"], "hw": ["dgx-spark"], "runtimes": {"h100-sxm": "llama.cpp"}})");

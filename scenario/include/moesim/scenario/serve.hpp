@@ -202,8 +202,10 @@ class TraceCache {
 std::unique_ptr<PreparedServe> prepare_serve(const ServeScenario& s, bool traffic = true, TraceCache* cache = nullptr);
 
 /// Runs one scenario (its "sweep" key must be absent). UserError for bad input. With `range`, and a runtime
-/// profile that gives an interval, also its ServeRange (two more runs of the same requests).
-ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& progress = {}, bool range = false);
+/// profile that gives an interval, also its ServeRange (two more runs of the same requests). Every engine
+/// time × `engine_time_scale` (sim::ServingConfig::engine_time_scale; find_max_rate's range searches).
+ServeRun run_serve(const ServeScenario& s, const std::function<void(double)>& progress = {}, bool range = false,
+                   double engine_time_scale = 1.0);
 
 /// The memory plan the run of this scenario would make (sim::check_memory), without running it: whether
 /// the fullest device holds its weights and activations, and why not. UserError for bad input.
@@ -238,6 +240,12 @@ struct MaxRate {
   std::vector<RateProbe> probes;       ///< in the order run
   std::size_t best = 0;                ///< the probe at the highest rate that met the target
   std::optional<double> failing_rate;  ///< the lowest rate that did not, when one was found
+  /// With a runtime that gives an interval: the max rate found again with every engine time × (1 +
+  /// error_high) and × (1 + error_low) (as ServeRange's runs), lower first; 0 where the SLO is out of reach
+  /// that slow. `range_basis`: what the interval is made of (model::RuntimeProfile::interval_basis).
+  std::optional<std::pair<double, double>> max_rate_range;
+  std::string range_basis;
+  double engine_time_scale_low = 1, engine_time_scale_high = 1;
 };
 MaxRate find_max_rate(const ServeScenario& s, double attainment,
                       const std::function<void(double rate, std::size_t probe)>& progress = {});
