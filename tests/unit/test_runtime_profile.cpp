@@ -405,3 +405,26 @@ TEST(RuntimeProfile, NodeGpuVendorIsAKnownMaker) {
 
 }  // namespace
 }  // namespace moesim::model
+
+// find-max-rate's JSON carries the capacity answer's range where the search found one (MaxRate::
+// max_rate_range: low and high beside the value, and what the range is made of), and nothing of it where not.
+TEST(RuntimeProfile, MaxRateJsonCarriesItsRange) {
+  moesim::scenario::MaxRate m;
+  m.probes.resize(1);
+  m.probes[0].rate = 10.0;
+  m.probes[0].attainment = 0.95;
+  const nlohmann::json plain = moesim::scenario::max_rate_to_json(m);
+  EXPECT_FALSE(plain.at("max_rate").contains("low"));
+  EXPECT_FALSE(plain.contains("range"));
+  m.max_rate_range = std::make_pair(6.0, 16.5);
+  m.range_basis = "x's interval from held-out dense rows (-36% .. +56% error)";
+  m.engine_time_scale_low = 0.64;
+  m.engine_time_scale_high = 1.56;
+  const nlohmann::json j = moesim::scenario::max_rate_to_json(m);
+  EXPECT_DOUBLE_EQ(j.at("max_rate").at("value").get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(j.at("max_rate").at("low").get<double>(), 6.0);
+  EXPECT_DOUBLE_EQ(j.at("max_rate").at("high").get<double>(), 16.5);
+  EXPECT_EQ(j.at("range").at("basis"), m.range_basis);
+  EXPECT_DOUBLE_EQ(j.at("range").at("engine_time_scale_low").get<double>(), 0.64);
+  EXPECT_DOUBLE_EQ(j.at("range").at("engine_time_scale_high").get<double>(), 1.56);
+}
