@@ -54,6 +54,7 @@ class ServingEngine final : public EventHandler {
       request_overhead_ = scaled(to_sim_time(c_.node->devices.request_overhead->value));
     if (c_.node->devices.sequence_overhead)
       sequence_overhead_ = scaled(to_sim_time(c_.node->devices.sequence_overhead->value));
+    if (c_.plan.attention_dp) host_ranks_ = std::max<std::int64_t>(c_.plan.tp, 1);
     // A fitted runtime's source names every row it was fitted to: quoted without those lists, which the
     // profile holds whole.
     const auto source = [](const std::string& s) {
@@ -62,8 +63,11 @@ class ServingEngine final : public EventHandler {
     };
     if (sequence_overhead_ > SimTime{})
       r_.assumptions.push_back("every engine step adds the runtime's host time sequence_overhead " +
-                               units::format(c_.node->devices.sequence_overhead->value) + " per sequence it holds (" +
-                               source(c_.node->devices.sequence_overhead->source) + ")");
+                               units::format(c_.node->devices.sequence_overhead->value) + " per sequence it holds" +
+                               (host_ranks_ > 1 ? " on its busiest of " + std::to_string(host_ranks_) +
+                                                      " attention-DP ranks, each its own executor"
+                                                : std::string()) +
+                               " (" + source(c_.node->devices.sequence_overhead->source) + ")");
     if (step_overhead_ > SimTime{})
       r_.assumptions.push_back("every engine step adds the runtime's host time step_overhead " +
                                units::format(c_.node->devices.step_overhead->value) + " (" +
@@ -206,7 +210,13 @@ class ServingEngine final : public EventHandler {
     // The step's host time (step_overhead, and sequence_overhead per sequence of the batch, see the
     // constructor) comes first: scheduling this batch and processing the previous one's outputs hold the
     // engine before stage 0 can start.
-    const SimTime host = step_overhead_ + sequence_overhead_ * static_cast<std::int64_t>(batch.size());
+    // Under attention data parallelism every one of the tp ranks runs its own executor over its own
+    // requests (TensorRT-LLM's attention DP: "different user requests are routed to different DP ranks",
+    // docs/source/features/parallel-strategy.md; vLLM's data_parallel_size: one engine core per rank), so
+    // the ranks' host loops run side by side and the busiest one, holding ceil(batch / tp) sequences
+    // (CostModel::cost deals them out in turn), sets the step's host time.
+    const auto held = static_cast<std::int64_t>(batch.size());
+    const SimTime host = step_overhead_ + sequence_overhead_ * ((held + host_ranks_ - 1) / host_ranks_);
     SimTime t = now + host;
     SimTime stage0_end{};
     for (std::size_t s = 0; s < stage_free_.size(); ++s) {
@@ -320,7 +330,8 @@ class ServingEngine final : public EventHandler {
   Simulation sim_;
   std::uint32_t handler_ = 0;
   SimTime step_overhead_{}, request_overhead_{}, sequence_overhead_{};  ///< the runtime's host costs (0: none)
-  std::vector<std::vector<Entry>> batches_;                             ///< in flight, by slot
+  std::int64_t host_ranks_ = 1;  ///< executors that hold the step's sequences side by side (attention DP: tp)
+  std::vector<std::vector<Entry>> batches_;  ///< in flight, by slot
   std::vector<SimTime> stage_free_;
   bool stage0_busy_ = false;
   bool schedule_pending_ = false;  ///< a kSchedule event is queued at the current instant

@@ -241,6 +241,38 @@ TEST(Serving, EngineTimeScaleStretchesEveryEngineTime) {
   }
 }
 
+// Under attention data parallelism each of the tp ranks runs its own executor over its own sequences, so a
+// step's host time per sequence is paid for the busiest rank's share (16 sequences over 8 ranks: 2), where
+// one tensor-parallel executor pays it for all 16. The step's per-step host time is paid once either way.
+TEST(Serving, AttentionDpRanksPayTheirOwnSequencesHostTime) {
+  for (const bool dp : {false, true}) {
+    Fixture f("mixtral-8x7b", "dgx-h100");
+    if (dp) {
+      sim::ParallelPlan p;
+      p.tp = 8;
+      p.attention_dp = true;
+      f.c.plan = sim::resolve_plan(p, f.arch, f.node, "test");
+    }
+    f.c.scheduler.kind = sim::SchedulerKind::Continuous;
+    f.requests(16, 0, 64, 8);
+    const auto bare = sim::run_serving(f.c);
+    constexpr double kPerSequence = 40e-6, kPerStep = 1e-3;
+    f.node.devices.sequence_overhead = model::Sourced<units::Duration>{units::seconds(kPerSequence), "test"};
+    f.node.devices.step_overhead = model::Sourced<units::Duration>{units::seconds(kPerStep), "test"};
+    const auto host = sim::run_serving(f.c);
+    ASSERT_EQ(bare.steps.size(), host.steps.size()) << dp;
+    ASSERT_GE(host.steps.size(), 2u);
+    const sim::StepRecord& last = host.steps.back();
+    ASSERT_EQ(last.sequences, bare.steps.back().sequences);
+    const double held = dp ? std::ceil(last.sequences / 8.0) : last.sequences;
+    EXPECT_NEAR(last.duration - bare.steps.back().duration, kPerStep + kPerSequence * held, 1e-9) << dp;
+    const bool says = std::any_of(host.assumptions.begin(), host.assumptions.end(), [](const std::string& a) {
+      return a.find("busiest of 8 attention-DP ranks") != std::string::npos;
+    });
+    EXPECT_EQ(says, dp);
+  }
+}
+
 // Two requests arriving together are batched: every decode step carries both (mean decode batch 2), and
 // the step costs less than twice a single one (the weights are read once).
 TEST(Serving, ContinuousBatchingSharesTheWeightRead) {
