@@ -85,40 +85,56 @@ void CostModel::prepare_routing(const std::vector<Entry>& batch, const RoutingTr
   if (!a_.is_moe()) return;
   routed_ = 0;
   for (const Entry& e : batch) routed_ += static_cast<double>(e.tokens * a_.top_k);
+  const std::int64_t E = a_.routed_experts;
   // The fast path's expert time depends on the step only through the distinct experts: memoised.
-  by_distinct_.assign(static_cast<std::size_t>(std::min<std::int64_t>(a_.routed_experts, 64) + 1), -1.0);
+  by_distinct_.assign(static_cast<std::size_t>(E + 1), -1.0);
   const std::int64_t T = trace->tokens();
   starts_.resize(batch.size());
   for (std::size_t b = 0; b < batch.size(); ++b) starts_[b] = batch[b].trace_at;  // already in [0, T)
-  const std::int64_t E = a_.routed_experts;
-  if (need_counts_ || E > 64) return;
   const std::int64_t L = trace->header.layers;
-  const std::uint64_t all = E == 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << E) - 1;
-  if (token_masks_.empty()) {
-    // Each trace token's chosen experts per layer as a bit mask, built once: the walk below is then one
-    // OR per layer and token, and vectorises.
-    token_masks_.resize(static_cast<std::size_t>(T * L));
+  if (need_counts_) return;
+  if (token_masks_.empty() && words_ == 0) {
+    // Each trace token's chosen experts per layer as a bit mask of ceil(E / 64) words, built once: the walk
+    // below is then one OR per word, layer and token, and vectorises. Bounded: a trace whose masks would
+    // pass ServingConfig::routing_mask_bytes keeps the per-token walk of moe_cost (the same figures).
+    const std::int64_t words = (E + 63) / 64;
+    if (T * L * words * static_cast<std::int64_t>(sizeof(std::uint64_t)) > c_.routing_mask_bytes) {
+      words_ = -1;
+      return;
+    }
+    words_ = words;
+    token_masks_.assign(static_cast<std::size_t>(T * L * words), 0);
     for (std::int64_t t = 0; t < T; ++t) {
       for (std::int64_t l = 0; l < L; ++l) {
-        std::uint64_t m = 0;
-        for (const std::uint16_t x : trace->chosen(t, l)) m |= std::uint64_t{1} << x;
-        token_masks_[static_cast<std::size_t>(t * L + l)] = m;
+        std::uint64_t* m = token_masks_.data() + static_cast<std::size_t>((t * L + l) * words);
+        for (const std::uint16_t x : trace->chosen(t, l)) m[x / 64] |= std::uint64_t{1} << (x % 64);
       }
     }
   }
-  masks_.assign(static_cast<std::size_t>(L), 0);
+  if (words_ <= 0) return;
+  const std::int64_t mask_words = L * words_;
+  if (full_.empty()) {
+    // Every word of a layer full but its last, which holds E mod 64 experts (all 64 when 64 divides E).
+    full_.assign(static_cast<std::size_t>(mask_words), ~std::uint64_t{0});
+    if (E % 64 != 0)
+      for (std::int64_t l = 0; l < L; ++l)
+        full_[static_cast<std::size_t>((l + 1) * words_ - 1)] = (std::uint64_t{1} << (E % 64)) - 1;
+  }
+  masks_.assign(static_cast<std::size_t>(mask_words), 0);
   bool full = false;
   for (std::size_t b = 0; b < batch.size() && !full; ++b) {
     std::int64_t t = starts_[b];
     for (std::int64_t i = 0; i < batch[b].tokens && !full; ++i, ++t) {
       if (t >= T) t -= T;
-      const std::uint64_t* tm = token_masks_.data() + static_cast<std::size_t>(t * L);
-      std::uint64_t acc = all;
-      for (std::int64_t l = 0; l < L; ++l) {
-        masks_[static_cast<std::size_t>(l)] |= tm[l];
-        acc &= masks_[static_cast<std::size_t>(l)];
+      const std::uint64_t* tm = token_masks_.data() + static_cast<std::size_t>(t * mask_words);
+      std::uint64_t* acc = masks_.data();
+      const std::uint64_t* all = full_.data();
+      std::uint64_t missing = 0;
+      for (std::int64_t j = 0; j < mask_words; ++j) {
+        acc[j] |= tm[j];
+        missing |= all[j] & ~acc[j];
       }
-      full = acc == all;
+      full = missing == 0;
     }
   }
   masks_ready_ = true;
@@ -184,7 +200,9 @@ const StepCost& CostModel::cost(const std::vector<Entry>& batch, const RoutingTr
         MoeCost m;
         if (masks_ready_) {
           // Fast path: the expert time depends only on the layer's distinct experts (memoised).
-          const auto d = static_cast<std::size_t>(std::popcount(masks_[static_cast<std::size_t>(moe_j++)]));
+          std::size_t d = 0;
+          const std::uint64_t* layer_mask = masks_.data() + static_cast<std::size_t>(moe_j++ * words_);
+          for (std::int64_t w = 0; w < words_; ++w) d += static_cast<std::size_t>(std::popcount(layer_mask[w]));
           if (by_distinct_[d] < 0) by_distinct_[d] = fused_expert_time(static_cast<double>(d));
           m.gpu = by_distinct_[d];
         } else {
@@ -232,8 +250,8 @@ CostModel::MoeCost CostModel::moe_cost(const std::vector<Entry>& batch, const Ro
   const std::int64_t local = E / ep;
   const bool need_counts = need_counts_;
   // The distinct experts the step's tokens chose (cost() takes the bit-mask fast path itself, so this
-  // runs only with per-expert counts or more than 64 experts); without counts the walk stops once
-  // every expert has been chosen.
+  // runs only with per-expert counts or a trace too large for the masks); without counts the walk stops
+  // once every expert has been chosen.
   seen_.clear();
   {
     for (std::size_t b = 0; b < batch.size(); ++b) {

@@ -89,8 +89,10 @@ class CostModel {
   std::vector<std::uint32_t> counts_;
   StepCost step_;
   std::vector<std::int64_t> starts_;
-  std::vector<std::uint64_t> masks_;
-  std::vector<std::uint64_t> token_masks_;
+  std::vector<std::uint64_t> masks_;        ///< this step's chosen experts per MoE layer, words_ words each
+  std::vector<std::uint64_t> token_masks_;  ///< each trace token's chosen experts per MoE layer, words_ words each
+  std::vector<std::uint64_t> full_;         ///< masks_ with every expert of every layer chosen
+  std::int64_t words_ = 0;                  ///< 64-bit words per expert mask (0: not built yet; -1: off)
   bool masks_ready_ = false;
   bool need_counts_ = false;
   double routed_ = 0;

@@ -241,6 +241,28 @@ TEST(Serving, EngineTimeScaleStretchesEveryEngineTime) {
   }
 }
 
+// The cost model counts a step's distinct experts per layer in bit masks of ceil(E / 64) words when the
+// routing trace's masks fit ServingConfig::routing_mask_bytes, else by walking each token's experts: the two
+// give the same steps to the bit, for 8 experts (one word), 128 (two) and 512 (eight, the last full).
+TEST(Serving, ExpertMasksAndTheWalkGiveTheSameSteps) {
+  for (const auto& [model, hw] : std::vector<std::pair<std::string, std::string>>{
+           {"mixtral-8x7b", "dgx-h100"}, {"qwen3-30b-a3b", "h100-sxm"}, {"qwen3-next-80b-a3b", "dgx-h100"}}) {
+    Fixture f(model, hw);
+    f.c.scheduler.kind = sim::SchedulerKind::Continuous;
+    f.c.scheduler.max_num_seqs = 64;
+    f.requests(96, 0.01, 300, 40);
+    const auto masks = sim::run_serving(f.c);
+    f.c.routing_mask_bytes = 0;
+    const auto walk = sim::run_serving(f.c);
+    ASSERT_EQ(masks.steps.size(), walk.steps.size()) << model;
+    ASSERT_GT(masks.steps.size(), 40u) << model;
+    for (std::size_t i = 0; i < masks.steps.size(); ++i)
+      ASSERT_EQ(masks.steps[i].duration, walk.steps[i].duration) << model << " step " << i;
+    EXPECT_EQ(masks.ttft.mean, walk.ttft.mean) << model;
+    EXPECT_EQ(masks.e2el.p99, walk.e2el.p99) << model;
+  }
+}
+
 // Under attention data parallelism each of the tp ranks runs its own executor over its own sequences, so a
 // step's host time per sequence is paid for the busiest rank's share (16 sequences over 8 ranks: 2), where
 // one tensor-parallel executor pays it for all 16. The step's per-step host time is paid once either way.

@@ -164,6 +164,11 @@ struct ServingConfig {
   /// held-out error (model::RuntimeProfile::error_low, error_high), so that the run's figures come out as
   /// the measured ones would if the engine ran that much slower or faster (scenario::run_serve's range).
   double engine_time_scale = 1.0;
+  /// Memory the cost model may give each routing-trace token's chosen experts as bit masks (one bit per
+  /// expert and MoE layer), which count a step's distinct experts in a few ORs per token; a trace whose
+  /// masks would take more is walked expert by expert instead (the same figures, more slowly). 0: always
+  /// walk. The masks serve the fused expert path only; per-expert counts always walk.
+  std::int64_t routing_mask_bytes = std::int64_t{256} << 20;
 };
 
 /// The layers of each pipeline stage, vLLM's split (model/step_cost.hpp).
