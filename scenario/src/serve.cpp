@@ -53,6 +53,7 @@ void resolve_profiles(const json::Node& root, const ServeScenario& s, const Serv
   } else {
     p.arch = root.resolving("model", [&] { return model::load_model(run.model_id); });
   }
+  run.moe = p.arch.is_moe();
   run.hw_id = q.hw;
   p.node = root.resolving("hw", [&] { return model::load_node(run.hw_id); });
   std::optional<model::RuntimeProfile>& runtime = p.runtime;

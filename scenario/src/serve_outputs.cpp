@@ -60,8 +60,15 @@ void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
     for (std::size_t s = 0; s + 1 < starts.size(); ++s) counts.push_back(std::to_string(starts[s + 1] - starts[s]));
     out << " (layers " << text::join(counts, " + ") << ")";
   }
-  out << "; MoE: moe_tp " << p.moe_tp << " × moe_ep " << p.moe_ep << (p.attention_dp ? ", attention data-parallel" : "")
-      << (p.attention_replicated ? ", attention replicated (expert outputs exchanged)" : "") << "\n";
+  if (r.moe) {
+    out << "; MoE: moe_tp " << p.moe_tp << " × moe_ep " << p.moe_ep
+        << (p.attention_dp ? ", attention data-parallel" : "")
+        << (p.attention_replicated ? ", attention replicated (expert outputs exchanged)" : "");
+  } else if (p.attention_dp && p.tp > 1) {
+    // A dense model has no experts to split: attention data parallelism is then plain data parallelism.
+    out << "; attention data-parallel: a dense model's every weight on every device";
+  }
+  out << "\n";
   out << "memory     " << units::format(res.memory.weights) << " of weights per device"
       << (p.pp > 1 ? " (stage " + std::to_string(res.memory.busiest_stage) + ", the fullest)" : std::string()) << ", "
       << units::format(res.memory.activations) << " of activations, KV cache " << res.memory.kv_tokens << " tokens ("

@@ -209,6 +209,24 @@ TEST(GoldenServe, DevicesPerNodeFlagUsesPartOfAServer) {
   EXPECT_NE(zero.err.find("--devices-per-node 0: must be at least 1"), std::string::npos) << zero.err;
 }
 
+// The plan line names the MoE split only for a model that has experts: a dense model under attention DP
+// runs every weight on every device, which the line says instead.
+TEST(GoldenServe, PlanLineNamesTheMoeSplitOnlyForAnMoeModel) {
+  const std::string load = " --hw dgx-h100 --precision fp8 --requests 8 --rate 4/s --prompt 64 --output 8 -q";
+  const auto moe = run_cli("serve --model mixtral-8x7b" + load);
+  ASSERT_EQ(moe.code, 0) << moe.err;
+  EXPECT_NE(moe.out.find("plan       tp 8 × pp 1; MoE: moe_tp 8 × moe_ep 1\n"), std::string::npos) << moe.out;
+  const auto dense = run_cli("serve --model llama-3.1-8b" + load);
+  ASSERT_EQ(dense.code, 0) << dense.err;
+  EXPECT_NE(dense.out.find("plan       tp 8 × pp 1\n"), std::string::npos) << dense.out;
+  const auto dp = run_cli("serve --model llama-3.1-8b --attention-dp" + load);
+  ASSERT_EQ(dp.code, 0) << dp.err;
+  EXPECT_NE(dp.out.find("plan       tp 8 × pp 1; attention data-parallel: a dense model's every weight on every "
+                        "device\n"),
+            std::string::npos)
+      << dp.out;
+}
+
 TEST(GoldenServe, RequestsAndStepsCsv) {
   Scratch s("serve_csv");
   const auto r = run_cli(

@@ -67,6 +67,7 @@ struct ServeRun {
   std::string model_id;
   std::string hw_id;
   std::string precision;
+  bool moe = true;  ///< the model routes tokens to experts (a dense model's plan line names no MoE split)
   sim::ServingResult result;
   double wall_seconds = 0;  ///< wall-clock time of the simulation itself
   std::int64_t requests = 0;
