@@ -47,6 +47,18 @@ TEST(Precision, MatrixBytesPerFormat) {
   EXPECT_DOUBLE_EQ(matrix_bytes(1, 65, precision("q4")).base(), (65 * 4 + 2 * 32) / 8.0);
 }
 
+// MLX's other affine widths (mlx.core.quantize: bits 2-8, one 16-bit scale and one 16-bit bias per group):
+// a row of 64 weights is 64·bits + 32 bits at group 64, two groups (64 bits) at group 32. Expectation: q8
+// 8.5, q6 6.5, q5 5.5, q3 3.5 bits/weight; q5_g32 6.0 and q4_g32 5.0.
+TEST(Precision, MlxAffineWidths) {
+  const std::vector<std::pair<const char*, double>> bits_per_weight = {{"q8", 8.5}, {"q6", 6.5},     {"q5", 5.5},
+                                                                       {"q3", 3.5}, {"q5_g32", 6.0}, {"q4_g32", 5.0}};
+  for (const auto& [name, bits] : bits_per_weight) {
+    EXPECT_DOUBLE_EQ(matrix_bytes(4, 64, precision(name)).base(), 4 * 64 * bits / 8) << name;
+    EXPECT_FALSE(super_block_format(precision(name))) << name;
+  }
+}
+
 // GGUF block types: a matrix of whole blocks takes blocks × sizeof(block), the sizes ggml's
 // static_asserts fix (ggml/src/ggml-common.h): one row of 256 weights is one k-quant super-block or 8
 // legacy blocks of 32.
@@ -76,7 +88,7 @@ TEST(Precision, SuperBlockFormats) {
   EXPECT_EQ(experts_precision(gguf_oss).name, "mxfp4");
 }
 
-// Scenario: the registry. Expectation: the first nine names, each described and sourced; an unknown name is a
+// Scenario: the registry. Expectation: the first fifteen names, each described and sourced; an unknown name is a
 // UserError that suggests the near miss and lists the valid names.
 TEST(Precision, RegistryAndUnknownName) {
   std::vector<std::string> names;
@@ -85,7 +97,8 @@ TEST(Precision, RegistryAndUnknownName) {
     EXPECT_FALSE(p.description.empty()) << p.name;
     EXPECT_FALSE(p.source.empty()) << p.name;
   }
-  const std::vector<std::string> first = {"bf16", "fp16", "fp32", "fp8", "int8", "q4", "q2", "mxfp4", "nvfp4"};
+  const std::vector<std::string> first = {"bf16", "fp16", "fp32", "fp8",    "int8",   "q4",    "q2",   "q8",
+                                          "q6",   "q5",   "q3",   "q5_g32", "q4_g32", "mxfp4", "nvfp4"};
   ASSERT_GE(names.size(), first.size());
   EXPECT_EQ(std::vector<std::string>(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(first.size())), first);
   EXPECT_EQ(&precision("Q4_K"), &precision("q4_k"));  // GGUF's spelling

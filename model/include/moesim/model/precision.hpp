@@ -30,7 +30,8 @@ struct Precision {
   std::string others;
 };
 
-/// The named precisions: bf16, fp16, fp32, fp8, int8, MLX q4 and q2, mxfp4, nvfp4, and the GGUF block types
+/// The named precisions: bf16, fp16, fp32, fp8, int8, MLX q2 .. q8 (groups of 64, and q4/q5 of 32), mxfp4, nvfp4,
+/// and the GGUF block types
 /// (q8_0, q4_0, ..., q2_k .. q6_k, iq1_s .. iq4_xs).
 const std::vector<Precision>& precisions();
 /// By name, in any case ("Q4_K" is q4_k). A composite "EXPERTS/OTHERS" (e.g. "mxfp4/q8_0": gpt-oss as
