@@ -114,7 +114,7 @@ TEST(GoldenCli, DefaultStudyRuns) {
 TEST(GoldenCli, ListsAndHelp) {
   const auto models = run_cli("models --json");
   ASSERT_EQ(models.code, 0) << models.err;
-  EXPECT_EQ(nlohmann::json::parse(models.out).size(), 23u);
+  EXPECT_EQ(nlohmann::json::parse(models.out).size(), 24u);
   const auto hw = run_cli("hw");
   ASSERT_EQ(hw.code, 0) << hw.err;
   for (const char* id : {"mac-studio-m2-ultra-192", "dgx-h100", "dgx-h200", "rocev2-25g", "rocev2-25g-paper", "ib-200g",
