@@ -92,15 +92,24 @@ constexpr double kMinKernelSpread = 1.25;
 /// spends 6.5% of its roofline on the context, rows at a 64-token context 0.1%.
 constexpr double kMinContextSpread = 0.02;
 
+/// Whether the rows fix the KV cache's factor: its share of their time must spread (kMinContextSpread)
+/// against the weights' and the kernels' together, and against the kernels' alone. Rows of one model after
+/// one depth in several formats pass the first (the weights' bytes change with the format) but not the
+/// second: their context and kernel columns are the same pair of numbers in every row, so any split of that
+/// time between the two fits them equally well.
 bool context_separable(const std::vector<DecodeTerms>& terms) {
-  double lo = 1, hi = 0;
+  double lo = 1, hi = 0, lo_k = 1, hi_k = 0;
   for (const auto& t : terms) {
     const double all = t.weights + t.context + t.kernels * 1e-6;
     const double share = all > 0 ? t.context / all : 0.0;
     lo = std::min(lo, share);
     hi = std::max(hi, share);
+    const double beside_kernels = t.context + t.kernels * 1e-6;
+    const double share_k = beside_kernels > 0 ? t.context / beside_kernels : 0.0;
+    lo_k = std::min(lo_k, share_k);
+    hi_k = std::max(hi_k, share_k);
   }
-  return hi - lo >= kMinContextSpread;
+  return hi - lo >= kMinContextSpread && hi_k - lo_k >= kMinContextSpread;
 }
 
 /// Whether the rows' kernels per token spread enough (kMinKernelSpread) to fit a host time per token.
@@ -119,28 +128,39 @@ bool host_separable(const std::vector<DecodeTerms>& terms) {
 /// With `kernels` false the cost per kernel is left at 0: rows of one configuration (a model in a format at
 /// several context depths) read the same bytes with the same kernels, so the two columns are one and the
 /// rows cannot split them. With `host` (host_separable) the host's time per token is a fourth column;
-/// without it, it stays 0 and the cost per kernel takes it.
+/// without it, it stays 0 and the cost per kernel takes it. The KV cache's factor is a column only where the
+/// rows' context share varies (context_separable); rows all after one depth (mlx-lm's BENCHMARKS.md: every
+/// format after the same 2048-token prompt) cannot tell the KV reads from the weights' and the kernels', so
+/// the factor stays 1 (the KV cache read at the full bandwidth, the cost model's own roofline) and its time
+/// is taken off the rows before the fit, rather than left to the solver, which put it at 0 for those rows and
+/// so priced the context as free at any depth.
 ValidationFit solve(const std::vector<DecodeTerms>& terms, const std::vector<double>& time, bool kernels = true,
                     bool host = false) {
   host = host && kernels;
   // With rows of both kinds of format, the super-block weights' reads are a column of their own: its
   // coefficient over the others' is their read factor.
   const bool formats = formats_separable(terms);
-  const std::size_t context = formats ? 2 : 1, kernel = context + 1, host_col = kernel + (kernels ? 1 : 0);
+  const bool fit_context = context_separable(terms);
+  const std::size_t context = formats ? 2 : 1;
+  const std::size_t kernel = context + (fit_context ? 1 : 0), host_col = kernel + (kernels ? 1 : 0);
   Matrix a(terms.size(), host_col + (host ? 1 : 0));
-  std::vector<double> ones(terms.size(), 1.0);
+  std::vector<double> rhs(terms.size(), 1.0);
   for (std::size_t i = 0; i < terms.size(); ++i) {
     a(i, 0) = (terms[i].weights - (formats ? terms[i].super_block : 0.0)) / time[i];
     if (formats) a(i, 1) = terms[i].super_block / time[i];
-    a(i, context) = terms[i].context / time[i];
+    if (fit_context)
+      a(i, context) = terms[i].context / time[i];
+    else
+      rhs[i] -= terms[i].context / time[i];
     if (kernels) a(i, kernel) = terms[i].kernels / time[i];
     if (host) a(i, host_col) = 1.0 / time[i];
   }
-  const std::vector<double> x = nonnegative_least_squares(a, ones);
+  const std::vector<double> x = nonnegative_least_squares(a, rhs);
   ValidationFit f;
   f.efficiency = x[0] > 0 ? 1.0 / x[0] : 1.0;
   if (formats && x[0] > 0 && x[1] > 0) f.super_block_read_factor = x[1] / x[0];
-  f.context_factor = x[context];
+  f.context_factor = fit_context ? x[context] : 1.0;
+  f.context_fitted = fit_context;
   f.kernel_overhead = kernels ? x[kernel] : 0.0;
   f.step_overhead = host ? x[host_col] : 0.0;
   if (x[0] == 0)
@@ -486,6 +506,7 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
     fit.efficiency = all.efficiency;
     fit.super_block_read_factor = all.super_block_read_factor;
     fit.context_factor = all.context_factor;
+    fit.context_fitted = all.context_fitted;
     fit.kernel_overhead = all.kernel_overhead;
     fit.step_overhead = all.step_overhead;
     fit.note = all.note;
@@ -532,7 +553,14 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
     rp.super_block_read_factor = model::Sourced<double>{
         std::clamp(fit.super_block_read_factor, 0.1, 10.0),
         source + ", the super-block formats' (K-quants') reads as a column of their own beside the other formats'"};
-  rp.attention_factor = model::Sourced<double>{fit.context_factor > 0 ? fit.context_factor : 1e-6, source};
+  rp.attention_factor =
+      fit.context_fitted
+          ? model::Sourced<double>{fit.context_factor > 0 ? fit.context_factor : 1e-6, source}
+          : model::Sourced<double>{1.0, "not fitted: the class's " + std::to_string(cal.size()) +
+                                            " dense batch-1 decode rows all spend the same share of their time on "
+                                            "the context, which cannot split the KV cache's reads from the "
+                                            "weights' and the kernels': the KV cache at the full bandwidth (the "
+                                            "cost model's roofline)"};
   rp.kernel_overhead = model::Sourced<units::Duration>{units::seconds(fit.kernel_overhead), source};
   // The split has no per-layer term: the fitted cost per kernel takes every per-layer host cost too.
   rp.layer_overhead = model::Sourced<units::Duration>{

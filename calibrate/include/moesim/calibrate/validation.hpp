@@ -106,7 +106,9 @@ struct ValidationFit {
   /// super-block weights (K-quants, i-quants) take this × the time of the others' bytes: fitted where the
   /// class's dense decode rows hold both kinds of format (DeviceSpec::super_block_read_factor), else 1
   double super_block_read_factor = 1;
-  double context_factor = 1;         ///< the KV-cache and attention roofline's time is multiplied by this
+  double context_factor = 1;  ///< the KV-cache and attention roofline's time is multiplied by this
+  /// whether the rows fixed context_factor (their context share varies); else it is kept at 1
+  bool context_fitted = false;
   std::vector<double> loo_errors;    ///< leave-one-configuration-out: predicted / measured − 1 of each decode row
   std::vector<std::string> loo_ids;  ///< the row id of each loo_errors entry (in the same order)
   double compute_efficiency = 1;     ///< prefill: achieved / peak FLOP rate (fitted when the class has prefill rows)
