@@ -30,6 +30,7 @@ NON_ZOO = {
     "meta-llama/Llama-4-Scout-17B-16E-Instruct": "moe",      # 16 routed experts + shared
     "meta-llama/Llama-4-Maverick-17B-128E-Instruct": "moe",  # 128 routed experts + shared
     "Qwen/Qwen3-Coder-30B-A3B-Instruct": "moe",             # Qwen3-30B-A3B architecture
+    "Qwen/Qwen3-30B-A3B-Instruct-2507": "moe",              # Qwen3-30B-A3B architecture
     "deepseek-ai/DeepSeek-R1": "moe",                        # DeepSeek-V3 architecture
     "deepseek-ai/DeepSeek-R1-0528": "moe",
     "zai-org/GLM-4.5-Air": "moe",
