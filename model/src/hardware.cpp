@@ -641,13 +641,14 @@ RuntimeProfile load_runtime(std::string_view id_or_path) {
 std::vector<RuntimeProfile> builtin_runtimes() { return builtins<RuntimeProfile>("runtimes", parse_runtime); }
 
 RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node) {
-  std::vector<RuntimeProfile> on_node, matching, transferred, other_gpus;
+  std::vector<RuntimeProfile> on_node, matching, transferred, other_gpus, other_nodes;
   const auto named = [&](const RuntimeProfile& r) {
     return r.runtime == name || r.runtime.starts_with(std::string(name) + "-");
   };
   for (const auto& r : builtin_runtimes()) {
     if (r.id == name) return r;
     if (r.hw == kAnyNode && named(r)) (r.gpu_vendor == node.devices.gpu_vendor ? transferred : other_gpus).push_back(r);
+    if (r.hw != kAnyNode && r.hw != node.id && named(r)) other_nodes.push_back(r);
     if (r.hw != node.id) continue;
     on_node.push_back(r);
     if (named(r)) matching.push_back(r);
@@ -679,6 +680,16 @@ RuntimeProfile find_runtime(std::string_view name, const NodeProfile& node) {
                 (node.devices.gpu_vendor.empty()
                      ? node.id + " names no devices.gpu_vendor (give one of nvidia, amd, apple, intel if it has GPUs)"
                      : node.id + "'s are " + node.devices.gpu_vendor);
+  }
+  // Fitted on other machines only, with no transfer to this one's GPUs: say where (a fit of the same chip in
+  // another box is the user's nearest figure).
+  if (transferred.empty() && other_gpus.empty() && !other_nodes.empty()) {
+    std::vector<std::string> where;
+    where.reserve(other_nodes.size());
+    for (const auto& r : other_nodes) where.push_back(r.hw);
+    elsewhere += "; " + std::string(name) + " is fitted on " + text::join(where) + " only, and no transfer of it to " +
+                 (node.devices.gpu_vendor.empty() ? node.id : node.devices.gpu_vendor + " GPUs") +
+                 " exists (validate --fit writes one from a runtime's decode fits on three machines of a GPU maker)";
   }
   throw UserError("no runtime profile '" + std::string(name) + "' on " + node.id +
                   (ids.empty() ? std::string(" (it has none)") : "; its runtimes: " + text::join(ids)) + elsewhere +
