@@ -55,9 +55,9 @@ po::options_description describe_fit_options() {
      "instead of --measured: a llama-bench output file (`-o json`, or its default markdown table) of --model on "
      "--hw; fits the runtime's bandwidth efficiency, attention factor and per-kernel cost (repeatable)")
     ("mlx-lm", po::value<std::vector<std::string>>()->composing(),
-     "instead of --measured: `mlx_lm.generate --verbose` output (its Prompt: and Generation: lines; several runs "
-     "may be concatenated) of --model on --hw, with --precision; fitted as --llama-bench's pp and tg tests "
-     "(repeatable)")
+     "instead of --measured: `mlx_lm.generate --verbose` output (its Prompt: and Generation: lines) or "
+     "`mlx_lm.benchmark` output (its Timing with and Averages: lines; batch size 1), several runs may be "
+     "concatenated, of --model on --hw, with --precision; fitted as --llama-bench's pp and tg tests (repeatable)")
     ("llama-batched-bench", po::value<std::vector<std::string>>()->composing(),
      "instead of --measured: llama-batched-bench's table with its main: line, of --model on --hw, with --precision; "
      "B = 1 rows fitted as --llama-bench's pp and tg tests, B > 1 rows predicted (batched decode) (repeatable)")

@@ -11,6 +11,14 @@
 // and the generated tokens apart. batch_generate() prints the same lines prefixed "[batch_generate] ",
 // totals over a batch of prompts: refused.
 //
+// mlx_lm.benchmark (mlx_lm/benchmark.py at a4c64703906f709a493341508ac31af4085d2638, the command of mlx-lm's
+// own mlx_lm/BENCHMARKS.md; PR #396 printed the same lines without the batch size) times the same
+// stream_generate() runs of random prompt tokens and prints
+//   Timing with prompt_tokens={P}, generation_tokens={G}, batch_size={B}.
+//   Trial {i}:  prompt_tps={x:.3f}, generation_tps={y:.3f}, peak_memory={m:.3f}     (one line per trial)
+//   Averages: prompt_tps={x:.3f}, generation_tps={y:.3f}, peak_memory={m:.3f}
+// The Averages line is the run's figures; at batch_size > 1 they are batch_generate()'s totals: refused.
+//
 // llama-batched-bench (ggml-org/llama.cpp tools/batched-bench/batched-bench.cpp, commit
 // 0a1f01792b770ef0f41729956665880e109b2660) prints
 //   main: n_kv_max = %d, n_batch = %d, n_ubatch = %d, flash_attn = %d, is_pp_shared = %d, n_gpu_layers = %d,
@@ -62,6 +70,43 @@ std::optional<std::pair<std::int64_t, double>> tokens_at_rate(std::string_view s
   return std::make_pair(*n, *rate);
 }
 
+/// The "name=value" pairs of an mlx_lm.benchmark line's `rest` ("prompt_tokens=2048, generation_tokens=128,
+/// batch_size=1" or "prompt_tokens=2048 and generation_tokens=128"; "prompt_tps=..., generation_tps=...,
+/// peak_memory=..."), each value a finite number >= 0; nullopt where a part is not one.
+std::optional<std::map<std::string, double>> benchmark_fields(std::string rest) {
+  if (rest.ends_with(".")) rest.pop_back();
+  for (std::size_t at = rest.find(" and "); at != std::string::npos; at = rest.find(" and ")) rest.replace(at, 5, ",");
+  std::map<std::string, double> out;
+  for (const auto& part : text::split(rest, ',')) {
+    const auto eq = part.find('=');
+    if (eq == std::string::npos) return std::nullopt;
+    const auto v = number<double>(trim(part.substr(eq + 1)));
+    if (!v || !std::isfinite(*v) || *v < 0) return std::nullopt;
+    out[trim(part.substr(0, eq))] = *v;
+  }
+  return out;
+}
+
+/// One mlx-lm run as two llama-bench tests: the prompt at depth 0 (its rate: the prompt's tokens over the
+/// time to the first token) and the generated tokens after it, as llama-bench's tg at n_depth = the prompt
+/// (the validation rows' mean context: depth + generated / 2); each with the line its figure stands on.
+void push_run(nlohmann::json& out, std::size_t run, std::int64_t prompt, double prompt_rate, std::size_t prompt_line,
+              std::int64_t gen, double gen_rate, std::size_t gen_line) {
+  const std::string id = "run" + std::to_string(run) + "-";
+  out.push_back({{"id", id + "pp" + std::to_string(prompt)},
+                 {"n_prompt", prompt},
+                 {"n_gen", 0},
+                 {"n_depth", 0},
+                 {"avg_ts", prompt_rate},
+                 {"line", prompt_line}});
+  out.push_back({{"id", id + "tg" + std::to_string(gen) + "@d" + std::to_string(prompt)},
+                 {"n_prompt", 0},
+                 {"n_gen", gen},
+                 {"n_depth", prompt},
+                 {"avg_ts", gen_rate},
+                 {"line", gen_line}});
+}
+
 }  // namespace
 
 nlohmann::json read_mlx_lm(const std::filesystem::path& path) {
@@ -70,7 +115,9 @@ nlohmann::json read_mlx_lm(const std::filesystem::path& path) {
   const std::vector<std::string> lines = text::split(text, '\n');
   const std::string fix =
       "; give the lines `mlx_lm.generate --verbose True` prints after the text, as it printed them "
-      "(\"Prompt: N tokens, X tokens-per-sec\", then \"Generation: N tokens, X tokens-per-sec\")";
+      "(\"Prompt: N tokens, X tokens-per-sec\", then \"Generation: N tokens, X tokens-per-sec\"), or "
+      "`mlx_lm.benchmark`'s output (\"Timing with prompt_tokens=P, generation_tokens=G, batch_size=1.\", then "
+      "\"Averages: prompt_tps=X, generation_tps=Y, peak_memory=M\")";
   nlohmann::json out = nlohmann::json::array();
   // The run's Prompt line (tokens, tokens/s, line), until its Generation line; plain values, as GCC 12
   // sees an optional pair as maybe uninitialised here.
@@ -78,6 +125,10 @@ nlohmann::json read_mlx_lm(const std::filesystem::path& path) {
   std::int64_t prompt_tokens = 0;
   double prompt_rate = 0;
   std::size_t prompt_line = 0, runs = 0;
+  // mlx_lm.benchmark: its Timing line's counts, until its Averages line.
+  bool have_timing = false;
+  std::int64_t timing_prompt = 0, timing_gen = 0;
+  std::size_t timing_line = 0;
   std::string previous;        // the last non-empty line
   std::size_t separators = 0;  // "==========" lines so far: generate() prints one before and one after the text
   for (std::size_t i = 0; i < lines.size(); ++i) {
@@ -89,8 +140,44 @@ nlohmann::json read_mlx_lm(const std::filesystem::path& path) {
     if (l.starts_with("[batch_generate]"))
       throw UserError(where + ": \"" + text::one_line(l) +
                       "\" is batch_generate's total over a batch of prompts, not one request's figures" + fix);
+    if (l.starts_with("Timing with ") || l.starts_with("Averages:")) {
+      const bool timing = l.starts_with("Timing with ");
+      const auto f = benchmark_fields(l.substr(timing ? 12 : 9));
+      const char* need[2][2] = {{"prompt_tps", "generation_tps"}, {"prompt_tokens", "generation_tokens"}};
+      if (!f || !f->count(need[timing][0]) || !f->count(need[timing][1]))
+        throw UserError(where + ": \"" + text::one_line(l) + "\" is not mlx_lm.benchmark's \"" +
+                        (timing ? "Timing with prompt_tokens=P, generation_tokens=G, batch_size=B."
+                                : "Averages: prompt_tps=X, generation_tps=Y, peak_memory=M") +
+                        "\"" + fix);
+      if (timing) {
+        if (have_timing)
+          throw UserError(file + ": line " + std::to_string(timing_line) +
+                          ": a Timing line with no Averages line after it (a run cut short?)" + fix);
+        const double b = f->count("batch_size") ? f->at("batch_size") : 1.0;
+        if (b != 1.0)
+          throw UserError(where + ": batch_size " + text::printf("%g", b) +
+                          ": mlx_lm.benchmark's figures at a batch size above 1 are batch_generate()'s totals over "
+                          "the batch, not one request's" +
+                          fix);
+        const double p = f->at("prompt_tokens"), g = f->at("generation_tokens");
+        if (p < 1 || g < 1 || p != std::floor(p) || g != std::floor(g) || p > (1 << 30) || g > (1 << 30))
+          throw UserError(where + ": prompt_tokens and generation_tokens must be whole counts from 1" + fix);
+        have_timing = true;
+        timing_prompt = static_cast<std::int64_t>(p);
+        timing_gen = static_cast<std::int64_t>(g);
+        timing_line = i + 1;
+        continue;
+      }
+      if (!have_timing) throw UserError(where + ": an Averages line with no Timing line before it" + fix);
+      if (!(f->at("prompt_tps") > 0) || !(f->at("generation_tps") > 0))
+        throw UserError(where + ": prompt_tps and generation_tps must be positive tokens/s" + fix);
+      // As a generate() run (prompt_tps is P over the time to the first token there too).
+      push_run(out, ++runs, timing_prompt, f->at("prompt_tps"), i + 1, timing_gen, f->at("generation_tps"), i + 1);
+      have_timing = false;
+      continue;
+    }
     const bool is_prompt = l.starts_with("Prompt:"), is_gen = l.starts_with("Generation:");
-    if (!is_prompt && !is_gen) continue;  // the generated text, "==========", "Peak memory: ..."
+    if (!is_prompt && !is_gen) continue;  // the generated text, "==========", "Peak memory: ...", "Trial k: ..."
     const auto figures = tokens_at_rate(trim(std::string_view(l).substr(is_prompt ? 7 : 11)));
     // Where mlx-lm prints its figures (the Prompt line after the "==========" that closes the text, or at
     // the top of a file of figures alone; the Generation line after a Prompt line) a line that does not
@@ -111,28 +198,17 @@ nlohmann::json read_mlx_lm(const std::filesystem::path& path) {
       continue;
     }
     if (!have_prompt) throw UserError(where + ": a Generation line with no Prompt line before it" + fix);
-    ++runs;
-    const std::string run = "run" + std::to_string(runs) + "-";
-    // Prefill: the prompt at depth 0. Decode: the generated tokens after the prompt, as llama-bench's
-    // tg at n_depth = the prompt (the validation rows' mean context: depth + generated / 2).
-    out.push_back({{"id", run + "pp" + std::to_string(prompt_tokens)},
-                   {"n_prompt", prompt_tokens},
-                   {"n_gen", 0},
-                   {"n_depth", 0},
-                   {"avg_ts", prompt_rate},
-                   {"line", prompt_line}});
-    out.push_back({{"id", run + "tg" + std::to_string(figures->first) + "@d" + std::to_string(prompt_tokens)},
-                   {"n_prompt", 0},
-                   {"n_gen", figures->first},
-                   {"n_depth", prompt_tokens},
-                   {"avg_ts", figures->second},
-                   {"line", i + 1}});
+    push_run(out, ++runs, prompt_tokens, prompt_rate, prompt_line, figures->first, figures->second, i + 1);
     have_prompt = false;
   }
   if (have_prompt)
     throw UserError(file + ": line " + std::to_string(prompt_line) +
                     ": a Prompt line with no Generation line after it (a run cut short?)" + fix);
-  if (out.empty()) throw UserError(file + ": no \"Prompt: N tokens, X tokens-per-sec\" line" + fix);
+  if (have_timing)
+    throw UserError(file + ": line " + std::to_string(timing_line) +
+                    ": a Timing line with no Averages line after it (a run cut short?)" + fix);
+  if (out.empty())
+    throw UserError(file + ": no \"Prompt: N tokens, X tokens-per-sec\" or \"Averages: prompt_tps=...\" line" + fix);
   return out;
 }
 

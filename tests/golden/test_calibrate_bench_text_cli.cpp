@@ -67,6 +67,27 @@ TEST(GoldenCalibrateImport, MlxLmRunsAreFitted) {
   EXPECT_EQ(prefill, 3u);
 }
 
+// mlx_lm.benchmark's output fits the same way: its Averages line's generation rate is the decode row, at
+// the Timing line's prompt as its depth (the M4 Max has no cited FLOP rate, so the prompt row is listed, not
+// predicted).
+TEST(GoldenCalibrateImport, MlxLmBenchmarkOutputIsFitted) {
+  const Scratch s("moesim_calibrate_mlx");
+  const moesim::test::Run r =
+      s.moesim("calibrate fit --mlx-lm " + kData + "mlx-lm/m4-max-qwen3-4b-q4-benchmark.txt" +
+               " --precision q4 --model qwen3-4b --hw macbook-pro-m4-max-64 --runtime mlx --out " + s.path("p.json"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("run1-tg128@d2048"), std::string::npos) << r.out;
+  const nlohmann::json p = nlohmann::json::parse(slurp(s.path("p.json")));
+  EXPECT_EQ(p.at("id"), "mlx@macbook-pro-m4-max-64");
+  bool decode = false;
+  for (const auto& row : p.at("calibration").at("mlx_lm").at("rows"))
+    if (row.at("kind") == "decode b1") {
+      decode = true;
+      EXPECT_DOUBLE_EQ(row.at("measured").at("value").get<double>(), 134.52) << row.dump();
+    }
+  EXPECT_TRUE(decode) << p.dump(2);
+}
+
 // A Generation rate reaches the decode fit; a Prompt rate the prefill fit.
 TEST(GoldenCalibrateImport, MlxLmFiguresReachTheFit) {
   const Scratch s("moesim_calibrate_mlx");

@@ -36,6 +36,55 @@ TEST(CalibrateBenchText, MlxLmRunsAsLlamaBenchTests) {
   EXPECT_DOUBLE_EQ(t[5].at("avg_ts").get<double>(), 71.35);
 }
 
+// mlx_lm.benchmark's output: each Averages line is a run (its Timing line's prompt at depth 0 and the
+// generated tokens after it), the Trial lines are skipped, and PR #396's older Timing line ("... and
+// generation_tokens=G.") reads the same.
+TEST(CalibrateBenchText, MlxLmBenchmarkAveragesAreRuns) {
+  const nlohmann::json t = read_mlx_lm(kData + "mlx-lm/m4-max-qwen3-4b-q4-benchmark.txt");
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].at("id"), "run1-pp2048");
+  EXPECT_EQ(t[0].at("n_prompt"), 2048);
+  EXPECT_EQ(t[0].at("n_depth"), 0);
+  EXPECT_DOUBLE_EQ(t[0].at("avg_ts").get<double>(), 1622.27);
+  EXPECT_EQ(t[0].at("line"), 3);
+  EXPECT_EQ(t[1].at("id"), "run1-tg128@d2048");
+  EXPECT_EQ(t[1].at("n_gen"), 128);
+  EXPECT_EQ(t[1].at("n_depth"), 2048);
+  EXPECT_DOUBLE_EQ(t[1].at("avg_ts").get<double>(), 134.52);
+  const nlohmann::json pr = read_mlx_lm(kData + "mlx-lm/pr396-benchmark-output.txt");
+  ASSERT_EQ(pr.size(), 2u);
+  EXPECT_EQ(pr[1].at("id"), "run1-tg128@d2048");
+  EXPECT_DOUBLE_EQ(pr[1].at("avg_ts").get<double>(), 205.099);
+  EXPECT_EQ(pr[1].at("line"), 8);
+}
+
+// A batch above 1 (batch_generate's totals), an Averages line before any Timing line, a Timing line left
+// without its Averages and an Averages line that is not the script's are refused, each naming its line.
+TEST(CalibrateBenchText, MlxLmBenchmarkBadInputNamesTheLine) {
+  const moesim::test::TestDir dir("moesim_bench_text");
+  const std::string batch = moesim::test::error_of([&] {
+    (void)read_mlx_lm(dir.write("b.txt",
+                                "Timing with prompt_tokens=128, generation_tokens=128, batch_size=32.\n"
+                                "Averages: prompt_tps=2317.876, generation_tps=809.770, peak_memory=6.375\n"));
+  });
+  EXPECT_NE(batch.find("line 1: batch_size 32"), std::string::npos) << batch;
+  const std::string orphan = moesim::test::error_of([&] {
+    (void)read_mlx_lm(dir.write("o.txt", "Averages: prompt_tps=1.0, generation_tps=2.0, peak_memory=3.0\n"));
+  });
+  EXPECT_NE(orphan.find("line 1: an Averages line with no Timing line"), std::string::npos) << orphan;
+  const std::string cut = moesim::test::error_of([&] {
+    (void)read_mlx_lm(dir.write("c.txt", "Timing with prompt_tokens=128, generation_tokens=128, batch_size=1.\n"));
+  });
+  EXPECT_NE(cut.find("line 1: a Timing line with no Averages line"), std::string::npos) << cut;
+  const std::string bad = moesim::test::error_of([&] {
+    (void)read_mlx_lm(dir.write("x.txt",
+                                "Timing with prompt_tokens=128, generation_tokens=128, batch_size=1.\n"
+                                "Averages: prompt_tps=fast, generation_tps=2.0\n"));
+  });
+  EXPECT_NE(bad.find("line 2"), std::string::npos) << bad;
+  EXPECT_NE(bad.find("mlx_lm.benchmark"), std::string::npos) << bad;
+}
+
 // Generated text that starts like a figure line is text, not a figure nor an error.
 TEST(CalibrateBenchText, MlxLmGeneratedTextIsSkipped) {
   const moesim::test::TestDir dir("moesim_bench_text");

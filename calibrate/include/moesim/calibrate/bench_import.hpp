@@ -2,8 +2,9 @@
 // The outputs people already produce with their runtimes' own benchmarks, read into moesim (issue 20):
 //  - llama-bench (llama.cpp tools/llama-bench): `-o json` (an array of tests) and its default markdown
 //    table (`| model | size | params | backend | ngl | test | t/s |`), both read by read_llama_bench;
-//  - mlx-lm's `mlx_lm.generate --verbose` lines ("Prompt: N tokens, X tokens-per-sec", "Generation: ...")
-//    and llama.cpp's llama-batched-bench table, both read as llama-bench tests (read_mlx_lm,
+//  - mlx-lm's `mlx_lm.generate --verbose` lines ("Prompt: N tokens, X tokens-per-sec", "Generation: ...") and
+//    `mlx_lm.benchmark`'s ("Timing with prompt_tokens=P, ...", "Averages: prompt_tps=X, generation_tps=Y, ...")
+//    and llama.cpp's llama-batched-bench table, all read as llama-bench tests (read_mlx_lm,
 //    read_llama_batched_bench) so that the same import predicts and fits them;
 //  - vLLM's benchmark_serving.py --save-result JSON (calibrate/serving_fit.hpp reads and fits it).
 // The formats and their sources: calibrate/FIT.md.
@@ -21,7 +22,8 @@ namespace moesim::calibrate {
 /// llama-bench did not write.
 nlohmann::json read_llama_bench(const std::filesystem::path& path);
 
-/// The runs of `mlx_lm.generate --verbose` output (one or several, concatenated) as llama-bench tests:
+/// The runs of `mlx_lm.generate --verbose` output or of `mlx_lm.benchmark` output at batch size 1 (its
+/// Averages lines; one or several runs, concatenated) as llama-bench tests:
 /// per run a batch-1 prefill (n_prompt = the prompt's tokens at its tokens-per-sec) and a batch-1 decode
 /// (n_gen = the generated tokens at n_depth = the prompt), each with "id" ("run<k>-pp<N>", ...) and "line"
 /// (where the figure stands in the file). Bounded before it is read; UserError naming the file, the line
