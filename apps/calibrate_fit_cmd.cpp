@@ -59,7 +59,8 @@ po::options_description describe_fit_options() {
      "`mlx_lm.benchmark` output (its Timing with and Averages: lines; batch size 1), several runs may be "
      "concatenated, of --model on --hw, with --precision; fitted as --llama-bench's pp and tg tests (repeatable)")
     ("llama-batched-bench", po::value<std::vector<std::string>>()->composing(),
-     "instead of --measured: llama-batched-bench's table with its main: line, of --model on --hw, with --precision; "
+     "instead of --measured: llama-batched-bench's table with its main: line (or its --output-format jsonl lines), "
+     "of --model on --hw, with --precision; "
      "B = 1 rows fitted as --llama-bench's pp and tg tests, B > 1 rows predicted (batched decode) (repeatable)")
     ("vllm-serving", po::value<std::vector<std::string>>()->composing(),
      "instead of --measured: a vLLM benchmark_serving.py --save-result JSON of --model on --hw; fits the runtime's "

@@ -1,7 +1,8 @@
 // Fuzz target: the runtime-benchmark outputs `moesim calibrate fit` and `moesim validate --llama-bench` read
 // (issue 20): llama-bench's JSON or markdown table, mlx_lm.generate --verbose and mlx_lm.benchmark lines,
-// llama-batched-bench's table, vLLM's benchmark_serving.py and benchmark_latency.py JSON, and trtllm-bench's report
-// (its printed text or --report_json). The first byte selects the reader; the rest is the file, named as a user would.
+// llama-batched-bench's table or jsonl lines, vLLM's benchmark_serving.py and benchmark_latency.py JSON, and
+// trtllm-bench's report (its printed text or --report_json). The first byte selects the reader; the rest is the file,
+// named as a user would.
 #include "fuzz_support.hpp"
 #include "moesim/calibrate/bench_import.hpp"
 #include "moesim/calibrate/serving_fit.hpp"

@@ -28,7 +28,9 @@
 //   |%6s-|-%6s-|-...                                                  (dashes)
 //   |%6d | %6d | %4d | %6d | %8.3f | %8.2f | %8.3f | %8.2f | %8.3f | %8.2f |   one row per (PP, TG, B)
 // S_PP = B * PP / T_PP (PP / T_PP with is_pp_shared), S_TG = B * TG / T_TG: each of the TG steps decodes
-// one token of all B sequences at position PP + i.
+// one token of all B sequences at position PP + i. With --output-format jsonl (common/arg.cpp) it prints
+// neither the main: line nor the table but one JSON object per row, the settings and the row together
+// (batched_bench_json_row below).
 
 #include <algorithm>
 #include <cctype>
@@ -214,6 +216,9 @@ nlohmann::json read_mlx_lm(const std::filesystem::path& path) {
 
 namespace {
 
+constexpr std::int64_t kMaxBatchedBenchCount = std::int64_t{1} << 30;  ///< PP, TG, B: at most 2^30
+constexpr std::int64_t kMaxUbatch = std::int64_t{1} << 24;             ///< n_ubatch: at most 2^24
+
 /// The "main: n_kv_max = ..., n_ubatch = ..., is_pp_shared = ..." line's settings by name.
 std::map<std::string, std::int64_t> batched_bench_settings(const std::string& line, const std::string& where) {
   std::map<std::string, std::int64_t> out;
@@ -226,21 +231,54 @@ std::map<std::string, std::int64_t> batched_bench_settings(const std::string& li
           "\" is not llama-batched-bench's \"<setting> = <integer>\"; give its main: line as it printed it");
     out[trim(part.substr(0, eq))] = *v;
   }
-  if (!out.count("n_ubatch") || out.at("n_ubatch") < 1 || out.at("n_ubatch") > (std::int64_t{1} << 24))
+  if (!out.count("n_ubatch") || out.at("n_ubatch") < 1 || out.at("n_ubatch") > kMaxUbatch)
     throw UserError(where + ": the main: line gives no n_ubatch from 1 to 16777216 (the prompt's micro-batch)");
   return out;
 }
 
-/// One row of llama-batched-bench's table as llama-bench tests (bench_import.hpp read_llama_batched_bench).
-void batched_bench_row(const std::vector<std::string>& header, const std::vector<std::string>& c,
-                       const std::map<std::string, std::int64_t>& settings, const std::string& where, std::size_t line,
-                       nlohmann::json& out) {
+/// One row of llama-batched-bench's output, from its table or its --output-format jsonl line.
+struct BatchedBenchRow {
+  std::int64_t pp = 0, tg = 0, b = 1;
+  std::int64_t ubatch = 0;    ///< the prompt's micro-batch (n_ubatch)
+  bool pp_shared = false;     ///< is_pp_shared: one prompt prefilled, then copied to the other sequences
+  double s_pp = 0, s_tg = 0;  ///< tokens/s (read where pp > 0, tg > 0)
+};
+
+/// One row as llama-bench tests (bench_import.hpp read_llama_batched_bench).
+void batched_bench_tests(const BatchedBenchRow& r, std::size_t line, nlohmann::json& out) {
+  const std::string id = "pp" + std::to_string(r.pp) + "-tg" + std::to_string(r.tg) + "-b" + std::to_string(r.b);
+  if (r.b > 1 && r.pp > 0 && r.pp_shared) {
+    out.push_back({{"skip",
+                    "llama-batched-bench S_PP at B > 1 with is_pp_shared (one prompt prefilled, then copied to "
+                    "the other sequences): not used, the batch-1 prefill of the same PP measures it"}});
+  } else if (r.pp > 0) {
+    // Batch 1: PP tokens from an empty cache, n_ubatch at a time; B > 1: B prompts of PP tokens sent
+    // together, packed n_ubatch at a time (batched prefill).
+    nlohmann::json t = {{"id", id + ":prefill"}, {"n_prompt", r.pp},     {"n_gen", 0},  {"n_depth", 0},
+                        {"avg_ts", r.s_pp},      {"n_ubatch", r.ubatch}, {"line", line}};
+    if (r.b > 1) t["n_seqs"] = r.b;
+    out.push_back(std::move(t));
+  }
+  if (r.tg > 0)  // decode: TG steps after the prompt, B sequences each (batch 1: llama-bench's tg at n_depth PP)
+    out.push_back({{"id", id + ":decode"},
+                   {"n_prompt", r.b > 1 ? r.pp : 0},
+                   {"n_gen", r.tg},
+                   {"n_depth", r.b > 1 ? 0 : r.pp},
+                   {"n_seqs", r.b},
+                   {"avg_ts", r.s_tg},
+                   {"n_ubatch", r.ubatch},
+                   {"line", line}});
+}
+
+/// A row of llama-batched-bench's table (its header's columns `header`, cells `c`).
+BatchedBenchRow batched_bench_table_row(const std::vector<std::string>& header, const std::vector<std::string>& c,
+                                        const std::map<std::string, std::int64_t>& settings, const std::string& where) {
   const auto cell = [&](const char* name) -> const std::string& {
     return c[static_cast<std::size_t>(std::find(header.begin(), header.end(), name) - header.begin())];
   };
   const auto whole = [&](const char* name, std::int64_t min) {
     const auto v = number<std::int64_t>(cell(name));
-    if (!v || *v < min || *v > (std::int64_t{1} << 30))
+    if (!v || *v < min || *v > kMaxBatchedBenchCount)
       throw UserError(where + ", column " + name + ": \"" + text::one_line(cell(name)) + "\" is not a count from " +
                       std::to_string(min) + "; was the table edited?");
     return *v;
@@ -252,40 +290,50 @@ void batched_bench_row(const std::vector<std::string>& header, const std::vector
                       "\" is not a positive tokens/s figure; was the table edited?");
     return *v;
   };
-  const std::int64_t pp = whole("PP", 0), tg = whole("TG", 0), b = whole("B", 1);
-  const std::string id = "pp" + std::to_string(pp) + "-tg" + std::to_string(tg) + "-b" + std::to_string(b);
-  const std::int64_t ubatch = settings.at("n_ubatch");
-  if (b == 1 && pp > 0)  // batch-1 prefill: PP tokens from an empty cache, n_ubatch at a time
-    out.push_back({{"id", id + ":prefill"},
-                   {"n_prompt", pp},
-                   {"n_gen", 0},
-                   {"n_depth", 0},
-                   {"avg_ts", rate("S_PP t/s")},
-                   {"n_ubatch", ubatch},
-                   {"line", line}});
+  BatchedBenchRow r;
+  r.pp = whole("PP", 0);
+  r.tg = whole("TG", 0);
+  r.b = whole("B", 1);
+  r.ubatch = settings.at("n_ubatch");
   const auto shared = settings.find("is_pp_shared");
-  if (b > 1 && pp > 0 && shared != settings.end() && shared->second != 0)
-    out.push_back({{"skip",
-                    "llama-batched-bench S_PP at B > 1 with is_pp_shared (one prompt prefilled, then copied to "
-                    "the other sequences): not used, the batch-1 prefill of the same PP measures it"}});
-  else if (b > 1 && pp > 0)  // batched prefill: B prompts of PP tokens sent together, packed n_ubatch at a time
-    out.push_back({{"id", id + ":prefill"},
-                   {"n_prompt", pp},
-                   {"n_gen", 0},
-                   {"n_depth", 0},
-                   {"n_seqs", b},
-                   {"avg_ts", rate("S_PP t/s")},
-                   {"n_ubatch", ubatch},
-                   {"line", line}});
-  if (tg > 0)  // decode: TG steps after the prompt, B sequences each (batch 1: llama-bench's tg at n_depth PP)
-    out.push_back({{"id", id + ":decode"},
-                   {"n_prompt", b > 1 ? pp : 0},
-                   {"n_gen", tg},
-                   {"n_depth", b > 1 ? 0 : pp},
-                   {"n_seqs", b},
-                   {"avg_ts", rate("S_TG t/s")},
-                   {"n_ubatch", ubatch},
-                   {"line", line}});
+  r.pp_shared = shared != settings.end() && shared->second != 0;
+  if (r.pp > 0) r.s_pp = rate("S_PP t/s");
+  if (r.tg > 0) r.s_tg = rate("S_TG t/s");
+  return r;
+}
+
+/// A line of `llama-batched-bench --output-format jsonl` (batched-bench.cpp prints one per (PP, TG, B):
+/// {"n_kv_max": .., "n_batch": .., "n_ubatch": .., "flash_attn": .., "is_pp_shared": .., "n_gpu_layers": ..,
+/// "n_threads": .., "n_threads_batch": .., "pp": .., "tg": .., "pl": .., "n_kv": .., "t_pp": .., "speed_pp": ..,
+/// "t_tg": .., "speed_tg": .., "t": .., "speed": ..}; pl is the table's B, speed_pp and speed_tg its S_PP and
+/// S_TG). Keys it does not use (a later build's extra settings) are left alone.
+BatchedBenchRow batched_bench_json_row(const std::string& line, const std::string& where) {
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  const std::string fix = "; give llama-batched-bench --output-format jsonl's lines as it printed them";
+  if (!j.is_object()) throw UserError(where + ": not a JSON object" + fix);
+  const auto whole = [&](const char* key, std::int64_t min, std::int64_t max) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer() || it->get<std::int64_t>() < min || it->get<std::int64_t>() > max)
+      throw UserError(where + ", key \"" + key + "\": " + (it == j.end() ? "missing" : "not a count") +
+                      " (a count from " + std::to_string(min) + " to " + std::to_string(max) + ")" + fix);
+    return it->get<std::int64_t>();
+  };
+  const auto rate = [&](const char* key) {
+    const auto it = j.find(key);
+    if (it == j.end() || !it->is_number() || !(it->get<double>() > 0) || !std::isfinite(it->get<double>()))
+      throw UserError(where + ", key \"" + key +
+                      "\": " + (it == j.end() ? "missing" : "not a positive tokens/s figure") + fix);
+    return it->get<double>();
+  };
+  BatchedBenchRow r;
+  r.pp = whole("pp", 0, kMaxBatchedBenchCount);
+  r.tg = whole("tg", 0, kMaxBatchedBenchCount);
+  r.b = whole("pl", 1, kMaxBatchedBenchCount);
+  r.ubatch = whole("n_ubatch", 1, kMaxUbatch);
+  r.pp_shared = j.contains("is_pp_shared") && whole("is_pp_shared", 0, 1) != 0;
+  if (r.pp > 0) r.s_pp = rate("speed_pp");
+  if (r.tg > 0) r.s_tg = rate("speed_tg");
+  return r;
 }
 
 }  // namespace
@@ -302,6 +350,11 @@ nlohmann::json read_llama_batched_bench(const std::filesystem::path& path) {
     const std::string where = file + ": line " + std::to_string(i + 1);
     if (l.find("n_kv_max =") != std::string::npos && l.find("n_ubatch") != std::string::npos) {
       settings = batched_bench_settings(l, where);
+      continue;
+    }
+    if (!l.empty() && l.front() == '{') {  // --output-format jsonl: one object per row, no main: line
+      header.clear();
+      batched_bench_tests(batched_bench_json_row(l, where), i + 1, out);
       continue;
     }
     if (l.empty() || l.front() != '|') {
@@ -327,12 +380,12 @@ nlohmann::json read_llama_batched_bench(const std::filesystem::path& path) {
     if (c.size() != header.size())
       throw UserError(where + ": " + std::to_string(c.size()) + " columns where the header has " +
                       std::to_string(header.size()) + "; was the table cut or edited?");
-    batched_bench_row(header, c, *settings, where, i + 1, out);
+    batched_bench_tests(batched_bench_table_row(header, c, *settings, where), i + 1, out);
   }
   if (std::none_of(out.begin(), out.end(), [](const nlohmann::json& t) { return t.contains("id"); }))
     throw UserError(file +
-                    ": no llama-batched-bench table (| PP | TG | B | ... | S_TG t/s | T s | S t/s |); give its "
-                    "output as it printed it, from the main: line down");
+                    ": no llama-batched-bench table (| PP | TG | B | ... | S_TG t/s | T s | S t/s |) nor "
+                    "--output-format jsonl line ({\"pp\": ..., \"speed_tg\": ...}); give its output as it printed it");
   return out;
 }
 

@@ -157,6 +157,20 @@ TEST(GoldenCalibrateImport, LlamaBatchedBenchRowsAreFittedAndPredicted) {
   EXPECT_EQ(row(b4x, "pp512-tg32-b4:decode").at("measured").at("value").get<double>(), 100.0);
 }
 
+// `llama-batched-bench --output-format jsonl` of the same run fits to the same profile and predicts the
+// same rows (the fixture is the table's figures in that format).
+TEST(GoldenCalibrateImport, LlamaBatchedBenchJsonlFitsAsTheTable) {
+  const Scratch s("moesim_calibrate_batched");
+  const nlohmann::json table = fit(s, "--llama-batched-bench " + kBatched + kBatchedCommon);
+  const std::string jsonl = kData + "llama-batched-bench/qwen2.5-coder-7b-q8_0-metal.jsonl";
+  const nlohmann::json lines = fit(s, "--llama-batched-bench " + jsonl + kBatchedCommon);
+  EXPECT_EQ(decode_figures(table), decode_figures(lines));
+  for (const char* id : {"pp512-tg32-b4:prefill", "pp4096-tg32-b2:decode", "pp4096-tg32-b1:prefill"}) {
+    EXPECT_EQ(row(table, id).at("measured"), row(lines, id).at("measured")) << id;
+    EXPECT_EQ(row(table, id).at("fitted"), row(lines, id).at("fitted")) << id;
+  }
+}
+
 // The main: line's n_ubatch is the prompt's micro-batch: a smaller one reads the weights more often, so
 // the datasheet prefill prediction of the same row changes.
 TEST(GoldenCalibrateImport, LlamaBatchedBenchHonoursNUbatch) {

@@ -1,4 +1,4 @@
-// mlx_lm.generate's figures and llama-batched-bench's table read as llama-bench tests
+// mlx_lm.generate's figures and llama-batched-bench's table (or its jsonl lines) read as llama-bench tests
 // (calibrate/bench_import.hpp read_mlx_lm, read_llama_batched_bench), on the fixtures under tests/data/.
 
 #include <gtest/gtest.h>
@@ -149,6 +149,55 @@ TEST(CalibrateBenchText, BatchedBenchRowsAsLlamaBenchTests) {
   EXPECT_EQ(t[1].at("n_depth"), 512);
   EXPECT_DOUBLE_EQ(t[1].at("avg_ts").get<double>(), 79.04);
   EXPECT_EQ(t[1].at("line"), 6);
+}
+
+// `--output-format jsonl` prints the same rows as one JSON object each, the settings inside every line and
+// no main: line: the same tests come out as from the table, each on its own line.
+TEST(CalibrateBenchText, BatchedBenchJsonlReadsAsTheTable) {
+  const nlohmann::json table = read_llama_batched_bench(kData + "llama-batched-bench/qwen2.5-coder-7b-q8_0-metal.txt");
+  const nlohmann::json jsonl =
+      read_llama_batched_bench(kData + "llama-batched-bench/qwen2.5-coder-7b-q8_0-metal.jsonl");
+  ASSERT_EQ(jsonl.size(), table.size());
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    nlohmann::json a = table[i], b = jsonl[i];
+    EXPECT_EQ(b.at("line").get<std::size_t>(), i / 2 + 1) << b.dump();  // two tests a row, one row a line
+    a.erase("line");
+    b.erase("line");
+    EXPECT_EQ(a, b) << "test " << i;
+  }
+  const moesim::test::TestDir dir("moesim_bench_text");
+  std::string text = moesim::test::slurp(kData + "llama-batched-bench/qwen2.5-coder-7b-q8_0-metal.jsonl");
+  for (auto at = text.find("\"is_pp_shared\": 0"); at != std::string::npos; at = text.find("\"is_pp_shared\": 0"))
+    text.replace(at, 17, "\"is_pp_shared\": 1");
+  std::size_t skipped = 0;
+  for (const auto& x : read_llama_batched_bench(dir.write("shared.jsonl", text))) skipped += x.contains("skip");
+  EXPECT_EQ(skipped, 4u);  // B = 2 and 4 at both prompts: their prefill is one prompt copied
+}
+
+TEST(CalibrateBenchText, BatchedBenchJsonlBadInputNamesTheLineAndKey) {
+  const moesim::test::TestDir dir("moesim_bench_text");
+  const std::string good =
+      R"({"n_ubatch": 512, "is_pp_shared": 0, "pp": 512, "tg": 32, "pl": 1, "speed_pp": 900.5, "speed_tg": 40.25})";
+  const auto error_for = [&](const std::string& name, const std::string& second) {
+    return moesim::test::error_of(
+        [&] { (void)read_llama_batched_bench(dir.write(name, good + "\n" + second + "\n")); });
+  };
+  const std::string missing =
+      error_for("bb-missing.jsonl", R"({"n_ubatch": 512, "pp": 512, "tg": 32, "pl": 1, "speed_pp": 9})");
+  EXPECT_NE(missing.find("line 2"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("\"speed_tg\": missing"), std::string::npos) << missing;
+  const std::string zero = error_for("bb-pl.jsonl", R"({"n_ubatch": 512, "pp": 0, "tg": 32, "pl": 0, "speed_tg": 9})");
+  EXPECT_NE(zero.find("\"pl\""), std::string::npos) << zero;
+  const std::string rate =
+      error_for("bb-rate.jsonl", R"({"n_ubatch": 512, "pp": 512, "tg": 0, "pl": 2, "speed_pp": -1})");
+  EXPECT_NE(rate.find("\"speed_pp\": not a positive tokens/s figure"), std::string::npos) << rate;
+  const std::string ubatch = error_for("bb-ub.jsonl", R"({"n_ubatch": 0, "pp": 512, "tg": 0, "pl": 1, "speed_pp": 9})");
+  EXPECT_NE(ubatch.find("\"n_ubatch\""), std::string::npos) << ubatch;
+  const std::string cut = error_for("bb-cut.jsonl", R"({"n_ubatch": 512, "pp": 512, "tg": 32, "pl": 1, "speed_pp)");
+  EXPECT_NE(cut.find("line 2: not a JSON object"), std::string::npos) << cut;
+  // The first line alone reads: a prefill and a decode.
+  const std::string only = good + "\n";
+  EXPECT_EQ(read_llama_batched_bench(dir.write("bb-one.jsonl", only)).size(), 2u);
 }
 
 TEST(CalibrateBenchText, BatchedBenchBadInputNamesTheLine) {
