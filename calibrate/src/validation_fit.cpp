@@ -561,7 +561,15 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
                                             "the context, which cannot split the KV cache's reads from the "
                                             "weights' and the kernels': the KV cache at the full bandwidth (the "
                                             "cost model's roofline)"};
-  rp.kernel_overhead = model::Sourced<units::Duration>{units::seconds(fit.kernel_overhead), source};
+  // One configuration reads the same bytes with the same kernels in every row: no cost per kernel is split
+  // from the bandwidth (solve() leaves its column out), and the profile says so rather than "fitted".
+  rp.kernel_overhead =
+      kernels ? model::Sourced<units::Duration>{units::seconds(fit.kernel_overhead), source}
+              : model::Sourced<units::Duration>{
+                    units::seconds(0), "not fitted: the class's " + std::to_string(cal.size()) +
+                                           " dense batch-1 decode rows are one configuration (" + *configs.begin() +
+                                           "), whose rows read the same bytes with the same kernels, so no cost "
+                                           "per kernel splits from the bandwidth; its efficiency takes it"};
   // The split has no per-layer term: the fitted cost per kernel takes every per-layer host cost too.
   rp.layer_overhead = model::Sourced<units::Duration>{
       units::seconds(0),

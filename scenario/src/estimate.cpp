@@ -333,8 +333,14 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
                       " x its compute roofline");
     if (rt.expert_token_tile)
       gives.push_back("expert GEMMs in tiles of " + text::printf("%.0f", rt.expert_token_tile->value) + " tokens");
-    if (rt.kernel_overhead) gives.push_back(units::format(rt.kernel_overhead->value) + " per kernel");
-    if (rt.layer_overhead) gives.push_back(units::format(rt.layer_overhead->value) + " per layer");
+    // A zero says there is no such cost (or none the fit could split from the bandwidth), not "0.00 s".
+    const auto per = [&](const std::optional<model::Sourced<units::Duration>>& d, const char* what) {
+      if (d)
+        gives.push_back(d->value.base() > 0 ? units::format(d->value) + " per " + what
+                                            : std::string("no cost per ") + what);
+    };
+    per(rt.kernel_overhead, "kernel");
+    per(rt.layer_overhead, "layer");
     out << "runtime    " << rt.runtime << " ("
         << rt.id + (!rt.transferred_from.empty()
                         ? ", transferred: the medians of its fits on " + std::to_string(rt.transferred_from.size()) +

@@ -100,6 +100,12 @@ TEST(GoldenCli, CheckpointPrecisionIsTheDefault) {
   EXPECT_FALSE(bj2.at("inputs").at("lm_head").get<bool>());
   const auto text = run_cli("estimate --model gpt-oss-120b --hw dgx-spark --runtime llama.cpp");
   EXPECT_NE(text.out.find("LM head included (the runtime reads it"), std::string::npos) << text.out;
+  // The Spark's class is one dense configuration: no cost per kernel is split, and the line says so rather
+  // than "0.00 s per kernel"; the profile's source says it was not fitted.
+  EXPECT_NE(text.out.find("no cost per kernel, no cost per layer"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("0.00 s per kernel"), std::string::npos) << text.out;
+  const auto& rt = g.at("inputs").at("runtime");
+  EXPECT_EQ(rt.at("kernel_overhead").at("source").get<std::string>().rfind("not fitted: ", 0), 0u) << rt.dump(2);
 }
 
 TEST(GoldenCli, DefaultStudyRuns) {
