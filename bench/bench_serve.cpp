@@ -2,7 +2,8 @@
 // continuous-batching scenario, Mixtral-8x7B on one 8xH100 server (TP 8), 10,000 Poisson requests of
 // 64-1024 prompt and 16-256 output tokens (examples/serve-mixtral-bench.json). Goal: at least 100,000
 // requests per second on one core (Vidur, the best-known LLM-serving simulator, reports about 1,000).
-// BM_ServeQwen3_235bContinuous runs the same load on a 128-expert model.
+// BM_ServeQwen3_235bContinuous runs the same load on a 128-expert model, BM_ServeQwen3_235bExpertParallel
+// with its experts spread over the devices.
 //
 //   build/bench/moesim_bench --benchmark_filter=Serve --benchmark_repetitions=5
 //       --benchmark_report_aggregates_only=true
@@ -27,7 +28,7 @@ using namespace moesim;
 /// batching (256 sequences, 8192 tokens a step), `arch` at bf16 on `node` over all its devices (TP), routed
 /// by `trace`; counts the simulated requests per second of wall time.
 void serve_continuous(benchmark::State& state, const model::Architecture& arch, const model::NodeProfile& node,
-                      const sim::RoutingTrace& trace, std::int64_t requests_per_run) {
+                      const sim::RoutingTrace& trace, std::int64_t requests_per_run, std::int64_t moe_ep = 0) {
   const model::NicProfile nvlink = model::load_nic(*node.intra_node_link);
   sim::ServingConfig c;
   c.arch = &arch;
@@ -37,6 +38,10 @@ void serve_continuous(benchmark::State& state, const model::Architecture& arch, 
   c.trace = &trace;
   sim::ParallelPlan plan;
   plan.tp = node.devices.count;
+  if (moe_ep > 0) {
+    plan.moe_ep = moe_ep;
+    plan.moe_tp = plan.tp / moe_ep;
+  }
   c.plan = sim::resolve_plan(plan, arch, node, "bench");
   c.scheduler.kind = sim::SchedulerKind::Continuous;
   c.scheduler.max_num_seqs = 256;
@@ -86,5 +91,15 @@ void BM_ServeQwen3_235bContinuous(benchmark::State& state) {
   serve_continuous(state, arch, node, trace, 2000);
 }
 BENCHMARK(BM_ServeQwen3_235bContinuous)->Unit(benchmark::kMillisecond);
+
+// The same with the experts spread over the 8 devices (EP 8): the cost model counts each step's tokens
+// per expert, for the busiest device, where the run above needs only the distinct experts.
+void BM_ServeQwen3_235bExpertParallel(benchmark::State& state) {
+  static const model::Architecture arch = model::load_model("qwen3-235b-a22b");
+  static const model::NodeProfile node = model::load_node("dgx-h200");
+  static const sim::RoutingTrace trace = bench_trace(arch);
+  serve_continuous(state, arch, node, trace, 2000, 8);
+}
+BENCHMARK(BM_ServeQwen3_235bExpertParallel)->Unit(benchmark::kMillisecond);
 
 }  // namespace

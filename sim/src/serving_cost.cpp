@@ -80,8 +80,95 @@ CostModel::CostModel(const ServingConfig& c, const ParallelPlan& p, std::vector<
   }
 }
 
+void CostModel::walk_tokens(const RoutingTrace& trace, std::int64_t from, std::int64_t n, std::uint32_t times,
+                            bool track_seen) {
+  const std::int64_t T = trace.tokens();
+  const auto L = static_cast<std::size_t>(trace.header.layers);
+  const auto k = static_cast<std::size_t>(trace.header.top_k);
+  const auto E = static_cast<std::size_t>(a_.routed_experts);
+  std::int64_t t = from;
+  for (std::int64_t i = 0; i < n; ++i, ++t) {
+    if (t >= T) t -= T;
+    // The token's choices, layer after layer (RoutingTrace::chosen's layout).
+    const std::uint16_t* ids = trace.chosen(t, 0).data();
+    std::uint32_t* counts = layer_counts_.data();
+    if (!track_seen) {
+      for (std::size_t l = 0; l < L; ++l, ids += k, counts += E)
+        for (std::size_t j = 0; j < k; ++j) counts[ids[j]] += times;
+      continue;
+    }
+    for (std::size_t l = 0; l < L; ++l, ids += k, counts += E) {
+      for (std::size_t j = 0; j < k; ++j) {
+        if (counts[ids[j]] == 0) layer_seen_[l * E + layer_distinct_[l]++] = ids[j];
+        counts[ids[j]] += times;
+      }
+    }
+  }
+}
+
+void CostModel::count_experts(const std::vector<Entry>& batch, const RoutingTrace& trace) {
+  const std::int64_t T = trace.tokens();
+  const std::int64_t L = trace.header.layers;
+  const auto E = static_cast<std::size_t>(a_.routed_experts);
+  const auto cells = static_cast<std::size_t>(L) * E;
+  layer_counts_.assign(cells, 0);
+  // The streamer loads a layer's experts in the order the batch first chose them; without it only the
+  // counts matter, and a long entry (a prefill chunk) takes its counts from the trace's running sums.
+  const bool track_seen = c_.streaming.has_value();
+  if (track_seen) {
+    layer_seen_.resize(cells);
+    layer_distinct_.assign(static_cast<std::size_t>(L), 0);
+  }
+  if (!track_seen && blocks_ == 0) {
+    // Running sums of the trace's choices per layer and expert at every kBlock-th token, built once and
+    // bounded like the masks (ServingConfig::routing_mask_bytes; past it every entry is walked).
+    const std::int64_t blocks = (T + kBlock - 1) / kBlock;
+    if ((blocks + 1) * static_cast<std::int64_t>(cells * sizeof(std::uint32_t)) > c_.routing_mask_bytes) {
+      blocks_ = -1;
+    } else {
+      blocks_ = blocks;
+      block_counts_.assign(static_cast<std::size_t>(blocks + 1) * cells, 0);
+      for (std::int64_t k = 0; k < blocks; ++k) {
+        // Row k + 1 = row k + the choices of tokens [k kBlock, min((k + 1) kBlock, T)).
+        std::copy_n(block_counts_.data() + static_cast<std::size_t>(k) * cells, cells, layer_counts_.data());
+        walk_tokens(trace, k * kBlock, std::min(kBlock, T - k * kBlock), 1, false);
+        std::copy_n(layer_counts_.data(), cells, block_counts_.data() + static_cast<std::size_t>(k + 1) * cells);
+      }
+      std::fill(layer_counts_.begin(), layer_counts_.end(), 0);
+    }
+  }
+  // Tokens [a, b) of the trace (0 <= a <= b <= T), each counted `times`: the running sums between the
+  // first and last whole blocks inside, the tokens either side walked.
+  auto range = [&](std::int64_t a, std::int64_t b, std::uint32_t times) {
+    if (b - a < 2 * kBlock) {
+      walk_tokens(trace, a, b - a, times, false);
+      return;
+    }
+    const std::int64_t ka = (a + kBlock - 1) / kBlock, kb = b / kBlock;
+    walk_tokens(trace, a, ka * kBlock - a, times, false);
+    walk_tokens(trace, kb * kBlock, b - kb * kBlock, times, false);
+    const std::uint32_t* lo = block_counts_.data() + static_cast<std::size_t>(ka) * cells;
+    const std::uint32_t* hi = block_counts_.data() + static_cast<std::size_t>(kb) * cells;
+    for (std::size_t i = 0; i < cells; ++i) layer_counts_[i] += times * (hi[i] - lo[i]);
+  };
+  for (std::size_t b = 0; b < batch.size(); ++b) {
+    const std::int64_t n = batch[b].tokens;
+    if (track_seen || blocks_ <= 0 || n < kLongEntry) {
+      walk_tokens(trace, starts_[b], n, 1, track_seen);
+      continue;
+    }
+    // The entry's tokens wrap around the trace: whole passes, then the rest from its start.
+    if (n >= T) range(0, T, static_cast<std::uint32_t>(n / T));
+    const std::int64_t from = starts_[b], to = from + n % T;
+    range(from, std::min(to, T), 1);
+    if (to > T) range(0, to - T, 1);
+  }
+  counts_ready_ = true;
+}
+
 void CostModel::prepare_routing(const std::vector<Entry>& batch, const RoutingTrace* trace) {
   masks_ready_ = false;
+  counts_ready_ = false;
   if (!a_.is_moe()) return;
   routed_ = 0;
   for (const Entry& e : batch) routed_ += static_cast<double>(e.tokens * a_.top_k);
@@ -92,7 +179,10 @@ void CostModel::prepare_routing(const std::vector<Entry>& batch, const RoutingTr
   starts_.resize(batch.size());
   for (std::size_t b = 0; b < batch.size(); ++b) starts_[b] = batch[b].trace_at;  // already in [0, T)
   const std::int64_t L = trace->header.layers;
-  if (need_counts_) return;
+  if (need_counts_) {
+    count_experts(batch, *trace);
+    return;
+  }
   if (token_masks_.empty() && words_ == 0) {
     // Each trace token's chosen experts per layer as a bit mask of ceil(E / 64) words, built once: the walk
     // below is then one OR per word, layer and token, and vectorises. Bounded: a trace whose masks would
@@ -249,11 +339,18 @@ CostModel::MoeCost CostModel::moe_cost(const std::vector<Entry>& batch, const Ro
   const std::int64_t ep = p_.moe_ep;
   const std::int64_t local = E / ep;
   const bool need_counts = need_counts_;
-  // The distinct experts the step's tokens chose (cost() takes the bit-mask fast path itself, so this
-  // runs only with per-expert counts or a trace too large for the masks); without counts the walk stops
-  // once every expert has been chosen.
-  seen_.clear();
-  {
+  // The step's tokens per expert and its distinct experts in the order first chosen: counted for every
+  // layer by prepare_routing() when the counts are needed; otherwise (cost() takes the bit-mask fast path
+  // itself, so this is a trace too large for the masks) walked here, stopping once every expert has been
+  // chosen.
+  const std::uint32_t* counts = counts_.data();
+  std::span<const std::uint16_t> seen;
+  if (counts_ready_) {
+    const auto row = static_cast<std::size_t>(layer) * static_cast<std::size_t>(E);
+    counts = layer_counts_.data() + row;
+    if (c_.streaming) seen = {layer_seen_.data() + row, layer_distinct_[static_cast<std::size_t>(layer)]};
+  } else {
+    seen_.clear();
     for (std::size_t b = 0; b < batch.size(); ++b) {
       const Entry& e = batch[b];
       std::int64_t t = starts_[b];
@@ -267,16 +364,17 @@ CostModel::MoeCost CostModel::moe_cost(const std::vector<Entry>& batch, const Ro
       }
       if (!need_counts && static_cast<std::int64_t>(seen_.size()) == E) break;
     }
+    seen = seen_;
   }
   MoeCost m;
   if (c_.streaming) {
-    const LayerIo io = streamer_->load(layer, std::span<const std::uint16_t>(seen_.data(), seen_.size()));
+    const LayerIo io = streamer_->load(layer, seen);
     m.io = to_seconds(io.time);
     last_io_ = io;
-    last_gpu_bytes_ = lc_.weight_bytes_per_layer() + static_cast<double>(seen_.size()) * expert_bytes_;
+    last_gpu_bytes_ = lc_.weight_bytes_per_layer() + static_cast<double>(seen.size()) * expert_bytes_;
   }
   if (!need_counts) {
-    m.gpu = fused_expert_time(static_cast<double>(seen_.size()));
+    m.gpu = fused_expert_time(static_cast<double>(seen.size()));
   } else {
     double worst = 0;
     double worst_tokens = 0;
@@ -284,7 +382,7 @@ CostModel::MoeCost CostModel::moe_cost(const std::vector<Entry>& batch, const Ro
     for (std::int64_t g = 0; g < ep; ++g) {
       double t = 0, d = 0, tokens = 0, computed = 0;
       for (std::int64_t x = g * local; x < (g + 1) * local; ++x) {
-        const double n = counts_[static_cast<std::size_t>(x)];
+        const double n = counts[static_cast<std::size_t>(x)];
         tokens += n;
         computed += lc_.expert_compute_tokens(n, step_tokens);
         if (n == 0 && c_.experts != ExpertExecution::Sequential) continue;
@@ -307,7 +405,8 @@ CostModel::MoeCost CostModel::moe_cost(const std::vector<Entry>& batch, const Ro
       m.all_to_all = cost::all_to_all(std::max(routed_ / tp_, worst_tokens) * vector, ep).seconds(tp_latency_, tp_bw_);
     }
   }
-  for (const std::uint16_t x : seen_) counts_[x] = 0;
+  if (!counts_ready_)
+    for (const std::uint16_t x : seen_) counts_[x] = 0;
   return m;
 }
 

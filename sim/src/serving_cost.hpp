@@ -54,8 +54,13 @@ class CostModel {
   /// Where each entry's first new token lies in the trace, and, on the fast path, the distinct experts
   /// of every MoE layer in one token-major walk (a token's layers are contiguous in the trace) that stops
   /// once every layer has seen every expert: a decode batch of 64 on Mixtral touches all 8 after a few
-  /// tokens.
+  /// tokens. With per-expert counts, every layer's counts in one token-major walk too.
   inline void prepare_routing(const std::vector<Entry>& batch, const RoutingTrace* trace);
+  /// Every MoE layer's tokens per expert for the step (layer_counts_), in one token-major walk, and with
+  /// the streamer each layer's distinct experts in the order first chosen (layer_seen_).
+  void count_experts(const std::vector<Entry>& batch, const RoutingTrace& trace);
+  /// Adds `times` per choice of trace tokens from..from + n − 1 (wrapping) to layer_counts_.
+  void walk_tokens(const RoutingTrace& trace, std::int64_t from, std::int64_t n, std::uint32_t times, bool track_seen);
 
   struct Boundary {
     double latency = 0, bw = 0;                ///< the send: 1/split of the activations from each device
@@ -98,6 +103,17 @@ class CostModel {
   double routed_ = 0;
   std::vector<double> by_distinct_;
   std::vector<std::uint16_t> seen_;
+  // With per-expert counts (need_counts_), every MoE layer's, counted by prepare_routing():
+  std::vector<std::uint32_t> layer_counts_;  ///< layers × experts: this step's tokens per expert
+  std::vector<std::uint16_t> layer_seen_;    ///< layers × experts: each layer's distinct experts, first first
+  std::vector<std::size_t> layer_distinct_;  ///< per layer: how many of its layer_seen_ row are set
+  bool counts_ready_ = false;
+  /// Running sums for long entries: row k (layers × experts) counts the choices of trace tokens
+  /// [0, min(k kBlock, T)); blocks_ rows after row 0 (0: not built; -1: past the bound, off).
+  static constexpr std::int64_t kBlock = 64;
+  static constexpr std::int64_t kLongEntry = 4 * kBlock;  ///< entries this long or longer use the sums
+  std::vector<std::uint32_t> block_counts_;
+  std::int64_t blocks_ = 0;
 };
 
 }  // namespace moesim::sim::serving_detail

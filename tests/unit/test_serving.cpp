@@ -263,6 +263,34 @@ TEST(Serving, ExpertMasksAndTheWalkGiveTheSameSteps) {
   }
 }
 
+// With per-expert counts (here for expert parallelism's busiest device), a step's long entries (prefill
+// chunks of 256 tokens or more) take their counts from the trace's running sums when those fit
+// ServingConfig::routing_mask_bytes, else every token of them is walked: the two give the same steps to the
+// bit, for chunks shorter than the 2,048-token trace, longer than it, and wrapping past its end.
+TEST(Serving, ExpertCountsFromRunningSumsAndTheWalkGiveTheSameSteps) {
+  Fixture f("qwen3-30b-a3b", "dgx-h100");
+  sim::ParallelPlan p;
+  p.tp = 8;
+  p.moe_tp = 1;
+  p.moe_ep = 8;
+  f.c.plan = sim::resolve_plan(p, f.arch, f.node, "test");
+  f.c.scheduler.kind = sim::SchedulerKind::Continuous;
+  f.c.scheduler.max_num_seqs = 16;
+  f.c.scheduler.max_num_batched_tokens = 8192;
+  const std::vector<std::int64_t> prompts = {5000, 777, 300, 2100, 64, 4096, 1500, 260, 2047, 129, 6000, 1};
+  f.requests(static_cast<std::int64_t>(prompts.size()), 0.002, 0, 24);
+  for (std::size_t i = 0; i < prompts.size(); ++i) f.c.requests[i].prompt_tokens = prompts[i];
+  const auto sums = sim::run_serving(f.c);
+  f.c.routing_mask_bytes = 0;
+  const auto walk = sim::run_serving(f.c);
+  ASSERT_EQ(sums.steps.size(), walk.steps.size());
+  ASSERT_GT(sums.steps.size(), 24u);
+  for (std::size_t i = 0; i < sums.steps.size(); ++i)
+    ASSERT_EQ(sums.steps[i].duration, walk.steps[i].duration) << "step " << i;
+  EXPECT_EQ(sums.ttft.mean, walk.ttft.mean);
+  EXPECT_EQ(sums.e2el.p99, walk.e2el.p99);
+}
+
 // Under attention data parallelism each of the tp ranks runs its own executor over its own sequences, so a
 // step's host time per sequence is paid for the busiest rank's share (16 sequences over 8 ranks: 2), where
 // one tensor-parallel executor pays it for all 16. The step's per-step host time is paid once either way.
