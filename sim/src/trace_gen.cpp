@@ -47,7 +47,18 @@ struct Popularity {
   std::vector<double> cdf;  ///< running sums of w
 };
 
-Popularity make_popularity(const TraceGenOptions& o, Rng& r) {
+/// Zipf's weight of each rank, 1 / rank^s (the same for every layer and redraw: only the ranks' order is
+/// drawn), or empty for another popularity.
+std::vector<double> zipf_by_rank(const TraceGenOptions& o) {
+  std::vector<double> w;
+  if (o.popularity != PopularityKind::Zipf) return w;
+  w.resize(static_cast<std::size_t>(o.experts));
+  for (std::size_t i = 0; i < w.size(); ++i) w[i] = det_exp(-o.zipf_s * det_log(static_cast<double>(i + 1)));
+  return w;
+}
+
+/// A layer's popularity vector; `by_rank` is zipf_by_rank(o).
+Popularity make_popularity(const TraceGenOptions& o, const std::vector<double>& by_rank, Rng& r) {
   Popularity p;
   const auto E = static_cast<std::size_t>(o.experts);
   if (o.popularity == PopularityKind::Uniform) return p;
@@ -58,7 +69,7 @@ Popularity make_popularity(const TraceGenOptions& o, Rng& r) {
     std::vector<std::size_t> perm(E);
     for (std::size_t i = 0; i < E; ++i) perm[i] = i;
     for (std::size_t i = E - 1; i > 0; --i) std::swap(perm[i], perm[static_cast<std::size_t>(r.below(i + 1))]);
-    for (std::size_t i = 0; i < E; ++i) p.w[perm[i]] = det_exp(-o.zipf_s * det_log(static_cast<double>(i + 1)));
+    for (std::size_t i = 0; i < E; ++i) p.w[perm[i]] = by_rank[i];
   } else {
     // Symmetric Dirichlet: normalised Gamma(alpha) variates, scaled by the largest before leaving logs.
     std::vector<double> lg(E);
@@ -232,6 +243,7 @@ RoutingTrace generate_trace(const TraceGenOptions& o, const std::function<void(d
   using trace_gen_detail::Popularity;
   using trace_gen_detail::rho_per_layer;
   using trace_gen_detail::Rng;
+  using trace_gen_detail::zipf_by_rank;
   validate_gen_options(o);
   model::require_memory(units::bytes(generated_trace_bytes(o)),
                         "generating a routing trace of " + std::to_string(o.tokens) + " tokens x " +
@@ -258,12 +270,13 @@ RoutingTrace generate_trace(const TraceGenOptions& o, const std::function<void(d
   Rng route_rng(derive_seed(o.seed, 2));
   Rng gate_rng(derive_seed(o.seed, 3));
 
+  const std::vector<double> by_rank = zipf_by_rank(o);
   std::vector<std::vector<Popularity>> domains;  // [domain][layer]
   const std::size_t n_domains = o.drift == DriftKind::Mixture ? static_cast<std::size_t>(o.domains) : 1;
   if (o.drift != DriftKind::Redraw) {
     domains.resize(n_domains);
     for (auto& d : domains) {
-      for (std::size_t l = 0; l < L; ++l) d.push_back(make_popularity(o, pop_rng));
+      for (std::size_t l = 0; l < L; ++l) d.push_back(make_popularity(o, by_rank, pop_rng));
     }
   }
   std::vector<Popularity> redrawn;
@@ -277,7 +290,7 @@ RoutingTrace generate_trace(const TraceGenOptions& o, const std::function<void(d
     const std::vector<Popularity>* pop = nullptr;
     if (o.drift == DriftKind::Redraw) {
       redrawn.clear();
-      for (std::size_t l = 0; l < L; ++l) redrawn.push_back(make_popularity(o, pop_rng));
+      for (std::size_t l = 0; l < L; ++l) redrawn.push_back(make_popularity(o, by_rank, pop_rng));
       pop = &redrawn;
     } else {
       pop = &domains[n_domains == 1 ? 0 : static_cast<std::size_t>(pop_rng.below(n_domains))];
