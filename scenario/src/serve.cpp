@@ -192,9 +192,9 @@ void resolve_routing(const json::Node& root, const ServeScenario& s, const Serve
     const std::string key = arch.id + "|" + std::to_string(model::moe_layer_count(arch)) + "|" +
                             std::to_string(arch.routed_experts) + "|" + std::to_string(arch.top_k) + "|" +
                             generate_to_json(g).dump();
-    p.config.trace = &cache->get(key, [&] { return make_trace(g, trace_path, arch); });
+    p.config.trace = &cache->get(key, [&] { return make_trace(g, trace_path, arch, false); });
   } else if (traffic) {
-    p.trace = make_trace(g, trace_path, arch);
+    p.trace = make_trace(g, trace_path, arch, false);
     p.config.trace = &p.trace;
   }
   if (trace_path.empty()) resolved["generate"] = generate_to_json(g);

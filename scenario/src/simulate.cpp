@@ -243,13 +243,15 @@ void parse_generate(const json::Node& g, GenerateRequest& q) { generate_params()
 
 nlohmann::json generate_to_json(const GenerateRequest& g) { return generate_params().to_json(g); }
 
-sim::RoutingTrace make_trace(const GenerateRequest& g, const std::string& trace, const model::Architecture& a) {
+sim::RoutingTrace make_trace(const GenerateRequest& g, const std::string& trace, const model::Architecture& a,
+                             bool gate_weights) {
   if (!trace.empty()) {
     sim::RoutingTrace t = sim::read_trace(trace);
     sim::check_trace_matches(t, a, trace);
     return t;
   }
   sim::TraceGenOptions o = sim::gen_options_for(a, g.tokens, g.seed);
+  o.weights = gate_weights;
   o.requests = g.requests;
   o.popularity = sim::parse_popularity(g.popularity, "--popularity (generate.popularity)");
   if (g.zipf_s) o.zipf_s = *g.zipf_s;

@@ -46,8 +46,11 @@ struct GenerateRequest {
   std::string drift = "none";         ///< popularity drift between requests (sim/trace_gen.hpp)
 };
 
-/// The routing trace a scenario names: read from `trace` (checked against the model), or generated.
-sim::RoutingTrace make_trace(const GenerateRequest& g, const std::string& trace, const model::Architecture& a);
+/// The routing trace a scenario names: read from `trace` (checked against the model), or generated, with
+/// gate weights unless `gate_weights` is false (the serving simulator reads only the expert ids; the ids are
+/// the same either way, sim/trace_gen.hpp).
+sim::RoutingTrace make_trace(const GenerateRequest& g, const std::string& trace, const model::Architecture& a,
+                             bool gate_weights = true);
 /// Parses a "generate" object into `q` (unknown keys, bad values: UserError with the JSON path).
 void parse_generate(const json::Node& g, GenerateRequest& q);
 nlohmann::json generate_to_json(const GenerateRequest& g);
