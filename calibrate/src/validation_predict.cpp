@@ -63,8 +63,9 @@ ServeScenario burst_scenario(const ValidationPrediction& p, std::int64_t request
   return sc;
 }
 
-/// Runs `sc` on `node` when given (hw's profile with a runtime's figures), else on hw's profile as shipped.
-ServeRun run_burst(const ServeScenario& sc, const model::NodeProfile* node) {
+/// Runs `sc` on `node` when given (hw's profile with a runtime's figures), else on hw's profile as shipped;
+/// without `itl`, the inter-token gaps' distribution is not kept (sim::ServingConfig::itl_distribution).
+ServeRun run_burst(const ServeScenario& sc, const model::NodeProfile* node, bool itl = true) {
   if (!node) return run_serve(sc);
   // A fit runs each row's configuration at every trial of the runtime's figures: each model's routing
   // trace is generated once per thread.
@@ -72,6 +73,7 @@ ServeRun run_burst(const ServeScenario& sc, const model::NodeProfile* node) {
   // The prepared configuration points at its own copy of the node profile: the runtime's figures go there.
   const std::unique_ptr<scenario::PreparedServe> prepared = scenario::prepare_serve(sc, true, &traces);
   prepared->node = *node;
+  prepared->config.itl_distribution = itl;
   prepared->run.result = sim::run_serving(prepared->config);
   return std::move(prepared->run);
 }
@@ -111,7 +113,7 @@ std::optional<double> max_load_throughput(const ValidationPrediction& p, const m
   const std::int64_t requests = std::min(p.requests, kMaxLoadWaves * concurrency);
   sc.doc["workload"]["users"] = requests;
   sc.doc["workload"]["requests"] = requests;
-  const ServeRun run = run_burst(sc, &node);
+  const ServeRun run = run_burst(sc, &node, false);  // throughput alone: no inter-token gaps kept
   if (!(run.result.output_throughput > 0) || !(run.result.duration > 0)) return std::nullopt;
   if (sequence_steps) {
     double sum = 0;

@@ -93,7 +93,7 @@ class ServingEngine final : public EventHandler {
       total_ = static_cast<std::int64_t>(c_.requests.size());
       std::int64_t gaps = 0;
       for (const Request& q : c_.requests) gaps += q.output_tokens - 1;
-      itl_.reserve(static_cast<std::size_t>(gaps));
+      if (c_.itl_distribution) itl_.reserve(static_cast<std::size_t>(gaps));
       sched_.reserve(c_.requests.size());
       cap_ = w.max_concurrency;
       for (const Request& q : c_.requests) {
@@ -278,7 +278,7 @@ class ServingEngine final : public EventHandler {
         s.first_token = now;
       } else {
         const double itl = to_seconds(now - s.last_token);
-        itl_.push_back(static_cast<float>(itl));
+        if (c_.itl_distribution) itl_.push_back(static_cast<float>(itl));
         s.max_itl = std::max(s.max_itl, itl);
       }
       s.last_token = now;

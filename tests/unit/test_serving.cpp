@@ -291,6 +291,27 @@ TEST(Serving, ExpertCountsFromRunningSumsAndTheWalkGiveTheSameSteps) {
   EXPECT_EQ(sums.e2el.p99, walk.e2el.p99);
 }
 
+// ServingConfig::itl_distribution off keeps no inter-token gaps: the ITL figures stay zero and nothing else
+// moves (the steps, the throughput, each request's own largest gap).
+TEST(Serving, WithoutTheItlDistributionOnlyTheItlFiguresAreLeftOut) {
+  Fixture f("mixtral-8x7b", "dgx-h100");
+  f.c.scheduler.kind = sim::SchedulerKind::Continuous;
+  f.requests(32, 0.01, 200, 30);
+  const auto with = sim::run_serving(f.c);
+  f.c.itl_distribution = false;
+  const auto without = sim::run_serving(f.c);
+  EXPECT_GT(with.itl.median, 0);
+  EXPECT_EQ(without.itl.median, 0);
+  EXPECT_EQ(without.itl.mean, 0);
+  ASSERT_EQ(with.steps.size(), without.steps.size());
+  for (std::size_t i = 0; i < with.steps.size(); ++i) ASSERT_EQ(with.steps[i].duration, without.steps[i].duration);
+  EXPECT_EQ(with.output_throughput, without.output_throughput);
+  EXPECT_EQ(with.tpot.mean, without.tpot.mean);
+  ASSERT_EQ(with.requests.size(), without.requests.size());
+  for (std::size_t i = 0; i < with.requests.size(); ++i)
+    EXPECT_EQ(with.requests[i].max_itl, without.requests[i].max_itl);
+}
+
 // Under attention data parallelism each of the tp ranks runs its own executor over its own sequences, so a
 // step's host time per sequence is paid for the busiest rank's share (16 sequences over 8 ranks: 2), where
 // one tensor-parallel executor pays it for all 16. The step's per-step host time is paid once either way.

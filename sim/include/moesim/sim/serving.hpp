@@ -169,6 +169,10 @@ struct ServingConfig {
   /// masks would take more is walked expert by expert instead (the same figures, more slowly). 0: always
   /// walk. The masks serve the fused expert path only; per-expert counts always walk.
   std::int64_t routing_mask_bytes = std::int64_t{256} << 20;
+  /// Keep every inter-token gap for ServingResult::itl (one float per generated token: millions in a
+  /// max-load run). false: itl stays zero (each request's max_itl is still kept), for a caller that reads
+  /// only throughput (validate's max-load rows) and would pay the memory and the selection for nothing.
+  bool itl_distribution = true;
 };
 
 /// The layers of each pipeline stage, vLLM's split (model/step_cost.hpp).
