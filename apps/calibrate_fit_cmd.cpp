@@ -50,6 +50,8 @@ po::options_description describe_fit_options() {
                                           "NIC parameter was fitted)")
     ("max-iterations", po::value<std::int64_t>(), "Levenberg-Marquardt iterations (default 60)")
     ("no-loo", "skip the leave-one-out refits")
+    ("threads", po::value<unsigned>(), "worker threads for the leave-one-out refits (default: all cores; the "
+                                       "result is the same for any count)")
     ("json", "print the results as JSON")
     ("llama-bench", po::value<std::vector<std::string>>()->composing(),
      "instead of --measured: a llama-bench output file (`-o json`, or its default markdown table) of --model on "
@@ -105,7 +107,7 @@ std::string fit_footer() {
   return footer;
 }
 
-/// --profile, --nic, --fit, --runs, --max-iterations and --no-loo as the fit's options.
+/// --profile, --nic, --fit, --runs, --max-iterations, --no-loo and --threads as the fit's options.
 calibrate::FitOptions fit_options_from(const po::variables_map& vm) {
   calibrate::FitOptions o;
   if (vm.count("profile")) o.node = vm["profile"].as<std::string>();
@@ -117,6 +119,10 @@ calibrate::FitOptions fit_options_from(const po::variables_map& vm) {
     if (o.max_iterations < 1) throw UserError("--max-iterations must be at least 1");
   }
   o.leave_one_out = !vm.count("no-loo");
+  if (vm.count("threads")) {
+    o.threads = vm["threads"].as<unsigned>();
+    if (o.threads == 0) throw UserError("--threads 0: give at least 1 (or leave it out for all cores)");
+  }
   return o;
 }
 

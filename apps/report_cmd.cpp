@@ -20,13 +20,13 @@ namespace moesim::apps {
 
 namespace {
 
-void add_measured(const calibrate::MeasuredRuns& runs, reports::ReportInputs& in) {
+void add_measured(const calibrate::MeasuredRuns& runs, reports::ReportInputs& in, unsigned threads) {
   in.measured_origin = runs.path;
   for (const auto& r : runs.runs)
     in.measured.push_back({r.name, r.source, r.scenario, r.tokens_per_s, r.moe, r.comm, r.misc});
   // The headline is calibrated: the profiles fitted to these runs (reports/report_fit.hpp).
-  in.calibrate = [runs](const std::function<void(const std::string&)>& progress) {
-    return reports::report_calibration(runs, progress);
+  in.calibrate = [runs, threads](const std::function<void(const std::string&)>& progress) {
+    return reports::report_calibration(runs, progress, threads);
   };
 }
 
@@ -42,7 +42,7 @@ int cmd_report(const Args& args, std::ostream& out) {
     ("serving-grid", po::value<std::string>(), "serving grid for latency against arrival rate (default with no --grid: built-in)")
     ("measured", po::value<std::string>(), "measured-runs file: the profiles are fitted to it and the figures on its hardware calibrated (default with no --grid: seed 000 Tables 3-4)")
     ("study", po::value<std::string>(), "study file whose cost_comparison (measured throughputs) is priced beside the grid")
-    ("threads", po::value<unsigned>(), "worker threads per process (default: all cores)")
+    ("threads", po::value<unsigned>(), "worker threads per process, for the sweeps and the fit's leave-one-out refits (default: all cores)")
     ("quiet,q", "no progress on stderr");
   // clang-format on
   po::variables_map vm;
@@ -76,10 +76,15 @@ int cmd_report(const Args& args, std::ostream& out) {
     if (in.serving) throw UserError("--grid " + in.grid.origin + " is a serving grid already; drop --serving-grid");
     in.serving = in.grid;
   }
+  unsigned threads = 0;  // every core
+  if (vm.count("threads")) {
+    threads = vm["threads"].as<unsigned>();
+    if (threads == 0) throw UserError("--threads 0: give at least 1 (or leave it out for all cores)");
+  }
   if (vm.count("measured")) {
-    add_measured(calibrate::load_measured_runs(vm["measured"].as<std::string>()), in);
+    add_measured(calibrate::load_measured_runs(vm["measured"].as<std::string>()), in, threads);
   } else if (!custom) {
-    add_measured(calibrate::builtin_measured_runs("measured/seed000-tables-3-4.json"), in);
+    add_measured(calibrate::builtin_measured_runs("measured/seed000-tables-3-4.json"), in, threads);
   }
   if (vm.count("study")) {
     const auto s = scenario::load_study(vm["study"].as<std::string>());
@@ -88,10 +93,7 @@ int cmd_report(const Args& args, std::ostream& out) {
   }
   reports::ReportOptions o;
   o.out = vm["out"].as<std::string>();
-  if (vm.count("threads")) {
-    o.sweep.threads = vm["threads"].as<unsigned>();
-    if (o.sweep.threads == 0) throw UserError("--threads 0: give at least 1 (or leave it out for all cores)");
-  }
+  o.sweep.threads = threads;
   const bool show = world.rank() == 0 && !vm.count("quiet");
   calibrate::Progress progress(show ? &std::cerr : nullptr, 1.0);
   o.sweep.progress = [&](const char* stage, std::size_t done, std::size_t total) {

@@ -1,16 +1,19 @@
 #include "moesim/calibrate/fit.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <set>
 
 #include "moesim/calibrate/lsq.hpp"
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/error.hpp"
 #include "moesim/model/json_reader.hpp"
+#include "moesim/model/parallel.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/scenario/study.hpp"
 #include "moesim/sim/decode.hpp"
@@ -216,8 +219,8 @@ struct Problem {
   model::NodeProfile base_node;
   std::optional<model::NicProfile> base_nic;
   std::vector<const FitParameter*> params;
-  std::vector<double> scale;  ///< value = u × scale
-  std::int64_t simulations = 0;
+  std::vector<double> scale;                  ///< value = u × scale
+  std::atomic<std::int64_t> simulations = 0;  ///< counted from the leave-one-out refits' threads too
 
   /// The profiles at normalised values u (one per parameter).
   std::pair<model::NodeProfile, std::optional<model::NicProfile>> profiles(const std::vector<double>& u) const {
@@ -482,11 +485,13 @@ std::vector<double> add_fit_parameters(Problem& pb, const FitOptions& o) {
   return u;
 }
 
-/// Predictions: every run at the fitted values; leave-one-out for each fitted run.
+/// Predictions: every run at the fitted values; leave-one-out for each fitted run, the refits on
+/// `o.threads` threads (each refit reads the problem and writes only its own run's prediction).
 void predict_fit_runs(FitResult& out, Problem& pb, const Solution& best, const std::vector<bool>& use,
                       const model::NodeProfile& node, const std::optional<model::NicProfile>& nic, const FitOptions& o,
                       const std::function<void(const std::string&)>& progress) {
   const auto fitted_runs = static_cast<std::size_t>(std::count(use.begin(), use.end(), true));
+  std::vector<std::size_t> refits;
   for (std::size_t i = 0; i < pb.runs.size(); ++i) {
     const MeasuredRun& m = *pb.runs[i].run;
     RunPrediction rp;
@@ -497,16 +502,24 @@ void predict_fit_runs(FitResult& out, Problem& pb, const Solution& best, const s
     rp.comm = m.comm;
     rp.misc = m.misc;
     rp.predicted = pb.simulate(pb.runs[i], node, nic);
-    if (o.leave_one_out && rp.fitted && fitted_runs >= 2) {
-      if (progress) progress("leave-one-out: refitting without " + m.name);
-      std::vector<bool> others = use;
-      others[i] = false;
-      const Solution loo = solve(pb, best.u, best.active, others, o.max_iterations, false, {});
-      const auto [ln, lnic] = pb.profiles(loo.u);
-      rp.loo_time = pb.simulate(pb.runs[i], ln, lnic).time;
-    }
+    if (o.leave_one_out && rp.fitted && fitted_runs >= 2) refits.push_back(i);
     out.runs.push_back(rp);
   }
+  std::mutex progress_lock;
+  std::size_t finished = 0;
+  model::parallel_for(refits.size(), o.threads, [&](std::size_t k) {
+    const std::size_t i = refits[k];
+    std::vector<bool> others = use;
+    others[i] = false;
+    const Solution loo = solve(pb, best.u, best.active, others, o.max_iterations, false, {});
+    const auto [ln, lnic] = pb.profiles(loo.u);
+    out.runs[i].loo_time = pb.simulate(pb.runs[i], ln, lnic).time;
+    if (progress) {
+      const std::lock_guard<std::mutex> hold(progress_lock);
+      progress("leave-one-out: refitted without " + out.runs[i].name + " (" + std::to_string(++finished) + " of " +
+               std::to_string(refits.size()) + ")");
+    }
+  });
 }
 
 /// The documents: the profile files as written, with the fitted figures replaced.
@@ -575,7 +588,7 @@ FitResult fit_runs(const MeasuredRuns& measured, const FitOptions& o,
   }
   auto [node, nic] = pb.profiles(best.u);
   predict_fit_runs(out, pb, best, use, node, nic, o, progress);
-  out.simulations = pb.simulations;
+  out.simulations = pb.simulations.load();
 
   out.node = node;
   if (nic) {

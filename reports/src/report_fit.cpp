@@ -7,8 +7,9 @@
 namespace moesim::reports {
 
 ReportCalibration report_calibration(const calibrate::MeasuredRuns& runs,
-                                     const std::function<void(const std::string&)>& progress) {
+                                     const std::function<void(const std::string&)>& progress, unsigned threads) {
   calibrate::FitOptions o;  // the default parameters (default_fit_parameters), every run fitted, leave-one-out on
+  o.threads = threads;
   const calibrate::FitResult fit = calibrate::fit_runs(runs, o, progress);
   ReportCalibration c;
   c.origin = runs.path;

@@ -1,6 +1,8 @@
 // Hardening (issue 8): an interrupted run (SIGINT, SIGTERM) stops, says so, and leaves no partial file;
 // the same scenario and seed give byte-identical results and traces.
 
+#include <nlohmann/json.hpp>
+
 #include "cli_support.hpp"
 
 using namespace moesim::test;
@@ -114,6 +116,31 @@ TEST(Determinism, SameScenarioSameBytes) {
     EXPECT_EQ(x, y) << a << " and " << b << " differ";
   }
   // The sweep at 1 and 2 threads and under 1, 2 and 4 MPI ranks: tests/golden/test_sweep_cli.cpp.
+}
+
+// calibrate fit's leave-one-out refits run on worker threads (each a fit of its own that writes only its
+// run's prediction): one thread and two give the same fit, refits and simulation count, and the JSON differs
+// only in the command line and the date it records. 0 threads is refused. In the ThreadSanitizer build too.
+TEST(Determinism, FitRefitsSameForAnyThreadCount) {
+  Scratch s("determinism");
+  const std::string args = "calibrate fit --measured " + std::string(MOESIM_SOURCE_DIR) +
+                           "/examples/measured/seed000-tables-3-4.json --runs table3-naive,table3-p-lb "
+                           "--max-iterations 2 --json --threads ";
+  auto fit = [&](const char* threads) {
+    const auto r = s.moesim(args + threads);
+    EXPECT_EQ(r.code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    j.erase("provenance");  // the command line and the date
+    return j;
+  };
+  const auto one = fit("1"), two = fit("2");
+  EXPECT_EQ(one, two);
+  int refits = 0;
+  for (const auto& r : one.at("runs")) refits += r.contains("leave_one_out_time_per_token") ? 1 : 0;
+  EXPECT_EQ(refits, 2);
+  const auto zero = s.moesim(args + "0");
+  EXPECT_EQ(zero.code, 2);
+  EXPECT_NE(zero.err.find("--threads 0: give at least 1"), std::string::npos) << zero.err;
 }
 
 // Inputs too large for memory are refused before they are allocated, with one line that says how much was

@@ -85,6 +85,9 @@ struct FitOptions {
   std::string nic;                      ///< NIC profile id/path (empty: the runs' common "nic")
   std::int64_t max_iterations = 60;
   bool leave_one_out = true;
+  /// Worker threads for the leave-one-out refits, each a fit of its own (0: every core). The result is the
+  /// same for any count.
+  unsigned threads = 0;
 };
 
 /// One run's prediction next to its measurement.

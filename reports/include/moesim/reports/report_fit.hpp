@@ -13,7 +13,9 @@ namespace moesim::reports {
 /// Fits the runs' node profile (and their NIC, when a run has two or more nodes). UserError from the fit
 /// (runs on different hardware, ...), and when fewer than two runs have a leave-one-out prediction (no
 /// interval can be measured then).
+/// `threads`: the leave-one-out refits' worker threads (0: every core; calibrate::FitOptions::threads).
 ReportCalibration report_calibration(const calibrate::MeasuredRuns& runs,
-                                     const std::function<void(const std::string&)>& progress = {});
+                                     const std::function<void(const std::string&)>& progress = {},
+                                     unsigned threads = 0);
 
 }  // namespace moesim::reports
