@@ -157,11 +157,13 @@ ValidationPrediction as_prediction(const TrtllmBenchReport& r, const TrtllmImpor
   p.requests = r.num_requests;
   // In-flight batching of generation tokens and context chunks in one step up to max_num_tokens, requests
   // admitted only when the cache holds their whole length (TensorRT-LLM's GUARANTEED_NO_EVICT default,
-  // tensorrt_llm/llmapi/llm_args.py SchedulerConfig); the batch limit is per pipeline micro-batch, moesim's
-  // max_num_seqs counts all of them; the KV fraction 0.90 is KvCacheConfig.free_gpu_memory_fraction's default.
+  // tensorrt_llm/llmapi/llm_args.py SchedulerConfig); the batch limit is per pipeline micro-batch (moesim's
+  // max_batch_size), max_num_seqs counts all of them; the KV fraction 0.90 is KvCacheConfig.free_gpu_memory_fraction's
+  // default.
   p.scheduler = {{"kind", "chunked"},
                  {"capacity", "guaranteed-no-evict"},
                  {"max_num_seqs", r.max_batch_size * r.pp},
+                 {"max_batch_size", r.max_batch_size},
                  {"max_num_batched_tokens", r.max_num_tokens},
                  {"gpu_memory_utilization", r.kv_fraction.value_or(0.90)}};
   return p;

@@ -231,7 +231,7 @@ bool max_load_setup(ValidationPrediction& p, const Mapping::MaxLoad& ml) {
   }
   if (ml.batch_limits) {
     // The benchmark's own limits for this row's model, GPUs and dataset (trtllm_bench_limits): per pipeline
-    // micro-batch, and moesim's max_num_seqs counts the sequences of all of them.
+    // micro-batch (the scheduler's max_batch_size), and max_num_seqs counts the sequences of all of them.
     const model::Architecture a = model::load_model(p.model);
     const model::NodeProfile node = model::load_node(p.hw);
     if (!node.devices.memory) {
@@ -255,6 +255,7 @@ bool max_load_setup(ValidationPrediction& p, const Mapping::MaxLoad& ml) {
       return false;
     }
     p.scheduler["max_num_seqs"] = l.max_batch_size * p.pp;
+    p.scheduler["max_batch_size"] = l.max_batch_size;
     p.scheduler["max_num_batched_tokens"] = l.max_num_tokens;
   }
   return true;

@@ -242,7 +242,16 @@ const ParamTable<sim::SchedulerConfig>& scheduler_params() {
         .describe(
             "max-utilization (vLLM: preempt when the KV cache runs out) or guaranteed-no-evict "
             "(TensorRT-LLM: a request starts only with blocks for its whole prompt + output)");
-    t.field("max_num_seqs", &C::max_num_seqs).min(1).describe("sequences per step (vLLM's max_num_seqs)");
+    t.field("max_num_seqs", &C::max_num_seqs)
+        .min(1)
+        .describe(
+            "sequences running at once, so per step (vLLM's max_num_seqs); with pipeline stages, those of every "
+            "micro-batch in flight");
+    t.field("max_batch_size", &C::max_batch_size)
+        .min(1)
+        .describe(
+            "sequences per engine step, with pipeline stages one micro-batch (TensorRT-LLM's max_batch_size, whose "
+            "engine keeps pp x max_batch_size requests active: give max_num_seqs that); none: max_num_seqs");
     t.field("max_num_batched_tokens", &C::max_num_batched_tokens)
         .min(1)
         .unit("tokens")

@@ -201,7 +201,13 @@ class ServingEngine final : public EventHandler {
   }
 
   void try_schedule() {
-    if (stage0_busy_) return;
+    // At most one micro-batch per pipeline stage in flight: TensorRT-LLM's PyExecutor runs pp_size micro-batch
+    // slots round-robin, each refilled only once its previous batch has come back (num_micro_batches =
+    // mapping.pp_size, tensorrt_llm/_torch/pyexecutor/py_executor.py _executor_loop_pp), as vLLM's engine core
+    // keeps a batch queue of the executor's max_concurrent_batches, its pipeline-parallel size
+    // (vllm/v1/engine/core.py). Without the cap a stage 0 freed early would start ever smaller batches from
+    // the sequences left over, each reading the stage's weights again.
+    if (stage0_busy_ || in_flight_batches_ >= stage_free_.size()) return;
     const std::vector<Entry>& batch = sched_.form();
     if (batch.empty()) return;
     const StepCost& cost = cost_.cost(batch, c_.trace);
@@ -239,6 +245,7 @@ class ServingEngine final : public EventHandler {
       }
     }
     batches_[slot].assign(batch.begin(), batch.end());
+    ++in_flight_batches_;
     // The batch's results first, then stage 0's release: with one stage both happen at the same time, and
     // the next batch must see this one's tokens (events at equal times run in the order scheduled).
     sim_.schedule(t, handler_, kBatchDone, slot);
@@ -286,6 +293,7 @@ class ServingEngine final : public EventHandler {
       if (s.generated >= s.output) complete(s);
     }
     batches_[slot].clear();
+    --in_flight_batches_;
   }
 
   void complete(Seq& s) {
@@ -333,6 +341,7 @@ class ServingEngine final : public EventHandler {
   std::int64_t host_ranks_ = 1;  ///< executors that hold the step's sequences side by side (attention DP: tp)
   std::vector<std::vector<Entry>> batches_;  ///< in flight, by slot
   std::vector<SimTime> stage_free_;
+  std::size_t in_flight_batches_ = 0;  ///< non-empty slots of batches_: at most one per pipeline stage
   bool stage0_busy_ = false;
   bool schedule_pending_ = false;  ///< a kSchedule event is queued at the current instant
   std::int64_t total_ = 0, sent_ = 0, completed_ = 0;

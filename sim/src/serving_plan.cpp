@@ -160,7 +160,8 @@ MemoryPlan check_memory(const ServingConfig& c) {
   // Activations: vLLM profiles a forward pass of max_num_batched_tokens and reserves its peak. Estimate
   // that peak as the widest live tensors of one layer: the residual stream and its normalised copy (2·h),
   // q/k/v and the attention output (per device), and the MLP's gate and up halves (2·I per device), at the
-  // activation precision; plus the logits of the sequences that sample (max_num_seqs × vocab / tp) in fp32.
+  // activation precision; plus the logits of the sequences that sample in one step (step_seqs × vocab / tp) in
+  // fp32: one pipeline micro-batch's where a step holds fewer than max_num_seqs.
   const double tp = static_cast<double>(p.tp);
   const double ffn = static_cast<double>(
       std::max({a.expert_ffn * std::max<std::int64_t>(a.top_k, 1), a.dense_ffn, a.shared_ffn * a.shared_experts}));
@@ -168,7 +169,7 @@ MemoryPlan check_memory(const ServingConfig& c) {
                        static_cast<double>((a.heads + 2 * a.kv_heads) * a.head_dim + a.heads * a.head_dim) / tp +
                        2.0 * ffn / tp;
   const double per_token = width * c.activation_bytes;
-  const double logits = static_cast<double>(c.scheduler.max_num_seqs) * static_cast<double>(a.vocab) / tp * 4.0;
+  const double logits = static_cast<double>(c.scheduler.step_seqs()) * static_cast<double>(a.vocab) / tp * 4.0;
   m.activations = units::bytes(static_cast<double>(c.scheduler.max_num_batched_tokens) * per_token + logits);
   const units::Bytes free_bytes = m.usable - m.weights - m.activations;
   if (free_bytes <= units::Bytes{}) {

@@ -52,7 +52,8 @@ Scheduler::Scheduler(const ServingConfig& c, const MemoryPlan& memory)
     : c_(c),
       kind_(registered(scheduler_kinds(), c.scheduler.kind, "scheduler")),
       kv_(memory.kv_blocks, c.scheduler.block_size),
-      kv_tokens_(memory.kv_tokens) {}
+      kv_tokens_(memory.kv_tokens),
+      step_seqs_(c.scheduler.step_seqs()) {}
 
 std::int64_t Scheduler::add(const Request& q) {
   Seq s;
@@ -163,7 +164,7 @@ void Scheduler::form_continuous() {
   while (!waiting_.empty()) {
     Seq& s = seqs_[static_cast<std::size_t>(waiting_.front())];
     const std::int64_t n = s.prefill_target();
-    if (n > budget || static_cast<std::int64_t>(running_.size()) >= sc.max_num_seqs) break;
+    if (n > budget || static_cast<std::int64_t>(running_.size()) >= sc.max_num_seqs || step_full()) break;
     if (no_evict()) {
       if (!grow(s, s.prompt + s.output)) break;  // the whole sequence's blocks, reserved now
     } else {
@@ -186,7 +187,7 @@ std::int64_t Scheduler::schedule_decodes(std::int64_t budget) {
   snapshot_ = running_;
   std::int64_t used = 0;
   for (const std::int64_t id : snapshot_) {
-    if (used >= budget) break;
+    if (used >= budget || step_full()) break;
     Seq& s = seqs_[static_cast<std::size_t>(id)];
     if (!s.running || s.in_flight || !s.prefilled) continue;
     if (!grow_or_preempt(s, s.computed + 1)) {
@@ -204,7 +205,7 @@ void Scheduler::form_chunked() {
   std::int64_t budget = sc.max_num_batched_tokens;
   // Decodes first (one token each), then the running sequences' unfinished prompts, then new ones.
   budget -= schedule_decodes(budget);
-  for (std::size_t i = 0; i < running_.size() && budget > 0; ++i) {
+  for (std::size_t i = 0; i < running_.size() && budget > 0 && !step_full(); ++i) {
     Seq& s = seqs_[static_cast<std::size_t>(running_[i])];
     if (s.in_flight || s.prefilled) continue;
     const std::int64_t n = std::min(budget, s.prefill_target() - s.computed);
@@ -212,7 +213,8 @@ void Scheduler::form_chunked() {
     add_entry(s, n);
     budget -= n;
   }
-  while (budget > 0 && !waiting_.empty() && static_cast<std::int64_t>(running_.size()) < sc.max_num_seqs) {
+  while (budget > 0 && !waiting_.empty() && static_cast<std::int64_t>(running_.size()) < sc.max_num_seqs &&
+         !step_full()) {
     Seq& s = seqs_[static_cast<std::size_t>(waiting_.front())];
     const std::int64_t n = std::min(budget, s.prefill_target());
     if (!grow(s, no_evict() ? s.prompt + s.output : n)) break;
@@ -239,7 +241,7 @@ void Scheduler::form_static() {
   bool prefilling = false;
   for (const std::int64_t id : running_) {
     Seq& s = seqs_[static_cast<std::size_t>(id)];
-    if (s.in_flight || s.prefilled || budget <= 0) continue;
+    if (s.in_flight || s.prefilled || budget <= 0 || step_full()) continue;
     const std::int64_t n = std::min(budget, s.prefill_target() - s.computed);
     add_entry(s, n);
     budget -= n;
@@ -248,7 +250,7 @@ void Scheduler::form_static() {
   if (prefilling) return;
   for (const std::int64_t id : running_) {
     Seq& s = seqs_[static_cast<std::size_t>(id)];
-    if (!s.in_flight && s.prefilled) add_entry(s, 1);
+    if (!s.in_flight && s.prefilled && !step_full()) add_entry(s, 1);
   }
 }
 

@@ -93,6 +93,8 @@ class Scheduler {
   /// TensorRT-LLM's GUARANTEED_NO_EVICT: a request starts only with blocks for prompt + output reserved,
   /// so every later grow() of it is already covered and nothing is ever preempted.
   [[nodiscard]] bool no_evict() const { return c_.scheduler.capacity == CapacityPolicy::GuaranteedNoEvict; }
+  /// The step holds as many sequences as it may (SchedulerConfig::step_seqs: one pipeline micro-batch's).
+  [[nodiscard]] bool step_full() const { return static_cast<std::int64_t>(batch_.size()) >= step_seqs_; }
   inline void admit(Seq& s);
   inline std::int64_t schedule_decodes(std::int64_t budget);
 
@@ -100,6 +102,7 @@ class Scheduler {
   const SchedulerInfo kind_;  ///< the registry entry of c_.scheduler.kind
   KvBlocks kv_;
   std::int64_t kv_tokens_ = 0;  ///< the cache's capacity in tokens, for check_fits' message
+  std::int64_t step_seqs_ = 0;  ///< c_.scheduler.step_seqs()
   std::vector<Seq> seqs_;
   std::deque<std::int64_t> waiting_;
   std::vector<std::int64_t> running_;  ///< in admission order

@@ -864,7 +864,8 @@ TEST(GoldenValidateTable, ShippedTableFitRuntimesThresholdsAndPlot) {
     EXPECT_LE(metric_value(sm, "median_abs_error"), it->second.first) << sm.dump();
     EXPECT_LE(metric_value(sm, "p90_abs_error"), it->second.second) << sm.dump();
     // Max load's intervals (90% of the pooled held-out dense errors, calibrate::error_interval) meet the
-    // issue's coverage target on the MoE rows: 88% at this commit.
+    // issue's coverage target on the MoE rows: 82% at this commit (88% before pipeline stages held one
+    // micro-batch each, twenty-fifth session).
     if (it->first == "max-load") {
       EXPECT_GE(metric_value(sm, "interval_coverage"), 0.80) << sm.dump();
     }

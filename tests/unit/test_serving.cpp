@@ -525,6 +525,56 @@ TEST(Serving, PipelineStagesRunInSequenceForOneRequest) {
   EXPECT_GT(r.tpot.mean, 405e9 / 8 / 3.35e12);
 }
 
+// A pipeline holds at most one micro-batch per stage (TensorRT-LLM's PyExecutor refills each of its pp_size
+// micro-batch slots only when that slot's batch has come back; vLLM's engine core queues at most pp batches).
+// 32 long prompts at time 0 are the first micro-batch (about 0.43 s per stage); short requests then arrive
+// every 5 ms while it is in the second stage: with 2 stages one more micro-batch may start before the first
+// one's tokens come back, and the later arrivals wait to share the next, where without the bound stage 0
+// started a micro-batch of one request at each arrival and queued them all behind the first.
+TEST(Serving, APipelineHoldsOneMicroBatchPerStage) {
+  Fixture f("llama-3.1-70b", "dgx-h100", 1, 4, 2);
+  f.c.weights = &model::precision("fp8");
+  f.requests(72, 0, 16, 8);
+  for (std::size_t i = 0; i < f.c.requests.size(); ++i) {
+    f.c.requests[i].prompt_tokens = i < 32 ? 1024 : 16;
+    f.c.requests[i].arrival = sim::to_sim_time(units::seconds(i < 32 ? 0.0 : 0.5 + 5e-3 * static_cast<double>(i - 32)));
+  }
+  f.c.scheduler.max_num_batched_tokens = 32768;
+  const auto r = sim::run_serving(f.c);
+  ASSERT_EQ(r.requests.size(), 72u);
+  double first_back = r.requests[0].first_token;
+  for (std::size_t i = 0; i < 32; ++i) first_back = std::min(first_back, r.requests[i].first_token);
+  ASSERT_GT(first_back, 0.5 + 10 * 5e-3);  // the long prompts are still in the pipeline as requests arrive
+  int started = 0;
+  for (const auto& s : r.steps) started += s.start < first_back ? 1 : 0;
+  EXPECT_EQ(started, 2);
+}
+
+// TensorRT-LLM's max_batch_size bounds each micro-batch, and its engine keeps pp x max_batch_size requests
+// active (max_num_seqs here): 64 requests at once on 2 stages with max_batch_size 16 run as micro-batches of
+// at most 16 sequences, where max_num_seqs alone let the first step take all 64 and leave the second stage
+// nothing to overlap with.
+TEST(Serving, MaxBatchSizeBoundsEachMicroBatch) {
+  Fixture f("llama-3.1-70b", "dgx-h100", 1, 4, 2);
+  f.c.weights = &model::precision("fp8");
+  f.requests(64, 0, 16, 32);
+  f.c.scheduler.max_num_seqs = 64;
+  auto one_batch = sim::run_serving(f.c);
+  int widest = 0;
+  for (const auto& s : one_batch.steps) widest = std::max(widest, s.sequences);
+  EXPECT_EQ(widest, 64);
+  f.c.scheduler.max_batch_size = 16;
+  const auto r = sim::run_serving(f.c);
+  ASSERT_EQ(r.requests.size(), 64u);
+  widest = 0;
+  for (const auto& s : r.steps) widest = std::max(widest, s.sequences);
+  EXPECT_EQ(widest, 16);
+  EXPECT_NEAR(r.mean_decode_batch, 16.0, 1e-9);
+  EXPECT_EQ(f.c.scheduler.step_seqs(), 16);
+  f.c.scheduler.max_batch_size = 128;  // never more than max_num_seqs
+  EXPECT_EQ(f.c.scheduler.step_seqs(), 64);
+}
+
 // Goodput counts only the requests meeting every SLO bound: a 1 ms TTFT bound excludes everything.
 TEST(Serving, GoodputAppliesTheSlo) {
   Fixture f("llama-3.1-8b", "h100-sxm");

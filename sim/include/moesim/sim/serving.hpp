@@ -44,6 +44,7 @@
 //  - Metrics as vLLM's benchmark_serving names them: TTFT, TPOT, ITL, E2EL (mean, median, p90, p99),
 //    request and token throughput, goodput under an SLO, plus queue depth and KV usage over time.
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -118,7 +119,16 @@ std::string_view name_of(CapacityPolicy p);
 struct SchedulerConfig {
   SchedulerKind kind = SchedulerKind::Chunked;
   CapacityPolicy capacity = CapacityPolicy::MaxUtilization;  ///< vLLM's behaviour by default
-  std::int64_t max_num_seqs = 256;                           ///< vLLM max_num_seqs
+  std::int64_t max_num_seqs = 256;                           ///< vLLM max_num_seqs: sequences running at once
+  /// Sequences in one engine step, which with pipeline stages is one micro-batch (TensorRT-LLM's
+  /// max_batch_size: its MicroBatchScheduler fills each micro-batch up to it, while its capacity scheduler
+  /// keeps pp x max_batch_size requests active, tensorrt_llm/_torch/pyexecutor/_util.py and
+  /// model_engine.py get_max_num_sequences). Unset: max_num_seqs, as vLLM's one limit.
+  std::optional<std::int64_t> max_batch_size;
+  /// The sequences one step may hold: max_batch_size where set (never more than max_num_seqs), else max_num_seqs.
+  [[nodiscard]] std::int64_t step_seqs() const {
+    return max_batch_size ? std::min(*max_batch_size, max_num_seqs) : max_num_seqs;
+  }
   std::int64_t max_num_batched_tokens = 2048;  ///< vLLM max_num_batched_tokens (chunked: the token budget)
   std::int64_t block_size = 16;                ///< KV-cache block, tokens (vLLM's default)
   double gpu_memory_utilization = 0.9;         ///< fraction of device memory the engine may use (vLLM's default)
