@@ -79,6 +79,14 @@ class ServingEngine final : public EventHandler {
                                ")");
     batches_.resize(static_cast<std::size_t>(r_.plan.pp) + 1);
     stage_free_.assign(static_cast<std::size_t>(r_.plan.pp), SimTime{});
+    if (r_.plan.pp > 1)
+      r_.assumptions.push_back("pipeline: at most " + std::to_string(r_.plan.pp) +
+                               " micro-batches in flight, one per stage, each of at most " +
+                               std::to_string(c_.scheduler.step_seqs()) + " sequences (" +
+                               (c_.scheduler.max_batch_size ? "scheduler.max_batch_size"
+                                                            : "scheduler.max_num_seqs: set max_batch_size for "
+                                                              "TensorRT-LLM's per-micro-batch limit") +
+                               "), as TensorRT-LLM's and vLLM's engines keep them");
   }
 
   void run() {
