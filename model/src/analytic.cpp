@@ -116,9 +116,15 @@ DecodeEstimate estimate_decode(const DecodeScenario& s) {
   const double kernels = moe_layers * lc.layer_kernels(true, tp) + (layers - moe_layers) * lc.layer_kernels(false, tp);
   if (s.include_lm_head) roofs += lc.head(1);
   // One engine step per token at batch 1: the runtime's host time per step (scheduling, sampling, host
-  // sync; the serving simulator pays it per step too).
-  r.overhead = units::seconds(kernels * ko + lc.layer_overhead() * static_cast<double>(a.layers) + lc.step_overhead());
-  r.gpu = units::seconds(roofs) + r.overhead;
+  // sync; the serving simulator pays it per step too). The MoE layers' expert kernels and the LM head's
+  // are launched inside `roofs` (expert_group, expert_kernels_time, head): reported with the other
+  // launches, counted once.
+  double launches_in_roofs =
+      a.is_moe() && executed > 0 ? moe_layers * lc.expert_kernels_time(s.experts, executed) : 0.0;
+  if (s.include_lm_head) launches_in_roofs += cost::kKernels.head * ko;
+  const double overhead = kernels * ko + lc.layer_overhead() * static_cast<double>(a.layers) + lc.step_overhead();
+  r.overhead = units::seconds(overhead + launches_in_roofs);
+  r.gpu = units::seconds(roofs + overhead);
   // The two terms of (1a), reported beside the time: every byte at the full bandwidth, every FLOP at the
   // full peak of the node's devices.
   r.load = r.bytes_per_token / (node.bandwidth().value * devices);
