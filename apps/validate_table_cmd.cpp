@@ -28,6 +28,7 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
     ("role", po::value<std::string>(), "calibration (dense rows) or prediction (MoE rows); default both")
     ("fit", "fit each (hardware profile, runtime) to its calibration rows (dense models, batch-1 decode): bandwidth efficiency and a cost per kernel; predict with it, with an interval from the leave-one-out errors")
     ("write-runtimes", po::value<std::string>(), "with --fit: write each fitted runtime as a profile <runtime>@<hw>.json into this new directory (for `estimate --runtime`; the repo's are in hwprofiles/runtimes/)")
+    ("explain", po::value<std::string>(), "with --fit: print where the row with this id spends its fitted figure's time (memory-bound, compute-bound, KV reads, kernels, host per step, per sequence, per request, the rest) instead of the summary")
     ("rows", "also print every predicted row: measured, predicted, error")
     ("csv", po::value<std::string>(), "write every row (predicted or why not) to this CSV file")
     ("plot", po::value<std::string>(), "write the plot of predicted against measured (fitted figures with their intervals as error bars) into this new directory: validation.png, .svg, .csv, .gp")
@@ -39,6 +40,7 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
   if (!parse_options(
           args, desc, vm, out,
           "usage: moesim validate --table DIR [--role calibration|prediction] [--fit] [--rows] [--csv FILE]\n"
+          "       moesim validate --table DIR --fit --explain ROW_ID\n"
           "       moesim validate --llama-bench MODEL=FILE [...] --hw PROFILE --runtime NAME [--fit] "
           "[--write-runtimes DIR]\n\n"
           "Predicts every row of a public measurement table that moesim can express, with the shipped\n"
@@ -51,13 +53,21 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
           "With --llama-bench the rows are your own `llama-bench -o json` runs (tg tests: batch-1 decode\n"
           "at n_depth; pp tests: prefill); with --fit and dense models among them, the runtime fitted to\n"
           "them is written by --write-runtimes for `estimate --runtime`.\n\n"
+          "With --fit --explain ROW_ID, one row's fitted figure is split into the time each cost of the fitted\n"
+          "profile takes (each rate halved, each host cost removed, by the row's own instrument): where a\n"
+          "prediction spends its time, e.g. how much of a max-load figure is the runtime's host time.\n\n"
           "examples:\n  moesim validate --table validation --role prediction --rows\n"
+          "  moesim validate --table validation --fit --explain trt10-q30-b200-tp1-128-128\n"
           "  moesim validate --llama-bench llama-3.1-8b=8b.json --llama-bench qwen3-30b-a3b=moe.json "
           "--hw mac-studio-m2-ultra-192 --runtime llama.cpp-metal --fit --write-runtimes my-runtimes")) {
     return 0;
   }
   if (vm.count("write-runtimes") && !vm.count("fit"))
     throw UserError("--write-runtimes writes the fitted runtimes: give --fit too");
+  if (vm.count("explain") && (!vm.count("fit") || !vm.count("table")))
+    throw UserError("--explain splits a row's fitted figure: give --table DIR and --fit too");
+  if (vm.count("explain") && (vm.count("csv") || vm.count("plot") || vm.count("write-runtimes") || vm.count("rows")))
+    throw UserError("--explain prints one row alone: leave out --csv, --plot, --write-runtimes and --rows");
   OutputSet outputs;
   OutputFile* csv = vm.count("csv") ? &outputs.add(vm["csv"].as<std::string>(), "--csv") : nullptr;
   std::optional<OutputDir> runtimes, plot;
@@ -68,6 +78,7 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
   calibrate::ValidationOptions o;
   if (vm.count("role")) o.role = vm["role"].as<std::string>();
   o.fit = vm.count("fit") > 0;
+  if (vm.count("explain")) o.explain = vm["explain"].as<std::string>();
   if (vm.count("threads")) {
     o.threads = vm["threads"].as<unsigned>();
     if (o.threads == 0) throw UserError("--threads 0: give at least 1 (or leave it out for all cores)");
@@ -98,6 +109,13 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
     r = calibrate::run_llama_bench(files, imports, o);
   }
   progress.finish();
+  if (r.explanation) {
+    if (vm.count("json"))
+      out << calibrate::explanation_to_json(r).dump(2) << "\n";
+    else
+      calibrate::print_explanation_text(r, out);
+    return 0;
+  }
   if (vm.count("json")) {
     out << calibrate::validation_to_json(r).dump(2) << "\n";
   } else {

@@ -181,6 +181,7 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
     batched_intervals(fitted_members);
     transfer_runtimes(r, fitted_members, m, o.threads);
     check_predictions(r, fitted_members, m);
+    if (!o.explain.empty()) explain_row(r, m, o.explain);
   }
   // Per role × kind, then per role × kind × hardware family × runtime; datasheet, fitted, transferred.
   for (const std::string basis : {"datasheet", "fitted", "transferred"}) {

@@ -144,6 +144,10 @@ void transfer_runtimes(ValidationResult& r, const std::vector<std::vector<Valida
 /// The q-quantile of `v` by linear interpolation between order statistics (R's type 7, NumPy's default).
 double quantile(std::vector<double> v, double q);
 
+// validation_explain.cpp: r.explanation for the row `id` (its fitted figure split into parts); UserError
+// for an id the table lacks or a row without a fitted figure.
+void explain_row(ValidationResult& r, const Mapping& m, const std::string& id);
+
 // validation.cpp: every row predicted, fitted (ValidationOptions::fit) and summarised into `r`.
 void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const Mapping& m,
               const ValidationOptions& o);

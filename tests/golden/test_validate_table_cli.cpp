@@ -612,6 +612,72 @@ TEST(GoldenValidateTable, WrittenRuntimeGivesEstimateTheFittedFigure) {
   EXPECT_NE(metal.err.find("llama.cpp-metal@any-apple carries only to apple GPUs"), std::string::npos) << metal.err;
 }
 
+// --explain splits one row's fitted figure by the row's own instrument: its parts and the rest add up to
+// the time per token of the fitted figure, and the kernels' and host's parts of a batch-1 decode row are
+// the analytic model's own overhead for that configuration (`estimate --runtime` with the written profile
+// prints it), a cross-check of two code paths. A row the table lacks, or asked without --fit, is refused.
+TEST(GoldenValidateTable, ExplainSplitsAFittedFigureIntoItsCosts) {
+  const Scratch s("moesim_validate_table");
+  write_table(s,
+              "a,calibration,meta-llama/Meta-Llama-3-8B,,F16,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
+              "decode_tokens_per_s,36.9,tokens/s,https://example.org,l\n"
+              "b,calibration,meta-llama/Meta-Llama-3-8B,,F16,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,8192,0,"
+              "decode_tokens_per_s,30.7,tokens/s,https://example.org,l\n"
+              "c,calibration,meta-llama/Meta-Llama-3-8B,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
+              "decode_tokens_per_s,62.0,tokens/s,https://example.org,l\n"
+              "d,calibration,meta-llama/Meta-Llama-3-8B,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,4096,0,"
+              "decode_tokens_per_s,55.0,tokens/s,https://example.org,l\n"
+              "m,prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
+              "decode_tokens_per_s,76.3,tokens/s,https://example.org,l\n"
+              "e,calibration,meta-llama/Meta-Llama-3-8B,,Q4_K_M,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,512,0,"
+              "decode_tokens_per_s,78.8,tokens/s,https://example.org,l\n");
+  const moesim::test::Run fit =
+      s.moesim("validate --table " + s.path() + " --json --quiet --fit --write-runtimes " + s.path("rt"));
+  ASSERT_EQ(fit.code, 0) << fit.err;
+  const double fitted = metric_value(nlohmann::json::parse(fit.out).at("rows").at(4), "fitted");
+  const moesim::test::Run ex = s.moesim("validate --table " + s.path() + " --json --quiet --fit --explain m");
+  ASSERT_EQ(ex.code, 0) << ex.err;
+  const auto e = nlohmann::json::parse(ex.out).at("explanation");
+  EXPECT_EQ(e.at("id"), "m");
+  const double seconds = metric_value(e, "time_per_token");
+  EXPECT_NEAR(seconds * fitted, 1.0, 1e-9);
+  double sum = 0, host = 0, memory = 0;
+  std::set<std::string> names;
+  for (const auto& part : e.at("parts")) {
+    const double t = metric_value(part, "time");
+    const std::string name = part.at("name");
+    names.insert(name);
+    sum += t;
+    if (name.starts_with("kernel launches") || name.starts_with("host time")) host += t;
+    if (name.starts_with("memory-bound")) memory = t;
+  }
+  EXPECT_EQ(names.size(), 8u) << ex.out;
+  EXPECT_NEAR(sum, seconds, 1e-12);
+  EXPECT_GT(memory, 0.3 * seconds) << ex.out;  // a batch-1 decode reads its weights for most of its time
+  const moesim::test::Run est = s.moesim(
+      "estimate --model qwen3-30b-a3b --hw mac-studio-m2-ultra-192 --precision q8_0 --context 64 --lm-head --json "
+      "--runtime " +
+      s.path("rt") + "/llama.cpp-metal@mac-studio-m2-ultra-192.json");
+  ASSERT_EQ(est.code, 0) << est.err;
+  double overhead = -1;
+  const auto ej = nlohmann::json::parse(est.out);
+  for (const auto& m : ej.at("rows").at(0).at("metrics"))
+    if (m.at("name") == "layer_overhead") overhead = m.at("value").get<double>();
+  ASSERT_GT(overhead, 0) << est.out;
+  EXPECT_NEAR(host / overhead, 1.0, 1e-6) << ex.out;
+  const moesim::test::Run text = s.moesim("validate --table " + s.path() + " --quiet --fit --explain m");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("per generated token"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("rest: collectives"), std::string::npos) << text.out;
+  const moesim::test::Run missing = s.moesim("validate --table " + s.path() + " --quiet --fit --explain zz");
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_NE(missing.err.find("--explain zz: "), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("has no row with that id"), std::string::npos) << missing.err;
+  const moesim::test::Run unfitted = s.moesim("validate --table " + s.path() + " --quiet --explain m");
+  EXPECT_EQ(unfitted.code, 2);
+  EXPECT_NE(unfitted.err.find("give --table DIR and --fit too"), std::string::npos) << unfitted.err;
+}
+
 // Max-load output throughput (trtllm-bench throughput: a fixed-ISL/OSL dataset queued at once) is the
 // serving simulator under the runtime's scheduler from mapping.json. Dense rows "measured" at 0.7 of the
 // datasheet figure are fitted (bandwidth and compute efficiency), the fit moves every dense row's error

@@ -166,6 +166,26 @@ struct MeasuredDeviceSummary {
   ErrorSummary datasheet, measured, fitted;
 };
 
+/// Where one row's fitted figure spends its time (`validate --table DIR --fit --explain ID`): the seconds
+/// per token of the row's metric (per output token at max load, per generated token in decode, per prompt
+/// token in prefill), split by what each cost of the fitted profile adds. A memory, compute or KV part is
+/// the time the figure grows by when that rate is halved (the node's bandwidth, its peaks, the KV reads'
+/// roofline): the part of the time bound by it. A host or kernel part is the time it shrinks by when that
+/// cost is 0. The rest is what none of them claims (collectives, pipeline transfers); below 0 where
+/// kernels sit near the roofline's ridge, so that a halved rate adds less than its own time.
+struct RowPart {
+  std::string name;    ///< e.g. "memory-bound (weights, activations)"
+  std::string cost;    ///< the profile figure behind it, e.g. "bandwidth_efficiency 0.93"
+  double seconds = 0;  ///< per token of the row's metric
+};
+struct RowExplanation {
+  std::size_t row = 0;  ///< in ValidationResult::rows
+  std::string profile;  ///< the fitted runtime profile's id
+  double seconds = 0;   ///< 1 / the fitted figure
+  std::vector<RowPart> parts;
+  double rest = 0;
+};
+
 struct ValidationResult {
   std::filesystem::path table;
   std::vector<ValidationPrediction> rows;
@@ -175,6 +195,7 @@ struct ValidationResult {
   std::vector<ValidationFit> fits;              ///< --fit: one per (node profile, runtime) class
   /// --fit: one per runtime fitted to batch-1 decode rows on kMinTransferMachines machines or more
   std::vector<TransferredRuntime> transfers;
+  std::optional<RowExplanation> explanation;  ///< --explain ID
 };
 
 struct ValidationOptions {
@@ -184,6 +205,8 @@ struct ValidationOptions {
   /// Worker threads for the rows' simulations and the classes' fits (0: every core). The result does not
   /// depend on it: each row and each class is computed alone.
   unsigned threads = 0;
+  /// With `fit`: the id of a row whose fitted figure is split into its parts (ValidationResult::explanation).
+  std::string explain;
 };
 
 /// A `llama-bench -o json` file of the user's own machine: which zoo model it ran, on which node profile,
@@ -225,6 +248,9 @@ std::optional<std::pair<double, double>> error_interval(std::vector<double> erro
 
 void print_validation_text(const ValidationResult& r, std::ostream& out, bool every_row);
 nlohmann::json validation_to_json(const ValidationResult& r);
+/// The explanation alone (`--explain`): text, or JSON with every figure's unit.
+void print_explanation_text(const ValidationResult& r, std::ostream& out);
+nlohmann::json explanation_to_json(const ValidationResult& r);
 /// One line per row: the table's columns that identify it, the mapping, predicted, measured, error.
 void write_validation_csv(const ValidationResult& r, std::ostream& out);
 /// Predicted against measured per kind, log-log, the fitted figures with their intervals as error bars
