@@ -540,10 +540,10 @@ TEST(GoldenValidateTable, ThreadCountDoesNotChangeTheResult) {
   EXPECT_NE(none.err.find("--threads 0"), std::string::npos) << none.err;
 }
 
-// The fit becomes a runtime profile (--write-runtimes) that `estimate --runtime` applies: the estimate of
-// the held-out MoE row through it is validate's fitted figure, with the same interval.
-TEST(GoldenValidateTable, WrittenRuntimeGivesEstimateTheFittedFigure) {
-  const Scratch s("moesim_validate_table");
+// Llama 3 8B in three formats at several depths on the M2 Ultra (llama.cpp-metal), and one MoE row (id m):
+// enough configurations for the class's cost per kernel and an interval of its own. Fitted, its runtime
+// written to rt/.
+moesim::test::Run fit_m2_ultra_table(const Scratch& s) {
   write_table(s,
               "a,calibration,meta-llama/Meta-Llama-3-8B,,F16,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
               "decode_tokens_per_s,36.9,tokens/s,https://example.org,l\n"
@@ -555,11 +555,16 @@ TEST(GoldenValidateTable, WrittenRuntimeGivesEstimateTheFittedFigure) {
               "decode_tokens_per_s,55.0,tokens/s,https://example.org,l\n"
               "m,prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
               "decode_tokens_per_s,76.3,tokens/s,https://example.org,l\n"
-              // A third configuration: leave-one-configuration-out needs three for an interval of the class's own.
               "e,calibration,meta-llama/Meta-Llama-3-8B,,Q4_K_M,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,512,0,"
               "decode_tokens_per_s,78.8,tokens/s,https://example.org,l\n");
-  const moesim::test::Run fit =
-      s.moesim("validate --table " + s.path() + " --json --quiet --fit --write-runtimes " + s.path("rt"));
+  return s.moesim("validate --table " + s.path() + " --json --quiet --fit --write-runtimes " + s.path("rt"));
+}
+
+// The fit becomes a runtime profile (--write-runtimes) that `estimate --runtime` applies: the estimate of
+// the held-out MoE row through it is validate's fitted figure, with the same interval.
+TEST(GoldenValidateTable, WrittenRuntimeGivesEstimateTheFittedFigure) {
+  const Scratch s("moesim_validate_table");
+  const moesim::test::Run fit = fit_m2_ultra_table(s);
   ASSERT_EQ(fit.code, 0) << fit.err;
   const auto j = nlohmann::json::parse(fit.out);
   const auto& moe = j.at("rows").at(4);
@@ -618,21 +623,7 @@ TEST(GoldenValidateTable, WrittenRuntimeGivesEstimateTheFittedFigure) {
 // prints it), a cross-check of two code paths. A row the table lacks, or asked without --fit, is refused.
 TEST(GoldenValidateTable, ExplainSplitsAFittedFigureIntoItsCosts) {
   const Scratch s("moesim_validate_table");
-  write_table(s,
-              "a,calibration,meta-llama/Meta-Llama-3-8B,,F16,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
-              "decode_tokens_per_s,36.9,tokens/s,https://example.org,l\n"
-              "b,calibration,meta-llama/Meta-Llama-3-8B,,F16,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,8192,0,"
-              "decode_tokens_per_s,30.7,tokens/s,https://example.org,l\n"
-              "c,calibration,meta-llama/Meta-Llama-3-8B,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
-              "decode_tokens_per_s,62.0,tokens/s,https://example.org,l\n"
-              "d,calibration,meta-llama/Meta-Llama-3-8B,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,4096,0,"
-              "decode_tokens_per_s,55.0,tokens/s,https://example.org,l\n"
-              "m,prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
-              "decode_tokens_per_s,76.3,tokens/s,https://example.org,l\n"
-              "e,calibration,meta-llama/Meta-Llama-3-8B,,Q4_K_M,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,512,0,"
-              "decode_tokens_per_s,78.8,tokens/s,https://example.org,l\n");
-  const moesim::test::Run fit =
-      s.moesim("validate --table " + s.path() + " --json --quiet --fit --write-runtimes " + s.path("rt"));
+  const moesim::test::Run fit = fit_m2_ultra_table(s);
   ASSERT_EQ(fit.code, 0) << fit.err;
   const double fitted = metric_value(nlohmann::json::parse(fit.out).at("rows").at(4), "fitted");
   const moesim::test::Run ex = s.moesim("validate --table " + s.path() + " --json --quiet --fit --explain m");
