@@ -132,6 +132,10 @@ void print_serve_text(const ServeRun& r, std::ostream& out, bool timing) {
   }
   out << "batching    mean decode batch " << fixed(res.mean_decode_batch, 1) << ", max queue " << res.max_waiting
       << ", peak KV use " << fixed(100.0 * res.max_kv_used, 1) << "%, " << res.preemptions << " preemptions\n";
+  if (res.host_time > 0 && res.duration > 0)
+    out << "host        " << res.steps.size() << " engine steps spent " << fixed(res.host_time, 3)
+        << " s on host work (step_overhead and sequence_overhead, below), "
+        << fixed(100.0 * res.host_time / res.duration, 1) << "% of the run: the GPUs wait meanwhile\n";
   if (res.cache_hit_rate >= 0) {
     out << "streaming   page-cache hit rate " << fixed(100.0 * res.cache_hit_rate, 1) << "%; per layer (decode): I/O "
         << serve_detail::ms(res.layer_split.io) << " ms, GPU " << serve_detail::ms(res.layer_split.gpu) << " ms, CPU "
@@ -203,6 +207,8 @@ nlohmann::json serve_to_json(const ServeRun& r, bool timing) {
   m.push_back(metric("max_queue_depth", res.max_waiting, "requests"));
   m.push_back(metric("peak_kv_usage", res.max_kv_used, "fraction"));
   m.push_back(metric("preemptions", static_cast<double>(res.preemptions), "requests"));
+  m.push_back(metric("engine_steps", static_cast<double>(res.steps.size()), "steps"));
+  m.push_back(metric("host_time", res.host_time, "s"));
   m.push_back(metric("weights_per_device", res.memory.weights.base(), "B"));
   m.push_back(metric("kv_capacity", static_cast<double>(res.memory.kv_tokens), "tokens"));
   if (res.cache_hit_rate >= 0) {

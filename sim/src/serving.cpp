@@ -231,6 +231,7 @@ class ServingEngine final : public EventHandler {
     // (CostModel::cost deals them out in turn), sets the step's host time.
     const auto held = static_cast<std::int64_t>(batch.size());
     const SimTime host = step_overhead_ + sequence_overhead_ * ((held + host_ranks_ - 1) / host_ranks_);
+    r_.host_time += to_seconds(host);
     SimTime t = now + host;
     SimTime stage0_end{};
     for (std::size_t s = 0; s < stage_free_.size(); ++s) {

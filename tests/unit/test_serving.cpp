@@ -241,6 +241,23 @@ TEST(Serving, EngineTimeScaleStretchesEveryEngineTime) {
   }
 }
 
+// ServingResult::host_time is the runtime's host time the engine spent: every step's step_overhead and
+// sequence_overhead for each sequence it held (what `serve` reports as the run's host share), 0 without a
+// runtime's host costs, and never more than the run.
+TEST(Serving, HostTimeIsEveryStepsHostCost) {
+  Fixture f("llama-3.1-8b", "h100-sxm");
+  f.requests(20, 0, 100, 16);
+  EXPECT_EQ(sim::run_serving(f.c).host_time, 0.0);
+  f.node.devices.step_overhead = model::Sourced<units::Duration>{units::seconds(2e-3), "test"};
+  f.node.devices.sequence_overhead = model::Sourced<units::Duration>{units::seconds(30e-6), "test"};
+  const auto r = sim::run_serving(f.c);
+  ASSERT_GE(r.steps.size(), 16u);  // a prefill step and 15 decode steps at least
+  double expected = 0;
+  for (const sim::StepRecord& s : r.steps) expected += 2e-3 + 30e-6 * s.sequences;
+  EXPECT_NEAR(r.host_time, expected, 1e-9);
+  EXPECT_LT(r.host_time, r.duration);
+}
+
 // The cost model counts a step's distinct experts per layer in bit masks of ceil(E / 64) words when the
 // routing trace's masks fit ServingConfig::routing_mask_bytes, else by walking each token's experts: the two
 // give the same steps to the bit, for 8 experts (one word), 128 (two) and 512 (eight, the last full).

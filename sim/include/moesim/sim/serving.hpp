@@ -282,6 +282,9 @@ struct ServingResult {
   double max_kv_used = 0;
   std::int32_t max_waiting = 0;
   double cache_hit_rate = -1;  ///< streaming: page-cache hit rate (−1 without streaming)
+  /// The runtime's host time the engine spent over the run, seconds: every step's step_overhead and
+  /// sequence_overhead (on its busiest executor), which hold the engine before the step's GPU work.
+  double host_time = 0;
   LayerSplit layer_split;
   std::uint64_t events = 0;
   std::vector<std::string> assumptions;
