@@ -3,7 +3,8 @@
 
 Checks: exact header; unique ids; role rule (calibration rows must be dense models,
 prediction rows must be MoE models); value numeric and > 0; metric/unit pairs known;
-non-empty source_url and locator; integer token/batch/device columns.
+non-empty source_url and locator; integer token/batch/device columns; an `excluded`
+cell, where given, says why in words (moesim then lists the row as not predicted).
 
 Dense-vs-MoE is decided from moesim's model zoo (model/zoo/<id>.json): a model whose
 config has a routed-expert count > 1 (num_local_experts, num_experts, n_routed_experts,
@@ -17,7 +18,7 @@ from collections import Counter
 
 HEADER = ["id", "role", "model", "hf_repo", "format", "hardware", "hw_family", "devices",
           "runtime", "runtime_version", "batch", "prompt_tokens", "output_tokens",
-          "context_depth", "step_tokens", "metric", "value", "unit", "source_url", "locator"]
+          "context_depth", "step_tokens", "metric", "value", "unit", "source_url", "locator", "excluded"]
 UNITS = {"decode_tokens_per_s": "tokens/s", "prefill_tokens_per_s": "tokens/s",
          "output_throughput_tokens_per_s": "tokens/s", "total_throughput_tokens_per_s": "tokens/s",
          "ttft_ms": "ms", "tpot_ms": "ms", "requests_per_s": "requests/s"}
@@ -131,6 +132,8 @@ def main(path):
                 errors.append("%s: empty %s" % (where, col))
         if not r["source_url"].startswith("https://"):
             errors.append("%s: source_url not https" % where)
+        if r["excluded"] and not r["excluded"].strip():
+            errors.append("%s: excluded is blank; say why the row is kept out, or leave it empty" % where)
     print("rows: %d" % len(rows))
     for col in ("role", "hw_family", "runtime", "metric"):
         c = Counter(r[col] for r in rows)
@@ -140,6 +143,7 @@ def main(path):
     print("prediction rows by runtime: %s" % ", ".join("%s=%d" % kv for kv in sorted(Counter(r["runtime"] for r in pred).items())))
     print("models: %s" % ", ".join("%s=%d" % kv for kv in sorted(Counter(r["model"] for r in rows).items())))
     print("sources: %d distinct source_url" % len(set(r["source_url"] for r in rows)))
+    print("excluded rows (listed as not predicted, with why): %d" % sum(1 for r in rows if r["excluded"]))
     for e in errors:
         print("ERROR " + e)
     print("OK" if not errors else "%d errors" % len(errors))

@@ -191,7 +191,8 @@ std::vector<ValidationRow> read_rows(const std::filesystem::path& path) {
     if (at == t.header.end()) return std::nullopt;
     return static_cast<std::size_t>(at - t.header.begin());
   };
-  const auto repo_at = optional_column("hf_repo"), version_at = optional_column("runtime_version");
+  const auto repo_at = optional_column("hf_repo"), version_at = optional_column("runtime_version"),
+             excluded_at = optional_column("excluded");
   std::vector<ValidationRow> out;
   for (std::size_t i = 0; i < t.rows.size(); ++i) {
     const auto& c = t.rows[i];
@@ -212,6 +213,11 @@ std::vector<ValidationRow> read_rows(const std::filesystem::path& path) {
     if (locator_at != t.header.end()) r.locator = c[static_cast<std::size_t>(locator_at - t.header.begin())];
     if (repo_at) r.hf_repo = c[*repo_at];
     if (version_at) r.runtime_version = c[*version_at];
+    if (excluded_at) {
+      r.excluded = c[*excluded_at];
+      if (!r.excluded.empty() && r.excluded.find_first_not_of(" \t") == std::string::npos)
+        throw UserError(where + ", excluded: blank; say why the row is kept out of the figures, or leave it empty");
+    }
     r.devices = optional_count(c[devices], where + ", devices").value_or(1);
     r.batch = optional_count(c[batch], where + ", batch");
     r.prompt = optional_count(c[prompt], where + ", prompt_tokens");

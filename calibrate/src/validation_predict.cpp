@@ -286,6 +286,10 @@ model::NodeProfile base_node(const Mapping& m, const std::string& runtime, const
 
 void predict(ValidationPrediction& p, const Mapping& m) {
   const ValidationRow& r = p.row;
+  if (!r.excluded.empty()) {
+    p.skipped = "excluded by the table (column excluded): " + r.excluded;
+    return;
+  }
   const bool b1 = r.batch && *r.batch == 1;
   if (r.metric == "decode_tokens_per_s" && b1) {
     p.kind = "decode b1";

@@ -209,6 +209,55 @@ TEST(GoldenValidateTable, StepTokensColumnSetsThePrefillChunk) {
   EXPECT_NE(bad.err.find("line 2, step_tokens: must be >= 1"), std::string::npos) << bad.err;
 }
 
+// A row whose `excluded` cell says why (its source shows it is a cold first run, say) is listed as not
+// predicted with that reason and counts in no summary; a blank reason is refused.
+TEST(GoldenValidateTable, ExcludedRowsAreListedWithTheirReasonAndCountNowhere) {
+  const Scratch s("moesim_validate_table");
+  const std::string header =
+      "id,role,model,hf_repo,format,hardware,hw_family,devices,runtime,runtime_version,batch,prompt_tokens,"
+      "output_tokens,context_depth,step_tokens,metric,value,unit,source_url,locator,excluded\n";
+  const auto row = [](const std::string& id, double value, const std::string& excluded) {
+    return id +
+           ",prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,,"
+           "decode_tokens_per_s," +
+           std::to_string(value) + ",tokens/s,https://example.org/p,tg128," + excluded + "\n";
+  };
+  const auto prediction_rows = [](const nlohmann::json& j) {
+    for (const auto& sum : j.at("summaries"))
+      if (sum.at("role") == "prediction" && sum.at("kind") == "decode b1" && sum.at("hw_family") == "all" &&
+          sum.at("runtime") == "all" && sum.at("basis") == "datasheet")
+        return sum.at("rows").get<int>();
+    return -1;
+  };
+  s.write("mapping.json", kMapping);
+  s.write("measurements.csv", header + row("kept", 50, "") + row("cold", 5, ""));
+  const moesim::test::Run both = s.moesim("validate --table " + s.path() + " --json --quiet");
+  ASSERT_EQ(both.code, 0) << both.err;
+  EXPECT_EQ(prediction_rows(nlohmann::json::parse(both.out)), 2);
+
+  s.write("measurements.csv",
+          header + row("kept", 50, "") + row("cold", 5, "cold first run: the next run did more in less time"));
+  const moesim::test::Run r = s.moesim("validate --table " + s.path() + " --json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(prediction_rows(j), 1);
+  const auto& rows = j.at("rows");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_GT(metric_value(rows[0], "predicted"), 0);
+  EXPECT_FALSE(rows[1].contains("predicted"));
+  EXPECT_EQ(rows[1].at("not_predicted").get<std::string>(),
+            "excluded by the table (column excluded): cold first run: the next run did more in less time");
+  const moesim::test::Run text = s.moesim("validate --table " + s.path());
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("1 rows: excluded by the table (column excluded): cold first run"), std::string::npos)
+      << text.out;
+
+  s.write("measurements.csv", header + row("blank", 5, "  "));
+  const moesim::test::Run bad = s.moesim("validate --table " + s.path() + " --quiet");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("line 2, excluded: blank"), std::string::npos) << bad.err;
+}
+
 TEST(GoldenValidateTable, BadTablesAreRefusedWithFileLineAndFix) {
   const Scratch s("moesim_validate_table");
   struct Case {
@@ -908,9 +957,10 @@ TEST(GoldenValidateTable, ShippedTableFitRuntimesThresholdsAndPlot) {
   // this commit's levels with a point or two to spare, so a change that loses ground fails here. Max load's
   // p90 went from 45.4% to 46.1% when attention stopped running at an NVFP4 model's FP4 rate (nineteenth
   // session: the long-context rows, where attention is the work, came 6-10 points closer), so its bound is
-  // 47%, not 46%.
+  // 47%, not 46%. Batch-1 prefill's p90 meets the 35% since the DGX Spark's three cold first runs
+  // left its figures (column `excluded`, twenty-seventh session: 39.2% -> 32.0%, median 17.5% -> 16.5%).
   const std::map<std::string, std::pair<double, double>> held = {
-      {"max-load", {0.165, 0.47}}, {"prefill b1", {0.185, 0.43}}, {"decode batched", {0.165, 0.34}}};
+      {"max-load", {0.165, 0.47}}, {"prefill b1", {0.175, 0.34}}, {"decode batched", {0.165, 0.34}}};
   std::size_t guarded = 0;
   for (const auto& sm : j.at("summaries")) {
     const auto it = held.find(sm.at("kind").get<std::string>());

@@ -47,6 +47,9 @@ struct ValidationRow {
   /// Tokens the runtime computed per forward pass as the source printed it (llama.cpp's n_ubatch, optional
   /// column `step_tokens`); absent: the runtime's default (mapping.json's prompt_chunk).
   std::optional<std::int64_t> step_tokens;
+  /// Why the table keeps the row out of every figure (optional column `excluded`): a measurement its own
+  /// source shows to be something else than it says (a cold first run). Empty: the row counts.
+  std::string excluded;
   double measured = 0;
   std::int64_t line = 0;  ///< in measurements.csv
 };
