@@ -31,6 +31,8 @@ struct Mapping {
   std::map<std::string, model::Sourced<std::vector<std::string>>> native_dtypes;
   /// runtime -> tokens per tile of its grouped expert GEMM (model::RuntimeProfile::expert_token_tile)
   std::map<std::string, model::Sourced<double>> expert_token_tile;
+  /// runtime -> its grouped expert GEMM's rate over its dense GEMM's (model::RuntimeProfile::expert_gemm_efficiency)
+  std::map<std::string, model::Sourced<double>> expert_gemm_efficiency;
   /// runtime -> how it stores a checkpoint's format (model::RuntimeProfile::checkpoint_formats)
   std::map<std::string, model::Sourced<std::map<std::string, std::string>>> checkpoint_formats;
   /// runtime -> the tokens it prefills per step (llama.cpp's n_ubatch); absent: the serving simulator's 2048

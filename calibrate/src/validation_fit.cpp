@@ -476,6 +476,10 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
     fit.profile.expert_token_tile = tile->second;
     base.devices.expert_token_tile = tile->second;
   }
+  if (auto g = m.expert_gemm_efficiency.find(fit.runtime); g != m.expert_gemm_efficiency.end()) {
+    fit.profile.expert_gemm_efficiency = g->second;
+    base.devices.expert_gemm_efficiency = g->second;
+  }
   if (auto cf = m.checkpoint_formats.find(fit.runtime); cf != m.checkpoint_formats.end())
     fit.profile.checkpoint_formats = cf->second;
   std::vector<ValidationPrediction*> cal;

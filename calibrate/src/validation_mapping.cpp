@@ -112,9 +112,12 @@ Mapping read_mapping(const std::filesystem::path& path) {
       const std::string& k = item.key();
       const json::Node rt = f->child(k);
       rt.expect_only({"native_dtypes", "prompt_chunk", "checkpoint_formats", "scheduler", "max_load_requests",
-                      "max_load_batch_limits", "base_runtime", "kv_cache_dtype", "expert_token_tile"});
+                      "max_load_batch_limits", "base_runtime", "kv_cache_dtype", "expert_token_tile",
+                      "expert_gemm_efficiency"});
       if (rt.has("expert_token_tile"))
         m.expert_token_tile[k] = model::parse_expert_token_tile(rt.child("expert_token_tile"));
+      if (rt.has("expert_gemm_efficiency"))
+        m.expert_gemm_efficiency[k] = model::parse_expert_gemm_efficiency(rt.child("expert_gemm_efficiency"));
       if (rt.has("kv_cache_dtype")) m.kv_cache_dtype[k] = parse_kv_cache_rules(rt);
       if (rt.has("scheduler") != rt.has("max_load_requests"))
         throw rt.error("gives one of scheduler and max_load_requests; a max-load benchmark needs both");

@@ -255,6 +255,9 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
   if (r.expert_token_tile)
     j["expert_token_tile"] = {{"value", static_cast<std::int64_t>(r.expert_token_tile->value)},
                               {"source", r.expert_token_tile->source}};
+  if (r.expert_gemm_efficiency)
+    j["expert_gemm_efficiency"] = {{"value", r.expert_gemm_efficiency->value},
+                                   {"source", r.expert_gemm_efficiency->source}};
   if (r.prefill_attention_factor)
     j["prefill_attention_factor"] = {{"value", r.prefill_attention_factor->value},
                                      {"source", r.prefill_attention_factor->source}};

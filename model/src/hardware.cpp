@@ -469,6 +469,19 @@ Sourced<double> parse_expert_token_tile(const json::Node& item) {
   return {static_cast<double>(tile), std::move(source)};
 }
 
+Sourced<double> parse_expert_gemm_efficiency(const json::Node& item) {
+  item.expect_only({"value", "source"});
+  const double f = item.number("value");
+  // Up to 2: a grouped kernel may beat the dense one it is compared with, but not by an order of magnitude.
+  if (!(f > 0) || f > 2.0)
+    throw item.error("value", "must be > 0 and at most 2 (the grouped expert GEMM's rate over the dense GEMM's); got " +
+                                  text::printf("%g", f));
+  std::string source = item.string("source");
+  if (source.empty())
+    throw item.error("source", "is empty; name the microbenchmark of the grouped and the dense kernel it comes from");
+  return {f, std::move(source)};
+}
+
 Sourced<std::vector<std::string>> parse_native_dtypes(const json::Node& d) {
   d.expect_only({"value", "source"});
   Sourced<std::vector<std::string>> v;
@@ -515,6 +528,7 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
                                            "attention_factor",
                                            "prefill_attention_factor",
                                            "expert_token_tile",
+                                           "expert_gemm_efficiency",
                                            "kernel_overhead",
                                            "layer_overhead",
                                            "compute_efficiency",
@@ -553,10 +567,12 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
                               "runtime is for its own node, whatever its maker)");
   if (p.hw == kAnyNode) p.gpu_vendor = gpu_vendor(n);
   // Every figure is optional (one not given leaves the node's own), but a profile must give one.
-  static constexpr std::array<std::string_view, 13> kFigures = {
-      "bandwidth_efficiency", "attention_factor",  "prefill_attention_factor", "kernel_overhead", "layer_overhead",
-      "compute_efficiency",   "native_dtypes",     "checkpoint_formats",       "step_overhead",   "request_overhead",
-      "sequence_overhead",    "expert_token_tile", "super_block_read_factor"};
+  static constexpr std::array<std::string_view, 14> kFigures = {
+      "bandwidth_efficiency",    "attention_factor",      "prefill_attention_factor",
+      "kernel_overhead",         "layer_overhead",        "compute_efficiency",
+      "native_dtypes",           "checkpoint_formats",    "step_overhead",
+      "request_overhead",        "sequence_overhead",     "expert_token_tile",
+      "super_block_read_factor", "expert_gemm_efficiency"};
   if (std::none_of(kFigures.begin(), kFigures.end(), [&](std::string_view k) { return n.has(k); })) {
     std::vector<std::string> keys(kFigures.begin(), kFigures.end());
     throw n.error("gives no figure, so it would change nothing; give at least one of " + text::join(keys) +
@@ -566,6 +582,8 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
   if (n.has("super_block_read_factor")) p.super_block_read_factor = sourced_ratio(n, "super_block_read_factor", 10.0);
   if (n.has("attention_factor")) p.attention_factor = sourced_ratio(n, "attention_factor", 1000.0);
   if (n.has("expert_token_tile")) p.expert_token_tile = parse_expert_token_tile(n.child("expert_token_tile"));
+  if (n.has("expert_gemm_efficiency"))
+    p.expert_gemm_efficiency = parse_expert_gemm_efficiency(n.child("expert_gemm_efficiency"));
   if (n.has("prefill_attention_factor"))
     p.prefill_attention_factor = sourced_ratio(n, "prefill_attention_factor", 1000.0);
   p.kernel_overhead = optional_sourced<Dimension::Time>(n, "kernel_overhead", true);
@@ -730,6 +748,7 @@ NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime) {
   if (runtime.super_block_read_factor) node.devices.super_block_read_factor = runtime.super_block_read_factor;
   if (runtime.prefill_attention_factor) node.devices.prefill_attention_factor = runtime.prefill_attention_factor;
   if (runtime.expert_token_tile) node.devices.expert_token_tile = runtime.expert_token_tile;
+  if (runtime.expert_gemm_efficiency) node.devices.expert_gemm_efficiency = runtime.expert_gemm_efficiency;
   if (!runtime.step_overhead.source.empty()) node.devices.step_overhead = runtime.step_overhead;
   if (!runtime.request_overhead.source.empty()) node.devices.request_overhead = runtime.request_overhead;
   if (!runtime.sequence_overhead.source.empty()) node.devices.sequence_overhead = runtime.sequence_overhead;

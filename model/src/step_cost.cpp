@@ -351,6 +351,14 @@ void LayerCosts::init(const LayerParts& p, const model::Precision& weights, cons
   dense_rate_ = rate(dense_bytes_ / kFfnMatrices, "dense FFN");
   head_rate_ = rate(head_bytes_, "LM head");
   expert_rate_ = rate(expert_bytes_ / kFfnMatrices, "expert");
+  // A runtime whose grouped expert GEMM computes slower than its dense GEMM at the same FLOPs
+  // (devices.expert_gemm_efficiency, a microbenchmark of the two kernels): the routed experts' FLOPs run at
+  // that fraction of the compute rate the dense rows were fitted on. Their bytes are unchanged, so where
+  // the experts are bound by their weights' reads (decode, small batches) it changes nothing.
+  if (node.devices.expert_gemm_efficiency) {
+    expert_gemm_ = node.devices.expert_gemm_efficiency->value;
+    expert_rate_.peak *= expert_gemm_;
+  }
   // A runtime whose kernels read GGUF super-block formats (K-quants, i-quants) slower than its others
   // (devices.super_block_read_factor): the parts stored in one take that many times their bytes' time. The
   // routed experts are in the precision's expert format, every other tensor in its others' format.
@@ -420,7 +428,7 @@ Rate LayerCosts::grouped_expert_rate(double distinct) const {
   // kernel; the expert rate's own note already says when the bands are short of the model's sizes.
   const units::Bytes bytes = units::bytes(distinct * expert_bytes_ / kFfnMatrices);
   return Rate{bare_rate_.bw * model::efficiency_at(size_bands_->memory, bytes).value / super_block_experts_,
-              bare_rate_.peak * model::efficiency_at(size_bands_->compute, bytes).value};
+              bare_rate_.peak * model::efficiency_at(size_bands_->compute, bytes).value * expert_gemm_};
 }
 
 double LayerCosts::expert_group(ExpertExecution mode, double distinct, double computed, double routed) const {

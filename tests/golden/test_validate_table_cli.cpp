@@ -305,6 +305,10 @@ TEST(GoldenValidateTable, BadTablesAreRefusedWithFileLineAndFix) {
        "$.runtimes.cuda.expert_token_tile.value: is 100000 tokens; a kernel tile is at most 65536"},
       {"", R"({"runtimes": {"cuda": {"expert_token_tile": {"value": 128, "source": ""}}}})",
        "$.runtimes.cuda.expert_token_tile.source: is empty; name the kernel source"},
+      {"", R"({"runtimes": {"mlx": {"expert_gemm_efficiency": {"value": 3, "source": "s"}}}})",
+       "$.runtimes.mlx.expert_gemm_efficiency.value: must be > 0 and at most 2"},
+      {"", R"({"runtimes": {"mlx": {"expert_gemm_efficiency": {"value": 0.69, "source": ""}}}})",
+       "$.runtimes.mlx.expert_gemm_efficiency.source: is empty; name the microbenchmark"},
       {"", R"({"runtimes": {"trt": {"max_load_batch_limits": {"value": "trtllm-bench", "source": "s"}}}})",
        "$.runtimes.trt.max_load_batch_limits: needs the runtime's scheduler and max_load_requests beside it"},
       {"",
@@ -960,9 +964,11 @@ TEST(GoldenValidateTable, ShippedTableFitRuntimesThresholdsAndPlot) {
   // session: the long-context rows, where attention is the work, came 6-10 points closer), so its bound is
   // 47%, not 46%. Batch-1 prefill's p90 meets the issue's 35% since the DGX Spark's three cold first runs
   // left its figures (column `excluded`, twenty-seventh session: 39.2% -> 32.0%, median 17.5% -> 16.5%), and
-  // with the M4 Max's measured compute rate its four MLX rows joined (61 rows: 17.1%, p90 30.9%).
+  // with the M4 Max's measured compute rate its four MLX rows joined (61 rows: 17.1%, p90 30.9%). With MLX's
+  // grouped expert GEMM at its microbenchmarked 69% of the dense one's rate (twenty-eighth session) those four
+  // went from +16..+22% to -3..-8%, and the median to 14.0%, inside the issue's 15%.
   const std::map<std::string, std::pair<double, double>> held = {
-      {"max-load", {0.165, 0.47}}, {"prefill b1", {0.175, 0.34}}, {"decode batched", {0.165, 0.34}}};
+      {"max-load", {0.165, 0.47}}, {"prefill b1", {0.155, 0.34}}, {"decode batched", {0.165, 0.34}}};
   std::size_t guarded = 0;
   for (const auto& sm : j.at("summaries")) {
     const auto it = held.find(sm.at("kind").get<std::string>());

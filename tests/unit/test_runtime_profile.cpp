@@ -233,6 +233,32 @@ TEST(RuntimeProfile, SuperBlockReadFactorSlowsOnlySuperBlockWeights) {
   EXPECT_LT(oss_slow, 2.0 * oss);
 }
 
+// A runtime's expert_gemm_efficiency (its grouped expert GEMM's rate over its dense GEMM's) reaches the
+// node it is laid on, alone among its figures; a ratio outside (0, 2] or without a source is refused with
+// the field named.
+TEST(RuntimeProfile, ExpertGemmEfficiencyReachesTheNodeAndIsBounded) {
+  const RuntimeFile slow(R"("expert_gemm_efficiency": {"value": 0.69, "source": "t"})", "_gemm");
+  const NodeProfile node = apply_runtime(load_node("h100-sxm"), slow.load());
+  ASSERT_TRUE(node.devices.expert_gemm_efficiency);
+  EXPECT_DOUBLE_EQ(node.devices.expert_gemm_efficiency->value, 0.69);
+  EXPECT_EQ(node.devices.expert_gemm_efficiency->source, "t");
+  EXPECT_FALSE(node.devices.expert_token_tile);
+  EXPECT_FALSE(apply_runtime(load_node("h100-sxm"),
+                             RuntimeFile(R"("attention_factor": {"value": 1, "source": "t"})", "_plain").load())
+                   .devices.expert_gemm_efficiency);
+  for (const char* bad :
+       {R"("expert_gemm_efficiency": {"value": 0, "source": "t"})",
+        R"("expert_gemm_efficiency": {"value": 2.5, "source": "t"})",
+        R"("expert_gemm_efficiency": {"value": 0.7, "source": ""})", R"("expert_gemm_efficiency": {"value": 0.7})"}) {
+    try {
+      (void)RuntimeFile(bad, "_bad").load();
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("expert_gemm_efficiency"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(RuntimeProfile, ExpertTokenTilePadsTheServingSimulatorsExpertGemms) {
   const RuntimeFile tiled(R"("expert_token_tile": {"value": 1024, "source": "t"})", "_tiled");
   const RuntimeFile none(R"("attention_factor": {"value": 1, "source": "t"})", "_none");

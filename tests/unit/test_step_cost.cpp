@@ -419,4 +419,26 @@ TEST(StepCost, ExpertTokenTilePadsEachExpertsTokens) {
   EXPECT_DOUBLE_EQ(c.after.expert_compute_tokens(1, 1), 1);
 }
 
+// A runtime's grouped expert GEMM efficiency (devices.expert_gemm_efficiency) divides the rate of the
+// routed experts' FLOPs, and nothing else: Qwen3-30B-A3B on one H100, an expert given 4096 tokens is
+// compute-bound, so its time doubles at 0.5, in one expert's kernel or a grouped one over 128 experts of
+// 4096 tokens each; one token is bound by the expert's bytes and does not move, nor do attention and the
+// LM head.
+TEST(StepCost, ExpertGemmEfficiencySlowsTheRoutedExpertsFlopsOnly) {
+  const BeforeAfter c("qwen3-30b-a3b", [](model::DeviceSpec& d) {
+    d.expert_gemm_efficiency = model::Sourced<double>{0.5, "test"};
+  });
+  const double big = c.before.expert(4096, 4096);
+  EXPECT_NEAR(c.after.expert(4096, 4096), 2.0 * big, 1e-9 * big);
+  constexpr double kPairs = 128.0 * 4096.0;  // token-expert pairs computed
+  const double grouped = c.before.expert_group(cost::ExpertExecution::Fused, 128, kPairs, kPairs);
+  const double launch = c.before.expert_kernels_time(cost::ExpertExecution::Fused, 128);
+  EXPECT_NEAR(c.after.expert_group(cost::ExpertExecution::Fused, 128, kPairs, kPairs) - launch,
+              2.0 * (grouped - launch), 1e-9 * grouped);
+  EXPECT_DOUBLE_EQ(c.after.expert(1, 1), c.before.expert(1, 1));
+  const cost::SeqWork chunk = c.before.sequence(0, 4096);
+  EXPECT_DOUBLE_EQ(c.after.attention(4096, chunk), c.before.attention(4096, chunk));
+  EXPECT_DOUBLE_EQ(c.after.head(4096), c.before.head(4096));
+}
+
 }  // namespace

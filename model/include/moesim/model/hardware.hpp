@@ -126,6 +126,11 @@ struct DeviceSpec {
   /// (llama.cpp's MUL_MAT_ID kernels): an expert given n of a step's N tokens computes ceil(n / t)·t of
   /// them, t = min(tile, N). Set by a runtime profile. Absent: no padding.
   std::optional<Sourced<double>> expert_token_tile;
+  /// The runtime's grouped expert GEMM (MLX's sorted gather_qmm, llama.cpp's MUL_MAT_ID) computes at this
+  /// fraction of the rate of its dense GEMM at the same FLOPs, which the compute efficiency was fitted on: a
+  /// microbenchmark of the two kernels on one machine. It scales the routed experts' compute rate only.
+  /// Set by a runtime profile. Absent: the dense rate.
+  std::optional<Sourced<double>> expert_gemm_efficiency;
 };
 
 /// How the device driver keeps weight buffers resident (Apple's Metal "wiring", seed 000 §3.2): a buffer
@@ -260,6 +265,9 @@ struct RuntimeProfile {
   std::optional<Sourced<std::vector<std::string>>> native_dtypes;
   /// Tokens per tile of its grouped expert GEMM (DeviceSpec::expert_token_tile), from the kernel's source.
   std::optional<Sourced<double>> expert_token_tile;
+  /// Its grouped expert GEMM's compute rate over its dense GEMM's (DeviceSpec::expert_gemm_efficiency), from a
+  /// microbenchmark of the two kernels.
+  std::optional<Sourced<double>> expert_gemm_efficiency;
   /// How the runtime stores a checkpoint's declared format ("mxfp4/bf16" -> "mxfp4/q8_0": llama.cpp runs
   /// gpt-oss from a GGUF with the non-expert tensors in Q8_0): the default precision under this runtime.
   std::optional<Sourced<std::map<std::string, std::string>>> checkpoint_formats;
@@ -314,6 +322,8 @@ inline constexpr std::array<std::string_view, 4> kGpuVendors = {"nvidia", "amd",
 Sourced<std::vector<std::string>> parse_native_dtypes(const moesim::json::Node& item);
 /// A runtime's expert_token_tile item ({"value": 128, "source": "..."}): a whole number of tokens, 1-65536.
 Sourced<double> parse_expert_token_tile(const moesim::json::Node& item);
+/// A runtime's expert_gemm_efficiency item ({"value": 0.69, "source": "..."}): a ratio in (0, 2].
+Sourced<double> parse_expert_gemm_efficiency(const moesim::json::Node& item);
 /// A runtime's checkpoint_formats item ({"value": {"mxfp4/bf16": "mxfp4/q8_0"}, "source": "..."}); every
 /// name must be a precision. UserError naming the JSON path otherwise.
 Sourced<std::map<std::string, std::string>> parse_checkpoint_formats(const moesim::json::Node& item);

@@ -295,6 +295,7 @@ class LayerCosts {
   double dense_params_ = 0, dense_bytes_ = 0, head_params_ = 0, head_bytes_ = 0;
   double expert_params_ = 0, expert_bytes_ = 0, state_bytes_ = 0;
   double expert_token_tile_ = 0;  ///< devices.expert_token_tile, tokens (0: none)
+  double expert_gemm_ = 1.0;      ///< devices.expert_gemm_efficiency (1: the dense GEMM's rate)
   double dense_io_bytes_ = 0;     ///< activation bytes the dense FFN moves per token, this device
   double expert_io_bytes_ = 0;    ///< activation bytes one expert moves per token routed to it, this device
   double kernel_overhead_ = 0, layer_overhead_ = 0, step_overhead_ = 0;
