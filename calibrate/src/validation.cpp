@@ -157,6 +157,16 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
       class_fits[k].runtime = all[k]->first.second;
       fit_class(all[k]->second, class_fits[k], m, &class_max_load[k]);
     });
+    // The classes of one configuration again, each with its runtime's cost per kernel from the fits that split it.
+    const std::vector<std::optional<BorrowedKernelCost>> borrowed = borrowed_kernel_costs(class_fits, m);
+    model::parallel_for(all.size(), o.threads, [&](std::size_t k) {
+      if (!borrowed[k]) return;
+      class_fits[k] = ValidationFit{};
+      class_fits[k].hw = all[k]->first.first;
+      class_fits[k].runtime = all[k]->first.second;
+      class_max_load[k] = MaxLoadClass{};
+      fit_class(all[k]->second, class_fits[k], m, &class_max_load[k], &*borrowed[k]);
+    });
     std::vector<std::vector<ValidationPrediction*>*> fitted_members;
     std::vector<MaxLoadClass> max_load;
     for (std::size_t k = 0; k < all.size(); ++k) {

@@ -117,11 +117,19 @@ struct MaxLoadClass {
   std::vector<double> time;  ///< measured s per output token
 };
 
+/// A cost per kernel a class takes from its runtime's other fits (borrowed_kernel_costs), with its source.
+struct BorrowedKernelCost {
+  double seconds = 0;
+  std::string source;
+};
+
 // validation_fit.cpp: the runtime of each (node profile, runtime) class fitted to its calibration rows.
 /// A class with max-load calibration rows and no batch-1 decode ones is split into `max_load` (when given)
-/// and fitted by fit_max_load_jointly with the runtime's other such classes.
+/// and fitted by fit_max_load_jointly with the runtime's other such classes. A class whose batch-1 decode
+/// rows are one configuration cannot split a cost per kernel from its bandwidth: with `borrowed` it holds
+/// that cost at the one given and fits the rest; without, at 0.
 void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m,
-               MaxLoadClass* max_load = nullptr);
+               MaxLoadClass* max_load = nullptr, const BorrowedKernelCost* borrowed = nullptr);
 void fit_max_load_jointly(std::vector<MaxLoadClass>& classes, std::vector<ValidationFit>& fits);
 void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m,
                const std::vector<double>& pooled_decode, const std::vector<double>& pooled_prefill,
@@ -129,6 +137,11 @@ void apply_fit(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
 void batched_intervals(std::vector<std::vector<ValidationPrediction*>*>& classes);
 
 // validation_transfer.cpp: each runtime fitted on several machines, transferred to any other of their GPUs' maker.
+/// For each fit of `fits` whose batch-1 decode rows are one configuration, its runtime's cost per kernel:
+/// the median over the same runtime's fits that split one (two configurations or more) on GPUs of the same
+/// maker; nullopt for the other fits and where there is none.
+std::vector<std::optional<BorrowedKernelCost>> borrowed_kernel_costs(const std::vector<ValidationFit>& fits,
+                                                                     const Mapping& m);
 /// Machines a runtime needs fits on (to batch-1 decode rows) for a transferred profile: each one's rows are
 /// predicted from the medians of the others, so three leaves two to take a median of.
 constexpr std::size_t kMinTransferMachines = 3;

@@ -134,8 +134,10 @@ bool host_separable(const std::vector<DecodeTerms>& terms) {
 /// the factor stays 1 (the KV cache read at the full bandwidth, the cost model's own roofline) and its time
 /// is taken off the rows before the fit, rather than left to the solver, which put it at 0 for those rows and
 /// so priced the context as free at any depth.
+/// With `kernels` false and `fixed_kernel_overhead` above 0, the kernels cost that much each (a cost the class
+/// borrows from its runtime's other fits) and their time is taken off the rows before the fit.
 ValidationFit solve(const std::vector<DecodeTerms>& terms, const std::vector<double>& time, bool kernels = true,
-                    bool host = false) {
+                    bool host = false, double fixed_kernel_overhead = 0) {
   host = host && kernels;
   // With rows of both kinds of format, the super-block weights' reads are a column of their own: its
   // coefficient over the others' is their read factor.
@@ -152,7 +154,10 @@ ValidationFit solve(const std::vector<DecodeTerms>& terms, const std::vector<dou
       a(i, context) = terms[i].context / time[i];
     else
       rhs[i] -= terms[i].context / time[i];
-    if (kernels) a(i, kernel) = terms[i].kernels / time[i];
+    if (kernels)
+      a(i, kernel) = terms[i].kernels / time[i];
+    else
+      rhs[i] -= terms[i].kernels * fixed_kernel_overhead / time[i];
     if (host) a(i, host_col) = 1.0 / time[i];
   }
   const std::vector<double> x = nonnegative_least_squares(a, rhs);
@@ -161,7 +166,7 @@ ValidationFit solve(const std::vector<DecodeTerms>& terms, const std::vector<dou
   if (formats && x[0] > 0 && x[1] > 0) f.super_block_read_factor = x[1] / x[0];
   f.context_factor = fit_context ? x[context] : 1.0;
   f.context_fitted = fit_context;
-  f.kernel_overhead = kernels ? x[kernel] : 0.0;
+  f.kernel_overhead = kernels ? x[kernel] : fixed_kernel_overhead;
   f.step_overhead = host ? x[host_col] : 0.0;
   if (x[0] == 0)
     f.note =
@@ -466,7 +471,8 @@ std::optional<MaxLoadTerms> max_load_terms(const ValidationPrediction& p, const 
   return t;
 }
 
-void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m, MaxLoadClass* max_load) {
+void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, const Mapping& m, MaxLoadClass* max_load,
+               const BorrowedKernelCost* borrowed) {
   model::NodeProfile base = base_node(m, fit.runtime, fit.hw);
   if (auto nd = m.native_dtypes.find(fit.runtime); nd != m.native_dtypes.end()) {
     fit.profile.native_dtypes = nd->second;
@@ -506,7 +512,7 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   // kernel counts spread (two configurations would fix four figures exactly).
   const bool host = configs.size() >= kMinConfigurations && host_separable(terms);
   {
-    const ValidationFit all = solve(terms, time, kernels, host);
+    const ValidationFit all = solve(terms, time, kernels, host, !kernels && borrowed ? borrowed->seconds : 0.0);
     fit.efficiency = all.efficiency;
     fit.super_block_read_factor = all.super_block_read_factor;
     fit.context_factor = all.context_factor;
@@ -516,9 +522,12 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
     fit.note = all.note;
   }
   if (!kernels)
-    fit.note += std::string(fit.note.empty() ? "" : "; ") + "one configuration (" + *configs.begin() +
-                "): its rows read the same bytes with the same kernels, so the fit cannot split them and takes the "
-                "weights' efficiency alone, no cost per kernel";
+    fit.note +=
+        std::string(fit.note.empty() ? "" : "; ") + "one configuration (" + *configs.begin() +
+        "): its rows read the same bytes with the same kernels, so the fit cannot split them" +
+        (borrowed ? text::printf(" and takes its runtime's cost per kernel, %.2f us, from ", borrowed->seconds * 1e6) +
+                        borrowed->source + ", and the weights' efficiency for the rest"
+                  : std::string(" and takes the weights' efficiency alone, no cost per kernel"));
   if (fit.efficiency > 1.0)
     fit.note += std::string(fit.note.empty() ? "" : "; ") +
                 "the runtime reads faster than the profile's bandwidth: the profile's figure is low";
@@ -568,12 +577,19 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
   // One configuration reads the same bytes with the same kernels in every row: no cost per kernel is split
   // from the bandwidth (solve() leaves its column out), and the profile says so rather than "fitted".
   rp.kernel_overhead =
-      kernels ? model::Sourced<units::Duration>{units::seconds(fit.kernel_overhead), source}
-              : model::Sourced<units::Duration>{
-                    units::seconds(0), "not fitted: the class's " + std::to_string(cal.size()) +
-                                           " dense batch-1 decode rows are one configuration (" + *configs.begin() +
-                                           "), whose rows read the same bytes with the same kernels, so no cost "
-                                           "per kernel splits from the bandwidth; its efficiency takes it"};
+      kernels    ? model::Sourced<units::Duration>{units::seconds(fit.kernel_overhead), source}
+      : borrowed ? model::Sourced<units::Duration>{units::seconds(borrowed->seconds),
+                                                   "not fitted: the class's " + std::to_string(cal.size()) +
+                                                       " dense batch-1 decode rows are one configuration (" +
+                                                       *configs.begin() +
+                                                       "), which cannot split a cost per kernel "
+                                                       "from the bandwidth; its runtime's, " +
+                                                       borrowed->source}
+                 : model::Sourced<units::Duration>{
+                       units::seconds(0), "not fitted: the class's " + std::to_string(cal.size()) +
+                                              " dense batch-1 decode rows are one configuration (" + *configs.begin() +
+                                              "), whose rows read the same bytes with the same kernels, so no cost "
+                                              "per kernel splits from the bandwidth; its efficiency takes it"};
   // The split has no per-layer term: the fitted cost per kernel takes every per-layer host cost too.
   rp.layer_overhead = model::Sourced<units::Duration>{
       units::seconds(0),

@@ -123,6 +123,33 @@ bool prefill_kind(const ValidationPrediction& p) { return p.kind == "prefill b1"
 
 }  // namespace
 
+std::vector<std::optional<BorrowedKernelCost>> borrowed_kernel_costs(const std::vector<ValidationFit>& fits,
+                                                                     const Mapping& m) {
+  // A cost per kernel is the runtime's launch and dispatch path on a kind of GPU, as transferred() takes it to
+  // machines with no fit at all; a class of one configuration has a fit but no such split, so it takes the
+  // same median rather than none (which priced a MoE model's many small kernels as free on those machines).
+  std::vector<std::string> vendor(fits.size());
+  for (std::size_t i = 0; i < fits.size(); ++i)
+    if (decode_fit(fits[i])) vendor[i] = base_node(m, fits[i].runtime, fits[i].hw).devices.gpu_vendor;
+  std::vector<std::optional<BorrowedKernelCost>> out(fits.size());
+  for (std::size_t i = 0; i < fits.size(); ++i) {
+    if (!decode_fit(fits[i]) || transferable(fits[i]) || vendor[i].empty()) continue;
+    std::vector<double> v;
+    std::vector<std::string> machines;
+    for (std::size_t j = 0; j < fits.size(); ++j)
+      if (j != i && decode_fit(fits[j]) && transferable(fits[j]) && fits[j].runtime == fits[i].runtime &&
+          vendor[j] == vendor[i]) {
+        v.push_back(fits[j].kernel_overhead);
+        machines.push_back(fits[j].hw);
+      }
+    if (v.empty()) continue;
+    out[i] = BorrowedKernelCost{quantile(v, 0.5), "the median over " + fits[i].runtime + "'s fits on " +
+                                                      text::join(machines) + " (" + vendor[i] +
+                                                      " GPUs), whose dense rows of several models or formats split it"};
+  }
+  return out;
+}
+
 void transfer_runtimes(ValidationResult& r, const std::vector<std::vector<ValidationPrediction*>*>& members,
                        const Mapping& m, unsigned threads) {
   MOESIM_CHECK(members.size() == r.fits.size(), "transfer_runtimes needs each fit's rows");

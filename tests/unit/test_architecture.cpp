@@ -54,6 +54,7 @@ const std::vector<std::string> kZooIds = {
     "llama-2-7b",
     "qwen3-0.6b",
     "qwen3-4b",
+    "qwen3-8b",
 };
 
 struct Expected {
@@ -114,6 +115,9 @@ const std::vector<Expected> kExpected = {
     // Qwen3-4B: one tied 151936·2560 embedding and head + 36 × (q 2560·4096, k and v 2560·1024, o 4096·2560,
     // q/k norms of 128, 3·2560·9728, 2 norms) + the final norm; KV 2·8·128·2 B × 36 layers.
     {"qwen3-4b", 4022468096, 4022468096, 0, 147456, true, Match::Within1Pct, Match::Within1Pct},
+    // Qwen3-8B: an untied 151936·4096 embedding and head + 36 × (q 4096·4096, k and v 4096·1024, o 4096·4096,
+    // q/k norms of 128, 3·4096·12288, 2 norms) + the final norm; KV 2·8·128·2 B × 36 layers. No published figure.
+    {"qwen3-8b", 8190735360, 8190735360, 0, 147456, false, Match::Within1Pct, Match::Within1Pct},
     // DeepSeek-V2-Lite: the checkpoint's weight list sums to 15,706,484,224; experts 3·2048·1408 bf16 bytes;
     // MLA's latent (512 + 64) · 2 B × 27 layers. Its card's 2.4B active leaves the input embedding out.
     {"deepseek-v2-lite", 15706484224, 2661150208, 17301504, 31104, true, Match::Within1Pct, Match::Truncates},
