@@ -31,6 +31,16 @@ struct Mapping {
   std::map<std::string, model::Sourced<std::vector<std::string>>> native_dtypes;
   /// runtime -> tokens per tile of its grouped expert GEMM (model::RuntimeProfile::expert_token_tile)
   std::map<std::string, model::Sourced<double>> expert_token_tile;
+  /// runtime -> the most tokens of a step its expert kernel takes one (token, expert) pair at a time
+  /// (model::RuntimeProfile::expert_matvec_tokens)
+  std::map<std::string, model::Sourced<double>> expert_matvec_tokens;
+  /// runtime -> the versions that predate that kernel: llama.cpp builds up to `builds_up_to` and branches of
+  /// pull requests numbered below `prs_before` (a version naming neither has the kernel, as today's does).
+  struct MatvecPredates {
+    std::int64_t builds_up_to = 0, prs_before = 0;
+    std::string source;
+  };
+  std::map<std::string, MatvecPredates> expert_matvec_predates;
   /// runtime -> its grouped expert GEMM's rate over its dense GEMM's (model::RuntimeProfile::expert_gemm_efficiency)
   std::map<std::string, model::Sourced<double>> expert_gemm_efficiency;
   /// runtime -> how it stores a checkpoint's format (model::RuntimeProfile::checkpoint_formats)
@@ -78,6 +88,9 @@ std::optional<model::RuntimeProfile> base_runtime(const Mapping& m, const std::s
 model::NodeProfile base_node(const Mapping& m, const std::string& runtime, const std::string& hw,
                              const std::string* measured_device = nullptr);
 void predict(ValidationPrediction& p, const Mapping& m);
+/// Whether a row's runtime_version is one of `d`'s: a llama.cpp build ("<commit> (<n>)", "b<n>") up to its
+/// builds_up_to, or the branch of a pull request ("PR #<n> branch") numbered below its prs_before.
+bool predates(const Mapping::MatvecPredates& d, const std::string& version);
 
 /// Configurations (model, format) a class needs for leave-one-out errors of its own: with fewer, a fit
 /// without one has too little left to say how far it carries (2 leaves one configuration per fit).

@@ -482,6 +482,10 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
     fit.profile.expert_token_tile = tile->second;
     base.devices.expert_token_tile = tile->second;
   }
+  if (auto mv = m.expert_matvec_tokens.find(fit.runtime); mv != m.expert_matvec_tokens.end()) {
+    fit.profile.expert_matvec_tokens = mv->second;
+    base.devices.expert_matvec_tokens = mv->second;
+  }
   if (auto g = m.expert_gemm_efficiency.find(fit.runtime); g != m.expert_gemm_efficiency.end()) {
     fit.profile.expert_gemm_efficiency = g->second;
     base.devices.expert_gemm_efficiency = g->second;

@@ -113,9 +113,25 @@ Mapping read_mapping(const std::filesystem::path& path) {
       const json::Node rt = f->child(k);
       rt.expect_only({"native_dtypes", "prompt_chunk", "checkpoint_formats", "scheduler", "max_load_requests",
                       "max_load_batch_limits", "base_runtime", "kv_cache_dtype", "expert_token_tile",
-                      "expert_gemm_efficiency"});
+                      "expert_gemm_efficiency", "expert_matvec_tokens", "expert_matvec_predates"});
       if (rt.has("expert_token_tile"))
         m.expert_token_tile[k] = model::parse_expert_token_tile(rt.child("expert_token_tile"));
+      if (rt.has("expert_matvec_tokens"))
+        m.expert_matvec_tokens[k] = model::parse_expert_matvec_tokens(rt.child("expert_matvec_tokens"));
+      if (rt.has("expert_matvec_predates")) {
+        if (!rt.has("expert_matvec_tokens"))
+          throw rt.error(
+              "gives expert_matvec_predates without expert_matvec_tokens; give the kernel's token limit "
+              "too, or drop the versions");
+        const json::Node e = rt.child("expert_matvec_predates");
+        e.expect_only({"builds_up_to", "prs_before", "source"});
+        Mapping::MatvecPredates x;
+        x.builds_up_to = e.integer("builds_up_to", 1);
+        x.prs_before = e.integer("prs_before", 1);
+        x.source = e.string("source");
+        if (x.source.empty()) throw e.error("source", "is empty; say where the versions come from");
+        m.expert_matvec_predates[k] = std::move(x);
+      }
       if (rt.has("expert_gemm_efficiency"))
         m.expert_gemm_efficiency[k] = model::parse_expert_gemm_efficiency(rt.child("expert_gemm_efficiency"));
       if (rt.has("kv_cache_dtype")) m.kv_cache_dtype[k] = parse_kv_cache_rules(rt);

@@ -160,6 +160,8 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
       j["hw"] = p.hw;
       j["precision"] = p.precision;
       if (!p.kv_cache_dtype.empty()) j["kv_cache_dtype"] = p.kv_cache_dtype;
+      // Its runtime version is older than the runtime's matrix-vector expert kernel (mapping.json).
+      if (p.predates_expert_matvec) j["predates_expert_matvec"] = true;
       j["instrument"] = p.instrument;
       j["predicted"] = metric("predicted", *p.predicted, p.row.unit);
       j["error"] = metric("error", p.error(), "fraction");
@@ -255,6 +257,9 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
   if (r.expert_token_tile)
     j["expert_token_tile"] = {{"value", static_cast<std::int64_t>(r.expert_token_tile->value)},
                               {"source", r.expert_token_tile->source}};
+  if (r.expert_matvec_tokens)
+    j["expert_matvec_tokens"] = {{"value", static_cast<std::int64_t>(r.expert_matvec_tokens->value)},
+                                 {"source", r.expert_matvec_tokens->source}};
   if (r.expert_gemm_efficiency)
     j["expert_gemm_efficiency"] = {{"value", r.expert_gemm_efficiency->value},
                                    {"source", r.expert_gemm_efficiency->source}};

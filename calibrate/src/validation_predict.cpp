@@ -147,8 +147,14 @@ double decode_b1(const ValidationPrediction& p, const model::NodeProfile& node, 
 
 /// The row's figure on `node` by its kind's instrument: batch-1 decode by the analytic model, prefill
 /// (TTFT of one request), batched prefill (the last of `batch` prompts sent at once) and batched decode (a
-/// closed loop of `batch` users) by the serving simulator.
+/// closed loop of `batch` users) by the serving simulator. A row whose runtime version predates the runtime's
+/// matrix-vector expert kernel is priced without it.
 std::optional<double> figure(const ValidationPrediction& p, const model::NodeProfile& node) {
+  if (p.predates_expert_matvec && node.devices.expert_matvec_tokens) {
+    model::NodeProfile before = node;
+    before.devices.expert_matvec_tokens.reset();
+    return figure(p, before);
+  }
   const ValidationRow& r = p.row;
   const std::int64_t prompt = r.prompt.value_or(0), output = r.output.value_or(0), depth = r.depth.value_or(0);
   if (p.kind == "decode b1") return decode_b1(p, node);
@@ -190,6 +196,30 @@ std::optional<double> figure(const ValidationPrediction& p, const model::NodePro
       serve_burst(p, *r.batch, context, std::max<std::int64_t>(output, 2), context * *r.batch, "continuous", &node);
   if (run.result.itl.median > 0) return static_cast<double>(*r.batch) / run.result.itl.median;
   return std::nullopt;
+}
+
+namespace {
+
+/// The number after `tag` in `text` ("(6918)" -> 6918 after "(", "#20586" after "#"), if digits follow it.
+std::optional<std::int64_t> number_after(const std::string& text, std::string_view tag) {
+  const auto at = text.find(tag);
+  if (at == std::string::npos) return std::nullopt;
+  const char* first = text.data() + at + tag.size();
+  std::int64_t v = 0;
+  const auto [q, ec] = std::from_chars(first, text.data() + text.size(), v);
+  if (ec != std::errc() || q == first) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+bool predates(const Mapping::MatvecPredates& d, const std::string& version) {
+  // llama.cpp prints its build as "<commit> (<build number>)"; a PR's branch is named "PR #<n> branch".
+  if (const auto pr = number_after(version, "PR #")) return *pr < d.prs_before;
+  if (const auto build = number_after(version, "(")) return *build <= d.builds_up_to;
+  if (version.size() > 1 && version[0] == 'b')
+    if (const auto build = number_after(version, "b")) return *build <= d.builds_up_to;
+  return false;
 }
 
 namespace {
@@ -341,6 +371,8 @@ void predict(ValidationPrediction& p, const Mapping& m) {
     const auto rule = std::find_if(rules->second.begin(), rules->second.end(), matches);
     if (rule != rules->second.end()) p.kv_cache_dtype = rule->dtype;
   }
+  if (auto d = m.expert_matvec_predates.find(r.runtime); d != m.expert_matvec_predates.end())
+    p.predates_expert_matvec = predates(d->second, r.runtime_version);
   if (p.kind == "max-load" && !max_load_setup(p, m.max_load.at(r.runtime))) {
     p.kind.clear();
     return;

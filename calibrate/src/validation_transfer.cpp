@@ -108,6 +108,7 @@ model::RuntimeProfile transferred(const std::vector<const ValidationFit*>& donor
     });
   // The runtime's own kernels and formats (mapping.json's, one per runtime): as every fit of it has them.
   rp.expert_token_tile = first.expert_token_tile;
+  rp.expert_matvec_tokens = first.expert_matvec_tokens;
   rp.expert_gemm_efficiency = first.expert_gemm_efficiency;
   rp.native_dtypes = first.native_dtypes;
   rp.checkpoint_formats = first.checkpoint_formats;

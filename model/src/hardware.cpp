@@ -460,13 +460,24 @@ Sourced<double> sourced_ratio(const json::Node& n, std::string_view key, double 
 
 }  // namespace
 
-Sourced<double> parse_expert_token_tile(const json::Node& item) {
+namespace {
+
+/// A runtime's count of tokens a kernel's choice depends on ({"value": n, "source": "..."}), 1-65536.
+Sourced<double> parse_kernel_tokens(const json::Node& item, const std::string& what) {
   item.expect_only({"value", "source"});
-  const std::int64_t tile = item.integer("value", 1);
-  if (tile > 65536) throw item.error("value", "is " + std::to_string(tile) + " tokens; a kernel tile is at most 65536");
+  const std::int64_t n = item.integer("value", 1);
+  if (n > 65536) throw item.error("value", "is " + std::to_string(n) + " tokens; " + what + " is at most 65536");
   std::string source = item.string("source");
-  if (source.empty()) throw item.error("source", "is empty; name the kernel source the tile comes from");
-  return {static_cast<double>(tile), std::move(source)};
+  if (source.empty()) throw item.error("source", "is empty; name the kernel source the figure comes from");
+  return {static_cast<double>(n), std::move(source)};
+}
+
+}  // namespace
+
+Sourced<double> parse_expert_token_tile(const json::Node& item) { return parse_kernel_tokens(item, "a kernel tile"); }
+
+Sourced<double> parse_expert_matvec_tokens(const json::Node& item) {
+  return parse_kernel_tokens(item, "a matrix-vector kernel's batch");
 }
 
 Sourced<double> parse_expert_gemm_efficiency(const json::Node& item) {
@@ -528,6 +539,7 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
                                            "attention_factor",
                                            "prefill_attention_factor",
                                            "expert_token_tile",
+                                           "expert_matvec_tokens",
                                            "expert_gemm_efficiency",
                                            "kernel_overhead",
                                            "layer_overhead",
@@ -567,12 +579,12 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
                               "runtime is for its own node, whatever its maker)");
   if (p.hw == kAnyNode) p.gpu_vendor = gpu_vendor(n);
   // Every figure is optional (one not given leaves the node's own), but a profile must give one.
-  static constexpr std::array<std::string_view, 14> kFigures = {
-      "bandwidth_efficiency",    "attention_factor",      "prefill_attention_factor",
-      "kernel_overhead",         "layer_overhead",        "compute_efficiency",
-      "native_dtypes",           "checkpoint_formats",    "step_overhead",
-      "request_overhead",        "sequence_overhead",     "expert_token_tile",
-      "super_block_read_factor", "expert_gemm_efficiency"};
+  static constexpr std::array<std::string_view, 15> kFigures = {
+      "bandwidth_efficiency",    "attention_factor",       "prefill_attention_factor",
+      "kernel_overhead",         "layer_overhead",         "compute_efficiency",
+      "native_dtypes",           "checkpoint_formats",     "step_overhead",
+      "request_overhead",        "sequence_overhead",      "expert_token_tile",
+      "super_block_read_factor", "expert_gemm_efficiency", "expert_matvec_tokens"};
   if (std::none_of(kFigures.begin(), kFigures.end(), [&](std::string_view k) { return n.has(k); })) {
     std::vector<std::string> keys(kFigures.begin(), kFigures.end());
     throw n.error("gives no figure, so it would change nothing; give at least one of " + text::join(keys) +
@@ -582,6 +594,8 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
   if (n.has("super_block_read_factor")) p.super_block_read_factor = sourced_ratio(n, "super_block_read_factor", 10.0);
   if (n.has("attention_factor")) p.attention_factor = sourced_ratio(n, "attention_factor", 1000.0);
   if (n.has("expert_token_tile")) p.expert_token_tile = parse_expert_token_tile(n.child("expert_token_tile"));
+  if (n.has("expert_matvec_tokens"))
+    p.expert_matvec_tokens = parse_expert_matvec_tokens(n.child("expert_matvec_tokens"));
   if (n.has("expert_gemm_efficiency"))
     p.expert_gemm_efficiency = parse_expert_gemm_efficiency(n.child("expert_gemm_efficiency"));
   if (n.has("prefill_attention_factor"))
@@ -748,6 +762,7 @@ NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime) {
   if (runtime.super_block_read_factor) node.devices.super_block_read_factor = runtime.super_block_read_factor;
   if (runtime.prefill_attention_factor) node.devices.prefill_attention_factor = runtime.prefill_attention_factor;
   if (runtime.expert_token_tile) node.devices.expert_token_tile = runtime.expert_token_tile;
+  if (runtime.expert_matvec_tokens) node.devices.expert_matvec_tokens = runtime.expert_matvec_tokens;
   if (runtime.expert_gemm_efficiency) node.devices.expert_gemm_efficiency = runtime.expert_gemm_efficiency;
   if (!runtime.step_overhead.source.empty()) node.devices.step_overhead = runtime.step_overhead;
   if (!runtime.request_overhead.source.empty()) node.devices.request_overhead = runtime.request_overhead;

@@ -328,6 +328,7 @@ void LayerCosts::init(const LayerParts& p, const model::Precision& weights, cons
   if (node.devices.layer_overhead) layer_overhead_ = node.devices.layer_overhead->value.base();
   if (node.devices.step_overhead) step_overhead_ = node.devices.step_overhead->value.base();
   if (node.devices.expert_token_tile) expert_token_tile_ = node.devices.expert_token_tile->value;
+  if (node.devices.expert_matvec_tokens) expert_matvec_tokens_ = node.devices.expert_matvec_tokens->value;
   // A step of one sequence also pays the runtime's host time per sequence (the serving simulator adds it
   // once per sequence of a step: the same figure at batch 1).
   if (node.devices.sequence_overhead) step_overhead_ += node.devices.sequence_overhead->value.base();

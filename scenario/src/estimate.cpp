@@ -333,6 +333,9 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
                       " x its compute roofline");
     if (rt.expert_token_tile)
       gives.push_back("expert GEMMs in tiles of " + text::printf("%.0f", rt.expert_token_tile->value) + " tokens");
+    if (rt.expert_matvec_tokens)
+      gives.push_back("experts read once per token that chose them at steps of up to " +
+                      text::printf("%.0f", rt.expert_matvec_tokens->value) + " tokens");
     if (rt.expert_gemm_efficiency)
       gives.push_back("expert GEMMs at " + text::printf("%.0f%%", 100.0 * rt.expert_gemm_efficiency->value) +
                       " of the dense GEMMs' rate");
@@ -514,6 +517,9 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
       j["attention_factor"] = sourced_json(rt.attention_factor->value, "x roofline", rt.attention_factor->source);
     if (rt.expert_token_tile)
       j["expert_token_tile"] = sourced_json(rt.expert_token_tile->value, "tokens", rt.expert_token_tile->source);
+    if (rt.expert_matvec_tokens)
+      j["expert_matvec_tokens"] =
+          sourced_json(rt.expert_matvec_tokens->value, "tokens", rt.expert_matvec_tokens->source);
     if (rt.expert_gemm_efficiency)
       j["expert_gemm_efficiency"] =
           sourced_json(rt.expert_gemm_efficiency->value, "x the dense GEMMs' rate", rt.expert_gemm_efficiency->source);

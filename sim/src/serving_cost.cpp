@@ -261,6 +261,13 @@ const StepCost& CostModel::cost(const std::vector<Entry>& batch, const RoutingTr
   }
   const double dense = lc_.dense(tokens_dev);
   const double ko = kernel_overhead_;
+  // A step small enough for the runtime's matrix-vector expert kernel (devices.expert_matvec_tokens) reads
+  // an expert once per (token, expert) pair, not once per distinct expert: its expert time is that of as
+  // many experts as the step routes pairs to the device, whoever chose them.
+  const bool matvec = a_.is_moe() && lc_.expert_matvec(T) &&
+                      (c_.experts == ExpertExecution::Fused || c_.experts == ExpertExecution::Parallel);
+  const double pairs = routed_ / static_cast<double>(p_.moe_ep);
+  const double matvec_time = matvec ? lc_.expert_group(c_.experts, pairs, pairs, pairs) : 0.0;
   const bool tp_collectives = p_.tp > 1 && !p_.attention_dp && !p_.attention_replicated;
   // Replicated attention: every device sends the step's top-k output buffers to every other, each
   // message in parallel (the decode simulator's expert-outputs exchange with contention off).
@@ -298,6 +305,7 @@ const StepCost& CostModel::cost(const std::vector<Entry>& batch, const RoutingTr
         } else {
           m = moe_cost(batch, trace, moe_j++);
         }
+        if (matvec) m.gpu = matvec_time;
         gpu += m.gpu;
         io = m.io;
         if (p_.attention_dp && p_.tp > 1) comm = 2.0 * m.all_to_all;

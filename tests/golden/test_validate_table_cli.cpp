@@ -305,6 +305,18 @@ TEST(GoldenValidateTable, BadTablesAreRefusedWithFileLineAndFix) {
        "$.runtimes.cuda.expert_token_tile.value: is 100000 tokens; a kernel tile is at most 65536"},
       {"", R"({"runtimes": {"cuda": {"expert_token_tile": {"value": 128, "source": ""}}}})",
        "$.runtimes.cuda.expert_token_tile.source: is empty; name the kernel source"},
+      {"", R"({"runtimes": {"cuda": {"expert_matvec_tokens": {"value": 0, "source": "s"}}}})",
+       "$.runtimes.cuda.expert_matvec_tokens.value:"},
+      {"", R"({"runtimes": {"cuda": {"expert_matvec_tokens": {"value": 100000, "source": "s"}}}})",
+       "$.runtimes.cuda.expert_matvec_tokens.value: is 100000 tokens; a matrix-vector kernel's batch is at most"},
+      {"", R"({"runtimes": {"cuda": {"expert_matvec_predates": {"builds_up_to": 1, "prs_before": 1, "source": "s"}}}})",
+       "$.runtimes.cuda: gives expert_matvec_predates without expert_matvec_tokens"},
+      {"", R"({"runtimes": {"cuda": {"expert_matvec_tokens": {"value": 8, "source": "s"},
+                                 "expert_matvec_predates": {"builds_up_to": 1, "prs_before": 1, "source": ""}}}})",
+       "$.runtimes.cuda.expert_matvec_predates.source: is empty; say where the versions come from"},
+      {"", R"({"runtimes": {"cuda": {"expert_matvec_tokens": {"value": 8, "source": "s"},
+                                 "expert_matvec_predates": {"builds_up_to": 1, "source": "s"}}}})",
+       "$.runtimes.cuda.expert_matvec_predates.prs_before:"},
       {"", R"({"runtimes": {"mlx": {"expert_gemm_efficiency": {"value": 3, "source": "s"}}}})",
        "$.runtimes.mlx.expert_gemm_efficiency.value: must be > 0 and at most 2"},
       {"", R"({"runtimes": {"mlx": {"expert_gemm_efficiency": {"value": 0.69, "source": ""}}}})",
@@ -845,6 +857,40 @@ TEST(GoldenValidateTable, KvCacheRulesSetTheRunsCacheType) {
   EXPECT_EQ(fp8.value("kv_cache_dtype", ""), "fp8") << fp8.dump();
   EXPECT_FALSE(other.contains("kv_cache_dtype")) << other.dump();
   EXPECT_GT(metric_value(fp8, "predicted"), 1.2 * metric_value(other, "predicted"));
+}
+
+// A runtime's matrix-vector expert kernel came with some version of it (mapping.json's expert_matvec_predates):
+// a row of a build up to `builds_up_to` ("<commit> (<n>)" or "b<n>") or of a pull request's branch numbered below
+// `prs_before` is priced without it and says so; a later build, a later branch and a row that names no version
+// have it.
+TEST(GoldenValidateTable, RowsOlderThanTheMatvecKernelArePricedWithoutIt) {
+  const Scratch s("moesim_validate_table");
+  const std::string mapping = R"({
+    "hardware": [{"hardware": "RTX 4090", "devices": 1, "hw": "rtx-4090"}],
+    "formats": {"Q8_0": "q8_0"},
+    "runtimes": {"llama.cpp-cuda": {
+      "expert_matvec_tokens": {"value": 8, "source": "test"},
+      "expert_matvec_predates": {"builds_up_to": 6918, "prs_before": 18958, "source": "test"}}}
+  })";
+  const std::map<std::string, bool> versions = {
+      {"abc (6918)", true},       {"abc (6919)", false},           {"b6000", true}, {"b9000", false},
+      {"PR #15631 branch", true}, {"PR #20586 branch (x)", false}, {"", false}};
+  std::string rows;
+  int i = 0;
+  for (const auto& [version, before] : versions)
+    rows += "v" + std::to_string(i++) + ",prediction,qwen3-30b-a3b,,Q8_0,RTX 4090,nvidia-desktop,1,llama.cpp-cuda," +
+            version + ",1,0,128,0,decode_tokens_per_s,100,tokens/s,https://example.org,tg128\n";
+  write_table(s, rows, mapping);
+  const moesim::test::Run r = s.moesim("validate --table " + s.path() + " --json --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out).at("rows");
+  ASSERT_EQ(j.size(), versions.size());
+  i = 0;
+  for (const auto& [version, before] : versions) {
+    const auto& row = j.at(static_cast<std::size_t>(i++));
+    ASSERT_TRUE(row.contains("predicted")) << row.dump();
+    EXPECT_EQ(row.value("predates_expert_matvec", false), before) << "version '" << version << "'";
+  }
 }
 
 // A user's own `llama-bench -o json` runs (tests/data/llama-bench/, llama.cpp's JSON fields): tg tests are

@@ -281,6 +281,49 @@ TEST(RuntimeProfile, ExpertTokenTilePadsTheServingSimulatorsExpertGemms) {
   EXPECT_NEAR(run(tiled, 16, 64).tpot.mean, run(none, 16, 64).tpot.mean, 1e-12);
 }
 
+// A runtime whose expert kernel takes one (token, expert) pair at a time at small steps
+// (expert_matvec_tokens: llama.cpp's mul_mat_vec_q and kernel_mul_mv_id for MUL_MAT_ID) reads an expert once
+// per token that chose it: Mixtral's 8 experts, 2 a token, decoding 8 users at once read 16 experts' matrices
+// a layer where the grouped GEMM reads the at most 8 distinct ones; at a limit below the batch, and for one
+// user (a pair per expert), nothing changes. Bad figures are refused with the field named.
+TEST(RuntimeProfile, ExpertMatvecReadsAnExpertOncePerTokenThatChoseIt) {
+  const RuntimeFile matvec(R"("expert_matvec_tokens": {"value": 8, "source": "t"})", "_matvec");
+  const RuntimeFile small(R"("expert_matvec_tokens": {"value": 4, "source": "t"})", "_small");
+  const RuntimeFile none(R"("attention_factor": {"value": 1, "source": "t"})", "_none");
+  EXPECT_DOUBLE_EQ(apply_runtime(load_node("h100-sxm"), matvec.load()).devices.expert_matvec_tokens->value, 8);
+  EXPECT_FALSE(apply_runtime(load_node("h100-sxm"), none.load()).devices.expert_matvec_tokens);
+  auto tpot = [&](const RuntimeFile& rt, int users) {
+    scenario::ServeScenario s;
+    s.doc = {{"model", "mixtral-8x7b"},
+             {"hw", "h100-sxm"},
+             {"precision", "fp8"},
+             {"runtime", rt.path()},
+             {"scheduler", {{"kind", "chunked"}, {"max_num_seqs", 64}, {"max_num_batched_tokens", 8192}}},
+             {"workload",
+              {{"arrival", "closed-loop"},
+               {"users", users},
+               {"requests", users},
+               {"user_interval", "0s"},
+               {"prompt", 16},
+               {"output", 64}}}};
+    return scenario::run_serve(s).result.tpot.mean;
+  };
+  const double grouped = tpot(none, 8);
+  EXPECT_GT(tpot(matvec, 8), 1.3 * grouped);
+  EXPECT_NEAR(tpot(small, 8), grouped, 1e-9 * grouped);
+  EXPECT_NEAR(tpot(matvec, 1), tpot(none, 1), 1e-9 * grouped);
+  for (const char* bad : {R"("expert_matvec_tokens": {"value": 0, "source": "t"})",
+                          R"("expert_matvec_tokens": {"value": 100000, "source": "t"})",
+                          R"("expert_matvec_tokens": {"value": 8, "source": ""})"}) {
+    try {
+      (void)RuntimeFile(bad, "_bad").load();
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("expert_matvec_tokens"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // A transferred runtime (hw "any") belongs to every node whose GPUs are of its maker (gpu_vendor), says which
 // machines' fits it was taken from, and is what `--runtime NAME` finds on such a node with no fit of that
 // runtime of its own: the RTX 5090 has no dense llama.cpp rows, the RTX 4090 has its own fit, which comes

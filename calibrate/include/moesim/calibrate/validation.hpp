@@ -71,6 +71,9 @@ struct ValidationPrediction {
   /// The KV cache's element type the run used (mapping.json's runtimes.<runtime>.kv_cache_dtype, a serve
   /// scenario's kv_cache_dtype); empty: the model's own 16-bit cache.
   std::string kv_cache_dtype;
+  /// The row's runtime version predates its runtime's matrix-vector expert kernel at small steps (mapping.json's
+  /// runtimes.<runtime>.expert_matvec_predates): its figures are priced without devices.expert_matvec_tokens.
+  bool predates_expert_matvec = false;
   std::optional<double> predicted;  ///< in the row's unit, with the shipped (datasheet) profiles
   std::string skipped;              ///< why not expressed (when !predicted)
   /// With the runtime fitted to the calibration rows of its (node profile, runtime) class (--fit), and

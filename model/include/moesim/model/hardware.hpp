@@ -126,6 +126,11 @@ struct DeviceSpec {
   /// (llama.cpp's MUL_MAT_ID kernels): an expert given n of a step's N tokens computes ceil(n / t)·t of
   /// them, t = min(tile, N). Set by a runtime profile. Absent: no padding.
   std::optional<Sourced<double>> expert_token_tile;
+  /// At a step of at most this many tokens the runtime's expert kernel is a matrix-vector product per token
+  /// and chosen expert (llama.cpp's mul_mat_vec_q / kernel_mul_mv_id for MUL_MAT_ID): it reads an expert's
+  /// matrices once for every token that chose it, where the grouped GEMM above it reads them once per step.
+  /// Set by a runtime profile. Absent: every step reads each of its distinct experts once.
+  std::optional<Sourced<double>> expert_matvec_tokens;
   /// The runtime's grouped expert GEMM (MLX's sorted gather_qmm, llama.cpp's MUL_MAT_ID) computes at this
   /// fraction of the rate of its dense GEMM at the same FLOPs, which the compute efficiency was fitted on: a
   /// microbenchmark of the two kernels on one machine. It scales the routed experts' compute rate only.
@@ -265,6 +270,9 @@ struct RuntimeProfile {
   std::optional<Sourced<std::vector<std::string>>> native_dtypes;
   /// Tokens per tile of its grouped expert GEMM (DeviceSpec::expert_token_tile), from the kernel's source.
   std::optional<Sourced<double>> expert_token_tile;
+  /// The most tokens of a step its expert kernel takes one token and expert at a time
+  /// (DeviceSpec::expert_matvec_tokens), from the kernel's dispatch source.
+  std::optional<Sourced<double>> expert_matvec_tokens;
   /// Its grouped expert GEMM's compute rate over its dense GEMM's (DeviceSpec::expert_gemm_efficiency), from a
   /// microbenchmark of the two kernels.
   std::optional<Sourced<double>> expert_gemm_efficiency;
@@ -322,6 +330,8 @@ inline constexpr std::array<std::string_view, 4> kGpuVendors = {"nvidia", "amd",
 Sourced<std::vector<std::string>> parse_native_dtypes(const moesim::json::Node& item);
 /// A runtime's expert_token_tile item ({"value": 128, "source": "..."}): a whole number of tokens, 1-65536.
 Sourced<double> parse_expert_token_tile(const moesim::json::Node& item);
+/// A runtime's expert_matvec_tokens item ({"value": 8, "source": "..."}): a whole number of tokens, 1-65536.
+Sourced<double> parse_expert_matvec_tokens(const moesim::json::Node& item);
 /// A runtime's expert_gemm_efficiency item ({"value": 0.69, "source": "..."}): a ratio in (0, 2].
 Sourced<double> parse_expert_gemm_efficiency(const moesim::json::Node& item);
 /// A runtime's checkpoint_formats item ({"value": {"mxfp4/bf16": "mxfp4/q8_0"}, "source": "..."}); every

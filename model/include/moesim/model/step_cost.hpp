@@ -268,6 +268,11 @@ class LayerCosts {
   /// Whether the runtime pads each expert's tokens to a tile (the serving simulator then counts tokens per
   /// expert).
   [[nodiscard]] bool pads_expert_tokens() const { return expert_token_tile_ > 0; }
+  /// Whether a step of `step_tokens` tokens runs the experts one token and chosen expert at a time
+  /// (devices.expert_matvec_tokens): each (token, expert) pair then reads the expert's matrices.
+  [[nodiscard]] bool expert_matvec(double step_tokens) const {
+    return expert_matvec_tokens_ > 0 && step_tokens <= expert_matvec_tokens_;
+  }
 
   [[nodiscard]] double kernel_overhead() const { return kernel_overhead_; }
   [[nodiscard]] double layer_overhead() const { return layer_overhead_; }
@@ -294,10 +299,11 @@ class LayerCosts {
   double attn_params_ = 0, attn_bytes_ = 0, router_params_ = 0, router_bytes_ = 0;
   double dense_params_ = 0, dense_bytes_ = 0, head_params_ = 0, head_bytes_ = 0;
   double expert_params_ = 0, expert_bytes_ = 0, state_bytes_ = 0;
-  double expert_token_tile_ = 0;  ///< devices.expert_token_tile, tokens (0: none)
-  double expert_gemm_ = 1.0;      ///< devices.expert_gemm_efficiency (1: the dense GEMM's rate)
-  double dense_io_bytes_ = 0;     ///< activation bytes the dense FFN moves per token, this device
-  double expert_io_bytes_ = 0;    ///< activation bytes one expert moves per token routed to it, this device
+  double expert_token_tile_ = 0;     ///< devices.expert_token_tile, tokens (0: none)
+  double expert_matvec_tokens_ = 0;  ///< devices.expert_matvec_tokens, tokens (0: none)
+  double expert_gemm_ = 1.0;         ///< devices.expert_gemm_efficiency (1: the dense GEMM's rate)
+  double dense_io_bytes_ = 0;        ///< activation bytes the dense FFN moves per token, this device
+  double expert_io_bytes_ = 0;       ///< activation bytes one expert moves per token routed to it, this device
   double kernel_overhead_ = 0, layer_overhead_ = 0, step_overhead_ = 0;
   Rate attn_rate_, router_rate_, dense_rate_, head_rate_, expert_rate_, kv_rate_;
   /// The node's size-banded efficiencies when they vary with size (a measured profile), for the grouped
