@@ -11,6 +11,7 @@
 
 #include "moesim/model/collective.hpp"
 #include "moesim/model/error.hpp"
+#include "moesim/model/text.hpp"
 
 namespace moesim::sim::serving_detail {
 
@@ -27,6 +28,13 @@ CostModel::CostModel(const ServingConfig& c, const ParallelPlan& p, std::vector<
   expert_bytes_ = lc_.expert_bytes();
   kernel_overhead_ = lc_.kernel_overhead();
   layer_overhead_ = lc_.layer_overhead();
+  if (a_.is_moe() && c.node->devices.expert_matvec_tokens &&
+      (c.experts == ExpertExecution::Fused || c.experts == ExpertExecution::Parallel))
+    assumptions.push_back("an engine step of at most " +
+                          text::printf("%.0f", c.node->devices.expert_matvec_tokens->value) +
+                          " tokens reads each MoE expert once per token that chose it, not once per step (the "
+                          "runtime's matrix-vector expert kernel: expert_matvec_tokens, whose source `moesim hw "
+                          "--json` gives)");
 
   // Links: the TP group inside a node uses the intra-node link; a group spanning nodes is a ring that
   // crosses them over the NICs, each device's share of the node's NIC ports.

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -292,7 +293,7 @@ TEST(RuntimeProfile, ExpertMatvecReadsAnExpertOncePerTokenThatChoseIt) {
   const RuntimeFile none(R"("attention_factor": {"value": 1, "source": "t"})", "_none");
   EXPECT_DOUBLE_EQ(apply_runtime(load_node("h100-sxm"), matvec.load()).devices.expert_matvec_tokens->value, 8);
   EXPECT_FALSE(apply_runtime(load_node("h100-sxm"), none.load()).devices.expert_matvec_tokens);
-  auto tpot = [&](const RuntimeFile& rt, int users) {
+  auto serve = [&](const RuntimeFile& rt, int users) {
     scenario::ServeScenario s;
     s.doc = {{"model", "mixtral-8x7b"},
              {"hw", "h100-sxm"},
@@ -306,8 +307,18 @@ TEST(RuntimeProfile, ExpertMatvecReadsAnExpertOncePerTokenThatChoseIt) {
                {"user_interval", "0s"},
                {"prompt", 16},
                {"output", 64}}}};
-    return scenario::run_serve(s).result.tpot.mean;
+    return scenario::run_serve(s).result;
   };
+  const auto tpot = [&](const RuntimeFile& rt, int users) { return serve(rt, users).tpot.mean; };
+  // The run says so among its assumptions, and only where the runtime has the kernel.
+  const auto says = [&](const RuntimeFile& rt) {
+    const auto a = serve(rt, 1).assumptions;
+    return std::any_of(a.begin(), a.end(), [](const std::string& s) {
+      return s.find("at most 8 tokens reads each MoE expert once per token that chose it") != std::string::npos;
+    });
+  };
+  EXPECT_TRUE(says(matvec));
+  EXPECT_FALSE(says(none));
   const double grouped = tpot(none, 8);
   EXPECT_GT(tpot(matvec, 8), 1.3 * grouped);
   EXPECT_NEAR(tpot(small, 8), grouped, 1e-9 * grouped);
