@@ -280,6 +280,7 @@ int cmd_hw(const Args& args, std::ostream& out) {
                                {"attention_factor", ratio(r.attention_factor)},
                                {"prefill_attention_factor", ratio(r.prefill_attention_factor)},
                                {"expert_token_tile", ratio(r.expert_token_tile)},
+                               {"expert_matvec_tokens", ratio(r.expert_matvec_tokens)},
                                {"expert_gemm_efficiency", ratio(r.expert_gemm_efficiency)},
                                {"kernel_overhead", s(r.kernel_overhead, "s")},
                                {"layer_overhead", s(r.layer_overhead, "s")},

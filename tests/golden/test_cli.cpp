@@ -107,6 +107,22 @@ TEST(GoldenCli, CheckpointPrecisionIsTheDefault) {
   const std::string kernel_source = rt.at("kernel_overhead").at("source").get<std::string>();
   EXPECT_EQ(kernel_source.rfind("not fitted: ", 0), 0u) << rt.dump(2);
   EXPECT_NE(kernel_source.find("the median over llama.cpp-cuda's fits on "), std::string::npos) << kernel_source;
+  // llama.cpp's matrix-vector expert kernel at small steps (mapping.json's expert_matvec_tokens) is one of the
+  // runtime's figures: estimate names it, `hw --json` gives it with its source, which serve points to.
+  EXPECT_NE(text.out.find("experts read once per token that chose them at steps of up to 8 tokens"), std::string::npos)
+      << text.out;
+  const auto hw = run_cli("hw --json");
+  ASSERT_EQ(hw.code, 0) << hw.err;
+  bool found = false;
+  const auto profiles = nlohmann::json::parse(hw.out);
+  for (const auto& profile : profiles.at("runtimes")) {
+    if (profile.at("id") != "llama.cpp-cuda@dgx-spark") continue;
+    found = true;
+    const auto& matvec = profile.at("expert_matvec_tokens");
+    EXPECT_DOUBLE_EQ(matvec.at("value").get<double>(), 8.0) << profile.dump(2);
+    EXPECT_NE(matvec.at("source").get<std::string>().find("PR #18958"), std::string::npos);
+  }
+  EXPECT_TRUE(found);
 }
 
 TEST(GoldenCli, DefaultStudyRuns) {
