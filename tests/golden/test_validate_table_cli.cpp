@@ -995,7 +995,8 @@ TEST(GoldenValidateTable, ShippedTableFitRuntimesThresholdsAndPlot) {
 
   // The kinds that meet issue 20's targets on the MoE prediction rows, fitted runtimes: batch-1 decode, and
   // llama-batched-bench's prompt throughput of B sequences (fitted to nothing, priced with the class's prefill
-  // figures and interval: 18 rows at this commit, median 9%, every one inside its interval).
+  // figures and interval: 45 rows at this commit, median 8%, 44 inside their interval; B = 2, 4 and 16 joined
+  // B = 1, 8 and 32 in the thirty-first session).
   std::set<std::string> meeting;
   for (const auto& sm : j.at("summaries")) {
     if (sm.at("basis") != "fitted" || sm.at("role") != "prediction" || sm.at("hw_family") != "all" ||
@@ -1038,8 +1039,9 @@ TEST(GoldenValidateTable, ShippedTableFitRuntimesThresholdsAndPlot) {
     EXPECT_LE(metric_value(sm, "p90_abs_error"), it->second.second) << sm.dump();
     // Max load's intervals (90% of the pooled held-out dense errors, calibrate::error_interval) meet the
     // issue's coverage target on the MoE rows: 82% at this commit (88% before pipeline stages held one
-    // micro-batch each, twenty-fifth session).
-    if (it->first == "max-load") {
+    // micro-batch each, twenty-fifth session). So do batched decode's, from the dense batched rows' largest
+    // factor: 84% (38 of 45) since the Spark's batched-bench tables are in whole (78% of 18 before).
+    if (it->first == "max-load" || it->first == "decode batched") {
       EXPECT_GE(metric_value(sm, "interval_coverage"), 0.80) << sm.dump();
     }
   }
@@ -1098,7 +1100,7 @@ TEST(GoldenValidateTable, ShippedTableFitRuntimesThresholdsAndPlot) {
   EXPECT_EQ(measured_devices, (std::set<std::string>{"h100-sxm-2026-11-28", "h200-2026-11-28"}));
 
   // Batched decode is fitted to nothing: its interval is the dense batched rows' largest factor either way
-  // (value / f .. value * f), which a range taken as it stands (+12 .. +38% at this commit) is not.
+  // (value / f .. value * f), which a range taken as it stands (+7 .. +37% at this commit) is not.
   std::size_t batched = 0;
   for (const auto& row : j.at("rows")) {
     if (row.value("kind", "") != "decode batched" || row.value("role", "") != "prediction" || !row.contains("interval"))
