@@ -288,6 +288,9 @@ int cmd_hw(const Args& args, std::ostream& out) {
                                {"transferred_from", r.transferred_from},
                                {"gpu_vendor", r.gpu_vendor.empty() ? nlohmann::json() : nlohmann::json(r.gpu_vendor)}});
       j["runtimes"].back().update(host);
+      if (const auto& d = r.dense_small_batch)
+        j["runtimes"].back()["dense_small_batch"] = {
+            {"matvec_passes", d->matvec_passes}, {"token_tile", d->token_tile}, {"source", d->source}};
     }
     out << j.dump(2) << "\n";
     return 0;

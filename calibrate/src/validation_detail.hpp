@@ -34,6 +34,8 @@ struct Mapping {
   /// runtime -> the most tokens of a step its expert kernel takes one (token, expert) pair at a time
   /// (model::RuntimeProfile::expert_matvec_tokens)
   std::map<std::string, model::Sourced<double>> expert_matvec_tokens;
+  /// runtime -> its non-expert matmuls at steps of a few tokens (model::RuntimeProfile::dense_small_batch)
+  std::map<std::string, model::DenseSmallBatch> dense_small_batch;
   /// runtime -> the versions that predate that kernel: llama.cpp builds up to `builds_up_to` and branches of
   /// pull requests numbered below `prs_before` (a version naming neither has the kernel, as today's does).
   struct MatvecPredates {

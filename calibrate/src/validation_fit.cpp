@@ -490,6 +490,10 @@ void fit_class(std::vector<ValidationPrediction*>& rows, ValidationFit& fit, con
     fit.profile.expert_gemm_efficiency = g->second;
     base.devices.expert_gemm_efficiency = g->second;
   }
+  if (auto d = m.dense_small_batch.find(fit.runtime); d != m.dense_small_batch.end()) {
+    fit.profile.dense_small_batch = d->second;
+    base.devices.dense_small_batch = d->second;
+  }
   if (auto cf = m.checkpoint_formats.find(fit.runtime); cf != m.checkpoint_formats.end())
     fit.profile.checkpoint_formats = cf->second;
   std::vector<ValidationPrediction*> cal;

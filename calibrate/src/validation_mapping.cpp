@@ -113,7 +113,9 @@ Mapping read_mapping(const std::filesystem::path& path) {
       const json::Node rt = f->child(k);
       rt.expect_only({"native_dtypes", "prompt_chunk", "checkpoint_formats", "scheduler", "max_load_requests",
                       "max_load_batch_limits", "base_runtime", "kv_cache_dtype", "expert_token_tile",
-                      "expert_gemm_efficiency", "expert_matvec_tokens", "expert_matvec_predates"});
+                      "expert_gemm_efficiency", "expert_matvec_tokens", "expert_matvec_predates", "dense_small_batch"});
+      if (rt.has("dense_small_batch"))
+        m.dense_small_batch[k] = model::parse_dense_small_batch(rt.child("dense_small_batch"));
       if (rt.has("expert_token_tile"))
         m.expert_token_tile[k] = model::parse_expert_token_tile(rt.child("expert_token_tile"));
       if (rt.has("expert_matvec_tokens"))

@@ -263,6 +263,13 @@ nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {
   if (r.expert_gemm_efficiency)
     j["expert_gemm_efficiency"] = {{"value", r.expert_gemm_efficiency->value},
                                    {"source", r.expert_gemm_efficiency->source}};
+  if (r.dense_small_batch) {
+    nlohmann::json passes = nlohmann::json::array();
+    for (const double x : r.dense_small_batch->matvec_passes) passes.push_back(static_cast<std::int64_t>(x));
+    j["dense_small_batch"] = {{"matvec_passes", passes}, {"source", r.dense_small_batch->source}};
+    if (r.dense_small_batch->token_tile > 0)
+      j["dense_small_batch"]["token_tile"] = static_cast<std::int64_t>(r.dense_small_batch->token_tile);
+  }
   if (r.prefill_attention_factor)
     j["prefill_attention_factor"] = {{"value", r.prefill_attention_factor->value},
                                      {"source", r.prefill_attention_factor->source}};

@@ -110,6 +110,7 @@ model::RuntimeProfile transferred(const std::vector<const ValidationFit*>& donor
   rp.expert_token_tile = first.expert_token_tile;
   rp.expert_matvec_tokens = first.expert_matvec_tokens;
   rp.expert_gemm_efficiency = first.expert_gemm_efficiency;
+  rp.dense_small_batch = first.dense_small_batch;
   rp.native_dtypes = first.native_dtypes;
   rp.checkpoint_formats = first.checkpoint_formats;
   return rp;

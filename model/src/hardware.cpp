@@ -493,6 +493,37 @@ Sourced<double> parse_expert_gemm_efficiency(const json::Node& item) {
   return {f, std::move(source)};
 }
 
+DenseSmallBatch parse_dense_small_batch(const json::Node& item) {
+  item.expect_only({"matvec_passes", "token_tile", "source"});
+  DenseSmallBatch d;
+  const std::vector<json::Node> passes = item.elements("matvec_passes");
+  if (passes.empty() || passes.size() > 64)
+    throw item.error("matvec_passes", "give 1 to 64 counts of weight reads, for steps of 2, 3, ... tokens");
+  for (const json::Node& e : passes) {
+    const nlohmann::json& v = e.raw();
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 1 || v.get<std::int64_t>() > 65536)
+      throw item.error("matvec_passes", "holds " + v.dump() + "; each is a whole number of reads, 1-65536");
+    d.matvec_passes.push_back(static_cast<double>(v.get<std::int64_t>()));
+  }
+  if (item.has("token_tile")) {
+    const std::int64_t t = item.integer("token_tile", 1);
+    if (t > 65536)
+      throw item.error("token_tile", "is " + std::to_string(t) + " tokens; a kernel tile is at most 65536");
+    d.token_tile = static_cast<double>(t);
+  }
+  d.source = item.string("source");
+  if (d.source.empty()) throw item.error("source", "is empty; name the kernel dispatch source the figures come from");
+  return d;
+}
+
+std::string dense_small_batch_text(const DenseSmallBatch& d) {
+  std::string passes;
+  for (std::size_t i = 0; i < d.matvec_passes.size(); ++i)
+    passes += (i ? ", " : "") + text::printf("%.0f", d.matvec_passes[i]);
+  return "read " + passes + " times at steps of 2-" + std::to_string(d.matvec_passes.size() + 1) + " tokens" +
+         (d.token_tile > 0 ? text::printf(", computed in tiles of %.0f tokens above", d.token_tile) : std::string());
+}
+
 Sourced<std::vector<std::string>> parse_native_dtypes(const json::Node& d) {
   d.expect_only({"value", "source"});
   Sourced<std::vector<std::string>> v;
@@ -541,6 +572,7 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
                                            "expert_token_tile",
                                            "expert_matvec_tokens",
                                            "expert_gemm_efficiency",
+                                           "dense_small_batch",
                                            "kernel_overhead",
                                            "layer_overhead",
                                            "compute_efficiency",
@@ -579,12 +611,13 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
                               "runtime is for its own node, whatever its maker)");
   if (p.hw == kAnyNode) p.gpu_vendor = gpu_vendor(n);
   // Every figure is optional (one not given leaves the node's own), but a profile must give one.
-  static constexpr std::array<std::string_view, 15> kFigures = {
+  static constexpr std::array<std::string_view, 16> kFigures = {
       "bandwidth_efficiency",    "attention_factor",       "prefill_attention_factor",
       "kernel_overhead",         "layer_overhead",         "compute_efficiency",
       "native_dtypes",           "checkpoint_formats",     "step_overhead",
       "request_overhead",        "sequence_overhead",      "expert_token_tile",
-      "super_block_read_factor", "expert_gemm_efficiency", "expert_matvec_tokens"};
+      "super_block_read_factor", "expert_gemm_efficiency", "expert_matvec_tokens",
+      "dense_small_batch"};
   if (std::none_of(kFigures.begin(), kFigures.end(), [&](std::string_view k) { return n.has(k); })) {
     std::vector<std::string> keys(kFigures.begin(), kFigures.end());
     throw n.error("gives no figure, so it would change nothing; give at least one of " + text::join(keys) +
@@ -598,6 +631,7 @@ RuntimeProfile parse_runtime(const json::Node& n, std::string origin) {
     p.expert_matvec_tokens = parse_expert_matvec_tokens(n.child("expert_matvec_tokens"));
   if (n.has("expert_gemm_efficiency"))
     p.expert_gemm_efficiency = parse_expert_gemm_efficiency(n.child("expert_gemm_efficiency"));
+  if (n.has("dense_small_batch")) p.dense_small_batch = parse_dense_small_batch(n.child("dense_small_batch"));
   if (n.has("prefill_attention_factor"))
     p.prefill_attention_factor = sourced_ratio(n, "prefill_attention_factor", 1000.0);
   p.kernel_overhead = optional_sourced<Dimension::Time>(n, "kernel_overhead", true);
@@ -764,6 +798,7 @@ NodeProfile apply_runtime(NodeProfile node, const RuntimeProfile& runtime) {
   if (runtime.expert_token_tile) node.devices.expert_token_tile = runtime.expert_token_tile;
   if (runtime.expert_matvec_tokens) node.devices.expert_matvec_tokens = runtime.expert_matvec_tokens;
   if (runtime.expert_gemm_efficiency) node.devices.expert_gemm_efficiency = runtime.expert_gemm_efficiency;
+  if (runtime.dense_small_batch) node.devices.dense_small_batch = runtime.dense_small_batch;
   if (!runtime.step_overhead.source.empty()) node.devices.step_overhead = runtime.step_overhead;
   if (!runtime.request_overhead.source.empty()) node.devices.request_overhead = runtime.request_overhead;
   if (!runtime.sequence_overhead.source.empty()) node.devices.sequence_overhead = runtime.sequence_overhead;

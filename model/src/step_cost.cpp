@@ -329,6 +329,10 @@ void LayerCosts::init(const LayerParts& p, const model::Precision& weights, cons
   if (node.devices.step_overhead) step_overhead_ = node.devices.step_overhead->value.base();
   if (node.devices.expert_token_tile) expert_token_tile_ = node.devices.expert_token_tile->value;
   if (node.devices.expert_matvec_tokens) expert_matvec_tokens_ = node.devices.expert_matvec_tokens->value;
+  if (const auto& d = node.devices.dense_small_batch) {
+    dense_passes_ = d->matvec_passes;
+    dense_token_tile_ = d->token_tile;
+  }
   // A step of one sequence also pays the runtime's host time per sequence (the serving simulator adds it
   // once per sequence of a step: the same figure at batch 1).
   if (node.devices.sequence_overhead) step_overhead_ += node.devices.sequence_overhead->value.base();
@@ -390,19 +394,35 @@ void LayerCosts::init(const LayerParts& p, const model::Precision& weights, cons
                                                              : attn_rate_.peak / attention_flops};
 }
 
+double LayerCosts::weight_passes(double tokens) const {
+  // llama.cpp Metal's kernel_mul_mv_ext at 2-8 tokens: a threadgroup multiplies its rows by r1ptg tokens, so the
+  // grid's ceil(n / r1ptg) token groups each read the matrix (ggml_metal_op_mul_mat; the runtime profile cites it).
+  const double n = std::round(tokens);
+  if (dense_passes_.empty() || n < 2 || n - 2 >= static_cast<double>(dense_passes_.size())) return 1.0;
+  return dense_passes_[static_cast<std::size_t>(n - 2)];
+}
+
+double LayerCosts::matrix_tokens(double tokens) const {
+  // Above the matrix-vector counts, llama.cpp Metal's kernel_mul_mm computes 32 token columns a threadgroup
+  // whether the step fills them or not.
+  if (dense_token_tile_ <= 0 || tokens <= 1.0 + static_cast<double>(dense_passes_.size())) return tokens;
+  return std::ceil(tokens / dense_token_tile_) * dense_token_tile_;
+}
+
 double LayerCosts::attention(double tokens, const SeqWork& w) const {
-  return roofline(attn_bytes_, 2.0 * attn_params_ / attn_tp_ * tokens, attn_rate_, path_.dequant) +
+  return roofline(attn_bytes_ * weight_passes(tokens), 2.0 * attn_params_ / attn_tp_ * matrix_tokens(tokens),
+                  attn_rate_, path_.dequant) +
          roofline(w.kv_bytes, w.flops, kv_rate_);
 }
 
 double LayerCosts::dense(double tokens) const {
   if (dense_params_ <= 0) return 0;
-  return roofline(dense_bytes_ + off_chip(tokens * dense_io_bytes_), 2.0 * dense_params_ / attn_tp_ * tokens,
-                  dense_rate_, path_.dequant);
+  return roofline(dense_bytes_ * weight_passes(tokens) + off_chip(tokens * dense_io_bytes_),
+                  2.0 * dense_params_ / attn_tp_ * matrix_tokens(tokens), dense_rate_, path_.dequant);
 }
 
 double LayerCosts::router(double tokens) const {
-  return roofline(router_bytes_, 2.0 * router_params_ * tokens, router_rate_);
+  return roofline(router_bytes_ * weight_passes(tokens), 2.0 * router_params_ * matrix_tokens(tokens), router_rate_);
 }
 
 double LayerCosts::expert(double computed, double routed) const {
@@ -457,7 +477,8 @@ double LayerCosts::expert_kernels_time(ExpertExecution mode, double distinct) co
 }
 
 double LayerCosts::head(double samples) const {
-  return roofline(head_bytes_, 2.0 * head_params_ / attn_tp_ * samples, head_rate_, path_.dequant) +
+  return roofline(head_bytes_ * weight_passes(samples), 2.0 * head_params_ / attn_tp_ * matrix_tokens(samples),
+                  head_rate_, path_.dequant) +
          kKernels.head * kernel_overhead_;
 }
 

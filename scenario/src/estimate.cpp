@@ -339,6 +339,7 @@ void print_estimate_text(const EstimateResult& r, std::ostream& out) {
     if (rt.expert_gemm_efficiency)
       gives.push_back("expert GEMMs at " + text::printf("%.0f%%", 100.0 * rt.expert_gemm_efficiency->value) +
                       " of the dense GEMMs' rate");
+    if (rt.dense_small_batch) gives.push_back("other weights " + model::dense_small_batch_text(*rt.dense_small_batch));
     // A zero says there is no such cost (or none the fit could split from the bandwidth), not "0.00 s".
     const auto per = [&](const std::optional<model::Sourced<units::Duration>>& d, const char* what) {
       if (d)
@@ -523,6 +524,10 @@ nlohmann::json estimate_to_json(const EstimateResult& r) {
     if (rt.expert_gemm_efficiency)
       j["expert_gemm_efficiency"] =
           sourced_json(rt.expert_gemm_efficiency->value, "x the dense GEMMs' rate", rt.expert_gemm_efficiency->source);
+    if (rt.dense_small_batch)
+      j["dense_small_batch"] = {{"matvec_passes", rt.dense_small_batch->matvec_passes},
+                                {"token_tile", {{"value", rt.dense_small_batch->token_tile}, {"unit", "tokens"}}},
+                                {"source", rt.dense_small_batch->source}};
     if (rt.prefill_attention_factor)
       j["prefill_attention_factor"] =
           sourced_json(rt.prefill_attention_factor->value, "x compute roofline", rt.prefill_attention_factor->source);

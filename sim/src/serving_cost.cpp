@@ -35,6 +35,10 @@ CostModel::CostModel(const ServingConfig& c, const ParallelPlan& p, std::vector<
                           " tokens reads each MoE expert once per token that chose it, not once per step (the "
                           "runtime's matrix-vector expert kernel: expert_matvec_tokens, whose source `moesim hw "
                           "--json` gives)");
+  if (const auto& d = c.node->devices.dense_small_batch)
+    assumptions.push_back("an engine step's non-expert weights are " + model::dense_small_batch_text(*d) +
+                          " (the runtime's small-batch matmul kernels: dense_small_batch, whose source `moesim hw "
+                          "--json` gives)");
 
   // Links: the TP group inside a node uses the intra-node link; a group spanning nodes is a ring that
   // crosses them over the NICs, each device's share of the node's NIC ports.

@@ -15,6 +15,7 @@
 #include "moesim/model/architecture.hpp"
 #include "moesim/model/hardware.hpp"
 #include "moesim/model/precision.hpp"
+#include "moesim/model/step_cost.hpp"
 #include "moesim/scenario/estimate.hpp"
 #include "moesim/scenario/serve.hpp"
 
@@ -331,6 +332,53 @@ TEST(RuntimeProfile, ExpertMatvecReadsAnExpertOncePerTokenThatChoseIt) {
       ADD_FAILURE() << "accepted " << bad;
     } catch (const UserError& e) {
       EXPECT_NE(std::string(e.what()).find("expert_matvec_tokens"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// A runtime whose non-expert matmuls at small steps run a matrix-vector kernel that takes a few tokens at a
+// time (dense_small_batch: llama.cpp Metal's kernel_mul_mv_ext, r1ptg tokens a threadgroup) reads each weight
+// matrix once per group of tokens, and above those counts computes whole tiles of token columns
+// (kernel_mul_mm, 32): a dense model decoding 8 users with 2 reads takes longer a step than with 1; 16 users
+// are computed as 32. Bad figures are refused with the field named.
+TEST(RuntimeProfile, DenseSmallBatchReadsTheWeightsPerTokenGroupAndPadsTheMatrixKernel) {
+  const RuntimeFile metal(
+      R"("dense_small_batch": {"matvec_passes": [1, 1, 1, 1, 2, 2, 2], "token_tile": 32, "source": "t"})", "_metal");
+  const RuntimeFile none(R"("attention_factor": {"value": 1, "source": "t"})", "_none");
+  const NodeProfile node = apply_runtime(load_node("h100-sxm"), metal.load());
+  ASSERT_TRUE(node.devices.dense_small_batch);
+  EXPECT_EQ(node.devices.dense_small_batch->matvec_passes.size(), 7u);
+  EXPECT_DOUBLE_EQ(node.devices.dense_small_batch->token_tile, 32);
+  EXPECT_FALSE(apply_runtime(load_node("h100-sxm"), none.load()).devices.dense_small_batch);
+
+  const Architecture a = load_model("llama-3.1-8b");
+  const cost::LayerCosts lc(a, model::precision("bf16"), node, cost::DeviceSplit{1, 1, false}, 2.0, nullptr);
+  const cost::LayerCosts plain(a, model::precision("bf16"), apply_runtime(load_node("h100-sxm"), none.load()),
+                               cost::DeviceSplit{1, 1, false}, 2.0, nullptr);
+  EXPECT_DOUBLE_EQ(lc.weight_passes(1), 1);
+  EXPECT_DOUBLE_EQ(lc.weight_passes(4), 1);
+  EXPECT_DOUBLE_EQ(lc.weight_passes(8), 2);
+  EXPECT_DOUBLE_EQ(lc.weight_passes(9), 1);
+  EXPECT_DOUBLE_EQ(lc.matrix_tokens(8), 8);
+  EXPECT_DOUBLE_EQ(lc.matrix_tokens(16), 32);
+  EXPECT_DOUBLE_EQ(lc.matrix_tokens(40), 64);
+  EXPECT_DOUBLE_EQ(plain.weight_passes(8), 1);
+  EXPECT_DOUBLE_EQ(plain.matrix_tokens(16), 16);
+  // Decode of 8 tokens is bound by the weights' reads: twice as many take twice the time; 4 tokens once.
+  EXPECT_NEAR(lc.dense(8), 2 * plain.dense(8), 0.05 * plain.dense(8));
+  EXPECT_NEAR(lc.dense(4), plain.dense(4), 1e-12);
+
+  for (const char* bad : {R"("dense_small_batch": {"matvec_passes": [], "source": "t"})",
+                          R"("dense_small_batch": {"matvec_passes": [1, 0], "source": "t"})",
+                          R"("dense_small_batch": {"matvec_passes": [1.5], "source": "t"})",
+                          R"("dense_small_batch": {"matvec_passes": [1], "token_tile": 0, "source": "t"})",
+                          R"("dense_small_batch": {"matvec_passes": [1], "source": ""})",
+                          R"("dense_small_batch": {"matvec_passes": [1], "tile": 32, "source": "t"})"}) {
+    try {
+      (void)RuntimeFile(bad, "_bad").load();
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("dense_small_batch"), std::string::npos) << e.what();
     }
   }
 }

@@ -72,6 +72,18 @@ struct KernelRates {
 KernelRates kernel_rates(const NodeProfile& node, units::FlopRate peak, units::Bytes matrix_bytes,
                          std::string_view what);
 
+/// How a runtime runs the weights of its non-expert matmuls (attention, dense FFN, router, LM head) at steps of
+/// a few tokens, from its kernels' dispatch source (llama.cpp Metal's ggml_metal_op_mul_mat): at a step of
+/// n = 2, 3, ... tokens a small-batch matrix-vector kernel reads each weight matrix matvec_passes[n - 2] times
+/// (kernel_mul_mv_ext takes r1ptg tokens a threadgroup: ceil(n / r1ptg) reads); above the list's last count a
+/// matrix kernel computes token columns in tiles of token_tile (kernel_mul_mm: 32), a step of n tokens as
+/// ceil(n / t)·t of them, reading each weight once.
+struct DenseSmallBatch {
+  std::vector<double> matvec_passes;  ///< index n - 2: weight reads at a step of n tokens, each >= 1
+  double token_tile = 0;              ///< tokens per column tile above them (0: no padding)
+  std::string source;
+};
+
 struct DeviceSpec {
   std::int64_t count = 1;  ///< devices (GPUs) per node
   std::string name;
@@ -136,6 +148,9 @@ struct DeviceSpec {
   /// microbenchmark of the two kernels on one machine. It scales the routed experts' compute rate only.
   /// Set by a runtime profile. Absent: the dense rate.
   std::optional<Sourced<double>> expert_gemm_efficiency;
+  /// The runtime's non-expert matmuls at steps of a few tokens (DenseSmallBatch). Set by a runtime profile.
+  /// Absent: each weight read once a step, every token computed as one column.
+  std::optional<DenseSmallBatch> dense_small_batch;
 };
 
 /// How the device driver keeps weight buffers resident (Apple's Metal "wiring", seed 000 §3.2): a buffer
@@ -276,6 +291,9 @@ struct RuntimeProfile {
   /// Its grouped expert GEMM's compute rate over its dense GEMM's (DeviceSpec::expert_gemm_efficiency), from a
   /// microbenchmark of the two kernels.
   std::optional<Sourced<double>> expert_gemm_efficiency;
+  /// Its non-expert matmuls at steps of a few tokens (DeviceSpec::dense_small_batch), from its kernels'
+  /// dispatch source.
+  std::optional<DenseSmallBatch> dense_small_batch;
   /// How the runtime stores a checkpoint's declared format ("mxfp4/bf16" -> "mxfp4/q8_0": llama.cpp runs
   /// gpt-oss from a GGUF with the non-expert tensors in Q8_0): the default precision under this runtime.
   std::optional<Sourced<std::map<std::string, std::string>>> checkpoint_formats;
@@ -334,6 +352,11 @@ Sourced<double> parse_expert_token_tile(const moesim::json::Node& item);
 Sourced<double> parse_expert_matvec_tokens(const moesim::json::Node& item);
 /// A runtime's expert_gemm_efficiency item ({"value": 0.69, "source": "..."}): a ratio in (0, 2].
 Sourced<double> parse_expert_gemm_efficiency(const moesim::json::Node& item);
+/// A runtime's dense_small_batch item ({"matvec_passes": [1, 1, 1, 1, 2, 2, 2], "token_tile": 32, "source":
+/// "..."}): at most 64 whole numbers of reads, 1-65536, and a tile of 1-65536 tokens (optional).
+DenseSmallBatch parse_dense_small_batch(const moesim::json::Node& item);
+/// In words: "read 1, 1, 2 times at steps of 2-4 tokens, computed in tiles of 32 tokens above".
+std::string dense_small_batch_text(const DenseSmallBatch& d);
 /// A runtime's checkpoint_formats item ({"value": {"mxfp4/bf16": "mxfp4/q8_0"}, "source": "..."}); every
 /// name must be a precision. UserError naming the JSON path otherwise.
 Sourced<std::map<std::string, std::string>> parse_checkpoint_formats(const moesim::json::Node& item);

@@ -265,6 +265,12 @@ class LayerCosts {
   /// n, or n rounded up to whole tiles of min(devices.expert_token_tile, step_tokens) where the runtime
   /// gives a tile.
   [[nodiscard]] double expert_compute_tokens(double n, double step_tokens) const;
+  /// How many times a non-expert weight matrix is read at a step of `tokens` tokens (devices.dense_small_batch:
+  /// a small-batch matrix-vector kernel's passes at 2, 3, ... tokens): 1 unless the runtime lists that count.
+  [[nodiscard]] double weight_passes(double tokens) const;
+  /// The token columns a non-expert matmul computes at a step of `tokens` tokens: `tokens`, or rounded up to
+  /// whole tiles of devices.dense_small_batch's token_tile above its matrix-vector counts.
+  [[nodiscard]] double matrix_tokens(double tokens) const;
   /// Whether the runtime pads each expert's tokens to a tile (the serving simulator then counts tokens per
   /// expert).
   [[nodiscard]] bool pads_expert_tokens() const { return expert_token_tile_ > 0; }
@@ -299,11 +305,13 @@ class LayerCosts {
   double attn_params_ = 0, attn_bytes_ = 0, router_params_ = 0, router_bytes_ = 0;
   double dense_params_ = 0, dense_bytes_ = 0, head_params_ = 0, head_bytes_ = 0;
   double expert_params_ = 0, expert_bytes_ = 0, state_bytes_ = 0;
-  double expert_token_tile_ = 0;     ///< devices.expert_token_tile, tokens (0: none)
-  double expert_matvec_tokens_ = 0;  ///< devices.expert_matvec_tokens, tokens (0: none)
-  double expert_gemm_ = 1.0;         ///< devices.expert_gemm_efficiency (1: the dense GEMM's rate)
-  double dense_io_bytes_ = 0;        ///< activation bytes the dense FFN moves per token, this device
-  double expert_io_bytes_ = 0;       ///< activation bytes one expert moves per token routed to it, this device
+  double expert_token_tile_ = 0;      ///< devices.expert_token_tile, tokens (0: none)
+  double expert_matvec_tokens_ = 0;   ///< devices.expert_matvec_tokens, tokens (0: none)
+  double expert_gemm_ = 1.0;          ///< devices.expert_gemm_efficiency (1: the dense GEMM's rate)
+  std::vector<double> dense_passes_;  ///< devices.dense_small_batch's matvec_passes (index: tokens - 2)
+  double dense_token_tile_ = 0;       ///< devices.dense_small_batch's token_tile, tokens (0: none)
+  double dense_io_bytes_ = 0;         ///< activation bytes the dense FFN moves per token, this device
+  double expert_io_bytes_ = 0;        ///< activation bytes one expert moves per token routed to it, this device
   double kernel_overhead_ = 0, layer_overhead_ = 0, step_overhead_ = 0;
   Rate attn_rate_, router_rate_, dense_rate_, head_rate_, expert_rate_, kv_rate_;
   /// The node's size-banded efficiencies when they vary with size (a measured profile), for the grouped
