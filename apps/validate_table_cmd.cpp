@@ -29,6 +29,7 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
     ("fit", "fit each (hardware profile, runtime) to its calibration rows (dense models, batch-1 decode): bandwidth efficiency and a cost per kernel; predict with it, with an interval from the leave-one-out errors")
     ("write-runtimes", po::value<std::string>(), "with --fit: write each fitted runtime as a profile <runtime>@<hw>.json into this new directory (for `estimate --runtime`; the repo's are in hwprofiles/runtimes/)")
     ("explain", po::value<std::string>(), "with --fit: print where the row with this id spends its fitted figure's time (memory-bound, compute-bound, KV reads, kernels, host per step, per sequence, per request, the rest) instead of the summary")
+    ("floors", "also price every predicted row on one device at its floor (every byte its steps read once at the datasheet bandwidth, nothing else: no run of that configuration is faster) and count the measurements above it per kind; JSON rows get a floor figure")
     ("rows", "also print every predicted row: measured, predicted, error")
     ("csv", po::value<std::string>(), "write every row (predicted or why not) to this CSV file")
     ("plot", po::value<std::string>(), "write the plot of predicted against measured (fitted figures with their intervals as error bars) into this new directory: validation.png, .svg, .csv, .gp")
@@ -39,7 +40,8 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
   po::variables_map vm;
   if (!parse_options(
           args, desc, vm, out,
-          "usage: moesim validate --table DIR [--role calibration|prediction] [--fit] [--rows] [--csv FILE]\n"
+          "usage: moesim validate --table DIR [--role calibration|prediction] [--fit] [--floors] [--rows] [--csv "
+          "FILE]\n"
           "       moesim validate --table DIR --fit --explain ROW_ID\n"
           "       moesim validate --llama-bench MODEL=FILE [...] --hw PROFILE --runtime NAME [--fit] "
           "[--write-runtimes DIR]\n\n"
@@ -55,7 +57,11 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
           "them is written by --write-runtimes for `estimate --runtime`.\n\n"
           "With --fit --explain ROW_ID, one row's fitted figure is split into the time each cost of the fitted\n"
           "profile takes (each rate halved, each host cost removed, by the row's own instrument): where a\n"
-          "prediction spends its time, e.g. how much of a max-load figure is the runtime's host time.\n\n"
+          "prediction spends its time, e.g. how much of a max-load figure is the runtime's host time, and\n"
+          "its floor: the figure with every byte read once at the datasheet bandwidth and nothing else.\n"
+          "--floors prices every row's floor and counts the measurements faster than it: runs that read\n"
+          "fewer bytes than the configuration moesim prices (an MoE benchmark of random token ids whose\n"
+          "routing touched fewer experts than the uniform trace, a small model held in a cache).\n\n"
           "examples:\n  moesim validate --table validation --role prediction --rows\n"
           "  moesim validate --table validation --fit --explain trt10-q30-b200-tp1-128-128\n"
           "  moesim validate --llama-bench llama-3.1-8b=8b.json --llama-bench qwen3-30b-a3b=moe.json "
@@ -79,6 +85,7 @@ int cmd_validate_table(const Args& args, std::ostream& out) {
   if (vm.count("role")) o.role = vm["role"].as<std::string>();
   o.fit = vm.count("fit") > 0;
   if (vm.count("explain")) o.explain = vm["explain"].as<std::string>();
+  o.floors = vm.count("floors") > 0;
   if (vm.count("threads")) {
     o.threads = vm["threads"].as<unsigned>();
     if (o.threads == 0) throw UserError("--threads 0: give at least 1 (or leave it out for all cores)");

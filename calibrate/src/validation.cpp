@@ -141,6 +141,23 @@ void run_rows(ValidationResult& r, const std::vector<ValidationRow>& rows, const
       });
   for (const auto& p : r.rows)
     if (!p.predicted) ++r.skipped[p.skipped.starts_with("refused") ? "refused by moesim" : p.skipped];
+  if (o.floors) {
+    model::parallel_for(r.rows.size(), o.threads, [&](std::size_t i) {
+      ValidationPrediction& p = r.rows[i];
+      // One device: on more, the floor would serialise the collectives, which runtimes overlap with the reads.
+      if (p.predicted && p.row.devices == 1) p.floor = figure(p, floor_node(base_node(m, p.row.runtime, p.hw)));
+    });
+    std::map<std::pair<std::string, std::string>, ValidationResult::FloorCount> counts;
+    for (const auto& p : r.rows) {
+      if (!p.floor) continue;
+      ValidationResult::FloorCount& c = counts[{p.row.role, p.kind}];
+      c.role = p.row.role;
+      c.kind = p.kind;
+      ++c.rows;
+      if (p.row.measured > *p.floor) ++c.above;
+    }
+    for (const auto& [key, c] : counts) r.floors.push_back(c);
+  }
   if (o.fit) {
     // One fit per (node profile, runtime): a runtime's efficiency is its own on each machine.
     std::map<std::pair<std::string, std::string>, std::vector<ValidationPrediction*>> classes;

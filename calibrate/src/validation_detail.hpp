@@ -90,6 +90,11 @@ std::optional<model::RuntimeProfile> base_runtime(const Mapping& m, const std::s
 model::NodeProfile base_node(const Mapping& m, const std::string& runtime, const std::string& hw,
                              const std::string* measured_device = nullptr);
 void predict(ValidationPrediction& p, const Mapping& m);
+/// `node` with every runtime cost taken off and its FLOPs free (validation_explain.cpp): each step of a row
+/// costs the bytes it reads, once each, at the datasheet bandwidth (the roofline's memory side, Williams et
+/// al. 2009): each distinct expert of the step once (no per-token matrix-vector re-reads), every other
+/// weight and the KV cache once. No run of the row's configuration (its routing trace included) is faster.
+model::NodeProfile floor_node(model::NodeProfile node);
 /// Whether a row's runtime_version is one of `d`'s: a llama.cpp build ("<commit> (<n>)", "b<n>") up to its
 /// builds_up_to, or the branch of a pull request ("PR #<n> branch") numbered below its prs_before.
 bool predates(const Mapping::MatvecPredates& d, const std::string& version);

@@ -39,6 +39,27 @@ std::string duration_of(const std::optional<model::Sourced<units::Duration>>& v,
 
 }  // namespace
 
+model::NodeProfile floor_node(model::NodeProfile node) {
+  model::DeviceSpec& s = node.devices;
+  s.efficiency.reset();
+  s.kernel_overhead.reset();
+  s.layer_overhead.reset();
+  s.attention_factor.reset();
+  s.prefill_attention_factor.reset();
+  s.super_block_read_factor.reset();
+  s.step_overhead.reset();
+  s.request_overhead.reset();
+  s.sequence_overhead.reset();
+  s.expert_token_tile.reset();
+  s.expert_matvec_tokens.reset();
+  s.expert_gemm_efficiency.reset();
+  s.dense_small_batch.reset();
+  s.dequant_overhead.clear();
+  // A million times the peaks: no step is bound by its FLOPs (a 1 PFLOP/s chip's FLOPs at 1 EFLOP/s).
+  for (auto& [dtype, peak] : s.peak_flops) peak.value = 1e6 * peak.value;
+  return node;
+}
+
 void explain_row(ValidationResult& r, const Mapping& m, const std::string& id) {
   std::size_t at = r.rows.size();
   for (std::size_t i = 0; i < r.rows.size(); ++i)
@@ -108,6 +129,9 @@ void explain_row(ValidationResult& r, const Mapping& m, const std::string& id) {
                      removed([](model::DeviceSpec& s) { s.request_overhead.reset(); })});
   e.rest = e.seconds;
   for (const RowPart& part : e.parts) e.rest -= part.seconds;
+  const model::NodeProfile bare = floor_node(node);
+  e.floor_seconds = seconds_on(p, bare);
+  e.datasheet_bandwidth = bare.bandwidth().value.base();
   r.explanation = std::move(e);
 }
 
@@ -146,6 +170,17 @@ void print_explanation_text(const ValidationResult& r, std::ostream& out) {
   out << "\nA memory, compute or KV part is the time the figure gains when that rate is halved (the part\n"
          "bound by it); a host or kernel part is the time it loses when that cost is 0. The rest is what none\n"
          "of them claims, below 0 where kernels sit near the roofline's ridge.\n";
+  const double measured_seconds = 1.0 / p.row.measured;
+  out << "\nfloor      " << units::format(units::seconds(e.floor_seconds)) << " per " << unit
+      << ": every byte the row's steps read, once, at the datasheet's "
+      << units::format(units::bytes_per_second(e.datasheet_bandwidth))
+      << ", with no compute, kernel or host time; the measurement takes "
+      << text::printf("%.2f", measured_seconds / e.floor_seconds) << "x it\n";
+  if (measured_seconds < e.floor_seconds)
+    out << "           The measurement is faster than the floor: its run read fewer bytes than the model prices.\n"
+           "           For an MoE model at several tokens a step, its steps touched fewer distinct experts than\n"
+           "           the uniform routing trace gives (llama-bench and llama-batched-bench feed random token\n"
+           "           ids); else the weights sat in a cache the datasheet bandwidth does not count.\n";
 }
 
 nlohmann::json explanation_to_json(const ValidationResult& r) {
@@ -170,7 +205,11 @@ nlohmann::json explanation_to_json(const ValidationResult& r) {
             {"measured", metric("measured", p.row.measured, p.row.unit)},
             {"fitted", fitted},
             {"time_per_token", metric("time_per_token", e.seconds, "s")},
-            {"parts", parts}}}};
+            {"parts", parts},
+            {"floor",
+             {{"time_per_token", metric("time_per_token", e.floor_seconds, "s")},
+              {"datasheet_bandwidth", metric("datasheet_bandwidth", e.datasheet_bandwidth, "B/s")},
+              {"measured_over_floor", (1.0 / p.row.measured) / e.floor_seconds}}}}}};
 }
 
 }  // namespace moesim::calibrate

@@ -141,6 +141,14 @@ void print_validation_text(const ValidationResult& r, std::ostream& out, bool ev
                  cell(d.fitted)});
     m.print_text(out);
   }
+  if (!r.floors.empty()) {
+    out << "\nfloors (--floors: each row priced with every byte its steps read once at the datasheet bandwidth and "
+           "nothing else; a measurement above its floor read fewer bytes than the configuration moesim prices, "
+           "such as an MoE benchmark whose routing touched fewer experts than the uniform trace):\n";
+    Table f({"role", "kind", "rows", "measured above the floor"});
+    for (const auto& c : r.floors) f.add_row({c.role, c.kind, std::to_string(c.rows), std::to_string(c.above)});
+    f.print_text(out);
+  }
   if (!r.skipped.empty()) {
     out << "\nnot predicted:\n";
     for (const auto& [why, n] : r.skipped) out << "  " << n << " rows: " << why << "\n";
@@ -170,6 +178,7 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
         j["fitted_error"] = metric("fitted_error", p.fitted_error(), "fraction");
       }
       if (p.interval) j["interval"] = {{"low", p.interval->first}, {"high", p.interval->second}, {"unit", p.row.unit}};
+      if (p.floor) j["floor"] = metric("floor", *p.floor, p.row.unit);
       if (p.transferred) {
         j["transferred"] = metric("transferred", *p.transferred, p.row.unit);
         j["transferred_error"] = metric("transferred_error", p.transferred_error(), "fraction");
@@ -237,8 +246,15 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
     transfers.push_back({{"profile", runtime_profile_json(t.profile)},
                          {"decode_errors", t.decode_errors},
                          {"prefill_errors", t.prefill_errors}});
-  return {{"table", r.table.string()},    {"rows", rows}, {"summaries", sums},
-          {"measured_devices", measured}, {"fits", fits}, {"transfers", transfers}};
+  nlohmann::json out = {{"table", r.table.string()},    {"rows", rows}, {"summaries", sums},
+                        {"measured_devices", measured}, {"fits", fits}, {"transfers", transfers}};
+  if (!r.floors.empty()) {
+    nlohmann::json floors = nlohmann::json::array();
+    for (const auto& c : r.floors)
+      floors.push_back({{"role", c.role}, {"kind", c.kind}, {"rows", c.rows}, {"measured_above_floor", c.above}});
+    out["floors"] = floors;
+  }
+  return out;
 }
 
 nlohmann::json runtime_profile_json(const model::RuntimeProfile& r) {

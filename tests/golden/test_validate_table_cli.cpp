@@ -734,10 +734,32 @@ TEST(GoldenValidateTable, ExplainSplitsAFittedFigureIntoItsCosts) {
     if (m.at("name") == "layer_overhead") overhead = m.at("value").get<double>();
   ASSERT_GT(overhead, 0) << est.out;
   EXPECT_NEAR(host / overhead, 1.0, 1e-6) << ex.out;
+  // The floor of a batch-1 decode row: the analytic model's bytes per token at the datasheet bandwidth, and
+  // no more than the fitted figure's time; --floors prices the same floor for every row of the table.
+  double bytes = 0;
+  for (const auto& m : ej.at("rows").at(0).at("metrics"))
+    if (m.at("name") == "bytes_per_token") bytes = m.at("value").get<double>();
+  ASSERT_GT(bytes, 0) << est.out;
+  const auto& floor = e.at("floor");
+  const double floor_seconds = metric_value(floor, "time_per_token");
+  EXPECT_NEAR(floor_seconds * metric_value(floor, "datasheet_bandwidth") / bytes, 1.0, 1e-6) << ex.out;
+  EXPECT_LT(floor_seconds, seconds) << ex.out;
+  const moesim::test::Run floors = s.moesim("validate --table " + s.path() + " --json --quiet --floors");
+  ASSERT_EQ(floors.code, 0) << floors.err;
+  const auto fj = nlohmann::json::parse(floors.out);
+  const auto& m_row = fj.at("rows").at(4);
+  ASSERT_EQ(m_row.at("id"), "m");
+  EXPECT_NEAR(metric_value(m_row, "floor") * floor_seconds, 1.0, 1e-9) << floors.out;
+  std::int64_t counted = 0;
+  for (const auto& c : fj.at("floors")) counted += c.at("rows").get<std::int64_t>();
+  std::int64_t priced = 0;
+  for (const auto& row : fj.at("rows")) priced += row.contains("floor") ? 1 : 0;
+  EXPECT_EQ(counted, priced) << floors.out;
   const moesim::test::Run text = s.moesim("validate --table " + s.path() + " --quiet --fit --explain m");
   ASSERT_EQ(text.code, 0) << text.err;
   EXPECT_NE(text.out.find("per generated token"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("rest: collectives"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("floor      "), std::string::npos) << text.out;
   const moesim::test::Run missing = s.moesim("validate --table " + s.path() + " --quiet --fit --explain zz");
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.err.find("--explain zz: "), std::string::npos) << missing.err;

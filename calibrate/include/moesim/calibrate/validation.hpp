@@ -90,6 +90,10 @@ struct ValidationPrediction {
   /// rows each predicted from the others' medians: the figure for hardware moesim has no measurement of.
   std::optional<double> transferred;
   std::optional<std::pair<double, double>> transferred_interval;
+  /// --floors, rows on one device: the row's figure at its floor (floor_node), in the row's unit: what its instrument
+  /// gives with every byte read once at the datasheet bandwidth and nothing else. A measurement above it read fewer
+  /// bytes than the configuration moesim prices (an MoE benchmark's routing more concentrated than the trace's).
+  std::optional<double> floor;
   [[nodiscard]] double error() const { return predicted ? *predicted / row.measured - 1.0 : 0.0; }
   [[nodiscard]] double transferred_error() const { return transferred ? *transferred / row.measured - 1.0 : 0.0; }
   [[nodiscard]] double measured_error() const {
@@ -190,6 +194,11 @@ struct RowExplanation {
   double seconds = 0;   ///< 1 / the fitted figure
   std::vector<RowPart> parts;
   double rest = 0;
+  /// 1 / the row's figure with every byte its steps read priced once at the datasheet bandwidth and nothing
+  /// else (no compute, kernel, host or runtime-specific cost): no run of the configuration the row's
+  /// instrument prices (its routing trace included) can be faster.
+  double floor_seconds = 0;
+  double datasheet_bandwidth = 0;  ///< B/s per device, the floor's
 };
 
 struct ValidationResult {
@@ -202,6 +211,12 @@ struct ValidationResult {
   /// --fit: one per runtime fitted to batch-1 decode rows on kMinTransferMachines machines or more
   std::vector<TransferredRuntime> transfers;
   std::optional<RowExplanation> explanation;  ///< --explain ID
+  /// --floors: per role × kind, the rows with a floor and those whose measurement is above it.
+  struct FloorCount {
+    std::string role, kind;
+    std::int64_t rows = 0, above = 0;
+  };
+  std::vector<FloorCount> floors;
 };
 
 struct ValidationOptions {
@@ -213,6 +228,8 @@ struct ValidationOptions {
   unsigned threads = 0;
   /// With `fit`: the id of a row whose fitted figure is split into its parts (ValidationResult::explanation).
   std::string explain;
+  /// Price each predicted row at its floor too (ValidationPrediction::floor), and count the measurements above.
+  bool floors = false;
 };
 
 /// A `llama-bench -o json` file of the user's own machine: which zoo model it ran, on which node profile,
