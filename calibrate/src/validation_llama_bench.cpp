@@ -156,11 +156,13 @@ ValidationResult run_llama_bench(const std::vector<std::filesystem::path>& files
     if (imports[f].format == "mlx-lm") {
       m.prompt_chunk[runtime] = {2048, "mlx-lm's prefill_step_size default (mlx_lm/generate.py generate_step)"};
     } else {
-      // llama-bench is llama.cpp: its GGUF matmuls use no FP8 or FP4 tensor cores (validation/mapping.json's
-      // "runtimes" says why), whatever name the user gives the runtime.
+      // llama-bench is llama.cpp: its GGUF matmuls are priced on the 16-bit path (validation/mapping.json's
+      // "runtimes" says why, and what that leaves out: MXFP4 on Blackwell's FP4 tensor cores from build 7532),
+      // whatever name the user gives the runtime.
       m.native_dtypes[runtime] = {{},
                                   "llama.cpp ggml/src/ggml-cuda/mmq.cuh and ggml-metal: GGUF weights are "
-                                  "dequantised into int8 (CUDA MMQ) or half (Metal) tiles"};
+                                  "dequantised into int8 (CUDA MMQ) or half (Metal) tiles; not priced: MXFP4 on "
+                                  "Blackwell's FP4 tensor cores from build 7532 (PR #17906)"};
       m.prompt_chunk[runtime] = {512, "llama-bench's default n_ubatch (llama.cpp tools/llama-bench)"};
       m.checkpoint_formats[runtime] = {{{"mxfp4/bf16", "mxfp4/q8_0"}},
                                        "llama.cpp runs gpt-oss from a GGUF whose non-expert tensors are Q8_0 "
