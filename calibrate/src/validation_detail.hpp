@@ -70,6 +70,17 @@ struct Mapping {
     std::string dtype, source;
   };
   std::map<std::string, std::vector<KvRule>> kv_cache_dtype;
+  /// routing_traces: the recorded routing of a model on the prompts of a row's benchmark, where one is given
+  /// (the first rule whose model, and whose other given fields, equal the row's applies). The rows the
+  /// serving simulator prices (prefill, batched decode, max load) replay it in place of the generated trace
+  /// (independent uniform routing); batch-1 decode reads top-k experts a token either way.
+  struct TraceRule {
+    std::string model;  ///< zoo id
+    std::optional<std::string> runtime, runtime_version, hf_repo, format;
+    std::string trace;  ///< the file, as an absolute path (mapping.json names it relative to its folder)
+    std::string source;
+  };
+  std::vector<TraceRule> routing_traces;
   /// node profile id -> a profile of its device measured by `moesim calibrate kernels --backend cuda`
   /// (hwprofiles/measured/): the rows on that node are also predicted with the device's figures taken from
   /// it (model::with_measured_device), nothing fitted.

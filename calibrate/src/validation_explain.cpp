@@ -154,6 +154,9 @@ void print_explanation_text(const ValidationResult& r, std::ostream& out) {
       << "runs       " << p.model << " at " << p.precision << " on " << p.hw << " (" << p.row.devices
       << (p.row.devices == 1 ? " device" : " devices") << "), " << p.row.runtime << ", " << p.kind << " by "
       << (p.instrument == "analytic" ? "the analytic model" : "the serving simulator") << "\n"
+      << (p.routing_trace.empty() || p.instrument == "analytic"
+              ? std::string()
+              : "routing    " + p.routing_trace + " (" + p.routing_trace_source + ")\n")
       << "measured   " << plain(p.row.measured) << " " << p.row.unit << " (" << p.row.source_url << ")\n"
       << "fitted     " << plain(*p.fitted) << " " << p.row.unit
       << (p.interval ? " (" + plain(p.interval->first) + "-" + plain(p.interval->second) + ")" : std::string())

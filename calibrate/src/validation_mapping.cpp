@@ -12,6 +12,7 @@
 #include "moesim/model/precision.hpp"
 #include "moesim/model/text.hpp"
 #include "moesim/scenario/serve.hpp"
+#include "moesim/sim/trace_io.hpp"
 #include "validation_detail.hpp"
 
 namespace moesim::calibrate {
@@ -67,14 +68,51 @@ std::vector<Mapping::KvRule> parse_kv_cache_rules(const json::Node& rt) {
   return out;
 }
 
+/// routing_traces: [{"model", "runtime"?, "runtime_version"?, "hf_repo"?, "format"?, "trace", "source"}, ...]:
+/// each rule names the zoo model whose routing its trace file recorded (a path relative to mapping.json's
+/// folder), read and checked against that model's layers, experts and top-k here, before any row is priced.
+std::vector<Mapping::TraceRule> parse_routing_traces(const json::Node& root, const std::filesystem::path& dir) {
+  std::vector<Mapping::TraceRule> out;
+  for (const auto& e : root.elements("routing_traces")) {
+    e.expect_only({"model", "runtime", "runtime_version", "hf_repo", "format", "trace", "source"});
+    Mapping::TraceRule r;
+    r.model = e.string("model");
+    const model::Architecture arch = e.resolving("model", [&] { return model::load_model(r.model); });
+    if (!arch.is_moe())
+      throw e.error("model", "'" + r.model + "' is dense: it has no routing to replay; name an MoE model");
+    for (auto [key, field] : {std::pair{"runtime", &r.runtime}, std::pair{"runtime_version", &r.runtime_version},
+                              std::pair{"hf_repo", &r.hf_repo}, std::pair{"format", &r.format}})
+      if (e.has(key)) *field = e.string(key);
+    const std::string file = e.string("trace");
+    if (file.empty())
+      throw e.error("trace", "is empty; name the trace file (.mtrace or .jsonl, `moesim trace convert`)");
+    const std::filesystem::path p =
+        std::filesystem::path(file).is_absolute() ? std::filesystem::path(file) : dir / file;
+    r.trace = std::filesystem::absolute(p).lexically_normal().string();
+    if (std::error_code ec; !std::filesystem::is_regular_file(r.trace, ec))
+      throw e.error("trace",
+                    "'" + file + "' (" + r.trace + ") is no file; a relative path here is from mapping.json's folder");
+    e.resolving("trace", [&] {
+      const sim::RoutingTrace t = sim::read_trace(r.trace);
+      sim::check_trace_matches(t, arch, r.trace);
+      return t.experts.size();
+    });
+    r.source = e.string("source");
+    if (r.source.empty()) throw e.error("source", "is empty; say which prompts and which run recorded the trace");
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 }  // namespace
 
 Mapping read_mapping(const std::filesystem::path& path) {
   const nlohmann::json doc = json::load_file(path);
   const json::Node root(doc, path.string());
-  root.expect_only(
-      {"description", "hardware", "formats", "models", "model_notes", "format_notes", "runtimes", "measured_devices"});
+  root.expect_only({"description", "hardware", "formats", "models", "model_notes", "format_notes", "runtimes",
+                    "measured_devices", "routing_traces"});
   Mapping m;
+  if (root.has("routing_traces")) m.routing_traces = parse_routing_traces(root, path.parent_path());
   if (root.has("hardware")) {
     for (const auto& h : root.elements("hardware")) {
       h.expect_only({"hardware", "devices", "hw", "note"});

@@ -170,6 +170,9 @@ nlohmann::json validation_to_json(const ValidationResult& r) {
       if (!p.kv_cache_dtype.empty()) j["kv_cache_dtype"] = p.kv_cache_dtype;
       // Its runtime version is older than the runtime's matrix-vector expert kernel (mapping.json).
       if (p.predates_expert_matvec) j["predates_expert_matvec"] = true;
+      // Its serving-simulator runs replay a recorded routing trace (mapping.json's routing_traces).
+      if (!p.routing_trace.empty() && p.instrument != "analytic")
+        j["routing_trace"] = {{"file", p.routing_trace}, {"source", p.routing_trace_source}};
       j["instrument"] = p.instrument;
       j["predicted"] = metric("predicted", *p.predicted, p.row.unit);
       j["error"] = metric("error", p.error(), "fraction");

@@ -59,6 +59,11 @@ ServeScenario burst_scenario(const ValidationPrediction& p, std::int64_t request
             {"generate", {{"tokens", 8192}, {"seed", 1}}}};
   if (!p.kv_cache_dtype.empty()) sc.doc["kv_cache_dtype"] = p.kv_cache_dtype;
   if (p.moe_ep > 1) sc.doc["plan"]["moe_ep"] = p.moe_ep;
+  if (!p.routing_trace.empty()) {
+    // The benchmark's recorded routing (mapping.json's routing_traces) in place of the generated one.
+    sc.doc.erase("generate");
+    sc.doc["trace"] = p.routing_trace;
+  }
   sc.source = "validation";
   return sc;
 }
@@ -370,6 +375,17 @@ void predict(ValidationPrediction& p, const Mapping& m) {
     };
     const auto rule = std::find_if(rules->second.begin(), rules->second.end(), matches);
     if (rule != rules->second.end()) p.kv_cache_dtype = rule->dtype;
+  }
+  for (const auto& t : m.routing_traces) {
+    const auto same = [](const std::optional<std::string>& rule, const std::string& row) {
+      return !rule || *rule == row;
+    };
+    if (t.model == p.model && same(t.runtime, r.runtime) && same(t.runtime_version, r.runtime_version) &&
+        same(t.hf_repo, r.hf_repo) && same(t.format, r.format)) {
+      p.routing_trace = t.trace;
+      p.routing_trace_source = t.source;
+      break;
+    }
   }
   if (auto d = m.expert_matvec_predates.find(r.runtime); d != m.expert_matvec_predates.end())
     p.predates_expert_matvec = predates(d->second, r.runtime_version);

@@ -188,10 +188,12 @@ void resolve_routing(const json::Node& root, const ServeScenario& s, const Serve
     // The measurement ran with another top-k (flash-moe uses K = 4 of Qwen3.5's 10): the model runs it too.
     arch.top_k = *g.top_k;
   }
-  if (traffic && cache != nullptr && trace_path.empty()) {
+  if (traffic && cache != nullptr) {
+    // A file's trace is kept under its path (checked against the model it was first read for, the same
+    // key's model each time); a generated one under all it depends on.
     const std::string key = arch.id + "|" + std::to_string(model::moe_layer_count(arch)) + "|" +
                             std::to_string(arch.routed_experts) + "|" + std::to_string(arch.top_k) + "|" +
-                            generate_to_json(g).dump();
+                            (trace_path.empty() ? generate_to_json(g).dump() : "file:" + trace_path);
     p.config.trace = &cache->get(key, [&] { return make_trace(g, trace_path, arch, false); });
   } else if (traffic) {
     p.trace = make_trace(g, trace_path, arch, false);

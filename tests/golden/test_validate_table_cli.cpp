@@ -321,6 +321,11 @@ TEST(GoldenValidateTable, BadTablesAreRefusedWithFileLineAndFix) {
        "$.runtimes.mlx.expert_gemm_efficiency.value: must be > 0 and at most 2"},
       {"", R"({"runtimes": {"mlx": {"expert_gemm_efficiency": {"value": 0.69, "source": ""}}}})",
        "$.runtimes.mlx.expert_gemm_efficiency.source: is empty; name the microbenchmark"},
+      {"", R"({"routing_traces": [{"model": "qwen3-30b-a3b", "trace": "none.mtrace", "source": "s"}]})",
+       "$.routing_traces[0].trace: 'none.mtrace' ("},
+      {"", R"({"routing_traces": [{"model": "llama-3.1-8b", "trace": "none.mtrace", "source": "s"}]})",
+       "$.routing_traces[0].model: 'llama-3.1-8b' is dense: it has no routing to replay"},
+      {"", R"({"routing_traces": [{"trace": "none.mtrace", "source": "s"}]})", "$.routing_traces[0].model: is missing"},
       {"", R"({"runtimes": {"trt": {"max_load_batch_limits": {"value": "trtllm-bench", "source": "s"}}}})",
        "$.runtimes.trt.max_load_batch_limits: needs the runtime's scheduler and max_load_requests beside it"},
       {"",
@@ -879,6 +884,61 @@ TEST(GoldenValidateTable, KvCacheRulesSetTheRunsCacheType) {
   EXPECT_EQ(fp8.value("kv_cache_dtype", ""), "fp8") << fp8.dump();
   EXPECT_FALSE(other.contains("kv_cache_dtype")) << other.dump();
   EXPECT_GT(metric_value(fp8, "predicted"), 1.2 * metric_value(other, "predicted"));
+}
+
+// mapping.json's routing_traces: a row whose model (and, where the rule names them, runtime and version) a
+// rule matches replays that recorded trace in its serving-simulator runs. A file holding the very routing
+// the simulator generates (`trace gen` at its 8,192 tokens and seed 1) gives the same figure to the last
+// digit, so the file is what is replayed; a trace concentrated on few experts (Zipf popularity) makes a
+// 32-sequence decode step read fewer experts and come out faster; a row the rule's runtime does not match,
+// and a batch-1 decode row (the analytic model: top-k experts a token whatever the routing), keep theirs.
+// A trace recorded for another model is refused with the field and both shapes.
+TEST(GoldenValidateTable, RoutingTraceRulesReplayARecordedTrace) {
+  const Scratch s("moesim_validate_table");
+  for (const std::string& gen :
+       {"--out " + s.path("uniform.mtrace"), "--popularity zipf --zipf-s 1.5 --out " + s.path("hot.mtrace")}) {
+    const moesim::test::Run g = s.moesim("trace gen --model qwen3-30b-a3b --tokens 8192 --seed 1 " + gen);
+    ASSERT_EQ(g.code, 0) << g.err;
+  }
+  const std::string rows =
+      "b,prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,32,512,32,0,"
+      "decode_tokens_per_s,200,tokens/s,https://example.org/b,B=32\n"
+      "v,prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-vulkan,,32,512,32,0,"
+      "decode_tokens_per_s,200,tokens/s,https://example.org/v,B=32\n"
+      "d,prediction,qwen3-30b-a3b,,Q8_0,M2 Ultra 192GB,apple-m,1,llama.cpp-metal,,1,0,128,0,"
+      "decode_tokens_per_s,50,tokens/s,https://example.org/d,tg128\n";
+  const auto run = [&](const std::string& rules) {
+    std::string mapping = kMapping;
+    mapping.insert(mapping.rfind('}'), ", \"routing_traces\": [" + rules + "]");
+    write_table(s, rows, mapping);
+    const moesim::test::Run r = s.moesim("validate --table " + s.path() + " --json --quiet");
+    EXPECT_EQ(r.code, 0) << r.err;
+    return nlohmann::json::parse(r.out).at("rows");
+  };
+  const auto generated = run("");
+  const std::string rule = R"({"model": "qwen3-30b-a3b", "runtime": "llama.cpp-metal", "source": "test", "trace": )";
+  const auto uniform = run(rule + R"("uniform.mtrace"})");
+  const auto hot = run(rule + R"("hot.mtrace"})");
+  ASSERT_EQ(uniform.size(), 3u);
+  EXPECT_EQ(uniform[0].at("routing_trace").at("file"), s.path("uniform.mtrace")) << uniform[0].dump();
+  EXPECT_EQ(uniform[0].at("routing_trace").at("source"), "test");
+  EXPECT_DOUBLE_EQ(metric_value(uniform[0], "predicted"), metric_value(generated[0], "predicted"));
+  EXPECT_GT(metric_value(hot[0], "predicted"), 1.2 * metric_value(generated[0], "predicted"));
+  for (const auto* with : {&uniform, &hot}) {
+    EXPECT_FALSE((*with)[1].contains("routing_trace")) << (*with)[1].dump();
+    EXPECT_DOUBLE_EQ(metric_value((*with)[1], "predicted"), metric_value(generated[1], "predicted"));
+    EXPECT_FALSE((*with)[2].contains("routing_trace")) << (*with)[2].dump();
+    EXPECT_DOUBLE_EQ(metric_value((*with)[2], "predicted"), metric_value(generated[2], "predicted"));
+  }
+
+  std::string mapping = kMapping;
+  mapping.insert(mapping.rfind('}'),
+                 R"(, "routing_traces": [{"model": "gpt-oss-20b", "trace": "hot.mtrace", "source": "test"}])");
+  write_table(s, rows, mapping);
+  const moesim::test::Run r = s.moesim("validate --table " + s.path() + " --quiet");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("mapping.json: $.routing_traces[0].trace:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("does not fit model 'gpt-oss-20b'"), std::string::npos) << r.err;
 }
 
 // A runtime's matrix-vector expert kernel came with some version of it (mapping.json's expert_matvec_predates):

@@ -74,6 +74,9 @@ struct ValidationPrediction {
   /// The row's runtime version predates its runtime's matrix-vector expert kernel at small steps (mapping.json's
   /// runtimes.<runtime>.expert_matvec_predates): its figures are priced without devices.expert_matvec_tokens.
   bool predates_expert_matvec = false;
+  /// The recorded routing trace its serving-simulator runs replay (mapping.json's routing_traces: an absolute
+  /// path) and where it comes from; empty: the generated trace.
+  std::string routing_trace, routing_trace_source;
   std::optional<double> predicted;  ///< in the row's unit, with the shipped (datasheet) profiles
   std::string skipped;              ///< why not expressed (when !predicted)
   /// With the runtime fitted to the calibration rows of its (node profile, runtime) class (--fit), and

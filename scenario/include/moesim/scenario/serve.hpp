@@ -183,7 +183,8 @@ sim::SchedulerConfig read_scheduler(const json::Node& scheduler);
 /// Generated routing traces kept for the scenarios that follow: a fit runs the same configurations at many
 /// parameter values, and generating each one's trace again was a third of `moesim validate --fit`'s time.
 /// Keyed by all a generated trace depends on (the model's id, MoE layers, routed experts and top-k, and the
-/// scenario's "generate" request); traces read from files are not kept. Holds at most kMaxBytes of traces
+/// scenario's "generate" request), or by the model and the file a trace was read from (validation rows
+/// priced on a recorded trace read it once, not at every trial of a fit). Holds at most kMaxBytes of traces
 /// (then starts again empty). One per thread; it must outlive the runs prepared with it.
 class TraceCache {
  public:
